@@ -1,0 +1,1 @@
+"""The anomaly engine: six pure rules, suppression with resolution, delivery."""

@@ -1,0 +1,67 @@
+"""`Anomaly`, its kinds, severities, channels and stable key (seed; design §2.2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+
+class Kind(StrEnum):
+    STALE_FILE_VIEW = "stale_file_view"
+    BUILD_BROKEN_AFTER_MY_EDIT = "build_broken_after_my_edit"
+    REPEATED_FAILED_BUILD = "repeated_failed_build"
+    TEST_STUCK = "test_stuck"
+    EXTERNAL_MODIFIED_DURING_SESSION = "external_modified_during_session"
+    CONTEXT_PRESSURE = "context_pressure"
+
+
+class Severity(StrEnum):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+class Channel(StrEnum):
+    USER_PROMPT_SUBMIT = "user_prompt_submit"
+    STOP_BLOCK = "stop_block"
+    POST_TOOL_USE = "post_tool_use"
+
+
+SEVERITY_RANK = {Severity.HIGH: 0, Severity.MEDIUM: 1, Severity.LOW: 2}
+
+
+@dataclass(frozen=True, slots=True)
+class Anomaly:
+    kind: str
+    severity: str
+    channel: str
+    evidence: str
+    suggestion: str
+    related_files: tuple[str, ...] = ()
+    subject: str = ""
+    # Newest event (epoch ms) that supports the finding: a resolved finding re-emits only
+    # when this is newer than the resolving event (design §2.4).
+    last_evidence_ts: int = 0
+    # Filled by suppression when the finding is delivered; 0 in raw rule output.
+    first_emitted_at: int = 0
+    session_id: str = ""
+    extra: dict[str, object] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def stable_key(self) -> str:
+        return stable_key(self.kind, self.severity, self.subject)
+
+    def with_emit(self, first_emitted_at: int) -> Anomaly:
+        return replace(self, first_emitted_at=first_emitted_at)
+
+
+def stable_key(kind: str, severity: str, subject: str) -> str:
+    return f"{kind}|{severity}|{subject}"
+
+
+def delivery_order(anomalies: list[Anomaly]) -> list[Anomaly]:
+    """High before medium, newest evidence first (design §2.7)."""
+    return sorted(
+        anomalies,
+        key=lambda a: (SEVERITY_RANK.get(Severity(a.severity), 9), -a.last_evidence_ts, a.kind),
+    )

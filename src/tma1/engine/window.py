@@ -1,0 +1,33 @@
+"""`SessionWindow`: everything the rules may look at, loaded with a few indexed queries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tma1.clock import MINUTE_MS
+from tma1.events import FileChange, HookEvent, Usage
+
+EVENTS_WINDOW_MS = 60 * MINUTE_MS
+CHANGES_WINDOW_MS = 90 * MINUTE_MS
+
+
+@dataclass(slots=True)
+class SessionWindow:
+    session_id: str
+    project: str | None
+    events: list[HookEvent] = field(default_factory=list)  # ts ascending, last 60 min
+    changes: list[FileChange] = field(default_factory=list)  # project's, last 90 min
+    usage: Usage | None = None  # latest context occupancy
+    session_start_ts: int | None = None  # first event we ever saw of this session
+
+    @property
+    def occupancy(self) -> int | None:
+        return self.usage.occupancy if self.usage else None
+
+    def tool_results(self) -> list[HookEvent]:
+        return [e for e in self.events if e.event_type in ("PostToolUse", "PostToolUseFailure")]
+
+
+@dataclass(frozen=True, slots=True)
+class RuleConfig:
+    context_pressure_threshold: int = 100_000

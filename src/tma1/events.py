@@ -1,0 +1,421 @@
+"""Hook payload → `HookEvent`: lenient parsing, derived fields, failure detection.
+
+Claude Code and Codex differ by version (docs/agent-protocols.md): unknown fields are kept
+in `metadata`, missing optional fields are None, and only the two fields without which an
+event means nothing (`session_id`, `hook_event_name`) are required.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any
+
+from tma1.extract import error_line, extract_test_ids, is_masked_failure
+
+TOOL_INPUT_CAP = 8 * 1024
+TOOL_RESULT_CAP = 16 * 1024
+METADATA_CAP = 4 * 1024
+COMMAND_PREFIX_LEN = 60
+
+WRITE_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit", "apply_patch"})
+READ_TOOLS = frozenset({"Read", "NotebookRead"})
+SHELL_TOOLS = frozenset({"Bash", "shell", "local_shell", "exec_command", "shell_command"})
+
+# Fields that become columns (or drive delivery); everything else goes into metadata.
+_KNOWN_FIELDS = frozenset(
+    {
+        "session_id",
+        "hook_event_name",
+        "tool_name",
+        "tool_use_id",
+        "tool_input",
+        "tool_response",
+        "tool_result",
+        "error",
+        "cwd",
+        "transcript_path",
+        "permission_mode",
+        "duration_ms",
+        "ts",
+    }
+)
+_STRING_FIELDS = (
+    "session_id",
+    "hook_event_name",
+    "tool_name",
+    "tool_use_id",
+    "cwd",
+    "transcript_path",
+    "permission_mode",
+)
+
+
+class PayloadError(ValueError):
+    """The payload cannot become an event. `reason` is a short counter key."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(slots=True)
+class HookEvent:
+    ts: int
+    session_id: str
+    event_type: str
+    hook_event_name: str
+    agent_source: str = "claude-code"
+    tool_name: str | None = None
+    tool_use_id: str | None = None
+    tool_input: str | None = None
+    tool_result: str | None = None
+    tool_file_path: str | None = None
+    tool_files: list[str] = field(default_factory=list)
+    tool_command: str | None = None
+    tool_command_prefix: str | None = None
+    tool_success: bool | None = None
+    failure_kind: str | None = None  # "exit" | "masked" | None
+    tool_error_summary: str | None = None
+    test_ids: list[str] = field(default_factory=list)
+    cwd: str | None = None
+    project: str | None = None
+    transcript_path: str | None = None
+    permission_mode: str | None = None
+    duration_ms: int | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    id: int | None = None
+
+    @property
+    def is_failure(self) -> bool:
+        """Native failure, derived exit failure, or a masked one (design §2.8)."""
+        return self.event_type == "PostToolUseFailure" or self.failure_kind == "masked"
+
+    @property
+    def is_success(self) -> bool:
+        """A tool result that no rule may count as a failure (resolution checks use it)."""
+        return self.event_type == "PostToolUse" and self.tool_success is True
+
+    @property
+    def is_shell(self) -> bool:
+        return self.tool_name in SHELL_TOOLS
+
+    @property
+    def stop_hook_active(self) -> bool:
+        return bool(self.metadata.get("stop_hook_active"))
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+def cap_text(text: str | None, limit: int) -> str | None:
+    """Cut to at most `limit` UTF-8 bytes without splitting a character."""
+    if text is None:
+        return None
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    marker = "…[truncated]"
+    cut = data[: max(0, limit - len(marker.encode()))]
+    return cut.decode("utf-8", "ignore") + marker
+
+
+def to_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def collapse_ws(text: str) -> str:
+    return " ".join(text.split())
+
+
+def command_prefix(command: str | None) -> str | None:
+    if not command:
+        return None
+    return collapse_ws(command)[:COMMAND_PREFIX_LEN] or None
+
+
+@lru_cache(maxsize=4096)
+def project_for(cwd: str) -> str:
+    """The git top-level of `cwd`, or `cwd` itself (design §2.9). Never a basename."""
+    path = cwd.rstrip("/\\") or cwd
+    probe = path
+    for _ in range(64):
+        try:
+            if os.path.exists(os.path.join(probe, ".git")):
+                return probe
+        except (OSError, ValueError):
+            break
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    return path
+
+
+def _shell_command(tool_input: dict[str, Any]) -> str | None:
+    cmd = tool_input.get("command", tool_input.get("cmd"))
+    if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd):
+        # Codex sends argv; `bash -lc "<script>"` is the script the user sees.
+        if (
+            len(cmd) >= 3
+            and cmd[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh")
+            and cmd[1]
+            in (
+                "-c",
+                "-lc",
+            )
+        ):
+            return cmd[2]
+        return shlex.join(cmd)
+    return cmd if isinstance(cmd, str) else None
+
+
+_PATCH_FILE = re.compile(
+    r"^\*\*\* (?:Update|Add|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.MULTILINE
+)
+
+
+def patch_files(patch: str, cwd: str | None) -> list[str]:
+    """Files an apply_patch envelope touches, made absolute against `cwd`."""
+    out: dict[str, None] = {}
+    for m in _PATCH_FILE.finditer(patch):
+        p = (m.group(1) or m.group(2)).strip()
+        out.setdefault(absolutize(p, cwd), None)
+    return list(out)
+
+
+def absolutize(path: str, cwd: str | None) -> str:
+    if PurePosixPath(path).is_absolute() or PureWindowsPath(path).is_absolute() or not cwd:
+        return path
+    return os.path.normpath(os.path.join(cwd, path))
+
+
+def _response_text(resp: Any) -> str | None:
+    """The human-readable output of a tool response (stdout + stderr for Bash)."""
+    if resp is None:
+        return None
+    if isinstance(resp, str):
+        return resp
+    if isinstance(resp, dict):
+        parts = [resp.get(k) for k in ("stdout", "stderr", "output", "error", "content")]
+        texts = [p if isinstance(p, str) else to_text(p) for p in parts if p not in (None, "")]
+        if texts:
+            return "\n".join(t for t in texts if t)
+    return to_text(resp)
+
+
+_CODEX_EXIT = re.compile(
+    r"(?:Exit code:?\s*|Process exited with code\s+|exit_code\"?:\s*)(-?\d+)", re.IGNORECASE
+)
+_CLAUDE_EXIT = re.compile(
+    r"^\s*(?:Exit code|Command exited with non-zero status code)\s*(-?\d+)", re.IGNORECASE
+)
+_REFUSALS = (
+    "operation blocked by hook",
+    "hook error",
+    "doesn't want to proceed",
+    "user doesn't want",
+    "<tool_use_error>",
+)
+
+
+def is_refusal(text: str | None) -> bool:
+    """A call refused by a hook, by the user, or by validation is not a failure."""
+    if not text:
+        return False
+    head = text[:400]
+    return any(r in head for r in _REFUSALS)
+
+
+def response_failure(resp: Any) -> bool:
+    """Failure markers inside a PostToolUse `tool_response` (design §2.8)."""
+    if isinstance(resp, str):
+        head = resp[:300]
+        m = _CODEX_EXIT.search(head) or _CLAUDE_EXIT.search(head)
+        return bool(m and int(m.group(1)) != 0) and not is_refusal(resp)
+    if not isinstance(resp, dict):
+        return False
+    if resp.get("is_error") is True or resp.get("isError") is True:
+        return True
+    if resp.get("success") is False or resp.get("interrupted") is True:
+        return True
+    err = resp.get("error")
+    if isinstance(err, str) and err.strip() and not is_refusal(err):
+        return True
+    for key in ("code", "exitCode", "exit_code"):
+        code = resp.get(key)
+        if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+            return True
+        if isinstance(code, str) and code.strip().lstrip("-").isdigit() and int(code) != 0:
+            return True
+    return False
+
+
+# --- the parser --------------------------------------------------------------------------
+
+
+def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> HookEvent:
+    """Turn a decoded hook payload into a `HookEvent`, or raise `PayloadError`."""
+    if not isinstance(payload, dict):
+        raise PayloadError("not_object", f"payload is a JSON {type(payload).__name__}")
+    for key in _STRING_FIELDS:
+        value = payload.get(key)
+        if value is not None and not isinstance(value, str):
+            raise PayloadError("bad_field_type", f"{key} must be a string")
+    session_id = payload.get("session_id")
+    hook_event = payload.get("hook_event_name")
+    if not session_id or not session_id.strip():
+        raise PayloadError("missing_session_id", "session_id is missing or empty")
+    if not hook_event or not hook_event.strip():
+        raise PayloadError("missing_hook_event_name", "hook_event_name is missing or empty")
+    tool_input_raw = payload.get("tool_input")
+    if tool_input_raw is not None and not isinstance(tool_input_raw, dict | str):
+        raise PayloadError("bad_field_type", "tool_input must be an object")
+    duration = payload.get("duration_ms")
+    if duration is not None and (
+        isinstance(duration, bool) or not isinstance(duration, int | float)
+    ):
+        raise PayloadError("bad_field_type", "duration_ms must be a number")
+
+    tool_name = payload.get("tool_name")
+    tool_input: dict[str, Any] = (
+        tool_input_raw
+        if isinstance(tool_input_raw, dict)
+        else {"command": tool_input_raw}
+        if isinstance(tool_input_raw, str)
+        else {}
+    )
+    cwd = payload.get("cwd")
+    ev = HookEvent(
+        ts=ts,
+        session_id=session_id.strip(),
+        event_type=hook_event.strip(),
+        hook_event_name=hook_event.strip(),
+        agent_source=source,
+        tool_name=tool_name,
+        tool_use_id=payload.get("tool_use_id"),
+        tool_input=cap_text(to_text(tool_input_raw), TOOL_INPUT_CAP),
+        cwd=cwd,
+        project=project_for(cwd) if cwd else None,
+        transcript_path=payload.get("transcript_path"),
+        permission_mode=payload.get("permission_mode"),
+        duration_ms=int(duration) if duration is not None else None,
+    )
+
+    # Files touched and the command run.
+    if tool_name == "apply_patch" or (
+        isinstance(tool_input.get("command"), str) and "*** Begin Patch" in tool_input["command"]
+    ):
+        patch = tool_input.get("command") or tool_input.get("input") or tool_input.get("patch")
+        files = patch_files(patch, cwd) if isinstance(patch, str) else []
+        ev.tool_files = files
+        ev.tool_file_path = files[0] if files else None
+        if tool_name != "apply_patch":
+            ev.tool_name = "apply_patch"
+    else:
+        fp = (
+            tool_input.get("file_path") or tool_input.get("notebook_path") or tool_input.get("path")
+        )
+        if isinstance(fp, str) and fp:
+            ev.tool_file_path = fp
+            ev.tool_files = [fp]
+        if tool_name in SHELL_TOOLS or (tool_name is None and "command" in tool_input):
+            ev.tool_command = _shell_command(tool_input)
+            ev.tool_command_prefix = command_prefix(ev.tool_command)
+
+    # Result and failure derivation (design §2.8).
+    resp = payload.get("tool_response", payload.get("tool_result"))
+    if ev.event_type == "PostToolUseFailure":
+        err = payload.get("error")
+        text = to_text(err) if err is not None else _response_text(resp)
+        ev.tool_result = cap_text(text, TOOL_RESULT_CAP)
+        ev.tool_success = False
+        ev.failure_kind = "exit"
+        if is_refusal(text):
+            # A refusal is not a failure: keep it as a plain, unsuccessful result.
+            ev.event_type = "PostToolUse"
+            ev.failure_kind = None
+    elif ev.event_type == "PostToolUse":
+        text = _response_text(resp)
+        ev.tool_result = cap_text(text, TOOL_RESULT_CAP)
+        if is_refusal(text if isinstance(resp, str) else to_text(resp)):
+            ev.tool_success = False
+        elif response_failure(resp):
+            ev.event_type = "PostToolUseFailure"
+            ev.tool_success = False
+            ev.failure_kind = "exit"
+        elif ev.tool_command and is_masked_failure(ev.tool_command, text):
+            ev.tool_success = False
+            ev.failure_kind = "masked"
+        else:
+            ev.tool_success = True
+    if ev.tool_success is False and ev.failure_kind and ev.tool_result:
+        ev.tool_error_summary = error_line(ev.tool_result)
+        ev.test_ids = extract_test_ids(ev.tool_result)
+
+    extra = {k: v for k, v in payload.items() if k not in _KNOWN_FIELDS}
+    if extra:
+        meta_text = to_text(extra) or ""
+        if len(meta_text.encode("utf-8", "surrogatepass")) > METADATA_CAP:
+            extra = _shrink_metadata(extra)
+        ev.metadata = extra
+    return ev
+
+
+def _shrink_metadata(extra: dict[str, Any]) -> dict[str, Any]:
+    """Keep small scalar fields whole (stop_hook_active must survive) and cap the rest."""
+    out: dict[str, Any] = {}
+    budget = METADATA_CAP
+    for key, value in sorted(extra.items(), key=lambda kv: len(to_text(kv[1]) or "")):
+        text = to_text(value) or ""
+        size = len(text.encode("utf-8", "surrogatepass")) + len(key) + 8
+        if size <= budget:
+            out[key] = value
+            budget -= size
+        elif budget > 64:
+            out[key] = cap_text(text, budget - 32)
+            budget = 0
+        else:
+            out[key] = "…[truncated]"
+    out["_truncated"] = True
+    return out
+
+
+@dataclass(slots=True, frozen=True)
+class FileChange:
+    """One change on disk in a project (design §2.10). `writer_session` None: nobody we know."""
+
+    ts: int
+    project: str
+    path: str
+    change: str  # added | modified | deleted
+    size: int | None = None
+    content_hash: str | None = None
+    writer_session: str | None = None
+    id: int | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Usage:
+    """One main-chain model request's token usage; `occupancy` is its prompt size."""
+
+    ts: int
+    session_id: str
+    occupancy: int
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    output_tokens: int = 0
+    model: str | None = None
+    message_id: str | None = None
+    kind: str = "usage"  # usage | compaction

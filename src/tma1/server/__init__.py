@@ -1,0 +1,1 @@
+"""The HTTP server: hook ingest, read-only APIs and the dashboard."""

@@ -1,0 +1,116 @@
+"""The FastAPI application factory and the `serve` runner."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
+from fastapi.staticfiles import StaticFiles
+
+from tma1 import __version__
+from tma1.server import (
+    routes_agent,
+    routes_anomalies,
+    routes_gates,
+    routes_hooks,
+    routes_sessions,
+)
+from tma1.server.security import LocalOnlyMiddleware
+from tma1.service import Service
+
+log = logging.getLogger("tma1.server")
+
+STATIC_DIR = Path(__file__).parent / "static"
+
+
+def create_app(service: Service, *, hook_token: str | None) -> FastAPI:
+    """`hook_token` None disables the token check (only for in-process tests)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        service.start()
+        try:
+            yield
+        finally:
+            service.stop()
+
+    app = FastAPI(
+        title="tma1",
+        version=__version__,
+        lifespan=lifespan,
+        description="Watches AI coding agents through their hooks.",
+    )
+    app.state.service = service
+    app.state.hook_token = hook_token
+    app.add_middleware(LocalOnlyMiddleware)
+
+    @app.exception_handler(Exception)
+    async def _unhandled(request: Request, exc: Exception) -> PlainTextResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        if request.url.path == "/api/hooks":  # the hook path answers 200, whatever happens
+            return PlainTextResponse("", status_code=200)
+        return PlainTextResponse("internal error\n", status_code=500)
+
+    @app.get("/api/health", summary="Version, database, uptime, row counts, counters")
+    def health() -> JSONResponse:
+        return JSONResponse(service.health())
+
+    @app.get("/api/ping", summary="A trivial endpoint (benchmarks compare against it)")
+    async def ping() -> PlainTextResponse:
+        return PlainTextResponse("")
+
+    for module in (routes_hooks, routes_anomalies, routes_gates, routes_sessions, routes_agent):
+        app.include_router(module.router)
+
+    if (STATIC_DIR / "index.html").exists():
+
+        @app.get("/", include_in_schema=False)
+        def index() -> FileResponse:
+            return FileResponse(STATIC_DIR / "index.html")
+
+        app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    return app
+
+
+class PortInUseError(RuntimeError):
+    pass
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Fail with a clear message before uvicorn would print a stack trace."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                raise PortInUseError(
+                    f"cannot listen on {host}:{port}: the address is in use "
+                    f"(is another tma1 running? set TMA1_PORT or --port)"
+                ) from None
+            raise
+
+
+def run_server(
+    service: Service, *, host: str, port: int, hook_token: str | None, log_level: str = "info"
+) -> None:
+    check_port_free(host, port)
+    app = create_app(service, hook_token=hook_token)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level.lower(),
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+    )
+    uvicorn.Server(config).run()

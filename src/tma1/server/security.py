@@ -1,0 +1,70 @@
+"""Default-on request hygiene: loopback Host names only, no foreign web origins.
+
+A page on another origin (or a DNS-rebinding name that resolves to 127.0.0.1) must not be
+able to post events, label findings or read the emit log.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from urllib.parse import urlsplit
+
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+log = logging.getLogger("tma1.security")
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "testserver"})
+
+
+def _host_name(host: str) -> str:
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0]
+    if host.count(":") == 1:
+        return host.split(":", 1)[0]
+    return host
+
+
+def is_loopback_name(host: str) -> bool:
+    name = _host_name(host)
+    if name in LOOPBACK_NAMES or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+class LocalOnlyMiddleware:
+    """Refuses (403) a non-loopback Host, and an Origin that is not this very server."""
+
+    def __init__(self, app: ASGIApp, *, allowed_hosts: frozenset[str] = frozenset()) -> None:
+        self.app = app
+        self.allowed_hosts = allowed_hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        host = headers.get("host", "")
+        reason = None
+        if not host or not (is_loopback_name(host) or _host_name(host) in self.allowed_hosts):
+            reason = f"Host {host!r} is not a loopback name"
+        else:
+            origin = headers.get("origin")
+            if origin is not None and origin != "null":
+                parts = urlsplit(origin)
+                if parts.scheme not in ("http", "https") or parts.netloc.lower() != host.lower():
+                    reason = f"Origin {origin!r} is not this server"
+            elif origin == "null":
+                reason = "Origin 'null' is refused"
+            if reason is None and headers.get("sec-fetch-site") == "cross-site":
+                reason = "cross-site request"
+        if reason:
+            log.warning("refused %s %s: %s", scope.get("method"), scope.get("path"), reason)
+            await PlainTextResponse(f"forbidden: {reason}\n", status_code=403)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

@@ -1,0 +1,177 @@
+"""The running tma1: store, clock, engine and sensors wired together.
+
+The HTTP layer is thin; everything a hook does happens in `Service.handle_hook`, which
+never raises: any failure is logged, counted, and answered with an empty body.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tma1 import __version__
+from tma1.clock import Clock, SystemClock
+from tma1.config import Settings
+from tma1.counters import Counters
+from tma1.engine.delivery import Delivery
+from tma1.events import HookEvent, PayloadError, parse_payload
+from tma1.sensors import Sensors
+from tma1.store import Store
+
+log = logging.getLogger("tma1.hooks")
+
+MAX_BODY_BYTES = 1024 * 1024
+PURGE_INTERVAL_S = 3600.0
+
+
+@dataclass
+class Service:
+    settings: Settings
+    store: Store
+    clock: Clock
+    counters: Counters
+    delivery: Delivery
+    sensors: Sensors
+    started_at: float = field(default_factory=time.monotonic)
+    # Called with each stored event; tests and the demo hook in here.
+    listeners: list[Callable[[HookEvent], None]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _purger: threading.Thread | None = None
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.delivery.start()
+        self.sensors.start()
+        self._purger = threading.Thread(target=self._purge_loop, name="tma1-purge", daemon=True)
+        self._purger.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.sensors.stop()
+        self.delivery.stop()  # flushes the emit log
+        if self._purger:
+            self._purger.join(timeout=5)
+
+    def _purge_loop(self) -> None:
+        while not self._stop.wait(
+            timeout=1.0 if self.counters.get("purge_runs") == 0 else PURGE_INTERVAL_S
+        ):
+            self.purge_once()
+
+    def purge_once(self) -> dict[str, int]:
+        cutoff = self.clock.now_ms() - self.settings.data_ttl_seconds * 1000
+        try:
+            removed = self.store.purge(cutoff)
+        except Exception:
+            log.exception("purge failed; will retry in an hour")
+            return {}
+        finally:
+            self.counters.inc("purge_runs")
+        if any(removed.values()):
+            log.info("purged rows older than the TTL: %s", removed)
+        return removed
+
+    # --- the hook path ---------------------------------------------------------------
+
+    def reject(self, reason: str, detail: str) -> str:
+        self.counters.inc(f"rejected.{reason}")
+        log.warning("hook payload rejected (%s): %s", reason, detail)
+        return ""
+
+    def handle_hook(
+        self, body: bytes, *, source: str | None = None, envelope: str | None = None
+    ) -> str:
+        """Store the event, then answer with what the agent should hear. Never raises."""
+        self.counters.inc("requests")
+        try:
+            return self._handle(body, source=source, envelope=envelope)
+        except Exception:
+            self.counters.inc("errors.internal")
+            log.exception("hook handling failed; answering empty")
+            return ""
+
+    def _handle(self, body: bytes, *, source: str | None, envelope: str | None) -> str:
+        if len(body) > MAX_BODY_BYTES:
+            return self.reject("body_too_large", f"{len(body)} bytes > {MAX_BODY_BYTES}")
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return self.reject("invalid_utf8", str(exc))
+        try:
+            payload = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            return self.reject("invalid_json", str(exc)[:200])
+        agent = "codex" if (source or "").lower() == "codex" else "claude-code"
+        try:
+            event = parse_payload(payload, ts=self.clock.now_ms(), source=agent)
+        except PayloadError as exc:
+            return self.reject(exc.reason, exc.detail)
+        self.store.insert_event(event)
+        self.counters.inc("events.stored")
+        self._notify(event)
+        if self.settings.disable_injection:
+            return ""
+        return self.delivery.respond(event, envelope=envelope)
+
+    def _notify(self, event: HookEvent) -> None:
+        self.delivery.invalidate(event.session_id)
+        for fn in (self.sensors.on_event, *self.listeners):
+            try:
+                fn(event)
+            except Exception:
+                self.counters.inc("errors.sensor")
+                log.exception("event listener failed for session %s", event.session_id)
+
+    # --- health ----------------------------------------------------------------------
+
+    def health(self) -> dict[str, object]:
+        try:
+            rows: dict[str, int] | str = self.store.counts()
+            db_ok = True
+        except Exception as exc:  # the database is gone: say so, don't fail the probe
+            rows, db_ok = f"unavailable: {type(exc).__name__}", False
+        return {
+            "status": "ok" if db_ok else "degraded",
+            "version": __version__,
+            "database": self.store.dialect,
+            "uptime_s": round(time.monotonic() - self.started_at, 3),
+            "rows": rows,
+            "requests": self.counters.get("requests"),
+            "rejected": self.counters.snapshot("rejected."),
+            "errors": self.counters.snapshot("errors."),
+            "events_stored": self.counters.get("events.stored"),
+            "engine": self.delivery.health(),
+            "sensors": self.sensors.health(),
+            "injection": not self.settings.disable_injection,
+        }
+
+
+def build_service(
+    settings: Settings, *, clock: Clock | None = None, store: Store | None = None
+) -> Service:
+    """Wire the real components for `settings` (migrations run here)."""
+    clock = clock or SystemClock()
+    store = store or Store.open(settings.effective_database_url)
+    counters = Counters()
+    delivery = Delivery(store=store, clock=clock, settings=settings, counters=counters)
+    sensors = Sensors(
+        store=store,
+        clock=clock,
+        settings=settings,
+        counters=counters,
+        on_project_change=delivery.invalidate_project,
+        on_session_change=delivery.invalidate,
+    )
+    return Service(
+        settings=settings,
+        store=store,
+        clock=clock,
+        counters=counters,
+        delivery=delivery,
+        sensors=sensors,
+    )

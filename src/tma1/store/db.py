@@ -1,0 +1,337 @@
+"""The engine factory, migrations, and `Store`: every query tma1 runs, parameterised."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, select
+from sqlalchemy.engine import Connection
+
+from tma1.events import FileChange, HookEvent, Usage
+from tma1.store.schema import (
+    ALL_TABLES,
+    anomaly_emits,
+    anomaly_labels,
+    external_changes,
+    hook_events,
+    messages,
+)
+
+log = logging.getLogger("tma1.store")
+
+_MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def make_engine(url: str) -> Engine:
+    """SQLite gets WAL + NORMAL sync + a busy timeout; PostgreSQL a small pool."""
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[1] if "///" in url else ""
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 10},
+            pool_size=8,
+            max_overflow=8,
+        )
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=10000")
+            cur.close()
+
+        return engine
+    return create_engine(
+        url, pool_size=10, max_overflow=10, pool_pre_ping=True, connect_args={"connect_timeout": 5}
+    )
+
+
+def run_migrations(engine: Engine) -> None:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _loads(text: str | None, default: Any) -> Any:
+    if not text:
+        return default
+    try:
+        return json.loads(text)
+    except ValueError:
+        return default
+
+
+def event_row(ev: HookEvent) -> dict[str, Any]:
+    return {
+        "ts": ev.ts,
+        "session_id": ev.session_id,
+        "event_type": ev.event_type,
+        "hook_event_name": ev.hook_event_name,
+        "agent_source": ev.agent_source,
+        "tool_name": ev.tool_name,
+        "tool_use_id": ev.tool_use_id,
+        "tool_input": ev.tool_input,
+        "tool_result": ev.tool_result,
+        "tool_file_path": ev.tool_file_path,
+        "tool_files": _json(ev.tool_files),
+        "tool_command": ev.tool_command,
+        "tool_command_prefix": ev.tool_command_prefix,
+        "tool_success": ev.tool_success,
+        "failure_kind": ev.failure_kind,
+        "tool_error_summary": ev.tool_error_summary,
+        "test_ids": _json(ev.test_ids),
+        "cwd": ev.cwd,
+        "project": ev.project,
+        "transcript_path": ev.transcript_path,
+        "permission_mode": ev.permission_mode,
+        "duration_ms": ev.duration_ms,
+        "metadata": _json(ev.metadata) if ev.metadata else None,
+    }
+
+
+def row_to_event(row: Any) -> HookEvent:
+    m = row._mapping
+    return HookEvent(
+        id=m["id"],
+        ts=m["ts"],
+        session_id=m["session_id"],
+        event_type=m["event_type"],
+        hook_event_name=m["hook_event_name"],
+        agent_source=m["agent_source"],
+        tool_name=m["tool_name"],
+        tool_use_id=m["tool_use_id"],
+        tool_input=m["tool_input"],
+        tool_result=m["tool_result"],
+        tool_file_path=m["tool_file_path"],
+        tool_files=_loads(m["tool_files"], []),
+        tool_command=m["tool_command"],
+        tool_command_prefix=m["tool_command_prefix"],
+        tool_success=m["tool_success"],
+        failure_kind=m["failure_kind"],
+        tool_error_summary=m["tool_error_summary"],
+        test_ids=_loads(m["test_ids"], []),
+        cwd=m["cwd"],
+        project=m["project"],
+        transcript_path=m["transcript_path"],
+        permission_mode=m["permission_mode"],
+        duration_ms=m["duration_ms"],
+        metadata=_loads(m["metadata"], {}),
+    )
+
+
+def row_to_change(row: Any) -> FileChange:
+    m = row._mapping
+    return FileChange(
+        id=m["id"],
+        ts=m["ts"],
+        project=m["project"],
+        path=m["path"],
+        change=m["change"],
+        size=m["size"],
+        content_hash=m["content_hash"],
+        writer_session=m["writer_session"],
+    )
+
+
+class Store:
+    """All reads and writes. Thread-safe: each call takes its own pooled connection."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def open(cls, url: str, *, migrate: bool = True) -> Store:
+        engine = make_engine(url)
+        if migrate:
+            run_migrations(engine)
+        return cls(engine)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # --- writes ---------------------------------------------------------------------
+
+    def insert_event(self, ev: HookEvent) -> int:
+        with self.engine.begin() as conn:
+            result = conn.execute(insert(hook_events).values(**event_row(ev)))
+            ev.id = int(result.inserted_primary_key[0])  # type: ignore[index]
+        return ev.id
+
+    def insert_events(self, evs: Sequence[HookEvent]) -> None:
+        if not evs:
+            return
+        with self.engine.begin() as conn:
+            conn.execute(insert(hook_events), [event_row(e) for e in evs])
+
+    def insert_change(self, ch: FileChange) -> int:
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                insert(external_changes).values(
+                    ts=ch.ts,
+                    project=ch.project,
+                    path=ch.path,
+                    change=ch.change,
+                    size=ch.size,
+                    content_hash=ch.content_hash,
+                    writer_session=ch.writer_session,
+                )
+            )
+            return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+    def insert_usages(self, usages: Sequence[Usage]) -> None:
+        if not usages:
+            return
+        with self.engine.begin() as conn:
+            conn.execute(
+                insert(messages),
+                [
+                    {
+                        "ts": u.ts,
+                        "session_id": u.session_id,
+                        "message_id": u.message_id,
+                        "kind": u.kind,
+                        "model": u.model,
+                        "input_tokens": u.input_tokens,
+                        "cache_read_tokens": u.cache_read_tokens,
+                        "cache_creation_tokens": u.cache_creation_tokens,
+                        "output_tokens": u.output_tokens,
+                        "occupancy": u.occupancy,
+                    }
+                    for u in usages
+                ],
+            )
+
+    def insert_emits(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Rows with the emit-log columns; `related_files` may be a list (stored as JSON)."""
+        if not rows:
+            return
+        prepared = [
+            {
+                **r,
+                "related_files": r["related_files"]
+                if isinstance(r["related_files"], str)
+                else _json(r["related_files"]),
+            }
+            for r in rows
+        ]
+        with self.engine.begin() as conn:
+            conn.execute(insert(anomaly_emits), prepared)
+
+    # --- reads for the engine ---------------------------------------------------------
+
+    def session_events(
+        self, session_id: str, since_ts: int, until_ts: int | None = None
+    ) -> list[HookEvent]:
+        q = select(hook_events).where(
+            hook_events.c.session_id == session_id, hook_events.c.ts >= since_ts
+        )
+        if until_ts is not None:
+            q = q.where(hook_events.c.ts <= until_ts)
+        with self.engine.connect() as conn:
+            rows = conn.execute(q.order_by(hook_events.c.ts, hook_events.c.id)).all()
+        return [row_to_event(r) for r in rows]
+
+    def project_changes(
+        self, project: str, since_ts: int, until_ts: int | None = None
+    ) -> list[FileChange]:
+        q = select(external_changes).where(
+            external_changes.c.project == project, external_changes.c.ts >= since_ts
+        )
+        if until_ts is not None:
+            q = q.where(external_changes.c.ts <= until_ts)
+        with self.engine.connect() as conn:
+            rows = conn.execute(q.order_by(external_changes.c.ts, external_changes.c.id)).all()
+        return [row_to_change(r) for r in rows]
+
+    def latest_usage(self, session_id: str, until_ts: int | None = None) -> Usage | None:
+        q = select(messages).where(messages.c.session_id == session_id)
+        if until_ts is not None:
+            q = q.where(messages.c.ts <= until_ts)
+        q = q.order_by(messages.c.ts.desc(), messages.c.id.desc()).limit(1)
+        with self.engine.connect() as conn:
+            row = conn.execute(q).first()
+        if row is None:
+            return None
+        m = row._mapping
+        return Usage(
+            ts=m["ts"],
+            session_id=m["session_id"],
+            occupancy=m["occupancy"],
+            input_tokens=m["input_tokens"],
+            cache_read_tokens=m["cache_read_tokens"],
+            cache_creation_tokens=m["cache_creation_tokens"],
+            output_tokens=m["output_tokens"],
+            model=m["model"],
+            message_id=m["message_id"],
+            kind=m["kind"],
+        )
+
+    def sessions_in_project(self, project: str, since_ts: int) -> list[str]:
+        q = (
+            select(hook_events.c.session_id)
+            .where(hook_events.c.project == project, hook_events.c.ts >= since_ts)
+            .group_by(hook_events.c.session_id)
+        )
+        with self.engine.connect() as conn:
+            return [r[0] for r in conn.execute(q)]
+
+    def emits_since(self, since_ts: int) -> list[dict[str, Any]]:
+        q = (
+            select(anomaly_emits)
+            .where(anomaly_emits.c.ts >= since_ts)
+            .order_by(anomaly_emits.c.ts, anomaly_emits.c.id)
+        )
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+    # --- housekeeping --------------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        with self.engine.connect() as conn:
+            for table in ALL_TABLES:
+                out[table.name] = int(
+                    conn.execute(select(func.count()).select_from(table)).scalar_one()
+                )
+        return out
+
+    def purge(self, before_ts: int) -> dict[str, int]:
+        """Delete rows older than `before_ts`; labels go with their emits."""
+        removed: dict[str, int] = {}
+        with self.engine.begin() as conn:
+            old_emits = select(anomaly_emits.c.id).where(anomaly_emits.c.ts < before_ts)
+            removed[anomaly_labels.name] = conn.execute(
+                delete(anomaly_labels).where(anomaly_labels.c.emit_id.in_(old_emits))
+            ).rowcount
+            for table in (hook_events, external_changes, messages, anomaly_emits):
+                removed[table.name] = conn.execute(
+                    delete(table).where(table.c.ts < before_ts)
+                ).rowcount
+        return removed
+
+    def connect(self) -> Connection:
+        return self.engine.connect()
+
+    def execute_many(self, statements: Iterable[Any]) -> None:
+        with self.engine.begin() as conn:
+            for st in statements:
+                conn.execute(st)

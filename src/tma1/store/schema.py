@@ -1,0 +1,125 @@
+"""Table definitions (design §3). Timestamps are integer epoch milliseconds."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+# SQLite only autoincrements an INTEGER PRIMARY KEY; PostgreSQL wants a BIGINT identity.
+_ID_TYPE = BigInteger().with_variant(Integer, "sqlite")
+
+
+def _pk() -> Column[int]:
+    return Column("id", _ID_TYPE, primary_key=True, autoincrement=True)
+
+
+hook_events = Table(
+    "tma1_hook_events",
+    metadata,
+    _pk(),
+    Column("ts", BigInteger, nullable=False),
+    Column("session_id", String(200), nullable=False),
+    Column("event_type", String(64), nullable=False),
+    Column("hook_event_name", String(64), nullable=False),
+    Column("agent_source", String(32), nullable=False),
+    Column("tool_name", String(128)),
+    Column("tool_use_id", String(200)),
+    Column("tool_input", Text),
+    Column("tool_result", Text),
+    Column("tool_file_path", Text),
+    Column("tool_files", Text),  # JSON list
+    Column("tool_command", Text),
+    Column("tool_command_prefix", String(255)),
+    Column("tool_success", Boolean),
+    Column("failure_kind", String(16)),
+    Column("tool_error_summary", Text),
+    Column("test_ids", Text),  # JSON list
+    Column("cwd", Text),
+    Column("project", Text),
+    Column("transcript_path", Text),
+    Column("permission_mode", String(64)),
+    Column("duration_ms", BigInteger),
+    Column("metadata", Text),  # JSON object: unknown fields, capped
+    Index("ix_hook_events_session_ts", "session_id", "ts"),
+    Index("ix_hook_events_project_ts", "project", "ts"),
+    Index("ix_hook_events_ts", "ts"),
+)
+
+external_changes = Table(
+    "tma1_external_changes",
+    metadata,
+    _pk(),
+    Column("ts", BigInteger, nullable=False),
+    Column("project", Text, nullable=False),
+    Column("path", Text, nullable=False),
+    Column("change", String(16), nullable=False),  # added | modified | deleted
+    Column("size", BigInteger),
+    Column("content_hash", String(64)),
+    Column("writer_session", String(200)),  # NULL: nobody we know
+    Index("ix_external_changes_project_ts", "project", "ts"),
+    Index("ix_external_changes_ts", "ts"),
+)
+
+messages = Table(
+    "tma1_messages",
+    metadata,
+    _pk(),
+    Column("ts", BigInteger, nullable=False),
+    Column("session_id", String(200), nullable=False),
+    Column("message_id", String(200)),
+    Column("kind", String(16), nullable=False, server_default="usage"),  # usage | compaction
+    Column("model", String(128)),
+    Column("input_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("cache_read_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("cache_creation_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("output_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("occupancy", BigInteger, nullable=False, server_default="0"),
+    Index("ix_messages_session_ts", "session_id", "ts"),
+    Index("ix_messages_ts", "ts"),
+)
+
+anomaly_emits = Table(
+    "tma1_anomaly_emits",
+    metadata,
+    _pk(),
+    Column("ts", BigInteger, nullable=False),
+    Column("session_id", String(200), nullable=False),
+    Column("kind", String(64), nullable=False),
+    Column("severity", String(16), nullable=False),
+    Column("channel", String(32), nullable=False),
+    Column("evidence", Text, nullable=False),
+    Column("suggestion", Text, nullable=False),
+    Column("related_files", Text, nullable=False),  # JSON list
+    Column("first_emitted_at", BigInteger, nullable=False),
+    Column("stable_key", Text, nullable=False),
+    Index("ix_anomaly_emits_ts", "ts"),
+    Index("ix_anomaly_emits_session_ts", "session_id", "ts"),
+    Index("ix_anomaly_emits_kind_ts", "kind", "ts"),
+)
+
+anomaly_labels = Table(
+    "tma1_anomaly_labels",
+    metadata,
+    _pk(),
+    Column("emit_id", BigInteger, nullable=False),
+    Column("label", String(8), nullable=False),  # tp | fp
+    Column("source", String(16), nullable=False, server_default="human"),  # human | agent
+    Column("note", Text),
+    Column("ts", BigInteger, nullable=False),
+    UniqueConstraint("emit_id", "source", name="uq_anomaly_labels_emit_source"),
+    Index("ix_anomaly_labels_ts", "ts"),
+)
+
+ALL_TABLES = (hook_events, external_changes, messages, anomaly_emits, anomaly_labels)

@@ -1,0 +1,172 @@
+"""Shared fixtures: real databases (SQLite file, and PostgreSQL when the run started one),
+a real uvicorn server on a loopback port, and the tma1 CLI as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from tma1.clock import ManualClock
+from tma1.config import Settings
+from tma1.server.app import create_app
+from tma1.service import Service, build_service
+from tma1.store import Store
+from tma1.token import ensure_token
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+SESSIONS = SHARED / "data" / "sessions"
+
+# `.ci/run` (via scripts/test) exports this when it started a throw-away PostgreSQL
+# cluster; without it the PostgreSQL leg of the store fixture is skipped.
+PG_URL = os.environ.get("TMA1_TEST_POSTGRES_URL")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _fresh_pg_database(base_url: str) -> str:
+    """A new empty database on the test cluster, so tests never see each other's rows."""
+    from sqlalchemy import create_engine, text
+
+    name = f"t_{os.getpid()}_{time.monotonic_ns()}"
+    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return base_url.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each store-touching test runs on a real SQLite file and on a real PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'tma1.db'}"
+    if not PG_URL:
+        pytest.skip("no PostgreSQL test cluster (TMA1_TEST_POSTGRES_URL unset)")
+    return _fresh_pg_database(PG_URL)
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    st = Store.open(db_url)
+    yield st
+    st.close()
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[Store]:
+    st = Store.open(f"sqlite:///{tmp_path / 'tma1.db'}")
+    yield st
+    st.close()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@dataclass
+class LiveServer:
+    url: str
+    port: int
+    token: str
+    service: Service
+    settings: Settings
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    @property
+    def store(self) -> Store:
+        return self.service.store
+
+    def client(self, **kw: object) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=10, **kw)  # type: ignore[arg-type]
+
+    def hook(
+        self, payload: object, *, params: dict[str, str] | None = None, token: str | None = None
+    ) -> httpx.Response:
+        import json
+
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        return httpx.post(
+            f"{self.url}/api/hooks",
+            content=body,
+            params=params,
+            headers={
+                "X-TMA1-Token": self.token if token is None else token,
+                "Content-Type": "application/json",
+            },
+            timeout=10,
+        )
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=15)
+
+
+def start_live_server(
+    settings: Settings, *, clock: object | None = None, service: Service | None = None
+) -> LiveServer:
+    """A real uvicorn server in a thread, on a free loopback port, with a real store."""
+    port = free_port()
+    settings = settings.with_overrides(port=port)
+    token = ensure_token(settings.token_path)
+    service = service or build_service(settings, clock=clock)  # type: ignore[arg-type]
+    app = create_app(service, hook_token=token)
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("test server did not start")
+        time.sleep(0.01)
+    return LiveServer(
+        url=f"http://127.0.0.1:{port}",
+        port=port,
+        token=token,
+        service=service,
+        settings=settings,
+        server=server,
+        thread=thread,
+    )
+
+
+@pytest.fixture
+def settings(tmp_path: Path, db_url: str) -> Settings:
+    return Settings(data_dir=tmp_path / "data", database_url=db_url, watch_files=False)
+
+
+@pytest.fixture
+def live(settings: Settings, clock: ManualClock) -> Iterator[LiveServer]:
+    """A live server with an injected ManualClock (advance it to move time)."""
+    srv = start_live_server(settings, clock=clock)
+    yield srv
+    srv.stop()
+
+
+def tma1_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "tma1.cli", *args]
+
+
+def require_sessions() -> Path:
+    if not SESSIONS.is_dir():
+        pytest.skip("../shared/data/sessions is absent")
+    return SESSIONS
