@@ -360,7 +360,8 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
         else:
             ev.tool_success = True
     if ev.tool_success is False and ev.failure_kind and ev.tool_result:
-        ev.tool_error_summary = error_line(ev.tool_result)
+        # The exit-status line alone is still better than nothing to show a human.
+        ev.tool_error_summary = error_line(ev.tool_result) or ev.tool_result.strip()[:300] or None
         ev.test_ids = extract_test_ids(ev.tool_result)
 
     extra = {k: v for k, v in payload.items() if k not in _KNOWN_FIELDS}
