@@ -1,0 +1,946 @@
+"""The three validation gates, the emit-log listing, labels and session summaries.
+
+One module shared by the HTTP API (server/routes_gates.py, routes_sessions.py) and the CLI
+(commands/anomalies.py), so the figures a human sees on the dashboard and in `tma1 gates`
+are computed by the same code. The SQL is SQLAlchemy Core on `store.engine`
+(parameterised); the decisions — which tool call follows an emit, what counts as a day,
+how precision is sampled — are pure functions below, tested without a database.
+
+Conventions (design §2.13–2.14, seed "Validation gates"):
+- A *day* is a UTC calendar day. `days=7` covers today and the six days before it.
+- A *tool call* is a PreToolUse event. The follow-rate window of an emit is the next
+  `window` tool calls of the same session with `ts` strictly after the emit's `ts`.
+- Precision reads the 50 newest labelled emits (overall, and per kind its own 50 newest),
+  separately for human and agent labels. A kind with no labels has precision None and
+  pass None ("no data" — neither pass nor fail).
+- Follow-rate: a kind with no emits has rate None and pass None. Budget: a kind with no
+  emits passes (0 ≤ budget).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import and_, case, delete, func, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from tma1.engine.anomaly import Kind
+from tma1.events import READ_TOOLS, SHELL_TOOLS, WRITE_TOOLS
+from tma1.store import Store
+from tma1.store.schema import anomaly_emits, anomaly_labels, hook_events, messages
+
+KINDS: tuple[str, ...] = tuple(k.value for k in Kind)
+SEVERITIES: tuple[str, ...] = ("high", "medium", "low")
+LABELS: tuple[str, ...] = ("tp", "fp")
+LABEL_SOURCES: tuple[str, ...] = ("human", "agent")
+
+DAY_MS = 86_400_000
+MINUTE_MS = 60_000
+PRECISION_TARGET = 0.70
+FOLLOW_TARGET = 0.30
+PRECISION_SAMPLE = 50
+DEFAULT_BUDGET = 5
+DEFAULT_WINDOW = 5
+DEFAULT_DAYS = 7
+# test_stuck counts failures of the last 30 min (seed); the failing command is looked for
+# in that same span before the emit.
+TEST_LOOKBACK_MS = 30 * MINUTE_MS
+
+FOLLOW_ACTIONS: dict[str, str] = {
+    Kind.STALE_FILE_VIEW: "a Read of a related file",
+    Kind.BUILD_BROKEN_AFTER_MY_EDIT: "a Read of a related file",
+    Kind.EXTERNAL_MODIFIED_DURING_SESSION: "a Read of a related file",
+    Kind.REPEATED_FAILED_BUILD: "no re-run of the same failing command prefix",
+    Kind.TEST_STUCK: "a Read/Edit of the failing test's file, or no re-run of the test command",
+    Kind.CONTEXT_PRESSURE: "a compaction, a session end or a git commit",
+}
+
+COMPACTION_EVENTS = frozenset({"PreCompact", "PostCompact"})
+END_EVENTS = frozenset({"SessionEnd"})
+# Events besides tool calls that the follow-rate query fetches.
+_MARKER_EVENTS = ("PreToolUse", "PreCompact", "PostCompact", "SessionEnd", "SessionStart")
+
+
+# --- pure helpers ---------------------------------------------------------------------------
+
+
+def day_start(ts_ms: int) -> int:
+    return (ts_ms // DAY_MS) * DAY_MS
+
+
+def since_for_days(now_ms: int, days: int) -> int:
+    """Start of the UTC day `days - 1` days before the day of `now_ms`."""
+    return day_start(now_ms) - (days - 1) * DAY_MS
+
+
+def day_label(day_index: int) -> str:
+    return datetime.fromtimestamp(day_index * DAY_MS / 1000, tz=UTC).strftime("%Y-%m-%d")
+
+
+def split_stable_key(key: str) -> tuple[str, str, str]:
+    """`kind|severity|subject` → parts; the subject (a command prefix) may contain `|`."""
+    parts = key.split("|", 2)
+    parts += [""] * (3 - len(parts))
+    return parts[0], parts[1], parts[2]
+
+
+def loads_list(text: str | None) -> list[str]:
+    if not text:
+        return []
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def ratio(num: int, den: int) -> float | None:
+    return round(num / den, 4) if den else None
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A session event after an emit, as the follow-rate check sees it."""
+
+    ts: int
+    id: int
+    event_type: str
+    tool_name: str | None = None
+    file_path: str | None = None
+    files: tuple[str, ...] = ()
+    command: str | None = None
+    command_prefix: str | None = None
+    metadata: str | None = None
+
+    @property
+    def is_tool_call(self) -> bool:
+        return self.event_type == "PreToolUse"
+
+    @property
+    def is_shell(self) -> bool:
+        return self.tool_name in SHELL_TOOLS or (
+            self.tool_name is None and self.command is not None
+        )
+
+    def touched(self) -> tuple[str, ...]:
+        if self.files:
+            return self.files
+        return (self.file_path,) if self.file_path else ()
+
+
+@dataclass(frozen=True, slots=True)
+class EmitRef:
+    """What follow-rate needs to know of one emit."""
+
+    id: int
+    ts: int
+    session_id: str
+    kind: str
+    subject: str
+    related_files: tuple[str, ...] = ()
+    # test_stuck only: prefixes of the failing commands that reported the test id.
+    test_commands: tuple[str, ...] = field(default=())
+
+
+def same_file(a: str, b: str) -> bool:
+    """Equal paths, or one is a relative tail of the other (`tests/x.py` vs `/r/tests/x.py`)."""
+    if not a or not b:
+        return False
+    a, b = a.replace("\\", "/"), b.replace("\\", "/")
+    a, b = a.removeprefix("./"), b.removeprefix("./")
+    if a == b:
+        return True
+    if a.startswith("/") and not b.startswith("/"):
+        return a.endswith("/" + b)
+    if b.startswith("/") and not a.startswith("/"):
+        return b.endswith("/" + a)
+    return False
+
+
+_READ_VERBS = frozenset({"cat", "head", "tail", "less", "more", "bat", "nl", "sed", "view"})
+_GIT_COMMIT = re.compile(r"(?:^|[\s;&|(])git\s+(?:-C\s+\S+\s+|-c\s+\S+\s+)*commit\b")
+
+
+def _shell_reads(command: str, files: Sequence[str]) -> bool:
+    """A shell command that prints a related file (Codex has no Read tool)."""
+    words = command.strip().split()
+    if not words or words[0].rsplit("/", 1)[-1] not in _READ_VERBS:
+        return False
+    args = [w.strip("'\"") for w in words[1:] if not w.startswith("-")]
+    return any(same_file(arg, f) for arg in args for f in files)
+
+
+def is_read_of(call: Call, files: Sequence[str]) -> bool:
+    if not call.is_tool_call or not files:
+        return False
+    if call.tool_name in READ_TOOLS:
+        return any(same_file(p, f) for p in call.touched() for f in files)
+    if call.is_shell and call.command:
+        return _shell_reads(call.command, files)
+    return False
+
+
+def is_edit_of(call: Call, files: Sequence[str]) -> bool:
+    if not call.is_tool_call or call.tool_name not in WRITE_TOOLS or not files:
+        return False
+    return any(same_file(p, f) for p in call.touched() for f in files)
+
+
+def is_rerun(call: Call, prefixes: Iterable[str]) -> bool:
+    if not call.is_tool_call or not call.is_shell or not call.command_prefix:
+        return False
+    return call.command_prefix in set(prefixes)
+
+
+def is_git_commit(call: Call) -> bool:
+    return call.is_tool_call and call.is_shell and bool(_GIT_COMMIT.search(call.command or ""))
+
+
+def is_compaction_or_end(call: Call) -> bool:
+    if call.event_type in COMPACTION_EVENTS or call.event_type in END_EVENTS:
+        return True
+    if call.event_type == "SessionStart" and call.metadata:
+        try:
+            meta = json.loads(call.metadata)
+        except ValueError:
+            return False
+        return isinstance(meta, dict) and meta.get("source") == "compact"
+    return False
+
+
+def test_file_of(test_id: str) -> str | None:
+    """The file part of a test id (`tests/t.py::test_x`, `./spec/a_spec.rb:12`, `a.test.ts`)."""
+    head = test_id.split("::", 1)[0].strip()
+    head = re.sub(r":\d+$", "", head).removeprefix("./")
+    if " " in head:
+        return None
+    if "/" in head or re.search(r"\.[A-Za-z]{1,6}$", head):
+        return head
+    return None
+
+
+def window_of(calls: Sequence[Call], window: int) -> list[Call]:
+    """The events up to and including the `window`-th tool call (calls sorted by ts, id)."""
+    out: list[Call] = []
+    seen = 0
+    for c in calls:
+        if c.is_tool_call:
+            if seen == window:
+                break
+            seen += 1
+        out.append(c)
+    return out
+
+
+def followed(emit: EmitRef, calls: Sequence[Call], window: int) -> bool:
+    """Did the agent take the kind's follow action (design §2.13) within `window` tool calls?
+
+    `calls` are the session's events after the emit, sorted. Absence actions ("no re-run")
+    need at least one observed tool call: an agent that has done nothing yet has not
+    followed anything.
+    """
+    span = window_of(calls, window)
+    tool_calls = [c for c in span if c.is_tool_call]
+    kind = emit.kind
+    if kind in (
+        Kind.STALE_FILE_VIEW,
+        Kind.BUILD_BROKEN_AFTER_MY_EDIT,
+        Kind.EXTERNAL_MODIFIED_DURING_SESSION,
+    ):
+        return any(is_read_of(c, emit.related_files) for c in tool_calls)
+    if kind == Kind.REPEATED_FAILED_BUILD:
+        return bool(tool_calls) and not any(is_rerun(c, (emit.subject,)) for c in tool_calls)
+    if kind == Kind.TEST_STUCK:
+        files = list(emit.related_files)
+        if tf := test_file_of(emit.subject):
+            files.append(tf)
+        if any(is_read_of(c, files) or is_edit_of(c, files) for c in tool_calls):
+            return True
+        prefixes = emit.test_commands
+        return (
+            bool(tool_calls)
+            and bool(prefixes)
+            and not any(is_rerun(c, prefixes) for c in tool_calls)
+        )
+    if kind == Kind.CONTEXT_PRESSURE:
+        return any(is_compaction_or_end(c) or is_git_commit(c) for c in span)
+    return False
+
+
+def precision_figures(labels: Sequence[str]) -> dict[str, Any]:
+    """`labels` newest first, already cut to the sample."""
+    tp = sum(1 for x in labels if x == "tp")
+    fp = sum(1 for x in labels if x == "fp")
+    prec = ratio(tp, tp + fp)
+    return {
+        "tp": tp,
+        "fp": fp,
+        "labelled": tp + fp,
+        "precision": prec,
+        "pass": None if prec is None else prec >= PRECISION_TARGET,
+    }
+
+
+def overall_pass(values: Iterable[bool | None]) -> bool | None:
+    """False if any is False; True if at least one True and none False; None: no data."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    return all(vals)
+
+
+# --- the emit log and labels ---------------------------------------------------------------
+
+
+def _emit_dict(m: Mapping[str, Any], labels: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    human = labels.get("human")
+    agent = labels.get("agent")
+    chosen, source = (human, "human") if human else (agent, "agent") if agent else (None, None)
+    return {
+        "id": int(m["id"]),
+        "ts": int(m["ts"]),
+        "session_id": m["session_id"],
+        "kind": m["kind"],
+        "severity": m["severity"],
+        "channel": m["channel"],
+        "evidence": m["evidence"],
+        "suggestion": m["suggestion"],
+        "related_files": loads_list(m["related_files"]),
+        "first_emitted_at": int(m["first_emitted_at"]),
+        "stable_key": m["stable_key"],
+        "label": chosen["label"] if chosen else None,
+        "label_source": source,
+        "label_note": chosen["note"] if chosen else None,
+        "labels": {k: dict(v) for k, v in labels.items()},
+    }
+
+
+def _labels_for(store: Store, ids: Sequence[int]) -> dict[int, dict[str, dict[str, Any]]]:
+    out: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
+    if not ids:
+        return out
+    q = select(
+        anomaly_labels.c.emit_id,
+        anomaly_labels.c.source,
+        anomaly_labels.c.label,
+        anomaly_labels.c.note,
+        anomaly_labels.c.ts,
+    ).where(anomaly_labels.c.emit_id.in_(list(ids)))
+    with store.engine.connect() as conn:
+        for r in conn.execute(q):
+            out[int(r.emit_id)][r.source] = {"label": r.label, "note": r.note, "ts": int(r.ts)}
+    return out
+
+
+def list_emits(
+    store: Store,
+    *,
+    limit: int = 100,
+    session_id: str | None = None,
+    kind: str | None = None,
+    severity: str | None = None,
+    since_id: int | None = None,
+    since_ts: int | None = None,
+) -> list[dict[str, Any]]:
+    """Newest first, straight from the emit log (never runs rules)."""
+    q = select(anomaly_emits)
+    if session_id:
+        q = q.where(anomaly_emits.c.session_id == session_id)
+    if kind:
+        q = q.where(anomaly_emits.c.kind == kind)
+    if severity:
+        q = q.where(anomaly_emits.c.severity == severity)
+    if since_id is not None:
+        q = q.where(anomaly_emits.c.id > since_id)
+    if since_ts is not None:
+        q = q.where(anomaly_emits.c.ts >= since_ts)
+    q = q.order_by(anomaly_emits.c.ts.desc(), anomaly_emits.c.id.desc()).limit(limit)
+    with store.engine.connect() as conn:
+        rows = [r._mapping for r in conn.execute(q)]
+    labels = _labels_for(store, [int(m["id"]) for m in rows])
+    return [_emit_dict(m, labels.get(int(m["id"]), {})) for m in rows]
+
+
+def get_emit(store: Store, emit_id: int) -> dict[str, Any] | None:
+    with store.engine.connect() as conn:
+        row = conn.execute(select(anomaly_emits).where(anomaly_emits.c.id == emit_id)).first()
+    if row is None:
+        return None
+    return _emit_dict(row._mapping, _labels_for(store, [emit_id]).get(emit_id, {}))
+
+
+def set_label(
+    store: Store,
+    emit_id: int,
+    label: str,
+    *,
+    now_ms: int,
+    source: str = "human",
+    note: str | None = None,
+) -> dict[str, Any] | None:
+    """Upsert the (emit, source) label; `clear` removes it. None when the emit is unknown."""
+    if label not in (*LABELS, "clear"):
+        raise ValueError(f"label must be one of tp, fp, clear (got {label!r})")
+    if source not in LABEL_SOURCES:
+        raise ValueError(f"source must be one of human, agent (got {source!r})")
+    where = and_(anomaly_labels.c.emit_id == emit_id, anomaly_labels.c.source == source)
+    for _attempt in range(2):
+        try:
+            with store.engine.begin() as conn:
+                exists = conn.execute(
+                    select(anomaly_emits.c.id).where(anomaly_emits.c.id == emit_id)
+                ).first()
+                if exists is None:
+                    return None
+                if label == "clear":
+                    conn.execute(delete(anomaly_labels).where(where))
+                    return {"id": emit_id, "label": None, "source": source}
+                changed = conn.execute(
+                    update(anomaly_labels).where(where).values(label=label, note=note, ts=now_ms)
+                ).rowcount
+                if not changed:
+                    conn.execute(
+                        insert(anomaly_labels).values(
+                            emit_id=emit_id, source=source, label=label, note=note, ts=now_ms
+                        )
+                    )
+            return {"id": emit_id, "label": label, "source": source}
+        except IntegrityError:
+            # Two writers raced to insert the same (emit, source): the second one updates.
+            continue
+    raise RuntimeError("label upsert kept colliding")
+
+
+def sample_unlabelled(
+    store: Store, *, n: int = PRECISION_SAMPLE, source: str = "human"
+) -> list[dict[str, Any]]:
+    """The newest emits without a label from `source`: the next ones to judge."""
+    labelled = select(anomaly_labels.c.emit_id).where(anomaly_labels.c.source == source)
+    q = (
+        select(anomaly_emits)
+        .where(anomaly_emits.c.id.not_in(labelled))
+        .order_by(anomaly_emits.c.ts.desc(), anomaly_emits.c.id.desc())
+        .limit(n)
+    )
+    with store.engine.connect() as conn:
+        rows = [r._mapping for r in conn.execute(q)]
+    labels = _labels_for(store, [int(m["id"]) for m in rows])
+    return [_emit_dict(m, labels.get(int(m["id"]), {})) for m in rows]
+
+
+# --- gate 1: daily emit budget ----------------------------------------------------------------
+
+
+def budget(
+    store: Store, *, now_ms: int, days: int = DEFAULT_DAYS, budget: int = DEFAULT_BUDGET
+) -> dict[str, Any]:
+    since = since_for_days(now_ms, days)
+    day = (anomaly_emits.c.ts // DAY_MS).label("day")
+    q = (
+        select(anomaly_emits.c.kind, day, func.count().label("n"))
+        .where(anomaly_emits.c.ts >= since)
+        .group_by(anomaly_emits.c.kind, day)
+    )
+    with store.engine.connect() as conn:
+        rows = [(r.kind, int(r.day), int(r.n)) for r in conn.execute(q)]
+    return budget_report(rows, since=since, now_ms=now_ms, days=days, budget=budget)
+
+
+def budget_report(
+    rows: Iterable[tuple[str, int, int]], *, since: int, now_ms: int, days: int, budget: int
+) -> dict[str, Any]:
+    """`rows` = (kind, UTC day index, count). Pure: every kind × every day, zeros included."""
+    counts: dict[tuple[str, int], int] = {}
+    kinds = list(KINDS)
+    for kind, d, n in rows:
+        counts[(kind, d)] = counts.get((kind, d), 0) + n
+        if kind not in kinds:
+            kinds.append(kind)  # an unknown kind in the log still shows up
+    first = since // DAY_MS
+    day_idx = [first + i for i in range(days)]
+    per_day = []
+    for d in day_idx:
+        for kind in kinds:
+            n = counts.get((kind, d), 0)
+            per_day.append(
+                {"day": day_label(d), "kind": kind, "count": n, "over_budget": n > budget}
+            )
+    per_kind: dict[str, dict[str, Any]] = {}
+    for kind in kinds:
+        series = [counts.get((kind, d), 0) for d in day_idx]
+        over = sum(1 for n in series if n > budget)
+        per_kind[kind] = {
+            "total": sum(series),
+            "max_per_day": max(series) if series else 0,
+            "days_over": over,
+            "pass": over == 0,
+        }
+    return {
+        "days": days,
+        "budget": budget,
+        "since": since,
+        "until": now_ms,
+        "day_labels": [day_label(d) for d in day_idx],
+        "per_day": per_day,
+        "kinds": per_kind,
+        "pass": all(k["pass"] for k in per_kind.values()),
+    }
+
+
+# --- gate 2: action follow-rate --------------------------------------------------------------
+
+
+def _emit_refs(store: Store, since: int) -> list[EmitRef]:
+    q = select(
+        anomaly_emits.c.id,
+        anomaly_emits.c.ts,
+        anomaly_emits.c.session_id,
+        anomaly_emits.c.kind,
+        anomaly_emits.c.stable_key,
+        anomaly_emits.c.related_files,
+    ).where(anomaly_emits.c.ts >= since)
+    out = []
+    with store.engine.connect() as conn:
+        for r in conn.execute(q):
+            _k, _sev, subject = split_stable_key(r.stable_key or "")
+            out.append(
+                EmitRef(
+                    id=int(r.id),
+                    ts=int(r.ts),
+                    session_id=r.session_id,
+                    kind=r.kind,
+                    subject=subject,
+                    related_files=tuple(loads_list(r.related_files)),
+                )
+            )
+    return out
+
+
+def _calls_after_emits(store: Store, since: int, window: int) -> dict[int, list[Call]]:
+    """For each emit since `since`: its session's events after it, up to the window's end.
+
+    The window's end is the `window`-th tool call after the emit, found by a correlated
+    subquery that walks the (session_id, ts) index; events up to it are then joined in one
+    pass. Ties on ts at the end may over-fetch; `window_of` cuts exactly.
+    """
+    e = hook_events.alias("e")
+    h = hook_events.alias("h")
+    a = anomaly_emits.alias("a")
+    window_end = (
+        select(h.c.ts)
+        .where(h.c.session_id == a.c.session_id, h.c.ts > a.c.ts, h.c.event_type == "PreToolUse")
+        .order_by(h.c.ts, h.c.id)
+        .limit(1)
+        .offset(window - 1)
+        .correlate(a)
+        .scalar_subquery()
+    )
+    m = (
+        select(a.c.id, a.c.session_id, a.c.ts, window_end.label("wend"))
+        .where(a.c.ts >= since)
+        .cte("m")
+    )
+    q = select(
+        m.c.id.label("emit_id"),
+        e.c.id,
+        e.c.ts,
+        e.c.event_type,
+        e.c.tool_name,
+        e.c.tool_file_path,
+        e.c.tool_files,
+        e.c.tool_command,
+        e.c.tool_command_prefix,
+        e.c.metadata,
+    ).select_from(
+        m.join(
+            e,
+            and_(
+                e.c.session_id == m.c.session_id,
+                e.c.ts > m.c.ts,
+                or_(m.c.wend.is_(None), e.c.ts <= m.c.wend),
+                e.c.event_type.in_(_MARKER_EVENTS),
+            ),
+        )
+    )
+    out: dict[int, list[Call]] = defaultdict(list)
+    with store.engine.connect() as conn:
+        for r in conn.execute(q):
+            files = r.tool_files
+            out[int(r.emit_id)].append(
+                Call(
+                    ts=int(r.ts),
+                    id=int(r.id),
+                    event_type=r.event_type,
+                    tool_name=r.tool_name,
+                    file_path=r.tool_file_path,
+                    files=tuple(loads_list(files)) if files and files != "[]" else (),
+                    command=r.tool_command,
+                    command_prefix=r.tool_command_prefix,
+                    metadata=r.metadata if r.event_type == "SessionStart" else None,
+                )
+            )
+        # Compactions seen by the transcript tailer count like PreCompact hooks.
+        mm = messages.alias("mm")
+        cq = select(m.c.id.label("emit_id"), mm.c.id, mm.c.ts).select_from(
+            m.join(
+                mm,
+                and_(
+                    mm.c.session_id == m.c.session_id,
+                    mm.c.kind == "compaction",
+                    mm.c.ts > m.c.ts,
+                    or_(m.c.wend.is_(None), mm.c.ts <= m.c.wend),
+                ),
+            )
+        )
+        for r in conn.execute(cq):
+            out[int(r.emit_id)].append(Call(ts=int(r.ts), id=-int(r.id), event_type="PostCompact"))
+    for calls in out.values():
+        calls.sort(key=lambda c: (c.ts, not c.is_tool_call, c.id))
+    return out
+
+
+def _test_commands(store: Store, since: int) -> dict[int, tuple[str, ...]]:
+    """test_stuck emits → prefixes of the failing commands whose output named the test."""
+    a = anomaly_emits.alias("a")
+    e = hook_events.alias("e")
+    q = (
+        select(a.c.id.label("emit_id"), a.c.stable_key, e.c.tool_command_prefix, e.c.test_ids)
+        .select_from(
+            a.join(
+                e,
+                and_(
+                    e.c.session_id == a.c.session_id,
+                    e.c.ts <= a.c.ts,
+                    e.c.ts >= a.c.ts - TEST_LOOKBACK_MS,
+                    e.c.tool_command_prefix.is_not(None),
+                    or_(e.c.event_type == "PostToolUseFailure", e.c.failure_kind == "masked"),
+                ),
+            )
+        )
+        .where(a.c.ts >= since, a.c.kind == Kind.TEST_STUCK.value)
+    )
+    found: dict[int, dict[str, None]] = defaultdict(dict)
+    with store.engine.connect() as conn:
+        for r in conn.execute(q):
+            subject = split_stable_key(r.stable_key or "")[2]
+            if subject and subject in loads_list(r.test_ids):
+                found[int(r.emit_id)].setdefault(r.tool_command_prefix, None)
+    return {k: tuple(v) for k, v in found.items()}
+
+
+def follow_rate(
+    store: Store, *, now_ms: int, days: int = DEFAULT_DAYS, window: int = DEFAULT_WINDOW
+) -> dict[str, Any]:
+    since = since_for_days(now_ms, days)
+    refs = _emit_refs(store, since)
+    calls = _calls_after_emits(store, since, window)
+    tests = _test_commands(store, since)
+    verdicts: list[tuple[str, bool]] = []
+    for ref in refs:
+        if ref.kind == Kind.TEST_STUCK:
+            ref = replace(ref, test_commands=tests.get(ref.id, ()))
+        verdicts.append((ref.kind, followed(ref, calls.get(ref.id, []), window)))
+    return follow_report(verdicts, since=since, now_ms=now_ms, days=days, window=window)
+
+
+def follow_report(
+    verdicts: Iterable[tuple[str, bool]], *, since: int, now_ms: int, days: int, window: int
+) -> dict[str, Any]:
+    emits: dict[str, int] = defaultdict(int)
+    done: dict[str, int] = defaultdict(int)
+    for kind, ok in verdicts:
+        emits[kind] += 1
+        done[kind] += int(ok)
+    kinds = list(KINDS) + sorted(k for k in emits if k not in KINDS)
+    per_kind = {}
+    for kind in kinds:
+        rate = ratio(done[kind], emits[kind])
+        per_kind[kind] = {
+            "emits": emits[kind],
+            "followed": done[kind],
+            "rate": rate,
+            "pass": None if rate is None else rate >= FOLLOW_TARGET,
+            "action": FOLLOW_ACTIONS.get(kind, "none defined"),
+        }
+    total, total_done = sum(emits.values()), sum(done.values())
+    return {
+        "days": days,
+        "window": window,
+        "since": since,
+        "until": now_ms,
+        "target": FOLLOW_TARGET,
+        "kinds": per_kind,
+        "overall": {"emits": total, "followed": total_done, "rate": ratio(total_done, total)},
+        "pass": overall_pass(v["pass"] for v in per_kind.values()),
+    }
+
+
+# --- gate 3: precision ------------------------------------------------------------------------
+
+
+def precision(
+    store: Store, *, now_ms: int, days: int = DEFAULT_DAYS, sample: int = PRECISION_SAMPLE
+) -> dict[str, Any]:
+    since = since_for_days(now_ms, days)
+    q = (
+        select(anomaly_labels.c.source, anomaly_labels.c.label, anomaly_emits.c.kind)
+        .select_from(
+            anomaly_labels.join(anomaly_emits, anomaly_emits.c.id == anomaly_labels.c.emit_id)
+        )
+        .where(anomaly_emits.c.ts >= since)
+        .order_by(anomaly_emits.c.ts.desc(), anomaly_emits.c.id.desc())
+    )
+    with store.engine.connect() as conn:
+        rows = [(r.source, r.kind, r.label) for r in conn.execute(q)]
+    return precision_report(rows, since=since, now_ms=now_ms, days=days, sample=sample)
+
+
+def precision_report(
+    rows: Iterable[tuple[str, str, str]], *, since: int, now_ms: int, days: int, sample: int
+) -> dict[str, Any]:
+    """`rows` = (source, kind, label), newest emit first."""
+    by_source: dict[str, list[tuple[str, str]]] = {s: [] for s in LABEL_SOURCES}
+    for source, kind, label in rows:
+        by_source.setdefault(source, []).append((kind, label))
+    out: dict[str, Any] = {
+        "days": days,
+        "sample": sample,
+        "since": since,
+        "until": now_ms,
+        "target": PRECISION_TARGET,
+    }
+    for source, items in by_source.items():
+        kinds = list(KINDS) + sorted({k for k, _ in items} - set(KINDS))
+        per_kind = {
+            kind: precision_figures([lab for k, lab in items if k == kind][:sample])
+            for kind in kinds
+        }
+        out[source] = {
+            "overall": precision_figures([lab for _, lab in items][:sample]),
+            "kinds": per_kind,
+        }
+    out["kinds"] = out["human"]["kinds"]
+    out["overall"] = out["human"]["overall"]
+    out["pass"] = out["human"]["overall"]["pass"]
+    return out
+
+
+def all_gates(
+    store: Store,
+    *,
+    now_ms: int,
+    days: int = DEFAULT_DAYS,
+    budget_per_day: int = DEFAULT_BUDGET,
+    window: int = DEFAULT_WINDOW,
+) -> dict[str, Any]:
+    return {
+        "budget": budget(store, now_ms=now_ms, days=days, budget=budget_per_day),
+        "follow_rate": follow_rate(store, now_ms=now_ms, days=days, window=window),
+        "precision": precision(store, now_ms=now_ms, days=days),
+    }
+
+
+def gate_table(gates: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """kind × gate rows: value, target, pass (None: no data)."""
+    rows = []
+    b, f, p = gates["budget"], gates["follow_rate"], gates["precision"]
+    kinds = list(dict.fromkeys([*b["kinds"], *f["kinds"], *p["kinds"]]))
+    for kind in kinds:
+        bk = b["kinds"].get(kind)
+        if bk:
+            rows.append(
+                {
+                    "kind": kind,
+                    "gate": "budget",
+                    "value": f"max {bk['max_per_day']}/day, {bk['total']} total",
+                    "target": f"<= {b['budget']}/day",
+                    "pass": bk["pass"],
+                }
+            )
+        fk = f["kinds"].get(kind)
+        if fk:
+            value = (
+                "no emits"
+                if fk["rate"] is None
+                else f"{fk['rate']:.0%} ({fk['followed']}/{fk['emits']})"
+            )
+            rows.append(
+                {
+                    "kind": kind,
+                    "gate": "follow-rate",
+                    "value": value,
+                    "target": f">= {FOLLOW_TARGET:.0%} in {f['window']} calls",
+                    "pass": fk["pass"],
+                }
+            )
+        pk = p["kinds"].get(kind)
+        if pk:
+            value = (
+                "no labels"
+                if pk["precision"] is None
+                else f"{pk['precision']:.0%} ({pk['tp']} TP / {pk['fp']} FP)"
+            )
+            rows.append(
+                {
+                    "kind": kind,
+                    "gate": "precision",
+                    "value": value,
+                    "target": f">= {PRECISION_TARGET:.0%}",
+                    "pass": pk["pass"],
+                }
+            )
+    return rows
+
+
+# --- sessions ---------------------------------------------------------------------------------
+
+_FAILURE = or_(
+    hook_events.c.event_type == "PostToolUseFailure", hook_events.c.failure_kind == "masked"
+)
+
+
+def _count_when(cond: Any) -> Any:
+    return func.coalesce(func.sum(case((cond, 1), else_=0)), 0)
+
+
+def _session_columns() -> list[Any]:
+    ev = hook_events
+    return [
+        func.max(ev.c.project).label("project"),
+        func.max(ev.c.agent_source).label("agent_source"),
+        func.min(ev.c.ts).label("start_ts"),
+        func.max(ev.c.ts).label("last_ts"),
+        _count_when(ev.c.event_type == "PreToolUse").label("pre"),
+        _count_when(ev.c.event_type.in_(("PostToolUse", "PostToolUseFailure"))).label("post"),
+        _count_when(_FAILURE).label("failures"),
+    ]
+
+
+def _session_summary(session_id: str, r: Any, n_emits: int) -> dict[str, Any]:
+    return {
+        "session_id": session_id,
+        "project": r.project,
+        "agent_source": r.agent_source,
+        "start_ts": int(r.start_ts),
+        "last_ts": int(r.last_ts),
+        "duration_ms": int(r.last_ts) - int(r.start_ts),
+        # Old Claude Code logs have only Post events; count whichever side is fuller.
+        "tool_calls": max(int(r.pre), int(r.post)),
+        "failures": int(r.failures),
+        "anomalies": n_emits,
+    }
+
+
+def list_sessions(
+    store: Store, *, limit: int = 100, since_ts: int | None = None
+) -> list[dict[str, Any]]:
+    """Newest first (by last event)."""
+    ev = hook_events
+    q = select(ev.c.session_id, *_session_columns()).group_by(ev.c.session_id)
+    if since_ts is not None:
+        q = q.having(func.max(ev.c.ts) >= since_ts)
+    q = q.order_by(func.max(ev.c.ts).desc(), ev.c.session_id).limit(limit)
+    with store.engine.connect() as conn:
+        rows = list(conn.execute(q))
+        ids = [r.session_id for r in rows]
+        emit_counts: dict[str, int] = {}
+        if ids:
+            eq = (
+                select(anomaly_emits.c.session_id, func.count().label("n"))
+                .where(anomaly_emits.c.session_id.in_(ids))
+                .group_by(anomaly_emits.c.session_id)
+            )
+            emit_counts = {r.session_id: int(r.n) for r in conn.execute(eq)}
+    return [_session_summary(r.session_id, r, emit_counts.get(r.session_id, 0)) for r in rows]
+
+
+def session_summary(store: Store, session_id: str) -> dict[str, Any] | None:
+    ev = hook_events
+    q = select(*_session_columns(), func.count().label("n")).where(ev.c.session_id == session_id)
+    with store.engine.connect() as conn:
+        r = conn.execute(q).one()
+        if not r.n:
+            return None
+        n_emits = conn.execute(
+            select(func.count())
+            .select_from(anomaly_emits)
+            .where(anomaly_emits.c.session_id == session_id)
+        ).scalar_one()
+    return _session_summary(session_id, r, int(n_emits))
+
+
+def session_timeline(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Events (sorted) → tool calls (a Pre joined with its Post by tool_use_id) and markers
+    for the other events (prompts, stops, compactions)."""
+    items: list[dict[str, Any]] = []
+    open_calls: dict[str, dict[str, Any]] = {}
+    for m in rows:
+        et = m["event_type"]
+        use_id = m["tool_use_id"]
+        is_post = et in ("PostToolUse", "PostToolUseFailure")
+        item = open_calls.pop(use_id, None) if is_post and use_id else None
+        if item is None and (et == "PreToolUse" or is_post):
+            item = {
+                "type": "tool",
+                "id": int(m["id"]),
+                "ts": int(m["ts"]),
+                "end_ts": None,
+                "tool_name": m["tool_name"],
+                "file": m["tool_file_path"],
+                "command": m["tool_command"],
+                "failed": False,
+                "failure_kind": None,
+                "error": None,
+            }
+            items.append(item)
+            if et == "PreToolUse":
+                if use_id:
+                    open_calls[use_id] = item
+                continue
+        if item is None:
+            items.append({"type": "event", "id": int(m["id"]), "ts": int(m["ts"]), "event": et})
+            continue
+        failed = et == "PostToolUseFailure" or m["failure_kind"] == "masked"
+        item["end_ts"] = int(m["ts"])
+        item["failed"] = failed
+        item["failure_kind"] = m["failure_kind"] if failed else None
+        item["error"] = m["tool_error_summary"] if failed else None
+    return items
+
+
+def session_detail(store: Store, session_id: str, *, limit: int = 2000) -> dict[str, Any] | None:
+    """Summary, timeline (the newest `limit` events, oldest first) and the session's emits."""
+    summary = session_summary(store, session_id)
+    if summary is None:
+        return None
+    ev = hook_events
+    q = (
+        select(
+            ev.c.id,
+            ev.c.ts,
+            ev.c.event_type,
+            ev.c.tool_name,
+            ev.c.tool_use_id,
+            ev.c.tool_file_path,
+            ev.c.tool_command,
+            ev.c.failure_kind,
+            ev.c.tool_error_summary,
+        )
+        .where(ev.c.session_id == session_id)
+        .order_by(ev.c.ts.desc(), ev.c.id.desc())
+        .limit(limit)
+    )
+    with store.engine.connect() as conn:
+        rows = [r._mapping for r in conn.execute(q)]
+    rows.reverse()
+    return {
+        "session": summary,
+        "timeline": session_timeline(rows),
+        "emits": list_emits(store, session_id=session_id, limit=1000),
+    }
