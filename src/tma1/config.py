@@ -33,6 +33,9 @@ class Settings:
     # Off in tests that drive the engine without a filesystem; on for `tma1 serve`.
     watch_files: bool = True
     require_token: bool = True
+    # The hook path's wait for the insert's commit, and the outage queue (tma1.ingest).
+    hook_db_budget_ms: int = 400
+    ingest_queue_max: int = 10_000
 
     @property
     def effective_database_url(self) -> str:
@@ -119,4 +122,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         )
     if raw := env.get("TMA1_MAX_WATCHED_PROJECTS"):
         kw["max_watched_projects"] = _int("TMA1_MAX_WATCHED_PROJECTS", raw, 0, 10_000)
+    if raw := env.get("TMA1_HOOK_DB_BUDGET_MS"):
+        kw["hook_db_budget_ms"] = _int("TMA1_HOOK_DB_BUDGET_MS", raw, 10, 60_000)
+    if raw := env.get("TMA1_INGEST_QUEUE_MAX"):
+        kw["ingest_queue_max"] = _int("TMA1_INGEST_QUEUE_MAX", raw, 0, 10_000_000)
     return Settings(**kw)  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tma1 import __version__
@@ -19,6 +19,7 @@ from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.engine.delivery import Delivery
 from tma1.events import HookEvent, PayloadError, parse_payload
+from tma1.ingest import Ingest
 from tma1.sensors import Sensors
 from tma1.store import Store
 
@@ -41,10 +42,24 @@ class Service:
     listeners: list[Callable[[HookEvent], None]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _purger: threading.Thread | None = None
+    # Budgeted insert + outage queue (tma1.ingest); built from settings when not given.
+    ingest: Ingest | None = None
+
+    def __post_init__(self) -> None:
+        if self.ingest is None:
+            self.ingest = Ingest(
+                store=self.store,
+                counters=self.counters,
+                on_stored=self._notify_stored,
+                budget_ms=self.settings.hook_db_budget_ms,
+                max_events=self.settings.ingest_queue_max,
+            )
 
     # --- lifecycle -------------------------------------------------------------------
 
     def start(self) -> None:
+        assert self.ingest is not None
+        self.ingest.start()
         self.delivery.start()
         self.sensors.start()
         self._purger = threading.Thread(target=self._purge_loop, name="tma1-purge", daemon=True)
@@ -52,6 +67,8 @@ class Service:
 
     def stop(self) -> None:
         self._stop.set()
+        assert self.ingest is not None
+        self.ingest.stop()  # drains the outage queue first: its events reach the engine
         self.sensors.stop()
         self.delivery.stop()  # flushes the emit log
         if self._purger:
@@ -111,12 +128,22 @@ class Service:
             event = parse_payload(payload, ts=self.clock.now_ms(), source=agent)
         except PayloadError as exc:
             return self.reject(exc.reason, exc.detail)
-        self.store.insert_event(event)
+        assert self.ingest is not None
+        # Committed within the budget, or queued (tma1.ingest): the engine cannot see a
+        # queued event, so it gets the empty answer.
+        if not self.ingest.submit(event):
+            return ""
         self.counters.inc("events.stored")
         self._notify(event)
         if self.settings.disable_injection:
             return ""
         return self.delivery.respond(event, envelope=envelope)
+
+    def _notify_stored(self, events: Sequence[HookEvent]) -> None:
+        """Events the outage queue wrote late: count them and let the engine know."""
+        for event in events:
+            self.counters.inc("events.stored")
+            self._notify(event)
 
     def _notify(self, event: HookEvent) -> None:
         self.delivery.invalidate(event.session_id)
@@ -135,6 +162,10 @@ class Service:
             db_ok = True
         except Exception as exc:  # the database is gone: say so, don't fail the probe
             rows, db_ok = f"unavailable: {type(exc).__name__}", False
+        assert self.ingest is not None
+        ingest = self.ingest.health()
+        if not ingest["database_available"]:
+            db_ok = False
         return {
             "status": "ok" if db_ok else "degraded",
             "version": __version__,
@@ -148,6 +179,7 @@ class Service:
             "engine": self.delivery.health(),
             "sensors": self.sensors.health(),
             "injection": not self.settings.disable_injection,
+            "ingest": ingest,
         }
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, select
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, text
 from sqlalchemy.engine import Connection
 
 from tma1.events import FileChange, HookEvent, Usage
@@ -26,6 +26,8 @@ from tma1.store.schema import (
 log = logging.getLogger("tma1.store")
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
+PG_STATEMENT_TIMEOUT_MS = 60_000
+_MIGRATION_LOCK_KEY = 0x746D6131  # "tma1"
 
 
 def make_engine(url: str) -> Engine:
@@ -50,15 +52,39 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
+    # PostgreSQL (psycopg 3). pre_ping + recycle: a restarted server or a dropped
+    # connection costs one failed checkout, not a failed query; the timeouts bound every
+    # wait so an outage surfaces as an error the hook path can queue around (tma1.ingest).
     return create_engine(
-        url, pool_size=10, max_overflow=10, pool_pre_ping=True, connect_args={"connect_timeout": 5}
+        url,
+        pool_size=10,
+        max_overflow=10,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+        pool_timeout=10,
+        connect_args={
+            "connect_timeout": 5,
+            "application_name": "tma1",
+            # Detect a peer that vanished without a FIN (a host gone, not a server stopped).
+            "keepalives": 1,
+            "keepalives_idle": 30,
+            "keepalives_interval": 10,
+            "keepalives_count": 3,
+            # No statement may hold a pooled connection forever (lock waits included).
+            "options": f"-c statement_timeout={PG_STATEMENT_TIMEOUT_MS}",
+        },
     )
 
 
 def run_migrations(engine: Engine) -> None:
+    """Upgrade to head. On PostgreSQL an advisory lock serialises concurrent starters
+    (two `tma1 serve` on one team database must not both create the tables)."""
     cfg = Config()
     cfg.set_main_option("script_location", str(_MIGRATIONS))
     with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # Transaction-scoped: released by the commit that ends the upgrade.
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK_KEY})
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
 
@@ -293,6 +319,25 @@ class Store:
         )
         with self.engine.connect() as conn:
             return [r[0] for r in conn.execute(q)]
+
+    def session_first_ts(self, session_id: str) -> int | None:
+        """The first event we ever stored of this session (the session start)."""
+        q = select(func.min(hook_events.c.ts)).where(hook_events.c.session_id == session_id)
+        with self.engine.connect() as conn:
+            value = conn.execute(q).scalar()
+        return int(value) if value is not None else None
+
+    def session_project(self, session_id: str, until_ts: int | None = None) -> str | None:
+        """The project of the session's newest event that has one."""
+        q = select(hook_events.c.project).where(
+            hook_events.c.session_id == session_id, hook_events.c.project.is_not(None)
+        )
+        if until_ts is not None:
+            q = q.where(hook_events.c.ts <= until_ts)
+        q = q.order_by(hook_events.c.ts.desc(), hook_events.c.id.desc()).limit(1)
+        with self.engine.connect() as conn:
+            value = conn.execute(q).scalar()
+        return str(value) if value is not None else None
 
     def emits_since(self, since_ts: int) -> list[dict[str, Any]]:
         q = (

@@ -1,0 +1,454 @@
+"""Hook ingest when the database is slow or gone: a budgeted insert, then a bounded queue.
+
+Policy (docs/reliability.md, "Database slow or gone"):
+
+1. **Normal path.** The insert runs on an ingest worker and the hook waits for its commit,
+   at most `budget_ms` (TMA1_HOOK_DB_BUDGET_MS, default 400 ms). Committed in time → the
+   engine sees the event and answers; the event is committed before the response is
+   written (the invariant of the hook path).
+2. **Slow database.** The budget runs out: the hook answers 200 with an empty body (the
+   engine cannot see an event that is not committed). The insert keeps running; if it
+   later fails, the event goes to the queue. It is never inserted twice.
+3. **Database gone** (a connection or operational error, or the budget ran out): the event
+   goes on a bounded in-memory queue (at most `max_events` events and `max_bytes` of
+   text). When the queue is full the *newest* event is dropped and counted
+   (`ingest.dropped_queue_full`): the queue keeps time order, and the rules read windows
+   of time. While the database is known to be down ("breaker open") hooks skip the
+   direct attempt and enqueue at once, so they answer in well under a millisecond.
+4. **Recovery.** A background thread flushes the queue in batches with exponential
+   backoff (50 ms … 2 s). The first successful write closes the breaker: the direct path
+   resumes by itself, with no operator action.
+5. **Rows the database refuses** (a data error, not an outage) are retried one by one and
+   the refused rows dropped and counted (`ingest.rejected_by_db`); one poison event must
+   not stall the queue forever. NUL characters and lone surrogates, which PostgreSQL text
+   and UTF-8 cannot hold, are replaced by U+FFFD before the insert on every backend, so
+   the stored data is the same on SQLite and PostgreSQL.
+6. **Stop.** A graceful stop drains the queue for up to `drain_s` seconds; what is left
+   is counted (`ingest.lost_at_shutdown`) and logged. `kill -9` loses the queue: only
+   events that were answered during an outage (empty body) are ever in it.
+
+Every counter is reported by `GET /api/health` under `ingest`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import fields
+from queue import SimpleQueue
+from typing import Any
+
+from sqlalchemy import exc as sa_exc
+
+from tma1.counters import Counters
+from tma1.events import HookEvent
+from tma1.store import Store
+
+log = logging.getLogger("tma1.ingest")
+
+DEFAULT_BUDGET_MS = 400
+DEFAULT_MAX_EVENTS = 10_000
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+MAX_WORKERS = 32
+FLUSH_BATCH = 200
+BACKOFF_MIN_S = 0.05
+BACKOFF_MAX_S = 2.0
+DRAIN_S = 10.0
+
+_REPLACEMENT = "\ufffd"
+
+
+def _clean_str(s: str) -> str:
+    if "\x00" in s:
+        s = s.replace("\x00", _REPLACEMENT)
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        s = s.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return s
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return _clean_str(value)
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {_clean(k) if isinstance(k, str) else k: _clean(v) for k, v in value.items()}
+    return value
+
+
+def scrub(event: HookEvent) -> HookEvent:
+    """Replace what no backend can store (NUL, lone surrogates) in place; returns `event`."""
+    for f in fields(event):
+        value = getattr(event, f.name)
+        if isinstance(value, str | list | dict):
+            cleaned = _clean(value)
+            if cleaned is not value:
+                setattr(event, f.name, cleaned)
+    return event
+
+
+def _size(event: HookEvent) -> int:
+    n = 256
+    for value in (event.tool_input, event.tool_result, event.tool_command, event.cwd):
+        if value:
+            n += len(value)
+    return n
+
+
+def _describe(exc: BaseException) -> str:
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first[:200]}"
+
+
+def is_transient(exc: BaseException) -> bool:
+    """An outage (retry later) as opposed to a row the database refuses (never retry)."""
+    if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(
+        exc,
+        sa_exc.OperationalError
+        | sa_exc.InterfaceError
+        | sa_exc.DisconnectionError
+        | sa_exc.TimeoutError
+        | ConnectionError
+        | TimeoutError
+        | OSError,
+    )
+
+
+class Ingest:
+    """Budgeted inserts for the hook path, with a bounded retry queue. Thread-safe."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        counters: Counters,
+        on_stored: Callable[[Sequence[HookEvent]], None] | None = None,
+        budget_ms: int = DEFAULT_BUDGET_MS,
+        max_events: int = DEFAULT_MAX_EVENTS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        drain_s: float = DRAIN_S,
+    ) -> None:
+        self.store = store
+        self.counters = counters
+        self.on_stored = on_stored
+        self.budget_s = budget_ms / 1000.0
+        self.max_events = max_events
+        self.max_bytes = max_bytes
+        self.drain_s = drain_s
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._queue: deque[tuple[HookEvent, int]] = deque()
+        self._queued_bytes = 0
+        self._flushing = 0  # events taken off the queue by the flusher, not yet written
+        self._down = False  # the breaker: True while the database is known to be down
+        self._down_since: float | None = None
+        self._last_error = ""
+        self._inflight = 0
+        self._workers = 0
+        self._jobs: SimpleQueue[tuple[HookEvent, Future[int]] | None] = SimpleQueue()
+        self._flusher: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._stopped = False
+
+    # --- the hook path ----------------------------------------------------------------
+
+    def submit(self, event: HookEvent) -> bool:
+        """True when the event is committed now; False when it was queued or dropped."""
+        scrub(event)
+        with self._lock:
+            direct = not self._down and self._inflight < MAX_WORKERS and not self._stopped
+            if direct:
+                self._inflight += 1
+                if self._workers < self._inflight:
+                    self._workers += 1
+                    threading.Thread(
+                        target=self._work, name=f"tma1-ingest-{self._workers}", daemon=True
+                    ).start()
+        if not direct:
+            self.counters.inc("ingest.bypassed")
+            self._enqueue(event)
+            return False
+        fut: Future[int] = Future()
+        self._jobs.put((event, fut))
+        try:
+            fut.result(timeout=self.budget_s)
+            return True
+        except FutureTimeout:
+            self.counters.inc("ingest.budget_exceeded")
+            self._trip(f"insert took longer than {self.budget_s * 1000:.0f} ms")
+            # The insert keeps going; whoever finishes it decides where the event ends up.
+            fut.add_done_callback(lambda f: self._late(event, f))
+            return False
+        except Exception as exc:
+            self._failed(event, exc)
+            return False
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            event, fut = job
+            try:
+                if fut.set_running_or_notify_cancel():
+                    try:
+                        fut.set_result(self.store.insert_event(event))
+                    except BaseException as exc:
+                        fut.set_exception(exc)
+            finally:
+                with self._lock:
+                    self._inflight -= 1
+
+    def _late(self, event: HookEvent, fut: Future[int]) -> None:
+        exc = fut.exception()
+        if exc is None:
+            self.counters.inc("ingest.late_commits")
+            self._recovered()
+            self._stored([event])
+        else:
+            self._failed(event, exc)
+
+    def _failed(self, event: HookEvent, exc: BaseException) -> None:
+        if is_transient(exc):
+            self.counters.inc("ingest.db_errors")
+            self._trip(_describe(exc))
+            self._enqueue(event)
+        else:
+            self.counters.inc("ingest.rejected_by_db")
+            log.error(
+                "the database refused an event of session %s (dropped): %s",
+                event.session_id,
+                exc,
+            )
+
+    # --- breaker --------------------------------------------------------------------------
+
+    def _trip(self, reason: str) -> None:
+        with self._lock:
+            self._last_error = reason
+            if self._down:
+                return
+            self._down = True
+            self._down_since = time.monotonic()
+        self.counters.inc("ingest.outages")
+        log.warning("database unavailable or slow (%s): queueing hook events", reason)
+
+    def _recovered(self) -> None:
+        with self._lock:
+            if not self._down:
+                return
+            self._down = False
+            since = self._down_since or time.monotonic()
+            self._down_since = None
+            backlog = len(self._queue)
+        log.warning(
+            "database back after %.1f s; %d queued events left to flush",
+            time.monotonic() - since,
+            backlog,
+        )
+
+    # --- the queue --------------------------------------------------------------------
+
+    def _enqueue(self, event: HookEvent) -> None:
+        size = _size(event)
+        with self._lock:
+            full = len(self._queue) >= self.max_events or self._queued_bytes + size > self.max_bytes
+            if not full:
+                self._queue.append((event, size))
+                self._queued_bytes += size
+                self._wake.notify()
+                self._ensure_flusher()
+        if full:
+            self.counters.inc("ingest.dropped_queue_full")
+            log.error("ingest queue full: dropped an event of session %s", event.session_id)
+        else:
+            self.counters.inc("ingest.queued")
+
+    def _ensure_flusher(self) -> None:
+        # Called with the lock held; started lazily so a Service that is never started
+        # (tests calling handle_hook directly) still recovers.
+        if self._flusher is None or not self._flusher.is_alive():
+            self._flusher = threading.Thread(
+                target=self._flush_loop, name="tma1-ingest-flush", daemon=True
+            )
+            self._flusher.start()
+
+    def _take(self) -> list[tuple[HookEvent, int]]:
+        with self._lock:
+            n = min(FLUSH_BATCH, len(self._queue))
+            batch = [self._queue.popleft() for _ in range(n)]
+            self._queued_bytes -= sum(s for _, s in batch)
+            self._flushing += n
+            return batch
+
+    def _put_back(self, batch: list[tuple[HookEvent, int]]) -> None:
+        with self._lock:
+            self._queue.extendleft(reversed(batch))
+            self._queued_bytes += sum(s for _, s in batch)
+            self._flushing -= len(batch)
+
+    def _done(self, n: int) -> None:
+        with self._lock:
+            self._flushing -= n
+
+    def _flush_loop(self) -> None:
+        backoff = BACKOFF_MIN_S
+        while True:
+            with self._lock:
+                while not self._queue and not self._stopping.is_set():
+                    self._wake.wait(timeout=1.0)
+                if not self._queue:
+                    return
+            if self.flush_once():
+                backoff = BACKOFF_MIN_S
+                continue
+            self.counters.inc("ingest.retry_failures")
+            if self._stopping.wait(backoff):
+                return  # stop() drains what is left itself, within its own deadline
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    def flush_once(self) -> bool:
+        """Write one batch from the queue. False on an outage (the batch goes back)."""
+        batch = self._take()
+        if not batch:
+            return True
+        events = [e for e, _ in batch]
+        try:
+            self.store.insert_events(events)
+        except Exception as exc:
+            if is_transient(exc):
+                self._put_back(batch)
+                with self._lock:
+                    self._last_error = _describe(exc)
+                return False
+            self._done(len(batch))
+            return self._one_by_one(events)
+        self._done(len(batch))
+        self.counters.inc("ingest.flushed", len(events))
+        self._recovered()
+        self._stored(events)
+        return True
+
+    def _one_by_one(self, events: list[HookEvent]) -> bool:
+        stored: list[HookEvent] = []
+        for i, ev in enumerate(events):
+            try:
+                self.store.insert_event(ev)
+                stored.append(ev)
+            except Exception as exc:
+                if is_transient(exc):
+                    with self._lock:
+                        for e in reversed(events[i:]):
+                            self._queue.appendleft((e, _size(e)))
+                            self._queued_bytes += _size(e)
+                    break
+                self.counters.inc("ingest.rejected_by_db")
+                log.error("the database refused a queued event (dropped): %s", exc)
+        if stored:
+            self.counters.inc("ingest.flushed", len(stored))
+            self._recovered()
+            self._stored(stored)
+        return len(stored) > 0 or not events
+
+    def _stored(self, events: Sequence[HookEvent]) -> None:
+        if self.on_stored is None:
+            return
+        try:
+            self.on_stored(events)
+        except Exception:
+            log.exception("on_stored callback failed")
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def start(self) -> None:
+        with self._lock:
+            self._stopped = False
+            self._stopping.clear()
+
+    def stop(self) -> int:
+        """Drain the queue (and wait for in-flight inserts) for up to `drain_s` seconds.
+
+        Returns the number of events lost (left in the queue when the time ran out).
+        """
+        self._stopping.set()
+        with self._lock:
+            self._stopped = True
+            self._wake.notify_all()
+            flusher = self._flusher
+        if flusher is not None:
+            flusher.join(timeout=self.drain_s)
+        deadline = time.monotonic() + self.drain_s
+        backoff = BACKOFF_MIN_S
+        while time.monotonic() < deadline:
+            with self._lock:
+                pending = len(self._queue)
+                inflight = self._inflight
+            if pending == 0 and inflight == 0:
+                break
+            if pending and self.flush_once():
+                backoff = BACKOFF_MIN_S
+                continue
+            time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+        with self._lock:
+            lost = len(self._queue) + self._flushing
+            self._queue.clear()
+            self._queued_bytes = 0
+            for _ in range(self._workers):
+                self._jobs.put(None)
+            self._workers = 0
+        if lost:
+            self.counters.inc("ingest.lost_at_shutdown", lost)
+            log.error("stopping with the database unavailable: %d hook events lost", lost)
+        return lost
+
+    def wait_idle(self, timeout: float) -> bool:
+        """True once the queue is empty and nothing is in flight (tests, benchmarks)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._queue and not self._flushing and not self._inflight:
+                    return True
+            time.sleep(0.02)
+        return False
+
+    def health(self) -> dict[str, object]:
+        with self._lock:
+            state = {
+                "database_available": not self._down,
+                "down_for_s": round(time.monotonic() - self._down_since, 3)
+                if self._down_since is not None
+                else 0.0,
+                "queue_depth": len(self._queue) + self._flushing,
+                "queue_bytes": self._queued_bytes,
+                "queue_max_events": self.max_events,
+                "queue_max_bytes": self.max_bytes,
+                "inflight": self._inflight,
+                "budget_ms": round(self.budget_s * 1000),
+                "last_error": self._last_error,
+            }
+        counts = self.counters.snapshot("ingest.")
+        for key in (
+            "queued",
+            "flushed",
+            "bypassed",
+            "budget_exceeded",
+            "late_commits",
+            "db_errors",
+            "retry_failures",
+            "outages",
+            "dropped_queue_full",
+            "rejected_by_db",
+            "lost_at_shutdown",
+        ):
+            state[key] = counts.get(key, 0)
+        return state
