@@ -1,7 +1,130 @@
-"""Routes (to be filled in by its issue)."""
+"""The emit log, labels and the three validation gates (design §2.13–2.14, §4).
+
+Read-only over the store except the label POST; never runs the rules. The figures come
+from `tma1.gates`, the same code `tma1 gates` prints.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from enum import StrEnum
+from typing import Annotated, Any, Literal
 
-router = APIRouter()
+from fastapi import APIRouter, HTTPException, Path, Query, Request
+from pydantic import BaseModel, Field
+
+from tma1 import gates
+from tma1.service import Service
+
+router = APIRouter(tags=["anomalies"])
+
+KindParam = StrEnum("KindParam", {k: k for k in gates.KINDS})  # type: ignore[misc]
+SeverityParam = StrEnum("SeverityParam", {s: s for s in gates.SEVERITIES})  # type: ignore[misc]
+
+Days = Annotated[int, Query(ge=1, le=365, description="UTC days back, today included")]
+
+
+def _service(request: Request) -> Service:
+    return request.app.state.service  # type: ignore[no-any-return]
+
+
+class LabelIn(BaseModel):
+    label: Literal["tp", "fp", "clear"] = Field(
+        description="tp (true positive), fp (false positive) or clear (remove the label)"
+    )
+    note: str | None = Field(default=None, max_length=4000)
+    source: Literal["human", "agent"] = "human"
+
+
+class LabelOut(BaseModel):
+    id: int
+    label: Literal["tp", "fp"] | None
+    source: Literal["human", "agent"]
+
+
+@router.get("/api/anomalies", summary="Newest emits from the emit log (never runs rules)")
+def list_anomalies(
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    session_id: Annotated[str | None, Query(max_length=200)] = None,
+    kind: KindParam | None = None,
+    severity: SeverityParam | None = None,
+    since_id: Annotated[int | None, Query(ge=0, description="only emits with a larger id")] = None,
+) -> dict[str, Any]:
+    store = _service(request).store
+    emits = gates.list_emits(
+        store,
+        limit=limit,
+        session_id=session_id or None,
+        kind=kind.value if kind else None,
+        severity=severity.value if severity else None,
+        since_id=since_id,
+    )
+    return {"emits": emits}
+
+
+@router.post(
+    "/api/anomalies/{emit_id}/label",
+    summary="Label an emit TP or FP (or clear it); one label per emit and source",
+    response_model=LabelOut,
+    responses={404: {"description": "no emit with this id"}},
+)
+def label_anomaly(
+    request: Request,
+    body: LabelIn,
+    emit_id: Annotated[int, Path(ge=1)],
+) -> dict[str, Any]:
+    svc = _service(request)
+    out = gates.set_label(
+        svc.store,
+        emit_id,
+        body.label,
+        now_ms=svc.clock.now_ms(),
+        source=body.source,
+        note=body.note,
+    )
+    if out is None:
+        raise HTTPException(status_code=404, detail=f"no emit with id {emit_id}")
+    return out
+
+
+@router.get("/api/anomalies/budget", summary="Gate: emits per kind per UTC day vs a budget")
+def budget(
+    request: Request,
+    days: Days = gates.DEFAULT_DAYS,
+    budget: Annotated[int, Query(ge=0, le=100_000)] = gates.DEFAULT_BUDGET,
+) -> dict[str, Any]:
+    svc = _service(request)
+    return gates.budget(svc.store, now_ms=svc.clock.now_ms(), days=days, budget=budget)
+
+
+@router.get(
+    "/api/anomalies/follow-rate",
+    summary="Gate: share of emits whose follow action came within `window` tool calls",
+)
+def follow_rate(
+    request: Request,
+    days: Days = gates.DEFAULT_DAYS,
+    window: Annotated[int, Query(ge=1, le=100, description="tool calls after the emit")] = (
+        gates.DEFAULT_WINDOW
+    ),
+) -> dict[str, Any]:
+    svc = _service(request)
+    return gates.follow_rate(svc.store, now_ms=svc.clock.now_ms(), days=days, window=window)
+
+
+@router.get(
+    "/api/anomalies/precision",
+    summary="Gate: TP share over the 50 newest labelled emits, human and agent labels",
+)
+def precision(request: Request, days: Days = gates.DEFAULT_DAYS) -> dict[str, Any]:
+    svc = _service(request)
+    return gates.precision(svc.store, now_ms=svc.clock.now_ms(), days=days)
+
+
+@router.get("/api/anomalies/sample", summary="The newest emits without a human label")
+def sample(
+    request: Request,
+    n: Annotated[int, Query(ge=1, le=500)] = gates.PRECISION_SAMPLE,
+    source: Literal["human", "agent"] = "human",
+) -> dict[str, Any]:
+    return {"emits": gates.sample_unlabelled(_service(request).store, n=n, source=source)}

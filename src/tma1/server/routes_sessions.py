@@ -1,7 +1,47 @@
-"""Routes (to be filled in by its issue)."""
+"""Sessions seen through their hook events: a list, and one session's timeline."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated, Any
 
-router = APIRouter()
+from fastapi import APIRouter, HTTPException, Query, Request
+
+from tma1 import gates
+from tma1.service import Service
+
+router = APIRouter(tags=["sessions"])
+
+
+def _service(request: Request) -> Service:
+    return request.app.state.service  # type: ignore[no-any-return]
+
+
+@router.get("/api/sessions", summary="Sessions, newest activity first")
+def list_sessions(
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    days: Annotated[int | None, Query(ge=1, le=365, description="active in the last N days")] = (
+        None
+    ),
+) -> list[dict[str, Any]]:
+    svc = _service(request)
+    since = svc.clock.now_ms() - days * gates.DAY_MS if days else None
+    return gates.list_sessions(svc.store, limit=limit, since_ts=since)
+
+
+@router.get(
+    "/api/sessions/{session_id}",
+    summary="One session: summary, timeline of tool calls (failures flagged) and its emits",
+    responses={404: {"description": "no events for this session"}},
+)
+def session_detail(
+    request: Request,
+    session_id: str,
+    limit: Annotated[int, Query(ge=1, le=20_000, description="newest events to show")] = 2000,
+) -> dict[str, Any]:
+    if len(session_id) > 200:
+        raise HTTPException(status_code=422, detail="session_id is longer than 200 characters")
+    detail = gates.session_detail(_service(request).store, session_id, limit=limit)
+    if detail is None:
+        raise HTTPException(status_code=404, detail=f"no events for session {session_id!r}")
+    return detail
