@@ -50,14 +50,61 @@ def _fresh_pg_database(base_url: str) -> str:
     return base_url.rsplit("/", 1)[0] + "/" + name
 
 
+def _drop_pg_database(base_url: str, url: str) -> None:
+    """Drop a test database; FORCE ends the connections a test left open (PostgreSQL ≥ 13)."""
+    from sqlalchemy import create_engine, text
+
+    name = url.rsplit("/", 1)[1]
+    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+def _sweep_stale_pg_databases(base_url: str) -> None:
+    """Drop the test databases of pytest runs that died before their teardown.
+
+    Only databases whose creating process is gone: other runs share the cluster."""
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            names = conn.execute(
+                text("SELECT datname FROM pg_database WHERE datname LIKE 't\\_%'")
+            ).scalars()
+            for name in list(names):
+                parts = name.split("_")
+                if len(parts) == 3 and parts[1].isdigit() and Path(f"/proc/{parts[1]}").exists():
+                    continue
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _pg_cluster_hygiene() -> None:
+    if PG_URL:
+        try:
+            _sweep_stale_pg_databases(PG_URL)
+        except Exception as exc:  # a sweep must never fail the run; the tests will say more
+            print(f"conftest: could not sweep stale test databases: {exc}", file=sys.stderr)
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Each store-touching test runs on a real SQLite file and on a real PostgreSQL."""
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Each store-touching test runs on a real SQLite file and on a real PostgreSQL
+    (a fresh database per test, dropped afterwards)."""
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'tma1.db'}"
+        yield f"sqlite:///{tmp_path / 'tma1.db'}"
+        return
     if not PG_URL:
         pytest.skip("no PostgreSQL test cluster (TMA1_TEST_POSTGRES_URL unset)")
-    return _fresh_pg_database(PG_URL)
+    url = _fresh_pg_database(PG_URL)
+    yield url
+    _drop_pg_database(PG_URL, url)
 
 
 @pytest.fixture
