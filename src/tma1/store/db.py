@@ -10,7 +10,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, text
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, text, update
 from sqlalchemy.engine import Connection
 
 from tma1.events import FileChange, HookEvent, Usage
@@ -222,6 +222,41 @@ class Store:
                 )
             )
             return int(result.inserted_primary_key[0])  # type: ignore[index]
+
+    def insert_changes(self, changes: Sequence[FileChange]) -> list[int]:
+        """Several changes in one transaction (a watcher batch); their ids, in order."""
+        ids: list[int] = []
+        if not changes:
+            return ids
+        with self.engine.begin() as conn:
+            for ch in changes:
+                result = conn.execute(
+                    insert(external_changes).values(
+                        ts=ch.ts,
+                        project=ch.project,
+                        path=ch.path,
+                        change=ch.change,
+                        size=ch.size,
+                        content_hash=ch.content_hash,
+                        writer_session=ch.writer_session,
+                    )
+                )
+                ids.append(int(result.inserted_primary_key[0]))  # type: ignore[index]
+        return ids
+
+    def set_change_writer(self, ids: Sequence[int], session_id: str) -> int:
+        """Attribute still-unattributed changes to `session_id` (a late PreToolUse)."""
+        if not ids:
+            return 0
+        with self.engine.begin() as conn:
+            return conn.execute(
+                update(external_changes)
+                .where(
+                    external_changes.c.id.in_(list(ids)),
+                    external_changes.c.writer_session.is_(None),
+                )
+                .values(writer_session=session_id)
+            ).rowcount
 
     def insert_usages(self, usages: Sequence[Usage]) -> None:
         if not usages:
