@@ -1,0 +1,215 @@
+"""`tma1 anomalies`, `tma1 gates`, `tma1 label`: the emit log and the validation gates.
+
+These commands read and write the database directly (the same Settings the daemon uses:
+TMA1_DATABASE_URL, or the SQLite file in TMA1_DATA_DIR), so they work whether or not
+`tma1 serve` is running; SQLite's WAL lets them run next to the daemon. The figures come
+from `tma1.gates`, the very code behind /api/anomalies/*.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tma1.config import ConfigError, load_settings, validate_database_url
+
+
+def _positive(lo: int, hi: int) -> Any:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is out of range ({lo}..{hi})")
+        return value
+
+    return parse
+
+
+def _db_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", type=Path, help="data directory (TMA1_DATA_DIR, ~/.tma1)")
+    p.add_argument("--database-url", help="SQLAlchemy URL (TMA1_DATABASE_URL)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from tma1 import gates
+
+    p = sub.add_parser(
+        "anomalies",
+        help="list the newest emitted anomalies (the emit log)",
+        description="List the newest emits from the emit log, newest first.",
+    )
+    p.add_argument("--session", help="only this session id")
+    p.add_argument("--kind", choices=gates.KINDS, help="only this kind")
+    p.add_argument("--severity", choices=gates.SEVERITIES, help="only this severity")
+    p.add_argument("--limit", type=_positive(1, 10_000), default=50, help="rows (default 50)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _db_options(p)
+    p.set_defaults(func=run_anomalies)
+
+    g = sub.add_parser(
+        "gates",
+        help="print the three validation gates (budget, follow-rate, precision)",
+        description="Print kind × gate with value, target and pass/fail.",
+    )
+    g.add_argument("--days", type=_positive(1, 365), default=gates.DEFAULT_DAYS)
+    g.add_argument("--budget", type=_positive(0, 100_000), default=gates.DEFAULT_BUDGET)
+    g.add_argument("--window", type=_positive(1, 100), default=gates.DEFAULT_WINDOW)
+    g.add_argument("--strict", action="store_true", help="exit 1 when any gate fails")
+    g.add_argument("--json", action="store_true", help="print the full JSON of the gates")
+    _db_options(g)
+    g.set_defaults(func=run_gates)
+
+    lab = sub.add_parser(
+        "label",
+        help="label an emit as a true (tp) or false (fp) positive",
+        description="Label an emit TP or FP, or clear its label (feeds the precision gate).",
+    )
+    lab.add_argument("id", type=_positive(1, 2**63 - 1), help="emit id (see `tma1 anomalies`)")
+    lab.add_argument("label", choices=("tp", "fp", "clear"))
+    lab.add_argument("--note", help="why")
+    lab.add_argument("--source", choices=gates.LABEL_SOURCES, default="human")
+    _db_options(lab)
+    lab.set_defaults(func=run_label)
+
+
+def _open_store(args: argparse.Namespace) -> Any:
+    from tma1.store import Store
+
+    settings = load_settings().with_overrides(
+        data_dir=args.data_dir,
+        database_url=validate_database_url("--database-url", args.database_url)
+        if args.database_url
+        else None,
+    )
+    url = settings.effective_database_url
+    try:
+        return Store.open(url)
+    except Exception as exc:
+        raise ConfigError(f"cannot open the database {url}: {exc}") from None
+
+
+def _now_ms() -> int:
+    from tma1.clock import SystemClock
+
+    return SystemClock().now_ms()
+
+
+def _when(ts: int) -> str:
+    return datetime.fromtimestamp(ts / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [len(h) for h in headers]
+    for r in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def run_anomalies(args: argparse.Namespace) -> int:
+    from tma1 import gates
+
+    store = _open_store(args)
+    try:
+        emits = gates.list_emits(
+            store,
+            limit=args.limit,
+            session_id=args.session,
+            kind=args.kind,
+            severity=args.severity,
+        )
+    finally:
+        store.close()
+    if args.json:
+        json.dump({"emits": emits}, sys.stdout, ensure_ascii=False, indent=2)
+        print()
+        return 0
+    if not emits:
+        print("no anomalies emitted yet (wire an agent: tma1 install --adapter claude-code)")
+        return 0
+    rows = [
+        [
+            str(e["id"]),
+            _when(e["ts"]),
+            e["kind"],
+            e["severity"],
+            _one_line(e["session_id"], 14),
+            e["label"] or "-",
+            _one_line(e["evidence"], 70),
+        ]
+        for e in emits
+    ]
+    print(_table(["ID", "TIME (UTC)", "KIND", "SEV", "SESSION", "LABEL", "EVIDENCE"], rows))
+    return 0
+
+
+def _verdict(value: bool | None) -> str:
+    return "n/a" if value is None else "pass" if value else "FAIL"
+
+
+def run_gates(args: argparse.Namespace) -> int:
+    from tma1 import gates
+
+    store = _open_store(args)
+    try:
+        result = gates.all_gates(
+            store,
+            now_ms=_now_ms(),
+            days=args.days,
+            budget_per_day=args.budget,
+            window=args.window,
+        )
+    finally:
+        store.close()
+    rows = gates.gate_table(result)
+    failed = any(r["pass"] is False for r in rows)
+    if args.json:
+        json.dump(result, sys.stdout, ensure_ascii=False, indent=2)
+        print()
+    else:
+        print(
+            _table(
+                ["KIND", "GATE", "VALUE", "TARGET", "RESULT"],
+                [
+                    [r["kind"], r["gate"], r["value"], r["target"], _verdict(r["pass"])]
+                    for r in rows
+                ],
+            )
+        )
+        print(
+            f"\nlast {args.days} day(s): "
+            + ("some gates FAIL" if failed else "no gate fails")
+            + " (n/a = no data yet)"
+        )
+    return 1 if failed and args.strict else 0
+
+
+def run_label(args: argparse.Namespace) -> int:
+    from tma1 import gates
+
+    store = _open_store(args)
+    try:
+        out = gates.set_label(
+            store, args.id, args.label, now_ms=_now_ms(), source=args.source, note=args.note
+        )
+    finally:
+        store.close()
+    if out is None:
+        print(f"tma1: no emit with id {args.id}", file=sys.stderr)
+        return 1
+    shown = out["label"] or "cleared"
+    print(f"emit {out['id']}: {shown} ({out['source']})")
+    return 0
