@@ -1,40 +1,221 @@
 """Delivery: turn a stored hook event into the body the agent receives (design §2.6–2.7).
 
-Placeholder until the engine lands: every answer is empty.
+`Delivery` composes the Detector (candidates, cached), the suppression state and the emit
+log. Per hook event:
+
+- UserPromptSubmit → `user_prompt_submit` findings → the `<tma1-context>` digest;
+- Stop → `stop_block` findings → `{"decision":"block","reason":…}`, or "" when
+  `stop_hook_active` is set (the loop guard);
+- PostToolUse / PostToolUseFailure → `post_tool_use` findings → hookSpecificOutput context;
+- anything else → "".
+
+Only the findings actually put into the answer are committed to suppression and written
+to the emit log ("emitted means delivered", design §2.3). `preview` answers what the next
+delivery would say without changing anything.
 """
 
 from __future__ import annotations
 
-from tma1.clock import Clock
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from tma1.clock import MINUTE_MS, Clock
 from tma1.config import Settings
 from tma1.counters import Counters
+from tma1.engine.anomaly import Anomaly, Channel, delivery_order
+from tma1.engine.detector import Detector, Rule
+from tma1.engine.digest import (
+    DIGEST_MAX_FINDINGS,
+    POST_TOOL_USE_MAX_FINDINGS,
+    STOP_MAX_FINDINGS,
+    context_body,
+    digest,
+    stop_block_body,
+    stop_reason,
+)
+from tma1.engine.emitlog import EmitLog
+from tma1.engine.suppression import REBUILD_HORIZON_MS, Decision, Suppression
+from tma1.engine.window import RuleConfig
 from tma1.events import HookEvent
 from tma1.store import Store
+
+log = logging.getLogger("tma1.engine")
+
+CHANNEL_FOR_HOOK: dict[str, Channel] = {
+    "UserPromptSubmit": Channel.USER_PROMPT_SUBMIT,
+    "Stop": Channel.STOP_BLOCK,
+    "PostToolUse": Channel.POST_TOOL_USE,
+    "PostToolUseFailure": Channel.POST_TOOL_USE,
+}
+CHANNEL_LIMIT: dict[str, int] = {
+    Channel.USER_PROMPT_SUBMIT: DIGEST_MAX_FINDINGS,
+    Channel.STOP_BLOCK: STOP_MAX_FINDINGS,
+    Channel.POST_TOOL_USE: POST_TOOL_USE_MAX_FINDINGS,
+}
+_EVICT_EVERY_MS = MINUTE_MS
+
+
+def finding_json(
+    d: Decision, *, would_deliver: bool, first_emitted_at: int | None
+) -> dict[str, Any]:
+    f = d.finding
+    return {
+        "kind": str(f.kind),
+        "severity": str(f.severity),
+        "channel": str(f.channel),
+        "evidence": f.evidence,
+        "suggestion": f.suggestion,
+        "related_files": list(f.related_files),
+        "subject": f.subject,
+        "stable_key": f.stable_key,
+        "last_evidence_ts": f.last_evidence_ts,
+        "first_emitted_at": first_emitted_at,
+        "outstanding_since": d.outstanding_since,
+        "would_deliver": would_deliver,
+        "decision": d.reason,
+    }
 
 
 class Delivery:
     def __init__(
-        self, *, store: Store, clock: Clock, settings: Settings, counters: Counters
+        self,
+        *,
+        store: Store,
+        clock: Clock,
+        settings: Settings,
+        counters: Counters,
+        rules: Mapping[str, Rule] | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.settings = settings
         self.counters = counters
+        # Read once, at start-up (TMA1_CONTEXT_PRESSURE_THRESHOLD via Settings).
+        self.config = RuleConfig(context_pressure_threshold=settings.context_pressure_threshold)
+        self.detector = Detector(
+            store=store, clock=clock, config=self.config, counters=counters, rules=rules
+        )
+        self.suppression = Suppression()
+        self.emitlog = EmitLog(store=store, counters=counters)
+        self._evict_lock = threading.Lock()
+        self._last_evict = 0
+        self.restored_rows = 0
+
+    # --- the hook path ------------------------------------------------------------------
 
     def respond(self, event: HookEvent, *, envelope: str | None = None) -> str:
-        return ""
+        """The body for this (already stored) event. Never raises: errors answer ""."""
+        try:
+            return self._respond(event, envelope=envelope)
+        except Exception:
+            self.counters.inc("errors.delivery")
+            log.exception("delivery failed for session %s; answering empty", event.session_id)
+            return ""
+
+    def _respond(self, event: HookEvent, *, envelope: str | None) -> str:
+        hook = event.hook_event_name
+        channel = CHANNEL_FOR_HOOK.get(hook)
+        if channel is None:
+            return ""
+        if channel == Channel.STOP_BLOCK and event.stop_hook_active:
+            return ""  # loop guard: never block a Stop that a block already caused
+        emitted = self.deliver(event.session_id, channel)
+        if not emitted:
+            return ""
+        if channel == Channel.STOP_BLOCK:
+            return stop_block_body(stop_reason(emitted))
+        return context_body(hook, digest(emitted), envelope=envelope)
+
+    def deliver(self, session_id: str, channel: str, now: int | None = None) -> list[Anomaly]:
+        """Decide, commit and log the findings one answer on `channel` carries."""
+        now = self.clock.now_ms() if now is None else now
+        self._maybe_evict(now)
+        det = self.detector.detect(session_id, now)
+        candidates = delivery_order([c for c in det.candidates if c.channel == channel])
+        if not candidates:
+            self.suppression.touch(session_id, now)
+            return []
+        decisions = self.suppression.evaluate(session_id, candidates, det.window, now)
+        emitted = self.suppression.commit(
+            session_id, decisions, now, limit=CHANNEL_LIMIT.get(channel, 1)
+        )
+        if emitted:
+            self.counters.inc(f"engine.delivered.{channel}", len(emitted))
+            self.emitlog.record(emitted, ts=now)
+        return emitted
+
+    # --- read-only ----------------------------------------------------------------------
+
+    def preview(self, session_id: str) -> dict[str, Any]:
+        """What the next delivery on each channel would say. Changes no suppression state
+        and writes no emit-log row (dashboards, MCP and the CLI call this)."""
+        now = self.clock.now_ms()
+        det = self.detector.detect(session_id, now)
+        candidates = delivery_order(list(det.candidates))
+        decisions = self.suppression.evaluate(session_id, candidates, det.window, now)
+        taken: dict[str, int] = {}
+        findings = []
+        for d in decisions:
+            channel = str(d.finding.channel)
+            would = d.emit and taken.get(channel, 0) < CHANNEL_LIMIT.get(channel, 1)
+            if would:
+                taken[channel] = taken.get(channel, 0) + 1
+            findings.append(
+                finding_json(
+                    d, would_deliver=would, first_emitted_at=d.finding.first_emitted_at or None
+                )
+            )
+        return {"session_id": session_id, "now": now, "findings": findings}
+
+    # --- cache invalidation -------------------------------------------------------------
 
     def invalidate(self, session_id: str) -> None:
-        return None
+        self.detector.invalidate(session_id)
 
     def invalidate_project(self, project: str) -> None:
-        return None
+        self.detector.invalidate_project(project)
+
+    # --- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> None:
-        return None
+        """Rebuild suppression from the emit log (last 24 h), then start the writer."""
+        now = self.clock.now_ms()
+        try:
+            rows = self.store.emits_since(now - REBUILD_HORIZON_MS)
+            self.restored_rows = self.suppression.restore(rows)
+        except Exception:
+            self.counters.inc("errors.engine_restore")
+            log.exception("could not rebuild suppression state from the emit log")
+        self.emitlog.start()
 
     def stop(self) -> None:
-        return None
+        self.emitlog.stop()
+
+    def flush(self) -> bool:
+        """Write every queued emit-log row now (tests, replay)."""
+        return self.emitlog.flush()
+
+    def _maybe_evict(self, now: int) -> None:
+        with self._evict_lock:
+            if now - self._last_evict < _EVICT_EVERY_MS:
+                return
+            self._last_evict = now
+        evicted = self.suppression.evict_idle(now)
+        if evicted:
+            self.counters.inc("engine.sessions_evicted", evicted)
 
     def health(self) -> dict[str, object]:
-        return {}
+        return {
+            **self.emitlog.health(),
+            **self.detector.health(),
+            "tracked_sessions": len(self.suppression),
+            "restored_emits": self.restored_rows,
+            "delivered": self.counters.snapshot("engine.delivered."),
+            "rule_errors": self.counters.snapshot("engine.rule_errors."),
+            "detections": {
+                "cold": self.counters.get("engine.detect.cold"),
+                "warm": self.counters.get("engine.detect.warm"),
+            },
+        }

@@ -1,7 +1,33 @@
-"""Routes (to be filled in by its issue)."""
+"""`GET /api/anomalies/preview`: what the next hook would deliver, without delivering it.
+
+The emit-log listing (`GET /api/anomalies`) and labels live in routes_gates.py.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from starlette.concurrency import run_in_threadpool
+
+from tma1.service import Service
 
 router = APIRouter()
+
+
+@router.get(
+    "/api/anomalies/preview",
+    summary="Findings the next hook of a session would deliver (read-only)",
+    description=(
+        "Runs the rules for the session and the suppression decision without committing "
+        "it: no suppression state changes and no emit-log row is written. Each finding "
+        "carries `would_deliver` and `decision` (fresh, suppressed, resolved, "
+        "window_elapsed, resolved_new_evidence, new_evidence, one_shot)."
+    ),
+)
+async def preview(
+    request: Request,
+    session_id: Annotated[str, Query(min_length=1, max_length=200)],
+) -> dict[str, Any]:
+    service: Service = request.app.state.service
+    return await run_in_threadpool(service.delivery.preview, session_id)

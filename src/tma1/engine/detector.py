@@ -1,0 +1,220 @@
+"""The Detector: load a `SessionWindow`, run every rule, cache the candidates (design §2.1, §2.5).
+
+The candidate set is what the rules say *before* suppression. It is cached 30 s (clock
+time) per session and dropped on every event of the session and on every file change in
+its project. A rule that raises is logged, counted (`engine.rule_errors.<kind>`) and
+skipped: one broken rule never silences the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+from tma1.clock import Clock
+from tma1.counters import Counters
+from tma1.engine.anomaly import Anomaly
+from tma1.engine.window import CHANGES_WINDOW_MS, EVENTS_WINDOW_MS, RuleConfig, SessionWindow
+from tma1.store import Store
+
+log = logging.getLogger("tma1.engine")
+
+Rule = Callable[[SessionWindow, int, RuleConfig], list[Anomaly]]
+
+CACHE_TTL_MS = 30_000
+# How long an invalidation mark must outlive any detection that was running when it came.
+_DROP_MARK_TTL_MS = 5 * 60_000
+_SWEEP_EVERY_MS = 60_000
+_IDLE_MS = 24 * 3600_000
+
+
+def load_default_rules() -> dict[str, Rule]:
+    """The six rules of `tma1.engine.rules`, or none (logged) when that module is unusable."""
+    try:
+        from tma1.engine.rules import RULES
+    except Exception:
+        log.exception("the rule set (tma1.engine.rules) could not be imported; no rules run")
+        return {}
+    return dict(RULES)
+
+
+@dataclass(frozen=True, slots=True)
+class Detection:
+    window: SessionWindow
+    candidates: tuple[Anomaly, ...]
+    computed_at: int
+    cached: bool = False
+
+
+def run_rules(
+    rules: Mapping[str, Rule],
+    window: SessionWindow,
+    now: int,
+    config: RuleConfig,
+    *,
+    on_error: Callable[[str, BaseException], None] | None = None,
+) -> list[Anomaly]:
+    """Every rule over one window; a failing rule is reported and skipped."""
+    out: list[Anomaly] = []
+    for kind, rule in rules.items():
+        try:
+            found = rule(window, now, config)
+            for a in found:
+                if not isinstance(a, Anomaly):
+                    raise TypeError(f"rule {kind} returned {type(a).__name__}, not Anomaly")
+        except Exception as exc:
+            if on_error is not None:
+                on_error(kind, exc)
+            continue
+        out.extend(a if a.session_id else replace(a, session_id=window.session_id) for a in found)
+    return out
+
+
+class Detector:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        clock: Clock,
+        config: RuleConfig,
+        counters: Counters,
+        rules: Mapping[str, Rule] | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.config = config
+        self.counters = counters
+        self._rules: dict[str, Rule] | None = dict(rules) if rules is not None else None
+        self._lock = threading.Lock()
+        self._cache: dict[str, Detection] = {}
+        self._epoch = 0
+        self._dropped: dict[str, tuple[int, int]] = {}  # session → (epoch, clock ms)
+        self._projects: dict[str, set[str]] = {}
+        self._session_project: dict[str, str] = {}
+        self._first_ts: dict[str, tuple[int, int]] = {}  # session → (first ts, last used)
+        self._last_sweep = 0
+
+    # --- rules ------------------------------------------------------------------------
+
+    @property
+    def rules(self) -> dict[str, Rule]:
+        if self._rules is None:
+            self._rules = load_default_rules()
+        return self._rules
+
+    def set_rules(self, rules: Mapping[str, Rule]) -> None:
+        """Replace the rule set (tests register extra rules; replay may pick a subset)."""
+        with self._lock:
+            self._rules = dict(rules)
+            self._cache.clear()
+
+    def _rule_failed(self, kind: str, exc: BaseException) -> None:
+        self.counters.inc(f"engine.rule_errors.{kind}")
+        log.error("rule %s failed; skipped", kind, exc_info=exc)
+
+    # --- loading ----------------------------------------------------------------------
+
+    def load_window(self, session_id: str, now: int) -> SessionWindow:
+        """One session's window with four indexed queries (five the first time)."""
+        events = self.store.session_events(session_id, now - EVENTS_WINDOW_MS, now)
+        project = next((e.project for e in reversed(events) if e.project), None)
+        if project is None:
+            project = self.store.session_project(session_id, now)
+        changes = (
+            self.store.project_changes(project, now - CHANGES_WINDOW_MS, now) if project else []
+        )
+        usage = self.store.latest_usage(session_id, now)
+        with self._lock:
+            known = self._first_ts.get(session_id)
+        first = known[0] if known else None
+        if first is None:
+            first = self.store.session_first_ts(session_id)
+        if first is not None:
+            with self._lock:
+                self._first_ts[session_id] = (first, now)
+        return SessionWindow(
+            session_id=session_id,
+            project=project,
+            events=events,
+            changes=changes,
+            usage=usage,
+            session_start_ts=first,
+        )
+
+    # --- detection --------------------------------------------------------------------
+
+    def detect(self, session_id: str, now: int | None = None) -> Detection:
+        """Candidates for `session_id`, from the cache when it is fresh."""
+        now = self.clock.now_ms() if now is None else now
+        with self._lock:
+            hit = self._cache.get(session_id)
+            if hit is not None and 0 <= now - hit.computed_at < CACHE_TTL_MS:
+                self.counters.inc("engine.detect.warm")
+                return replace(hit, cached=True)
+            start_epoch = self._epoch
+        self.counters.inc("engine.detect.cold")
+        window = self.load_window(session_id, now)
+        candidates = tuple(
+            run_rules(self.rules, window, now, self.config, on_error=self._rule_failed)
+        )
+        det = Detection(window=window, candidates=candidates, computed_at=now)
+        with self._lock:
+            dropped = self._dropped.get(session_id)
+            # An invalidation that arrived while we were loading means our window may
+            # miss that event: use the result once, but don't cache it.
+            if dropped is None or dropped[0] <= start_epoch:
+                self._cache[session_id] = det
+            if window.project:
+                old = self._session_project.get(session_id)
+                if old != window.project:
+                    if old is not None:
+                        self._projects.get(old, set()).discard(session_id)
+                    self._session_project[session_id] = window.project
+                    self._projects.setdefault(window.project, set()).add(session_id)
+            self._maybe_sweep(now)
+        return det
+
+    def invalidate(self, session_id: str) -> None:
+        with self._lock:
+            self._epoch += 1
+            self._cache.pop(session_id, None)
+            self._dropped[session_id] = (self._epoch, self.clock.now_ms())
+
+    def invalidate_project(self, project: str) -> None:
+        with self._lock:
+            sessions = list(self._projects.get(project, ()))
+        for s in sessions:
+            self.invalidate(s)
+
+    def sessions_of(self, project: str) -> set[str]:
+        with self._lock:
+            return set(self._projects.get(project, ()))
+
+    def _maybe_sweep(self, now: int) -> None:
+        """Bound the bookkeeping (called with the lock held)."""
+        if now - self._last_sweep < _SWEEP_EVERY_MS:
+            return
+        self._last_sweep = now
+        for s in [s for s, d in self._cache.items() if now - d.computed_at >= CACHE_TTL_MS]:
+            del self._cache[s]
+        for s in [s for s, (_, t) in self._dropped.items() if now - t >= _DROP_MARK_TTL_MS]:
+            del self._dropped[s]
+        for s in [s for s, (_, used) in self._first_ts.items() if now - used >= _IDLE_MS]:
+            del self._first_ts[s]
+            project = self._session_project.pop(s, None)
+            if project is not None:
+                members = self._projects.get(project)
+                if members is not None:
+                    members.discard(s)
+                    if not members:
+                        del self._projects[project]
+
+    def health(self) -> dict[str, object]:
+        with self._lock:
+            return {
+                "rules": sorted(self._rules) if self._rules is not None else "not loaded",
+                "cached_sessions": len(self._cache),
+                "known_projects": len(self._projects),
+            }

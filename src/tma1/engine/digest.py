@@ -1,0 +1,126 @@
+"""What the agent reads: the `<tma1-context>` digest, the Stop reason, and their envelopes.
+
+Pure functions of findings (design §2.6–2.7):
+
+- **Digest** (UserPromptSubmit, and PostToolUse context): at most `DIGEST_MAX_FINDINGS`
+  findings, high before medium and newest evidence first (the caller passes them in
+  delivery order), under `DIGEST_MAX_CHARS`. Each item leads with the suggestion, so when a
+  long evidence text must be cut, the concrete next action survives.
+- **Stop reason**: at most `STOP_MAX_FINDINGS`, under `STOP_MAX_CHARS`, naming each
+  finding's suggestion.
+- **Envelopes**: Claude Code adds plain stdout of a UserPromptSubmit hook to the model's
+  context, so the digest goes out as plain text there (the simplest form every Claude Code
+  version accepts). Codex (`?envelope=codex`) and every PostToolUse/PostToolUseFailure
+  answer use `{"hookSpecificOutput":{"hookEventName":…,"additionalContext":…}}` — plain
+  stdout of a PostToolUse hook is not shown to the model. Stop always answers
+  `{"decision":"block","reason":…}` (both agents).
+
+When is a digest "something new" (design §2.7)? A digest is written only for findings that
+pass suppression at this UserPromptSubmit; nothing passing means an empty answer. New
+external file changes count as new because suppression lets an
+`external_modified_during_session` finding through inside its 10-minute window whenever
+its newest change is newer than the last time it was delivered (see `suppression.py`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from tma1.engine.anomaly import Anomaly
+
+DIGEST_MAX_FINDINGS = 4
+DIGEST_MAX_CHARS = 4_000
+STOP_MAX_FINDINGS = 3
+STOP_MAX_CHARS = 2_000
+POST_TOOL_USE_MAX_FINDINGS = 4
+_FILES_SHOWN = 5
+
+OPEN_TAG = "<tma1-context>"
+CLOSE_TAG = "</tma1-context>"
+
+
+def clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    if limit <= 1:
+        return text[:limit]
+    return text[: limit - 1].rstrip() + "…"
+
+
+def _files(finding: Anomaly) -> str:
+    files = list(finding.related_files)
+    if not files:
+        return ""
+    shown = ", ".join(files[:_FILES_SHOWN])
+    more = len(files) - _FILES_SHOWN
+    return shown + (f" (+{more} more)" if more > 0 else "")
+
+
+def _item(n: int, finding: Anomaly, budget: int) -> str:
+    """One numbered item within `budget` characters; the suggestion is cut last."""
+    head = f"{n}. [{finding.severity}] {finding.kind}: "
+    files = _files(finding)
+    tail_files = f" Files: {files}." if files else ""
+    room = max(budget - len(head), 40)
+    suggestion = clip(finding.suggestion, max(room * 2 // 3, 30))
+    room -= len(suggestion)
+    evidence = clip(finding.evidence, max(room - len(" Seen: ") - len(tail_files), 0))
+    text = head + suggestion
+    if evidence:
+        text += " Seen: " + evidence
+    if len(text) + len(tail_files) <= budget:
+        text += tail_files
+    return clip(text, budget)
+
+
+def _numbered(findings: Sequence[Anomaly], header: str, footer: str, limit: int) -> str:
+    overhead = len(header) + len(footer) + 2 * len(findings)
+    budget = max((limit - overhead) // max(len(findings), 1), 60)
+    items = [_item(i, f, budget) for i, f in enumerate(findings, 1)]
+    body = header + "\n" + "\n".join(items) + footer
+    return body[: limit - 1] if len(body) >= limit else body
+
+
+def digest(findings: Sequence[Anomaly], *, max_chars: int = DIGEST_MAX_CHARS) -> str:
+    """The `<tma1-context>` block, or "" when there is nothing to say."""
+    findings = list(findings)[:DIGEST_MAX_FINDINGS]
+    if not findings:
+        return ""
+    noun = "finding" if len(findings) == 1 else "findings"
+    header = f"{OPEN_TAG}\ntma1 watched this session and has {len(findings)} {noun} for you:"
+    footer = "\n" + CLOSE_TAG
+    inner = _numbered(findings, header, "", max_chars - len(footer))
+    return inner + footer
+
+
+def stop_reason(findings: Sequence[Anomaly], *, max_chars: int = STOP_MAX_CHARS) -> str:
+    findings = list(findings)[:STOP_MAX_FINDINGS]
+    if not findings:
+        return ""
+    header = "tma1: do not stop yet, this is unresolved:"
+    if len(findings) > 1:
+        header = f"tma1: do not stop yet, {len(findings)} problems are unresolved:"
+    return _numbered(findings, header, "", max_chars)
+
+
+def stop_block_body(reason: str) -> str:
+    return json.dumps({"decision": "block", "reason": reason}, ensure_ascii=False)
+
+
+def context_body(hook_event_name: str, text: str, *, envelope: str | None) -> str:
+    """Wrap context for the agent (see the module docstring for who gets which form)."""
+    if not text:
+        return ""
+    if envelope == "codex" or hook_event_name != "UserPromptSubmit":
+        return json.dumps(
+            {
+                "hookSpecificOutput": {
+                    "hookEventName": hook_event_name,
+                    "additionalContext": text,
+                }
+            },
+            ensure_ascii=False,
+        )
+    return text

@@ -1,0 +1,179 @@
+"""The emit log: every delivered finding becomes a `tma1_anomaly_emits` row, asynchronously.
+
+The hook path only enqueues (`record`, never blocks: a full queue drops the row and counts
+it). A background thread writes batches. `stop()` writes everything queued before it
+returns (graceful shutdown); `flush()` does the same without stopping (tests, replay).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from tma1.counters import Counters
+from tma1.engine.anomaly import Anomaly
+from tma1.store import Store
+
+log = logging.getLogger("tma1.engine.emitlog")
+
+QUEUE_MAX = 10_000
+BATCH_MAX = 500
+_IDLE_WAIT_S = 0.5
+
+
+def emit_row(finding: Anomaly, *, ts: int) -> dict[str, Any]:
+    return {
+        "ts": ts,
+        "session_id": finding.session_id,
+        "kind": str(finding.kind),
+        "severity": str(finding.severity),
+        "channel": str(finding.channel),
+        "evidence": finding.evidence,
+        "suggestion": finding.suggestion,
+        "related_files": list(finding.related_files),
+        "first_emitted_at": finding.first_emitted_at or ts,
+        "stable_key": finding.stable_key,
+    }
+
+
+class _Flush:
+    """A marker: set once every row queued before it is written."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+
+_STOP = object()
+
+
+class EmitLog:
+    def __init__(self, *, store: Store, counters: Counters, maxsize: int = QUEUE_MAX) -> None:
+        self.store = store
+        self.counters = counters
+        self._q: queue.Queue[Any] = queue.Queue(maxsize=maxsize)
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()  # serialises writers (worker vs. inline flush)
+
+    # --- producer side ----------------------------------------------------------------
+
+    def record(self, findings: Iterable[Anomaly], *, ts: int) -> None:
+        """Queue one row per finding. Never blocks; drops (counted) when the queue is full."""
+        for f in findings:
+            try:
+                self._q.put_nowait(emit_row(f, ts=ts))
+                self.counters.inc("engine.emits_queued")
+            except queue.Full:
+                self.counters.inc("engine.emits_dropped")
+                log.warning("emit log queue full; dropped %s for session %s", f.kind, f.session_id)
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        if self.running:
+            return
+        self._thread = threading.Thread(target=self._run, name="tma1-emitlog", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Write everything queued, then end the worker."""
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            try:
+                # Shutdown may wait for room in the queue; rows are never dropped here.
+                self._q.put(_STOP, timeout=timeout)
+                thread.join(timeout)
+            except queue.Full:
+                log.error("emit log writer is stuck; draining what is queued inline")
+        self._thread = None
+        self._drain_inline()
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Block until every row queued before this call is in the database."""
+        if not self.running:
+            self._drain_inline()
+            return True
+        marker = _Flush()
+        try:
+            self._q.put(marker, timeout=timeout)
+        except queue.Full:
+            return False
+        return marker.done.wait(timeout)
+
+    def pending(self) -> int:
+        return self._q.qsize()
+
+    # --- consumer side ----------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            try:
+                first = self._q.get(timeout=_IDLE_WAIT_S)
+            except queue.Empty:
+                continue
+            batch: list[dict[str, Any]] = []
+            markers: list[_Flush] = []
+            stop = False
+            item = first
+            while True:
+                if item is _STOP:
+                    stop = True
+                elif isinstance(item, _Flush):
+                    markers.append(item)
+                else:
+                    batch.append(item)
+                if stop or len(batch) >= BATCH_MAX:
+                    break
+                try:
+                    item = self._q.get_nowait()
+                except queue.Empty:
+                    break
+            self._write(batch)
+            for m in markers:
+                m.done.set()
+            if stop:
+                return
+
+    def _drain_inline(self) -> None:
+        batch: list[dict[str, Any]] = []
+        while True:
+            try:
+                item = self._q.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, _Flush):
+                item.done.set()
+            elif item is not _STOP:
+                batch.append(item)
+        for i in range(0, len(batch), BATCH_MAX):
+            self._write(batch[i : i + BATCH_MAX])
+
+    def _write(self, batch: list[dict[str, Any]]) -> None:
+        if not batch:
+            return
+        with self._lock:
+            try:
+                self.store.insert_emits(batch)
+            except Exception:
+                self.counters.inc("engine.emit_write_errors")
+                self.counters.inc("engine.emits_lost", len(batch))
+                log.exception("could not write %d emit-log rows; they are lost", len(batch))
+                return
+        self.counters.inc("engine.emits_written", len(batch))
+
+    def health(self) -> dict[str, object]:
+        return {
+            "emit_queue": self.pending(),
+            "emit_queue_max": self._q.maxsize,
+            "emits_queued": self.counters.get("engine.emits_queued"),
+            "emits_written": self.counters.get("engine.emits_written"),
+            "emits_dropped": self.counters.get("engine.emits_dropped"),
+            "emit_write_errors": self.counters.get("engine.emit_write_errors"),
+            "emit_writer_running": self.running,
+        }
