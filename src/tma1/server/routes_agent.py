@@ -1,7 +1,345 @@
-"""Routes the MCP server needs beyond the dashboard's (to be filled in by its issue)."""
+"""Read-only routes the MCP server (`tma1 mcp`) needs beyond the dashboard's.
+
+- `GET /api/agent/resolve?cwd=` — the newest session whose project contains `cwd`;
+- `GET /api/agent/sessions/{id}/state` — tool-call counts, recent failures, recently edited
+  files, context occupancy against its threshold;
+- `GET /api/agent/sessions/{id}/external-changes?since=` — file changes in the session's
+  project that this session did not write, with who wrote them (another session or nobody
+  we know).
+
+Nothing here runs the rules or touches suppression: these are plain reads of the store.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import json
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import PurePosixPath
+from typing import Any
 
-router = APIRouter()
+from fastapi import APIRouter, HTTPException, Query, Request
+from sqlalchemy import and_, case, func, or_, select
+
+from tma1.clock import MINUTE_MS
+from tma1.events import WRITE_TOOLS
+from tma1.service import Service
+from tma1.store.schema import external_changes, hook_events
+
+router = APIRouter(prefix="/api/agent", tags=["agent"])
+
+FAILURE_WINDOW_MS = 30 * MINUTE_MS  # the rules' window (seed): what the agent should know now
+RECENT_EDITS_LIMIT = 20
+RECENT_FAILURES_LIMIT = 10
+CHANGES_LIMIT = 200
+_TOOL_RESULT_EVENTS = ("PostToolUse", "PostToolUseFailure")
+_ERROR_CAP = 400
+
+
+# --- pure helpers ------------------------------------------------------------------------
+
+
+def ancestors(path: str) -> list[str]:
+    """`path` and every directory above it, deepest first (`/a/b` → `/a/b`, `/a`, `/`).
+
+    A project contains `cwd` exactly when it is one of these, so resolution is one indexed
+    `project IN (...)` query instead of a scan of every project ever seen.
+    """
+    p = PurePosixPath(path.rstrip("/") or "/")
+    out = [str(p)]
+    out.extend(str(parent) for parent in p.parents)
+    return list(dict.fromkeys(out))
+
+
+def parse_time(raw: str) -> int:
+    """Epoch milliseconds, epoch seconds (≤ 10 digits) or ISO-8601 → epoch ms."""
+    text = raw.strip()
+    if text.lstrip("-").isdigit():
+        value = int(text)
+        return value * 1000 if abs(value) < 10**11 else value
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"since={raw!r} is not a time; use epoch milliseconds or ISO-8601 "
+            "(for example 2026-01-31T12:00:00Z)"
+        ) from None
+    if dt.tzinfo is None:
+        raise ValueError(f"since={raw!r} has no time zone; add Z or an offset like +02:00")
+    return int(dt.timestamp() * 1000)
+
+
+def _clip(text: str | None, limit: int = _ERROR_CAP) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…"
+
+
+def _files(row: Any) -> list[str]:
+    files: list[str] = []
+    raw = row.tool_files
+    if raw:
+        try:
+            loaded = json.loads(raw)
+        except ValueError:
+            loaded = []
+        if isinstance(loaded, list):
+            files = [f for f in loaded if isinstance(f, str) and f]
+    if not files and row.tool_file_path:
+        files = [row.tool_file_path]
+    return files
+
+
+@dataclass(frozen=True, slots=True)
+class EditedFile:
+    path: str
+    last_edit_at: int
+    edits: int
+
+
+def recent_edits(rows: list[Any], limit: int = RECENT_EDITS_LIMIT) -> list[EditedFile]:
+    """Distinct files from write-tool results (newest first), with how often each was edited."""
+    seen: dict[str, list[int]] = {}
+    for row in rows:  # rows come newest first
+        for path in _files(row):
+            entry = seen.setdefault(path, [row.ts, 0])
+            entry[1] += 1
+    ordered = sorted(seen.items(), key=lambda kv: -kv[1][0])[:limit]
+    return [EditedFile(path=p, last_edit_at=v[0], edits=v[1]) for p, v in ordered]
+
+
+# --- queries -------------------------------------------------------------------------------
+
+
+def _service(request: Request) -> Service:
+    return request.app.state.service  # type: ignore[no-any-return]
+
+
+_IS_FAILURE = or_(
+    hook_events.c.event_type == "PostToolUseFailure", hook_events.c.failure_kind == "masked"
+)
+
+
+def _session_bounds(service: Service, session_id: str) -> tuple[int, int, str | None, str | None]:
+    """(first ts, last ts, newest project, agent source), or 404 for a session never seen."""
+    with service.store.connect() as conn:
+        row = conn.execute(
+            select(func.min(hook_events.c.ts), func.max(hook_events.c.ts)).where(
+                hook_events.c.session_id == session_id
+            )
+        ).first()
+        if row is None or row[0] is None:
+            raise HTTPException(404, f"no events recorded for session {session_id!r}")
+        latest = conn.execute(
+            select(hook_events.c.project, hook_events.c.agent_source)
+            .where(hook_events.c.session_id == session_id, hook_events.c.project.is_not(None))
+            .order_by(hook_events.c.ts.desc(), hook_events.c.id.desc())
+            .limit(1)
+        ).first()
+    project = latest.project if latest else None
+    source = latest.agent_source if latest else None
+    return int(row[0]), int(row[1]), project, source
+
+
+@router.get("/resolve", summary="The newest session whose project contains `cwd`")
+def resolve(request: Request, cwd: str = Query(min_length=1, max_length=4096)) -> dict[str, Any]:
+    if not cwd.startswith("/"):
+        raise HTTPException(422, f"cwd={cwd!r} is not an absolute path")
+    service = _service(request)
+    candidates = ancestors(cwd)
+    real = os.path.realpath(cwd)
+    if real != cwd:  # a symlinked checkout: the hook may have reported either spelling
+        candidates.extend(c for c in ancestors(real) if c not in candidates)
+    q = (
+        select(
+            hook_events.c.session_id,
+            func.min(hook_events.c.ts).label("started_at"),
+            func.max(hook_events.c.ts).label("last_event_at"),
+        )
+        .where(hook_events.c.project.in_(candidates))
+        .group_by(hook_events.c.session_id)
+        .order_by(func.max(hook_events.c.ts).desc(), hook_events.c.session_id)
+        .limit(5)
+    )
+    with service.store.connect() as conn:
+        rows = conn.execute(q).all()
+    if not rows:
+        raise HTTPException(
+            404,
+            f"no session recorded in a project containing {cwd}; are the tma1 hooks installed "
+            "(tma1 install) and has the agent run a tool there yet?",
+        )
+    best = rows[0]
+    _, _, project, source = _session_bounds(service, best.session_id)
+    return {
+        "session_id": best.session_id,
+        "project": project,
+        "agent_source": source,
+        "started_at": int(best.started_at),
+        "last_event_at": int(best.last_event_at),
+        "cwd": cwd,
+        "others": [
+            {"session_id": r.session_id, "last_event_at": int(r.last_event_at)} for r in rows[1:]
+        ],
+    }
+
+
+@router.get("/sessions/{session_id}/state", summary="What a session has done, in numbers")
+def session_state(request: Request, session_id: str) -> dict[str, Any]:
+    service = _service(request)
+    now = service.clock.now_ms()
+    started, last, project, source = _session_bounds(service, session_id)
+    threshold = service.settings.context_pressure_threshold
+    failed = func.sum(case((_IS_FAILURE, 1), else_=0))
+    with service.store.connect() as conn:
+        per_tool = conn.execute(
+            select(hook_events.c.tool_name, func.count().label("calls"), failed.label("failures"))
+            .where(
+                hook_events.c.session_id == session_id,
+                hook_events.c.event_type.in_(_TOOL_RESULT_EVENTS),
+            )
+            .group_by(hook_events.c.tool_name)
+        ).all()
+        fail_filter = and_(
+            hook_events.c.session_id == session_id,
+            hook_events.c.ts >= now - FAILURE_WINDOW_MS,
+            hook_events.c.event_type.in_(_TOOL_RESULT_EVENTS),
+            _IS_FAILURE,
+        )
+        fail_count = conn.execute(
+            select(func.count()).select_from(hook_events).where(fail_filter)
+        ).scalar_one()
+        fail_rows = conn.execute(
+            select(
+                hook_events.c.ts,
+                hook_events.c.tool_name,
+                hook_events.c.tool_command,
+                hook_events.c.tool_error_summary,
+                hook_events.c.failure_kind,
+                hook_events.c.test_ids,
+                hook_events.c.tool_file_path,
+            )
+            .where(fail_filter)
+            .order_by(hook_events.c.ts.desc(), hook_events.c.id.desc())
+            .limit(RECENT_FAILURES_LIMIT)
+        ).all()
+        edit_rows = conn.execute(
+            select(hook_events.c.ts, hook_events.c.tool_files, hook_events.c.tool_file_path)
+            .where(
+                hook_events.c.session_id == session_id,
+                hook_events.c.event_type == "PostToolUse",
+                hook_events.c.tool_name.in_(sorted(WRITE_TOOLS)),
+            )
+            .order_by(hook_events.c.ts.desc(), hook_events.c.id.desc())
+            .limit(500)
+        ).all()
+    usage = service.store.latest_usage(session_id)
+    by_tool = {
+        (r.tool_name or "?"): {"calls": int(r.calls), "failures": int(r.failures or 0)}
+        for r in sorted(per_tool, key=lambda r: (-int(r.calls), r.tool_name or ""))
+    }
+    occupancy = usage.occupancy if usage else None
+    return {
+        "session_id": session_id,
+        "project": project,
+        "agent_source": source,
+        "now": now,
+        "started_at": started,
+        "last_event_at": last,
+        "tool_calls": {
+            "total": sum(v["calls"] for v in by_tool.values()),
+            "failures": sum(v["failures"] for v in by_tool.values()),
+            "by_tool": by_tool,
+        },
+        "failures_last_30_min": {
+            "count": int(fail_count),
+            "window_ms": FAILURE_WINDOW_MS,
+            "newest": [
+                {
+                    "ts": int(r.ts),
+                    "tool_name": r.tool_name,
+                    "command": _clip(r.tool_command, 200),
+                    "file_path": r.tool_file_path,
+                    "error": _clip(r.tool_error_summary),
+                    "failure_kind": r.failure_kind,
+                    "test_ids": json.loads(r.test_ids) if r.test_ids else [],
+                }
+                for r in fail_rows
+            ],
+        },
+        "recent_edits": [
+            {"path": e.path, "last_edit_at": e.last_edit_at, "edits": e.edits}
+            for e in recent_edits(edit_rows)
+        ],
+        "context": {
+            "occupancy": occupancy,
+            "threshold": threshold,
+            "ratio": round(occupancy / threshold, 4) if occupancy is not None else None,
+            "over_threshold": occupancy is not None and occupancy >= threshold,
+            "measured_at": usage.ts if usage else None,
+            "model": usage.model if usage else None,
+        },
+    }
+
+
+@router.get(
+    "/sessions/{session_id}/external-changes",
+    summary="Files changed behind this session, and who changed them",
+)
+def session_external_changes(
+    request: Request, session_id: str, since: str | None = None
+) -> dict[str, Any]:
+    service = _service(request)
+    now = service.clock.now_ms()
+    started, _, project, _ = _session_bounds(service, session_id)
+    try:
+        since_ms = parse_time(since) if since else started
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None
+    if project is None:
+        return {
+            "session_id": session_id,
+            "project": None,
+            "since": since_ms,
+            "now": now,
+            "changes": [],
+            "total": 0,
+            "truncated": False,
+        }
+    behind = and_(
+        external_changes.c.project == project,
+        external_changes.c.ts >= since_ms,
+        or_(
+            external_changes.c.writer_session.is_(None),
+            external_changes.c.writer_session != session_id,
+        ),
+    )
+    with service.store.connect() as conn:
+        total = conn.execute(
+            select(func.count()).select_from(external_changes).where(behind)
+        ).scalar_one()
+        rows = conn.execute(
+            select(external_changes)
+            .where(behind)
+            .order_by(external_changes.c.ts.desc(), external_changes.c.id.desc())
+            .limit(CHANGES_LIMIT)
+        ).all()
+    return {
+        "session_id": session_id,
+        "project": project,
+        "since": since_ms,
+        "now": now,
+        "total": int(total),
+        "truncated": int(total) > len(rows),
+        "changes": [
+            {
+                "ts": int(r.ts),
+                "path": r.path,
+                "change": r.change,
+                # None: no session we know wrote it (an editor, git, a build tool, a human).
+                "changed_by": r.writer_session,
+            }
+            for r in rows
+        ],
+    }
