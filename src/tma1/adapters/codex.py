@@ -1,0 +1,52 @@
+"""Codex CLI: the hook script registered in `~/.codex/hooks.json` ($CODEX_HOME)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+
+from tma1.adapters.base import Adapter
+from tma1.adapters.hookscript import script_name, script_path
+from tma1.adapters.registration import JsonHooksRegistration, ScriptRegistration
+from tma1.config import Settings
+
+NAME = "codex"
+# The Codex events tma1 reads (docs/agent-protocols.md). Codex has no failure event: a
+# failed command arrives as a PostToolUse whose string response names the exit code.
+EVENTS = ("SessionStart", "PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "PreCompact")
+TIMEOUT_S = 5
+
+
+def hooks_path(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    base = env.get("CODEX_HOME")
+    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+    return (Path(base).expanduser() if base else home / ".codex") / "hooks.json"
+
+
+def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter:
+    script = script_path(settings, NAME)
+    handler = {"type": "command", "command": shlex.quote(str(script)), "timeout": TIMEOUT_S}
+    return Adapter(
+        name=NAME,
+        title="Codex",
+        registrations=[
+            ScriptRegistration(path=script, settings=settings, agent=NAME),
+            JsonHooksRegistration(
+                path=hooks_path(env),
+                events=EVENTS,
+                handler=handler,
+                marker=script_name(NAME),
+                # Codex honours matchers only on tool events; no matcher = every tool.
+                matcher=None,
+                label="Codex hooks",
+            ),
+        ],
+        notes=[
+            "Codex runs a new or changed hook only after you trust it: open /hooks in "
+            "Codex once. Older Codex versions also need `[features] codex_hooks = true` "
+            "in ~/.codex/config.toml.",
+        ],
+    )

@@ -1,0 +1,107 @@
+"""Planned file changes: computed first (pure), shown as a diff, then applied atomically."""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+BACKUP_SUFFIX = ".tma1-backup"
+
+
+class InstallError(RuntimeError):
+    """A file cannot be changed safely; the message names it and says what to do."""
+
+
+def read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise InstallError(f"{path} is a directory, not a file; nothing was changed") from None
+    except PermissionError as exc:
+        raise InstallError(f"cannot read {path}: {exc.strerror}; nothing was changed") from None
+
+
+def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Write through a temporary file in the same directory and `os.replace` it, so a
+    crash leaves either the old or the new file, never a half-written one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if mode is None:
+        try:
+            mode = stat.S_IMODE(path.stat().st_mode)
+        except FileNotFoundError:
+            mode = 0o644
+    tmp = path.with_name(f".{path.name}.tma1-{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """`before`/`after` None mean "absent": after None deletes the file."""
+
+    path: Path
+    before: bytes | None
+    after: bytes | None
+    what: str
+    mode: int | None = None
+    backup: bool = False
+    show_diff: bool = True
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+    @property
+    def verb(self) -> str:
+        if not self.changed:
+            return "unchanged"
+        if self.before is None:
+            return "create"
+        if self.after is None:
+            return "delete"
+        return "update"
+
+    def diff(self) -> str:
+        old = (self.before or b"").decode("utf-8", "replace").splitlines(keepends=True)
+        new = (self.after or b"").decode("utf-8", "replace").splitlines(keepends=True)
+        lines = difflib.unified_diff(
+            old,
+            new,
+            fromfile="/dev/null" if self.before is None else str(self.path),
+            tofile="/dev/null" if self.after is None else str(self.path),
+        )
+        return "".join(
+            ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines
+        )
+
+    def apply(self) -> Path | None:
+        """Carry the change out; returns the backup's path when one was written."""
+        if not self.changed:
+            return None
+        backup = None
+        if self.backup and self.before is not None:
+            backup = self.path.with_name(self.path.name + BACKUP_SUFFIX)
+            mode = stat.S_IMODE(self.path.stat().st_mode) if self.path.exists() else 0o600
+            atomic_write(backup, self.before, mode=mode)
+        if self.after is None:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+        else:
+            atomic_write(self.path, self.after, mode=self.mode)
+        return backup

@@ -1,0 +1,51 @@
+#!/bin/sh
+# tma1 hook for @@AGENT@@, written by `tma1 install` (`tma1 uninstall` removes it).
+#
+# Forwards the hook event on stdin to the local tma1 server and prints the server's
+# answer (a <tma1-context> digest, a Stop block, or nothing). It must never get in the
+# agent's way: on any problem (server down or slow, wrong token, curl missing) it prints
+# nothing and exits 0. Deliberately POSIX sh + curl: no interpreter start-up on the
+# agent's path. TMA1_HOST, TMA1_PORT, TMA1_DATA_DIR and TMA1_HOOK_TIMEOUT in the
+# environment override the values baked in at install time.
+[ -n "${TMA1_HOST:-}" ] || TMA1_HOST=@@HOST@@
+[ -n "${TMA1_PORT:-}" ] || TMA1_PORT=@@PORT@@
+[ -n "${TMA1_DATA_DIR:-}" ] || TMA1_DATA_DIR=@@DATA_DIR@@
+[ -n "${TMA1_HOOK_TIMEOUT:-}" ] || TMA1_HOOK_TIMEOUT=0.5
+
+if ! command -v curl >/dev/null 2>&1; then
+  cat >/dev/null 2>&1  # drain stdin so the agent never sees a broken pipe
+  exit 0
+fi
+
+token=
+if [ -r "$TMA1_DATA_DIR/hook-token" ]; then
+  IFS= read -r token <"$TMA1_DATA_DIR/hook-token" || :
+fi
+
+case $TMA1_HOST in
+  *:*) url_host="[$TMA1_HOST]" ;;  # an IPv6 literal needs brackets in a URL
+  *) url_host=$TMA1_HOST ;;
+esac
+
+# The token goes to curl as a config file on fd 3, not as an argument, so other local
+# users cannot read it from the process list. `Expect:` stops curl from waiting for a
+# 100-continue on large events; --noproxy keeps a user's http_proxy off loopback traffic.
+# -w appends the 3-digit status so a 403 or 500 body is never shown to the agent.
+post() {
+  curl --silent --noproxy '*' \
+    --connect-timeout 0.25 --max-time "$TMA1_HOOK_TIMEOUT" \
+    --config /dev/fd/3 \
+    -H 'Content-Type: application/json' -H 'Expect:' \
+    --data-binary @- --write-out '%{http_code}' \
+    "http://$url_host:$TMA1_PORT/api/hooks@@QUERY@@" 3<<TMA1_CURL_CONFIG
+header = "X-TMA1-Token: $token"
+TMA1_CURL_CONFIG
+}
+
+out=$(post 2>/dev/null) || exit 0
+code=${out#"${out%???}"}
+body=${out%???}
+if [ "$code" = 200 ] && [ -n "$body" ]; then
+  printf '%s' "$body"
+fi
+exit 0

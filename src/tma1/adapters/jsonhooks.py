@@ -1,0 +1,192 @@
+"""Pure edits of an agent's JSON hooks file (`{"hooks": {Event: [{matcher, hooks: [...]}]}}`).
+
+Claude Code's settings.json and Codex's hooks.json share this shape. Our handlers are
+recognised by the script's file name in their `command`, so a reinstall (even from another
+data dir) replaces them in place; every other key, group and handler is left as it was.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tma1.adapters.files import InstallError
+
+Doc = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class JsonFormat:
+    indent: str | None = "  "
+    key_sep: str = ": "
+    item_sep: str = ","
+    trailing_newline: bool = True
+    ensure_ascii: bool = False
+
+
+DEFAULT_FORMAT = JsonFormat()
+_FIRST_INDENT = re.compile(r"\n([ \t]+)\S")
+_KEY_SEP = re.compile(r'"(\s*):(\s*)')
+_ITEM_SEP = re.compile(r"[\]}\"\deln](\s*),(\s*)[\[{\"\-\dtfn]")
+_UNICODE_ESCAPE = re.compile(r"\\u[0-9a-fA-F]{4}")
+
+
+def detect_format(text: str) -> JsonFormat:
+    """The file's own style, so a rewrite changes only the lines that must change."""
+    if not text.strip():
+        return DEFAULT_FORMAT
+    body = text.strip()
+    m = _FIRST_INDENT.search(body)
+    indent = m.group(1) if m else None
+    k = _KEY_SEP.search(body)
+    key_sep = ":" + k.group(2) if k and "\n" not in k.group(2) else ": "
+    if indent is None:
+        i = _ITEM_SEP.search(body)
+        item_sep = "," + (i.group(2) if i and "\n" not in i.group(2) else " ")
+    else:
+        item_sep = ","
+    ascii_only = all(ord(c) < 128 for c in text)
+    return JsonFormat(
+        indent=indent,
+        key_sep=key_sep,
+        item_sep=item_sep,
+        trailing_newline=text.endswith("\n"),
+        ensure_ascii=ascii_only and bool(_UNICODE_ESCAPE.search(text)),
+    )
+
+
+def dumps(doc: Doc, fmt: JsonFormat = DEFAULT_FORMAT) -> str:
+    text = json.dumps(
+        doc,
+        indent=fmt.indent,
+        separators=(fmt.item_sep, fmt.key_sep),
+        ensure_ascii=fmt.ensure_ascii,
+    )
+    return text + "\n" if fmt.trailing_newline else text
+
+
+def parse_document(path: Path, data: bytes | None) -> Doc:
+    """The file as a dict ({} when absent or blank). Refuses anything we can't edit safely."""
+    if data is None:
+        return {}
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InstallError(
+            f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+            "fix or move it and run again. Nothing was changed."
+        ) from None
+    if not text.strip():
+        return {}
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InstallError(
+            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
+            "fix or move it and run again. Nothing was changed."
+        ) from None
+    if not isinstance(doc, dict):
+        raise InstallError(
+            f"{path} holds a JSON {type(doc).__name__}, not an object; "
+            "fix or move it and run again. Nothing was changed."
+        )
+    hooks = doc.get("hooks")
+    if hooks is not None and not isinstance(hooks, dict):
+        raise InstallError(
+            f'{path}: "hooks" is a {type(hooks).__name__}, not an object; '
+            "fix it and run again. Nothing was changed."
+        )
+    for event, groups in (hooks or {}).items():
+        if not isinstance(groups, list):
+            raise InstallError(
+                f'{path}: "hooks"."{event}" is a {type(groups).__name__}, not a list; '
+                "fix it and run again. Nothing was changed."
+            )
+    return doc
+
+
+def is_ours(handler: object, marker: str) -> bool:
+    return isinstance(handler, dict) and marker in str(handler.get("command", ""))
+
+
+def count_ours(doc: Doc, marker: str) -> int:
+    return sum(
+        1
+        for groups in (doc.get("hooks") or {}).values()
+        for group in groups
+        if isinstance(group, dict) and isinstance(group.get("hooks"), list)
+        for h in group["hooks"]
+        if is_ours(h, marker)
+    )
+
+
+def _strip_event(groups: list[Any], marker: str, keep_first: dict[str, Any] | None) -> bool:
+    """Remove our handlers from one event's groups, in place. With `keep_first`, the first
+    one found is replaced by it instead. Returns whether `keep_first` was placed."""
+    placed = False
+    for group in list(groups):
+        if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+            continue
+        handlers = group["hooks"]
+        kept: list[Any] = []
+        dropped = False
+        for h in handlers:
+            if not is_ours(h, marker):
+                kept.append(h)
+            elif keep_first is not None and not placed:
+                kept.append(copy.deepcopy(keep_first))
+                placed = True
+            else:
+                dropped = True
+        group["hooks"] = kept
+        if dropped and not kept:
+            groups.remove(group)  # a group that held only our duplicate goes with it
+    return placed
+
+
+def add_hooks(
+    doc: Doc, events: tuple[str, ...], handler: dict[str, Any], marker: str, matcher: str | None
+) -> Doc:
+    """Our handler on each event, exactly once; our handlers on other events removed."""
+    out = copy.deepcopy(doc)
+    hooks = out.setdefault("hooks", {})
+    for event in list(hooks):
+        if event not in events:
+            _strip_event(hooks[event], marker, None)
+            if not hooks[event]:
+                del hooks[event]
+    for event in events:
+        groups = hooks.setdefault(event, [])
+        if not _strip_event(groups, marker, handler):
+            group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
+            group["hooks"] = [copy.deepcopy(handler)]
+            groups.append(group)
+    return out
+
+
+def remove_hooks(doc: Doc, marker: str, *, drop_empty_hooks: bool) -> Doc:
+    """Our handlers removed; groups and event keys that held only ours go too."""
+    out = copy.deepcopy(doc)
+    hooks = out.get("hooks")
+    if not isinstance(hooks, dict):
+        return out
+    for event in list(hooks):
+        groups = hooks[event]
+        had_ours = any(
+            isinstance(g, dict)
+            and isinstance(g.get("hooks"), list)
+            and any(is_ours(h, marker) for h in g["hooks"])
+            for g in groups
+        )
+        if not had_ours:
+            continue
+        _strip_event(groups, marker, None)
+        if not groups:
+            del hooks[event]
+    if drop_empty_hooks and not hooks:
+        del out["hooks"]
+    return out

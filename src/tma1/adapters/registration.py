@@ -1,0 +1,187 @@
+"""What `tma1 install` puts on disk for one agent, as a list of registrations.
+
+Each registration plans its change first (pure: the current bytes in, the wanted bytes
+out), so `--dry-run` can print it and a refusal happens before anything is written. A
+later feature (the MCP server) adds its own registration to an adapter's list.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from tma1.adapters import jsonhooks
+from tma1.adapters.files import FileChange, InstallError, atomic_write, read_bytes
+from tma1.adapters.hookscript import render_script
+
+STATE_FILE = "install-state.json"
+
+
+@dataclass
+class InstallState:
+    """What install found before it first touched a file, so uninstall can put it back.
+
+    Lives in the data dir (0600: it may hold a copy of the user's settings).
+    """
+
+    path: Path
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, data_dir: Path) -> InstallState:
+        path = data_dir / STATE_FILE
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            files = raw.get("files", {}) if isinstance(raw, dict) else {}
+        except (FileNotFoundError, ValueError):
+            files = {}
+        return cls(path=path, files=files if isinstance(files, dict) else {})
+
+    def save(self) -> None:
+        if not self.files:
+            self.path.unlink(missing_ok=True)
+            return
+        data = json.dumps({"version": 1, "files": self.files}, indent=2) + "\n"
+        atomic_write(self.path, data.encode("utf-8"), mode=0o600)
+
+
+class Registration(Protocol):
+    label: str
+
+    def plan_install(self, state: InstallState) -> FileChange: ...
+
+    def plan_uninstall(self, state: InstallState) -> FileChange: ...
+
+    def record(self, change: FileChange, state: InstallState, *, installing: bool) -> None:
+        """Update `state` after `change` was applied."""
+        ...
+
+
+@dataclass
+class ScriptRegistration:
+    """The hook script itself, under the data dir."""
+
+    path: Path
+    settings: Any
+    agent: str
+    label: str = "hook script"
+
+    def plan_install(self, state: InstallState) -> FileChange:
+        return FileChange(
+            path=self.path,
+            before=read_bytes(self.path),
+            after=render_script(self.settings, self.agent).encode("utf-8"),
+            what=self.label,
+            mode=0o755,
+            show_diff=False,
+        )
+
+    def plan_uninstall(self, state: InstallState) -> FileChange:
+        return FileChange(
+            path=self.path,
+            before=read_bytes(self.path),
+            after=None,
+            what=self.label,
+            show_diff=False,
+        )
+
+    def record(self, change: FileChange, state: InstallState, *, installing: bool) -> None:
+        if not installing:
+            with contextlib.suppress(OSError):
+                self.path.parent.rmdir()  # only when empty: other adapters' scripts stay
+
+
+@dataclass
+class JsonHooksRegistration:
+    """Our handler on each of `events` in a Claude-Code-shaped JSON hooks file."""
+
+    path: Path
+    events: tuple[str, ...]
+    handler: dict[str, Any]
+    marker: str
+    matcher: str | None
+    label: str
+
+    def _current(self) -> tuple[bytes | None, jsonhooks.Doc]:
+        before = read_bytes(self.path)
+        return before, jsonhooks.parse_document(self.path, before)
+
+    def plan_install(self, state: InstallState) -> FileChange:
+        self._dir_existed = self.path.parent.is_dir()
+        before, doc = self._current()
+        wanted = jsonhooks.add_hooks(doc, self.events, self.handler, self.marker, self.matcher)
+        if wanted == doc and before is not None:
+            after: bytes | None = before  # already installed exactly so: leave the bytes be
+        else:
+            text = before.decode("utf-8") if before else ""
+            after = jsonhooks.dumps(wanted, jsonhooks.detect_format(text)).encode("utf-8")
+        return FileChange(self.path, before, after, self.label, backup=True)
+
+    def plan_uninstall(self, state: InstallState) -> FileChange:
+        before, doc = self._current()
+        if before is None or jsonhooks.count_ours(doc, self.marker) == 0:
+            return FileChange(self.path, before, before, self.label, backup=True)
+        rec = state.files.get(str(self.path), {})
+        original: str | None = rec.get("original")
+        created_hooks = rec.get("created_hooks_key", True)
+        wanted = jsonhooks.remove_hooks(doc, self.marker, drop_empty_hooks=created_hooks)
+        after: bytes | None
+        if original is not None and _same_json(original, wanted):
+            # Nothing of the user's changed since install: give back their exact bytes.
+            after = original.encode("utf-8")
+        elif rec.get("created_file") and not wanted:
+            after = None
+        else:
+            text = before.decode("utf-8")
+            after = jsonhooks.dumps(wanted, jsonhooks.detect_format(text)).encode("utf-8")
+        return FileChange(self.path, before, after, self.label, backup=True)
+
+    def record(self, change: FileChange, state: InstallState, *, installing: bool) -> None:
+        key = str(self.path)
+        if installing:
+            before_doc = jsonhooks.parse_document(self.path, change.before)
+            if key in state.files and jsonhooks.count_ours(before_doc, self.marker):
+                return  # a reinstall: keep what the first install found
+            state.files[key] = {
+                "created_file": change.before is None,
+                "created_dir": not getattr(self, "_dir_existed", True),
+                "created_hooks_key": "hooks" not in before_doc,
+                "original": None if change.before is None else change.before.decode("utf-8"),
+            }
+            return
+        rec = state.files.pop(key, None)
+        if rec and rec.get("created_dir") and change.after is None:
+            with contextlib.suppress(OSError):
+                self.path.parent.rmdir()
+
+
+def _same_json(text: str, doc: jsonhooks.Doc) -> bool:
+    try:
+        return (json.loads(text) if text.strip() else {}) == doc
+    except ValueError:
+        return False
+
+
+def plan_all(
+    registrations: list[Registration], state: InstallState, *, installing: bool
+) -> list[tuple[Registration, FileChange]]:
+    """Plan every change before any is applied: one refusal stops them all."""
+    ordered = registrations if installing else list(reversed(registrations))
+    return [
+        (reg, reg.plan_install(state) if installing else reg.plan_uninstall(state))
+        for reg in ordered
+    ]
+
+
+__all__ = [
+    "FileChange",
+    "InstallError",
+    "InstallState",
+    "JsonHooksRegistration",
+    "Registration",
+    "ScriptRegistration",
+    "plan_all",
+]
