@@ -1,17 +1,28 @@
-"""Sensors: the file watcher (external changes) and the transcript tailer (occupancy).
+"""Sensors: the file watcher (external changes, `files.py`) and the transcript tailer
+(context occupancy, `transcripts.py`), fed by the hook events the service stores.
 
-Placeholder until the sensors land: events are noticed and ignored.
+`on_event` runs on the hook's critical path: it only updates in-memory attribution
+intervals, starts a watcher thread the first time a project is seen, and reads a bounded
+slice of a transcript (a larger backlog goes to a background thread).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable
 
 from tma1.clock import Clock
 from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.events import HookEvent
+from tma1.sensors.files import FileSensor
+from tma1.sensors.transcripts import TranscriptTailer
 from tma1.store import Store
+
+log = logging.getLogger("tma1.sensors")
+
+REAP_INTERVAL_S = 60.0
 
 
 class Sensors:
@@ -31,15 +42,58 @@ class Sensors:
         self.counters = counters
         self.on_project_change = on_project_change
         self.on_session_change = on_session_change
+        self.files = FileSensor(
+            store=store,
+            clock=clock,
+            settings=settings,
+            counters=counters,
+            on_project_change=on_project_change,
+        )
+        self.transcripts = TranscriptTailer(
+            store=store, clock=clock, counters=counters, on_session_change=on_session_change
+        )
+        self._stop = threading.Event()
+        self._reaper: threading.Thread | None = None
 
     def on_event(self, event: HookEvent) -> None:
-        return None
+        if self.settings.watch_files:
+            try:
+                self.files.on_event(event)
+            except Exception:
+                self.counters.inc("errors.sensor")
+                log.exception("file sensor failed on an event of %s", event.session_id)
+        if event.transcript_path:
+            try:
+                self.transcripts.notice(event.session_id, event.transcript_path, event.agent_source)
+            except Exception:
+                self.counters.inc("errors.transcripts")
+                log.exception("reading transcript %s failed", event.transcript_path)
 
     def start(self) -> None:
-        return None
+        self._stop.clear()
+        self.transcripts.start()
+        if self.settings.watch_files and self._reaper is None:
+            self._reaper = threading.Thread(target=self._reap_loop, name="tma1-reap", daemon=True)
+            self._reaper.start()
 
     def stop(self) -> None:
-        return None
+        self._stop.set()
+        if self._reaper is not None:
+            self._reaper.join(timeout=5)
+            self._reaper = None
+        self.files.stop()
+        self.transcripts.stop()
+
+    def _reap_loop(self) -> None:
+        while not self._stop.wait(REAP_INTERVAL_S):
+            try:
+                self.files.reap()
+            except Exception:
+                log.exception("reaping idle watches failed")
 
     def health(self) -> dict[str, object]:
-        return {}
+        return {
+            "watch_files": self.settings.watch_files,
+            "files": self.files.health(),
+            **self.transcripts.health(),
+        }

@@ -1,0 +1,654 @@
+"""The file watcher: one watchfiles (Rust `notify`) watcher thread per project root, and the
+attribution of each change to the session whose write explains it (design §2.10).
+
+Attribution. A session's *write interval* runs from the PreToolUse of an
+Edit/Write/MultiEdit/NotebookEdit/apply_patch on a path to its PostToolUse(Failure), and a
+*shell interval* from a Bash PreToolUse to its Post, for every path of the event's project.
+Both widen by 2 s on each side and, while the Post is pending, stay open for at most 10 min.
+Intervals live in memory (they are minutes long; a restart forgets at most the calls in
+flight). Ordering races are normal — a hook that timed out on the agent side is still
+being stored while the tool already wrote — so a change nobody explained is remembered for
+a while, and an interval that arrives later claims it (the row is updated, the project's
+cached candidates dropped). Changes are stored as soon as they are seen: no settle delay
+on the write → row path.
+
+Content baseline. A change whose content hash (git's blob SHA-1, for files ≤ 4 MB) equals
+the last known hash of that path is dropped (touch, no-op save). When the watch starts the
+baseline is primed from git: the index (`git ls-files -s`) gives the hash of every tracked
+file without reading it, and the files `git status` lists as modified or untracked are
+hashed once (at most `PRIME_MAX_FILES`). So a `touch` of any clean tracked file, of a
+modified one, or of an untracked one present at start is dropped. Outside a git
+repository there is no baseline: the first change seen of a path is always recorded (a
+touch of a never-seen file counts once), later ones are compared. Files over 4 MB carry
+no hash; a repeat event with the same size and mtime is dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import stat
+import subprocess
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tma1.clock import MINUTE_MS, SECOND_MS, Clock
+from tma1.config import Settings
+from tma1.counters import Counters
+from tma1.events import WRITE_TOOLS, FileChange, HookEvent, absolutize
+from tma1.sensors.ignore import IgnoreMatcher
+from tma1.store import Store
+
+log = logging.getLogger("tma1.sensors.files")
+
+SLACK_MS = 2 * SECOND_MS
+OPEN_MAX_MS = 10 * MINUTE_MS
+IDLE_STOP_MS = 2 * 60 * MINUTE_MS
+HASH_LIMIT = 4 * 1024 * 1024
+PRIME_MAX_FILES = 5_000
+RECENT_KEEP_MS = 15 * MINUTE_MS
+RECENT_MAX = 20_000
+# Rust notify groups changes until `STEP_MS` pass without a new one (at most DEBOUNCE_MS).
+STEP_MS = 30
+DEBOUNCE_MS = 1_600
+TIMEOUT_MS = 5_000
+# A failed watch (no such directory, inotify limit) is retried after this long.
+RETRY_MS = 10 * MINUTE_MS
+
+_DELETED = "\0deleted"
+
+CHANGE_ADDED, CHANGE_MODIFIED, CHANGE_DELETED = 1, 2, 3  # watchfiles.Change values
+
+
+def git_blob_hash(data: bytes) -> str:
+    """`git hash-object` of `data`: comparable with the index without reading the file."""
+    h = hashlib.sha1(usedforsecurity=False)
+    h.update(b"blob %d\0" % len(data))
+    h.update(data)
+    return h.hexdigest()
+
+
+# --- attribution ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Interval:
+    session_id: str
+    kind: str  # write | shell
+    project: str | None
+    paths: frozenset[str]
+    start: int
+    end: int | None = None  # None: the Post is pending
+
+    def covers(self, ts: int) -> bool:
+        if ts < self.start - SLACK_MS:
+            return False
+        if self.end is None:
+            return ts <= self.start + OPEN_MAX_MS
+        return ts <= self.end + SLACK_MS
+
+    def last_ts(self) -> int:
+        return self.start + OPEN_MAX_MS if self.end is None else self.end + SLACK_MS
+
+    def explains(self, project: str, path: str, ts: int) -> bool:
+        if self.kind == "write":
+            return path in self.paths and self.covers(ts)
+        return self.project == project and self.covers(ts)
+
+
+def norm_path(path: str, cwd: str | None) -> str:
+    return os.path.normpath(absolutize(path, cwd))
+
+
+def _call_key(ev: HookEvent) -> tuple[str, ...]:
+    if ev.tool_use_id:
+        return (ev.session_id, "id", ev.tool_use_id)
+    # No tool_use_id (old versions): pair a Post with the oldest open Pre of the same call.
+    return (ev.session_id, ev.tool_name or "", ev.tool_command or "", *sorted(ev.tool_files))
+
+
+class Attribution:
+    """In-memory write and shell intervals; `explain` answers who wrote (project, path, ts)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_path: dict[str, list[Interval]] = {}
+        self._shell: dict[str, list[Interval]] = {}
+        self._open: dict[tuple[str, ...], list[Interval]] = {}
+
+    def note(self, ev: HookEvent) -> Interval | None:
+        """Track `ev`; return the interval it opened or closed (None if it is no tool call
+        that writes)."""
+        is_write = ev.tool_name in WRITE_TOOLS and bool(ev.tool_files)
+        is_shell = ev.is_shell and ev.project is not None
+        if not (is_write or is_shell):
+            return None
+        key = _call_key(ev)
+        if ev.event_type == "PreToolUse":
+            iv = Interval(
+                session_id=ev.session_id,
+                kind="write" if is_write else "shell",
+                project=ev.project,
+                paths=frozenset(norm_path(p, ev.cwd) for p in ev.tool_files)
+                if is_write
+                else frozenset(),
+                start=ev.ts,
+            )
+            with self._lock:
+                self._open.setdefault(key, []).append(iv)
+                self._index(iv)
+            return iv
+        if ev.event_type not in ("PostToolUse", "PostToolUseFailure"):
+            return None
+        with self._lock:
+            pending = self._open.get(key)
+            if pending:
+                iv = pending.pop(0)
+                if not pending:
+                    del self._open[key]
+                iv.end = max(ev.ts, iv.start)
+                return iv
+            # A Post without its Pre (Pre hooks not installed, or the Pre was lost): the
+            # call ran for duration_ms before it.
+            iv = Interval(
+                session_id=ev.session_id,
+                kind="write" if is_write else "shell",
+                project=ev.project,
+                paths=frozenset(norm_path(p, ev.cwd) for p in ev.tool_files)
+                if is_write
+                else frozenset(),
+                start=ev.ts - max(0, ev.duration_ms or 0),
+                end=ev.ts,
+            )
+            self._index(iv)
+            return iv
+
+    def _index(self, iv: Interval) -> None:
+        if iv.kind == "write":
+            for p in iv.paths:
+                self._by_path.setdefault(p, []).append(iv)
+        elif iv.project is not None:
+            self._shell.setdefault(iv.project, []).append(iv)
+
+    def explain(self, project: str, path: str, ts: int) -> str | None:
+        """The session whose write explains the change; a write of the path beats a shell
+        call, and among equals the latest-starting interval wins."""
+        with self._lock:
+            for group in (self._by_path.get(path, ()), self._shell.get(project, ())):
+                best: Interval | None = None
+                for iv in group:
+                    if iv.explains(project, path, ts) and (best is None or iv.start >= best.start):
+                        best = iv
+                if best is not None:
+                    return best.session_id
+        return None
+
+    def prune(self, now: int) -> None:
+        horizon = now - RECENT_KEEP_MS
+        with self._lock:
+            for index in (self._by_path, self._shell):
+                for k in list(index):
+                    kept = [iv for iv in index[k] if iv.last_ts() >= horizon]
+                    if kept:
+                        index[k] = kept
+                    else:
+                        del index[k]
+            for k in list(self._open):
+                kept = [iv for iv in self._open[k] if iv.last_ts() >= horizon]
+                if kept:
+                    self._open[k] = kept
+                else:
+                    del self._open[k]
+
+    def size(self) -> int:
+        with self._lock:
+            return sum(len(v) for v in self._by_path.values()) + sum(
+                len(v) for v in self._shell.values()
+            )
+
+
+# --- one project's watcher ----------------------------------------------------------------
+
+
+def _git(root: str, *args: str) -> bytes | None:
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}  # never take the user's index lock
+    try:
+        out = subprocess.run(
+            ["git", "-C", root, *args],
+            capture_output=True,
+            timeout=30,
+            env=env,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def _hash_file(path: str, size: int) -> str | None:
+    if size > HASH_LIMIT:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            return git_blob_hash(fh.read(HASH_LIMIT + 1))
+    except OSError:
+        return None
+
+
+@dataclass
+class _Pending:
+    """A stored change nobody explained yet; a late interval may still claim it."""
+
+    id: int
+    ts: int
+    project: str
+    path: str
+
+
+class ProjectWatch:
+    """A watcher thread for one project root. `known` is the content baseline."""
+
+    def __init__(self, sensor: FileSensor, project: str, now: int) -> None:
+        self.sensor = sensor
+        self.project = project
+        self.last_event_ms = now
+        self.started_ms = now
+        self.stop_event = threading.Event()
+        self.ready = threading.Event()
+        self.failed: str | None = None
+        self.git = os.path.isdir(os.path.join(project, ".git")) or os.path.isfile(
+            os.path.join(project, ".git")
+        )
+        extra = (str(sensor.settings.data_dir.expanduser().absolute()),)
+        self.ignore = IgnoreMatcher(project, extra_ignored_dirs=extra)
+        self.known: dict[str, str] = {}
+        self.baseline = False  # True once git told us every file the project has
+        self.changes_seen = 0
+        self.thread = threading.Thread(
+            target=self._run, name=f"tma1-watch:{os.path.basename(project)}", daemon=True
+        )
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def join(self, timeout: float) -> None:
+        if self.thread.is_alive():
+            self.thread.join(timeout)
+
+    # --- thread ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        from watchfiles._rust_notify import RustNotify
+
+        try:
+            notify = RustNotify(
+                [self.project],
+                False,
+                bool(os.environ.get("WATCHFILES_FORCE_POLLING")),
+                300,
+                True,
+                True,
+            )
+        except Exception as exc:
+            self.failed = f"{type(exc).__name__}: {exc}"
+            self.sensor.counters.inc("errors.watch")
+            log.warning("cannot watch %s: %s", self.project, self.failed)
+            self.ready.set()
+            return
+        try:
+            # The watch is live before the baseline is primed: a change made meanwhile is
+            # queued in notify and compared once priming is done.
+            try:
+                self._prime()
+            except Exception:
+                log.exception("priming the baseline of %s failed; going on without", self.project)
+            self.ready.set()
+            log.info("watching %s (%d files in the baseline)", self.project, len(self.known))
+            while not self.stop_event.is_set():
+                raw = notify.watch(DEBOUNCE_MS, STEP_MS, TIMEOUT_MS, self.stop_event)
+                if raw == "stop":
+                    break
+                if isinstance(raw, str):
+                    continue
+                try:
+                    self.process(raw)
+                except Exception:
+                    self.sensor.counters.inc("errors.watch")
+                    log.exception("processing changes of %s failed", self.project)
+        finally:
+            self.ready.set()
+            notify.close()
+
+    def _prime(self) -> None:
+        if not self.git:
+            return
+        listing = _git(self.project, "ls-files", "-s", "-z")
+        if listing is None:
+            return
+        for entry in listing.split(b"\0"):
+            if not entry:
+                continue
+            meta, _, rel = entry.partition(b"\t")
+            fields = meta.split()
+            if len(fields) != 3 or fields[0] == b"160000":  # skip submodules
+                continue
+            path = os.path.normpath(os.path.join(self.project, os.fsdecode(rel)))
+            self.known[path] = fields[1].decode()
+        status = _git(
+            self.project,
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=all",
+            "--ignore-submodules",
+        )
+        if status is None:
+            return
+        dirty: list[str] = []
+        records = status.split(b"\0")
+        i = 0
+        while i < len(records):
+            rec = records[i]
+            i += 1
+            if len(rec) < 4:
+                continue
+            code, rel = rec[:2], rec[3:]
+            if code[0:1] in (b"R", b"C"):
+                i += 1  # the original path of a rename follows
+            dirty.append(os.path.normpath(os.path.join(self.project, os.fsdecode(rel))))
+        for path in dirty[:PRIME_MAX_FILES]:
+            sig = self._signature(path)
+            if sig is None:
+                self.known.pop(path, None)
+            else:
+                self.known[path] = sig[0]
+        self.baseline = len(dirty) <= PRIME_MAX_FILES
+
+    @staticmethod
+    def _signature(path: str) -> tuple[str, int, str | None] | None:
+        """(baseline signature, size, content hash) of a regular file; None if not one."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        h = _hash_file(path, st.st_size)
+        if h is None and st.st_size <= HASH_LIMIT:
+            return None  # unreadable right now
+        sig = h if h is not None else f"big:{st.st_size}:{st.st_mtime_ns}"
+        return sig, st.st_size, h
+
+    def wanted(self, path: str, *, is_dir: bool = False) -> bool:
+        return not self.ignore.ignored(path, is_dir=is_dir)
+
+    def process(self, raw: set[tuple[int, str]]) -> list[FileChange]:
+        """Turn one notify batch into stored changes; returns what was stored."""
+        by_path: dict[str, set[int]] = {}
+        for change, path in raw:
+            by_path.setdefault(os.path.normpath(path), set()).add(int(change))
+        # Directory moves and creations report only the directory: expand them.
+        for path in list(by_path):
+            if (
+                CHANGE_ADDED in by_path[path]
+                and os.path.isdir(path)
+                and self.wanted(path, is_dir=True)
+            ):
+                for sub in self._walk(path):
+                    by_path.setdefault(sub, {CHANGE_ADDED})
+            elif not os.path.lexists(path) and path not in self.known:
+                prefix = path + os.sep
+                for known_path, sig in list(self.known.items()):
+                    if known_path.startswith(prefix) and sig != _DELETED:
+                        by_path.setdefault(known_path, {CHANGE_DELETED})
+        now = self.sensor.clock.now_ms()
+        out: list[FileChange] = []
+        for path, kinds in sorted(by_path.items()):
+            self.ignore.invalidate(path)
+            if not self.wanted(path):
+                continue
+            ch = self._classify(path, kinds, now)
+            if ch is not None:
+                out.append(ch)
+        self.sensor.store_changes(self.project, out)
+        return out
+
+    def _walk(self, top: str, limit: int = 5_000) -> list[str]:
+        found: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames[:] = [
+                d for d in dirnames if self.wanted(os.path.join(dirpath, d), is_dir=True)
+            ]
+            for name in filenames:
+                found.append(os.path.join(dirpath, name))
+                if len(found) >= limit:
+                    return found
+        return found
+
+    def _classify(self, path: str, kinds: set[int], now: int) -> FileChange | None:
+        counters = self.sensor.counters
+        prev = self.known.get(path)
+        sig = self._signature(path)
+        if sig is None:
+            if os.path.isdir(path):
+                return None
+            if os.path.lexists(path):
+                return None  # a socket, fifo, dangling link or unreadable file
+            if prev == _DELETED:
+                return None
+            if prev is None and (self.baseline or kinds != {CHANGE_DELETED}):
+                # Never existed as far as we know: an editor's or tool's temporary file.
+                counters.inc("files.transient")
+                return None
+            self.known[path] = _DELETED
+            return FileChange(ts=now, project=self.project, path=path, change="deleted")
+        signature, size, content_hash = sig
+        if prev == signature:
+            counters.inc("files.unchanged")
+            return None
+        self.known[path] = signature
+        if prev is not None and prev != _DELETED:
+            change = "modified"
+        elif prev == _DELETED or self.baseline or CHANGE_ADDED in kinds:
+            change = "added"
+        else:
+            change = "modified"
+        return FileChange(
+            ts=now,
+            project=self.project,
+            path=path,
+            change=change,
+            size=size,
+            content_hash=content_hash,
+        )
+
+
+# --- the sensor ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Refusal:
+    logged: bool = False
+
+
+@dataclass
+class FileSensor:
+    store: Store
+    clock: Clock
+    settings: Settings
+    counters: Counters
+    on_project_change: Callable[[str], None]
+    attribution: Attribution = field(default_factory=Attribution)
+    watches: dict[str, ProjectWatch] = field(default_factory=dict)
+    _failed: dict[str, int] = field(default_factory=dict)
+    _refused: set[str] = field(default_factory=set)
+    _recent: deque[_Pending] = field(default_factory=deque)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _recent_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # --- hook path -------------------------------------------------------------------------
+
+    def on_event(self, ev: HookEvent) -> None:
+        if ev.project:
+            self.ensure_watch(ev.project)
+        iv = self.attribution.note(ev)
+        if iv is not None:
+            self._claim(iv)
+
+    def ensure_watch(self, project: str) -> ProjectWatch | None:
+        now = self.clock.now_ms()
+        with self._lock:
+            w = self.watches.get(project)
+            if w is not None:
+                w.last_event_ms = now
+                if w.failed is None and (w.thread.is_alive() or not w.ready.is_set()):
+                    return w
+                # The watch died: forget it and retry after RETRY_MS.
+                del self.watches[project]
+                self._failed[project] = now
+                return None
+            if not self._watchable(project, now):
+                return None
+            if len(self.watches) >= self.settings.max_watched_projects:
+                if project not in self._refused:
+                    self._refused.add(project)
+                    log.warning(
+                        "not watching %s: already watching %d projects, the limit "
+                        "(TMA1_MAX_WATCHED_PROJECTS=%d); external changes there go unseen "
+                        "until a watched project is idle for 2 h",
+                        project,
+                        len(self.watches),
+                        self.settings.max_watched_projects,
+                    )
+                self.counters.inc("files.refused")
+                return None
+            self._refused.discard(project)
+            w = ProjectWatch(self, project, now)
+            self.watches[project] = w
+        self.counters.inc("files.watches_started")
+        w.start()
+        return w
+
+    def _watchable(self, project: str, now: int) -> bool:
+        failed_at = self._failed.get(project)
+        if failed_at is not None and now - failed_at < RETRY_MS:
+            return False
+        if not os.path.isabs(project) or not os.path.isdir(project):
+            return False
+        # A cwd outside any repository makes its own project; `/` or a home directory
+        # would mean watching a whole disk.
+        real = os.path.realpath(project)
+        if real == os.path.realpath(os.sep) or real == os.path.realpath(Path.home()):
+            if project not in self._refused:
+                self._refused.add(project)
+                log.warning("not watching %s: a filesystem root or home directory", project)
+            return False
+        return True
+
+    # --- watcher thread path --------------------------------------------------------------
+
+    def store_changes(self, project: str, changes: list[FileChange]) -> None:
+        if not changes:
+            return
+        attributed = [
+            FileChange(
+                ts=c.ts,
+                project=c.project,
+                path=c.path,
+                change=c.change,
+                size=c.size,
+                content_hash=c.content_hash,
+                writer_session=self.attribution.explain(project, c.path, c.ts),
+            )
+            for c in changes
+        ]
+        ids = self.store.insert_changes(attributed)
+        self.counters.inc("files.changes", len(ids))
+        with self._recent_lock:
+            for row_id, c in zip(ids, attributed, strict=True):
+                if c.writer_session is None:
+                    self._recent.append(_Pending(row_id, c.ts, project, c.path))
+            self._trim_recent(self.clock.now_ms())
+        self.on_project_change(project)
+
+    def _trim_recent(self, now: int) -> None:
+        while self._recent and (
+            len(self._recent) > RECENT_MAX or self._recent[0].ts < now - RECENT_KEEP_MS
+        ):
+            self._recent.popleft()
+
+    def _claim(self, iv: Interval) -> None:
+        """Attribute stored, unexplained changes that `iv` (just opened or closed) explains."""
+        with self._recent_lock:
+            if not self._recent:
+                return
+            claimed = [p for p in self._recent if iv.explains(p.project, p.path, p.ts)]
+            if not claimed:
+                return
+            ids = {p.id for p in claimed}
+            self._recent = deque(p for p in self._recent if p.id not in ids)
+        self.store.set_change_writer(sorted(ids), iv.session_id)
+        self.counters.inc("files.late_attributed", len(ids))
+        for project in {p.project for p in claimed}:
+            self.on_project_change(project)
+
+    # --- housekeeping ---------------------------------------------------------------------
+
+    def reap(self) -> list[str]:
+        """Stop watches idle for 2 h; prune old intervals. Returns the projects stopped."""
+        now = self.clock.now_ms()
+        self.attribution.prune(now)
+        with self._recent_lock:
+            self._trim_recent(now)
+        stopped: list[ProjectWatch] = []
+        with self._lock:
+            for project, w in list(self.watches.items()):
+                if now - w.last_event_ms >= IDLE_STOP_MS:
+                    del self.watches[project]
+                    stopped.append(w)
+        for w in stopped:
+            w.stop()
+            log.info("stopped watching %s: no events for 2 h", w.project)
+        for w in stopped:
+            w.join(2.0)
+        return [w.project for w in stopped]
+
+    def stop(self) -> None:
+        with self._lock:
+            watches = list(self.watches.values())
+            self.watches.clear()
+        for w in watches:
+            w.stop()
+        for w in watches:
+            w.join(2.0)
+
+    def wait_ready(self, project: str, timeout: float = 10.0) -> bool:
+        with self._lock:
+            w = self.watches.get(project)
+        return bool(w and w.ready.wait(timeout) and w.failed is None)
+
+    def health(self) -> dict[str, object]:
+        with self._lock:
+            projects = {
+                p: {
+                    "ready": w.ready.is_set(),
+                    "failed": w.failed,
+                    "baseline_files": len(w.known),
+                    "last_event_ms": w.last_event_ms,
+                }
+                for p, w in self.watches.items()
+            }
+        return {
+            "watched": len(projects),
+            "limit": self.settings.max_watched_projects,
+            "projects": projects,
+            "intervals": self.attribution.size(),
+            "changes": self.counters.get("files.changes"),
+        }

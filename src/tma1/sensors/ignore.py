@@ -1,0 +1,135 @@
+"""Which paths of a project the watcher ignores: `.git/`, the tma1 data dir, editor swap and
+backup files, and everything git ignores (`.gitignore` at every level, `.git/info/exclude`).
+
+Git semantics kept here: patterns of a deeper `.gitignore` win over shallower ones (the last
+matching pattern decides), and a path below an ignored directory is ignored whatever a
+negation further down says (git never descends into an ignored directory).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from pathspec import GitIgnoreSpec
+
+# Editor swap / backup / probe files: vim (.swp…, 4913 write probe, ~ backups), emacs
+# (.#lock, #autosave#), JetBrains safe-write temporaries, kate swap files.
+_EDITOR_PATTERNS = [
+    "*.swp",
+    "*.swo",
+    "*.swx",
+    ".*.sw?",
+    "*~",
+    ".#*",
+    "#*#",
+    "4913",
+    "*.___jb_tmp___",
+    "*.___jb_old___",
+    ".*.kate-swp",
+]
+EDITOR_SPEC = GitIgnoreSpec.from_lines(_EDITOR_PATTERNS)
+
+
+def is_editor_temp(basename: str) -> bool:
+    return EDITOR_SPEC.match_file(basename)
+
+
+def _read_spec(path: Path) -> GitIgnoreSpec | None:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    lines = text.splitlines()
+    return GitIgnoreSpec.from_lines(lines) if any(ln.strip() for ln in lines) else None
+
+
+class IgnoreMatcher:
+    """`ignored(abs_path)` for one project root. Thread-safe; `.gitignore` specs are cached
+    and reloaded when `invalidate(path)` is told that an ignore file changed."""
+
+    def __init__(self, root: str, *, extra_ignored_dirs: tuple[str, ...] = ()) -> None:
+        self.root = os.path.normpath(root)
+        self.extra = tuple(os.path.normpath(d) for d in extra_ignored_dirs)
+        self._lock = threading.Lock()
+        self._specs: dict[str, GitIgnoreSpec | None] = {}  # dir rel ("" = root) → spec
+        self._dir_cache: dict[str, bool] = {}  # dir rel → ignored
+        self._root_excludes = _read_spec(Path(self.root) / ".git" / "info" / "exclude")
+
+    # --- cache management -------------------------------------------------------------
+
+    def invalidate(self, abs_path: str) -> bool:
+        """Forget cached answers when `abs_path` is an ignore file. True if it was one."""
+        base = os.path.basename(abs_path)
+        if base != ".gitignore" and not abs_path.endswith(os.path.join(".git", "info", "exclude")):
+            return False
+        with self._lock:
+            self._specs.clear()
+            self._dir_cache.clear()
+            self._root_excludes = _read_spec(Path(self.root) / ".git" / "info" / "exclude")
+        return True
+
+    def _spec(self, dir_rel: str) -> GitIgnoreSpec | None:
+        if dir_rel not in self._specs:
+            if len(self._specs) > 20_000:
+                self._specs.clear()
+            self._specs[dir_rel] = _read_spec(Path(self.root, dir_rel, ".gitignore"))
+        return self._specs[dir_rel]
+
+    # --- the question ---------------------------------------------------------------------
+
+    def _decide(self, parts: list[str], is_dir: bool) -> bool | None:
+        """The verdict of the ignore files for the path `parts` (relative to root)."""
+        rel = "/".join(parts) + ("/" if is_dir else "")
+        verdict: bool | None = None
+        if self._root_excludes is not None:
+            r = self._root_excludes.check_file(rel)
+            if r.include is not None:
+                verdict = r.include
+        # Shallow to deep: a deeper .gitignore's match overrides a shallower one.
+        for depth in range(len(parts)):
+            spec = self._spec("/".join(parts[:depth]))
+            if spec is None:
+                continue
+            sub = "/".join(parts[depth:]) + ("/" if is_dir else "")
+            r = spec.check_file(sub)
+            if r.include is not None:
+                verdict = r.include
+        return verdict
+
+    def _dir_ignored(self, parts: list[str]) -> bool:
+        key = "/".join(parts)
+        cached = self._dir_cache.get(key)
+        if cached is not None:
+            return cached
+        if parts[-1] == ".git" or (len(parts) > 1 and self._dir_ignored(parts[:-1])):
+            result = True
+        else:
+            result = bool(self._decide(parts, True))
+        if len(self._dir_cache) > 50_000:
+            self._dir_cache.clear()
+        self._dir_cache[key] = result
+        return result
+
+    def ignored(self, abs_path: str, *, is_dir: bool = False) -> bool:
+        path = os.path.normpath(abs_path)
+        for extra in self.extra:
+            if path == extra or path.startswith(extra + os.sep):
+                return True
+        if path == self.root:
+            return False
+        if not path.startswith(self.root + os.sep):
+            return True  # outside the project: not ours to report
+        rel = path[len(self.root) + 1 :]
+        parts = rel.split(os.sep)
+        if ".git" in parts:
+            return True
+        if not is_dir and is_editor_temp(parts[-1]):
+            return True
+        with self._lock:
+            if len(parts) > 1 and self._dir_ignored(parts[:-1]):
+                return True
+            if is_dir:
+                return self._dir_ignored(parts)
+            return bool(self._decide(parts, False))

@@ -1,0 +1,488 @@
+"""Context occupancy from agent transcripts (design §2.12).
+
+Two layers:
+- pure parsers over already-decoded JSON objects (`parse_claude_usage_lines`,
+  `parse_codex_usage_lines`), shared by the live tailer and by replay;
+- `TranscriptTailer`, which reads new complete lines of a transcript incrementally (an
+  offset per file; survives truncation and rotation; leaves a partial last line for later),
+  reads at most a small slice on the hook's critical path and hands the rest of a large
+  backlog to a background thread.
+
+Claude Code: one API response is written as several lines repeating the same usage, so
+usage is deduplicated by `message.id` (+ `requestId`); sidechain (subagent) lines are not
+the main context and are skipped; `system`/`compact_boundary` lines become `compaction`
+rows. Codex: `event_msg`/`token_count` with `info.last_token_usage`; Codex writes the same
+token_count more than once (the cumulative total does not move), those repeats are dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from tma1.clock import Clock
+from tma1.counters import Counters
+from tma1.events import Usage
+from tma1.store import Store
+
+log = logging.getLogger("tma1.sensors.transcripts")
+
+INLINE_BYTES = 256 * 1024
+CHUNK_BYTES = 4 * 1024 * 1024
+MAX_SEEN_KEYS = 200_000
+MAX_FILES = 2_000
+
+
+def iso_to_ms(value: Any) -> int | None:
+    """ISO-8601 (with `Z` or an offset) or epoch ms/s → epoch ms; None when unreadable."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return int(value if value > 10**11 else value * 1000)
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1000)
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(0, value)
+    if isinstance(value, float):
+        return max(0, int(value))
+    return 0
+
+
+# --- Claude Code ---------------------------------------------------------------------------
+
+
+def claude_usage_key(obj: dict[str, Any]) -> str | None:
+    """The dedup key of an assistant line: `message.id|requestId` (either may be missing)."""
+    msg = obj.get("message")
+    mid = msg.get("id") if isinstance(msg, dict) else None
+    rid = obj.get("requestId")
+    if not mid and not rid:
+        uuid = obj.get("uuid")
+        return f"uuid:{uuid}" if isinstance(uuid, str) else None
+    return f"{mid or ''}|{rid or ''}"
+
+
+def parse_claude_usage_lines(
+    objs: Iterable[Any],
+    *,
+    session_id: str | None = None,
+    seen: set[str] | None = None,
+    default_ts: int = 0,
+) -> list[Usage]:
+    """Usage rows of the main chain, one per API response, in file order.
+
+    `seen` carries dedup keys across calls (the tailer passes its per-file set; the first
+    line of a response wins, all its lines carry the same prompt size). `session_id` None
+    takes each line's own `sessionId`. Lines without a timestamp get `default_ts`.
+    """
+    seen = set() if seen is None else seen
+    out: list[Usage] = []
+    for obj in objs:
+        if not isinstance(obj, dict):
+            continue
+        kind = obj.get("type")
+        if obj.get("isSidechain") is True:
+            continue
+        sid = session_id or obj.get("sessionId")
+        if not isinstance(sid, str) or not sid:
+            continue
+        ts = iso_to_ms(obj.get("timestamp"))
+        ts = default_ts if ts is None else ts
+        if kind == "system" and obj.get("subtype") == "compact_boundary":
+            key = f"compact:{obj.get('uuid') or ts}"
+            if key in seen:
+                continue
+            seen.add(key)
+            # The context was just replaced by a summary: its size is unknown until the next
+            # request reports it, and it is certainly not the pre-compaction size.
+            out.append(Usage(ts=ts, session_id=sid, occupancy=0, kind="compaction", message_id=key))
+            continue
+        if kind != "assistant":
+            continue
+        msg = obj.get("message")
+        if not isinstance(msg, dict):
+            continue
+        usage = msg.get("usage")
+        if not isinstance(usage, dict):
+            continue
+        model = msg.get("model") if isinstance(msg.get("model"), str) else None
+        if model == "<synthetic>":
+            continue  # a client-made message (API error, interruption): no request was sent
+        key = claude_usage_key(obj)
+        if key is None or key in seen:
+            continue
+        seen.add(key)
+        inp = _int(usage.get("input_tokens"))
+        cr = _int(usage.get("cache_read_input_tokens"))
+        cc = _int(usage.get("cache_creation_input_tokens"))
+        out.append(
+            Usage(
+                ts=ts,
+                session_id=sid,
+                occupancy=inp + cr + cc,
+                input_tokens=inp,
+                cache_read_tokens=cr,
+                cache_creation_tokens=cc,
+                output_tokens=_int(usage.get("output_tokens")),
+                model=model,
+                message_id=msg.get("id") if isinstance(msg.get("id"), str) else key,
+            )
+        )
+    return out
+
+
+# --- Codex --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class CodexState:
+    """What a Codex rollout parser carries from one slice of lines to the next."""
+
+    session_id: str | None = None
+    model: str | None = None
+    last_total: tuple[int, ...] | None = None
+    compactions: int = 0
+
+
+def _codex_payload(obj: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    payload = obj.get("payload")
+    return obj.get("type"), payload if isinstance(payload, dict) else {}
+
+
+def parse_codex_usage_lines(
+    objs: Iterable[Any],
+    *,
+    session_id: str | None = None,
+    state: CodexState | None = None,
+    default_ts: int = 0,
+) -> list[Usage]:
+    """Usage rows from a Codex rollout: occupancy = `last_token_usage.input_tokens`.
+
+    `cached_input_tokens` is a subset of `input_tokens`: it is stored as cache_read and
+    the rest as input, so input + cache_read = occupancy as for Claude.
+    """
+    state = CodexState() if state is None else state
+    out: list[Usage] = []
+    for obj in objs:
+        if not isinstance(obj, dict):
+            continue
+        kind, payload = _codex_payload(obj)
+        ts = iso_to_ms(obj.get("timestamp"))
+        ts = default_ts if ts is None else ts
+        if kind == "session_meta":
+            pid = payload.get("id")
+            if isinstance(pid, str) and state.session_id is None:
+                state.session_id = pid
+            continue
+        if kind == "turn_context":
+            model = payload.get("model")
+            if isinstance(model, str):
+                state.model = model
+            continue
+        sid = session_id or state.session_id
+        if not sid:
+            continue
+        ptype = payload.get("type")
+        if kind == "compacted" or (kind == "event_msg" and ptype == "context_compacted"):
+            state.compactions += 1
+            state.last_total = None
+            out.append(
+                Usage(
+                    ts=ts,
+                    session_id=sid,
+                    occupancy=0,
+                    kind="compaction",
+                    model=state.model,
+                    message_id=f"compact:{state.compactions}",
+                )
+            )
+            continue
+        if kind != "event_msg" or ptype != "token_count":
+            continue
+        info = payload.get("info")
+        if not isinstance(info, dict):
+            continue
+        last = info.get("last_token_usage")
+        if not isinstance(last, dict):
+            continue
+        total = info.get("total_token_usage")
+        total_key: tuple[int, ...] | None = None
+        if isinstance(total, dict):
+            total_key = tuple(
+                _int(total.get(k))
+                for k in ("input_tokens", "cached_input_tokens", "output_tokens", "total_tokens")
+            )
+            if total_key == state.last_total:
+                continue  # the same request reported again
+            state.last_total = total_key
+        inp = _int(last.get("input_tokens"))
+        cached = min(inp, _int(last.get("cached_input_tokens")))
+        out.append(
+            Usage(
+                ts=ts,
+                session_id=sid,
+                occupancy=inp,
+                input_tokens=inp - cached,
+                cache_read_tokens=cached,
+                output_tokens=_int(last.get("output_tokens")),
+                model=state.model,
+                message_id=f"codex:{total_key[-1]}" if total_key else None,
+            )
+        )
+    return out
+
+
+_CODEX_TYPES = frozenset(
+    {"session_meta", "turn_context", "event_msg", "response_item", "compacted"}
+)
+
+
+def detect_format(obj: Any) -> str | None:
+    """'codex' for a rollout line ({timestamp, type, payload}), 'claude' for a transcript line."""
+    if not isinstance(obj, dict):
+        return None
+    if obj.get("type") in _CODEX_TYPES and "payload" in obj:
+        return "codex"
+    if "sessionId" in obj or "uuid" in obj or "message" in obj:
+        return "claude"
+    return None
+
+
+# Lines the parsers could use; anything else is skipped without being decoded (most of a
+# transcript's bytes are tool output on user lines).
+_CLAUDE_MARKERS = (b'"usage"', b"compact_boundary")
+_CODEX_MARKERS = (b"token_count", b'"turn_context"', b'"session_meta"', b"compacted")
+
+
+def _wanted(line: bytes, fmt: str) -> bool:
+    markers = _CODEX_MARKERS if fmt == "codex" else _CLAUDE_MARKERS
+    return any(m in line for m in markers)
+
+
+# --- the tailer ---------------------------------------------------------------------------
+
+
+@dataclass
+class _FileState:
+    path: str
+    session_id: str
+    fmt: str | None
+    offset: int = 0
+    dev: int = -1
+    ino: int = -1
+    seen: set[str] = field(default_factory=set)
+    codex: CodexState = field(default_factory=CodexState)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    rows: int = 0
+
+
+class TranscriptTailer:
+    """Incremental reader of transcripts named by hook events; thread-safe."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        clock: Clock,
+        counters: Counters,
+        on_session_change: Callable[[str], None],
+        inline_bytes: int = INLINE_BYTES,
+        chunk_bytes: int = CHUNK_BYTES,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.counters = counters
+        self.on_session_change = on_session_change
+        self.inline_bytes = inline_bytes
+        self.chunk_bytes = chunk_bytes
+        self._files: OrderedDict[str, _FileState] = OrderedDict()
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._queued: set[str] = set()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._background, name="tma1-transcripts", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def health(self) -> dict[str, object]:
+        with self._lock:
+            files = len(self._files)
+            backlog = len(self._queued)
+        return {"transcripts": files, "backlog": backlog}
+
+    # --- the hook path -------------------------------------------------------------------
+
+    def notice(self, session_id: str, path: str, agent_source: str | None = None) -> None:
+        """Read what is new in `path` now, up to the inline budget; queue the rest."""
+        state = self._state(session_id, path, agent_source)
+        if not state.lock.acquire(blocking=False):
+            self._enqueue(path)  # the background reader is on it; it re-checks when done
+            return
+        try:
+            more = self._read(state, self.inline_bytes)
+        finally:
+            state.lock.release()
+        if more:
+            self._enqueue(path)
+
+    def catch_up(self, session_id: str, path: str, agent_source: str | None = None) -> None:
+        """Read everything that is new (tests, benchmarks, replay of a live file)."""
+        state = self._state(session_id, path, agent_source)
+        with state.lock:
+            while self._read(state, self.chunk_bytes):
+                pass
+
+    def _state(self, session_id: str, path: str, agent_source: str | None) -> _FileState:
+        with self._lock:
+            state = self._files.get(path)
+            if state is None:
+                fmt = "codex" if agent_source == "codex" else None
+                state = _FileState(path=path, session_id=session_id, fmt=fmt)
+                self._files[path] = state
+                while len(self._files) > MAX_FILES:
+                    self._files.popitem(last=False)
+            else:
+                self._files.move_to_end(path)
+                state.session_id = session_id
+            return state
+
+    def _enqueue(self, path: str) -> None:
+        with self._lock:
+            if path in self._queued:
+                return
+            self._queued.add(path)
+        self.counters.inc("transcripts.background")
+        self._queue.put(path)
+
+    def _background(self) -> None:
+        while not self._stop.is_set():
+            path = self._queue.get()
+            if path is None:
+                return
+            with self._lock:
+                self._queued.discard(path)
+                state = self._files.get(path)
+            if state is None:
+                continue
+            try:
+                with state.lock:
+                    while not self._stop.is_set() and self._read(state, self.chunk_bytes):
+                        pass
+            except Exception:
+                self.counters.inc("errors.transcripts")
+                log.exception("background transcript read failed: %s", path)
+
+    # --- reading -------------------------------------------------------------------------
+
+    def _read(self, state: _FileState, budget: int) -> bool:
+        """Consume up to `budget` bytes of complete lines. True when more is waiting."""
+        try:
+            st = os.stat(state.path)
+        except OSError:
+            return False
+        if (st.st_dev, st.st_ino) != (state.dev, state.ino) or st.st_size < state.offset:
+            if state.ino != -1:
+                # Rotated or truncated: start over; the dedup keys stop a rewrite of the same
+                # responses from counting twice.
+                self.counters.inc("transcripts.rewound")
+            state.dev, state.ino, state.offset = st.st_dev, st.st_ino, 0
+        if st.st_size <= state.offset:
+            return False
+        try:
+            with open(state.path, "rb") as fh:
+                fh.seek(state.offset)
+                data = fh.read(min(budget, st.st_size - state.offset))
+                end = data.rfind(b"\n")
+                if end < 0 and len(data) == budget:
+                    # One line longer than the budget: finish it (the background reader
+                    # takes over when this was the inline slice).
+                    if budget < self.chunk_bytes:
+                        return True
+                    rest = fh.readline()
+                    if not rest.endswith(b"\n"):
+                        return False  # still being written
+                    data += rest
+                    end = len(data) - 1
+        except OSError:
+            return False
+        if end < 0:
+            return False  # a partial last line: wait for its newline
+        chunk = data[: end + 1]
+        state.offset += len(chunk)
+        self.counters.inc("transcripts.bytes", len(chunk))
+        usages = self._parse(state, chunk)
+        if usages:
+            self.store.insert_usages(usages)
+            state.rows += len(usages)
+            self.counters.inc("transcripts.rows", len(usages))
+            self.on_session_change(state.session_id)
+        return state.offset < st.st_size
+
+    def _parse(self, state: _FileState, chunk: bytes) -> list[Usage]:
+        objs: list[Any] = []
+        for raw in chunk.split(b"\n"):
+            if not raw.strip():
+                continue
+            if state.fmt is not None and not _wanted(raw, state.fmt):
+                continue
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                self.counters.inc("transcripts.bad_lines")
+                continue
+            if state.fmt is None:
+                state.fmt = detect_format(obj)
+                if state.fmt is None:
+                    continue
+            objs.append(obj)
+        if not objs:
+            return []
+        now = self.clock.now_ms()
+        if state.fmt == "codex":
+            return parse_codex_usage_lines(
+                objs, session_id=state.session_id, state=state.codex, default_ts=now
+            )
+        if len(state.seen) > MAX_SEEN_KEYS:
+            state.seen.clear()
+        return parse_claude_usage_lines(
+            objs, session_id=state.session_id, seen=state.seen, default_ts=now
+        )
