@@ -9,7 +9,8 @@ how precision is sampled — are pure functions below, tested without a database
 Conventions (design §2.13–2.14, seed "Validation gates"):
 - A *day* is a UTC calendar day. `days=7` covers today and the six days before it.
 - A *tool call* is a PreToolUse event. The follow-rate window of an emit is the next
-  `window` tool calls of the same session with `ts` strictly after the emit's `ts`.
+  `window` tool calls of the same session with `ts` strictly after the emit's `ts`, and
+  the other events (compaction, session end) until the tool call after those.
 - Precision reads the 50 newest labelled emits (overall, and per kind its own 50 newest),
   separately for human and agent labels. A kind with no labels has precision None and
   pass None ("no data" — neither pass nor fail).
@@ -226,7 +227,7 @@ def test_file_of(test_id: str) -> str | None:
 
 
 def window_of(calls: Sequence[Call], window: int) -> list[Call]:
-    """The events up to and including the `window`-th tool call (calls sorted by ts, id)."""
+    """The events before the (`window`+1)-th tool call (calls sorted by ts, id)."""
     out: list[Call] = []
     seen = 0
     for c in calls:
@@ -525,7 +526,8 @@ def _emit_refs(store: Store, since: int) -> list[EmitRef]:
 def _calls_after_emits(store: Store, since: int, window: int) -> dict[int, list[Call]]:
     """For each emit since `since`: its session's events after it, up to the window's end.
 
-    The window's end is the `window`-th tool call after the emit, found by a correlated
+    The window ends where the (`window`+1)-th tool call after the emit begins (a compaction
+    right after the 5th call is still "within 5 calls"). That call is found by a correlated
     subquery that walks the (session_id, ts) index; events up to it are then joined in one
     pass. Ties on ts at the end may over-fetch; `window_of` cuts exactly.
     """
@@ -537,7 +539,7 @@ def _calls_after_emits(store: Store, since: int, window: int) -> dict[int, list[
         .where(h.c.session_id == a.c.session_id, h.c.ts > a.c.ts, h.c.event_type == "PreToolUse")
         .order_by(h.c.ts, h.c.id)
         .limit(1)
-        .offset(window - 1)
+        .offset(window)
         .correlate(a)
         .scalar_subquery()
     )
