@@ -19,6 +19,8 @@ A masked failure (design §2.8) has `tool_success` False, so it never resolves a
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable
 
 from tma1.engine.anomaly import Anomaly, Kind
@@ -28,25 +30,31 @@ from tma1.events import READ_TOOLS, HookEvent
 ResolutionCheck = Callable[[Anomaly, SessionWindow, int], "int | None"]
 
 
-def _norm(path: str) -> str:
-    return path.replace("\\", "/")
+def _norm(path: str, base: str | None = None) -> str:
+    """One spelling per file (the rules spell related files the same way)."""
+    p = path.replace("\\", "/")
+    if base and not p.startswith("/") and not re.match(r"^[A-Za-z]:/", p):
+        p = base.replace("\\", "/").rstrip("/") + "/" + p
+    return os.path.normpath(p).replace("\\", "/") if p else p
 
 
-def _reads_related(ev: HookEvent, related: frozenset[str]) -> bool:
+def _reads_related(ev: HookEvent, related: frozenset[str], project: str | None) -> bool:
     if ev.tool_name not in READ_TOOLS or ev.event_type not in ("PreToolUse", "PostToolUse"):
         return False
     files = ev.tool_files or ([ev.tool_file_path] if ev.tool_file_path else [])
-    return any(_norm(f) in related for f in files)
+    return any(_norm(f, ev.cwd or project) in related for f in files)
 
 
 def reread_related_file(finding: Anomaly, window: SessionWindow, since_ts: int) -> int | None:
     """stale_file_view: the agent read the file again after we told it."""
-    related = frozenset(_norm(f) for f in (*finding.related_files, finding.subject) if f)
+    related = frozenset(
+        _norm(f, window.project) for f in (*finding.related_files, finding.subject) if f
+    )
     if not related:
         return None
     latest: int | None = None
     for ev in window.events:
-        if ev.ts > since_ts and _reads_related(ev, related):
+        if ev.ts > since_ts and _reads_related(ev, related, window.project):
             latest = ev.ts
     return latest
 
