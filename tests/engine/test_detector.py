@@ -1,0 +1,176 @@
+"""The Detector: what one SessionWindow holds, the 30-second candidate cache and its
+invalidation, and rule isolation (a failing rule never silences the others)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from enginekit import PROJECT, Scripted, bash_fail, finding, payload, read, store_event
+
+from tma1.clock import MINUTE_MS, ManualClock
+from tma1.counters import Counters
+from tma1.engine.anomaly import Anomaly, Kind
+from tma1.engine.detector import CACHE_TTL_MS, Detector, run_rules
+from tma1.engine.window import RuleConfig, SessionWindow
+from tma1.events import FileChange, Usage
+from tma1.store import Store
+
+SID = "sess-d"
+
+
+def make(store: Store, clock: ManualClock, **rules: object) -> Detector:
+    return Detector(
+        store=store,
+        clock=clock,
+        config=RuleConfig(context_pressure_threshold=1234),
+        counters=Counters(),
+        rules=rules,  # type: ignore[arg-type]
+    )
+
+
+def test_window_holds_the_last_hour_of_events_and_90_minutes_of_project_changes(
+    store: Store, clock: ManualClock
+) -> None:
+    now = clock.now_ms()
+    first = store_event(store, payload(SID, "SessionStart"), now - 3 * 60 * MINUTE_MS)
+    too_old = store_event(store, read(SID, "/a"), now - 60 * MINUTE_MS - 1)
+    edge = store_event(store, read(SID, "/b"), now - 60 * MINUTE_MS)
+    recent = store_event(store, bash_fail(SID, "make"), now - 1)
+    store_event(store, read(SID, "/future"), now + 1)  # not yet visible at `now`
+    store_event(store, read("other-session", "/c"), now - 2)
+    for ts, project in [
+        (now - 90 * MINUTE_MS - 1, PROJECT),
+        (now - 90 * MINUTE_MS, PROJECT),
+        (now - 5, PROJECT),
+        (now - 5, "/another/project"),
+    ]:
+        store.insert_change(
+            FileChange(ts=ts, project=project, path=f"{project}/f.py", change="modified")
+        )
+    store.insert_usages(
+        [
+            Usage(ts=now - 10_000, session_id=SID, occupancy=10),
+            Usage(ts=now - 1_000, session_id=SID, occupancy=99_000),
+            Usage(ts=now - 1_000, session_id="other-session", occupancy=5),
+        ]
+    )
+    rule = Scripted()
+    det = make(store, clock, scripted=rule)
+    w = det.detect(SID).window
+    assert [e.id for e in w.events] == [edge.id, recent.id]
+    assert too_old.id not in [e.id for e in w.events]
+    assert w.project == PROJECT
+    assert [c.ts for c in w.changes] == [now - 90 * MINUTE_MS, now - 5]
+    assert w.occupancy == 99_000
+    assert w.session_start_ts == first.ts
+    assert rule.calls[0][1] == now and rule.calls[0][0] is w
+
+
+def test_project_comes_from_older_events_when_the_last_hour_is_quiet(
+    store: Store, clock: ManualClock
+) -> None:
+    store_event(store, payload(SID, "SessionStart"), clock.now_ms() - 2 * 60 * MINUTE_MS)
+    store.insert_change(
+        FileChange(ts=clock.now_ms() - 1, project=PROJECT, path=f"{PROJECT}/x", change="added")
+    )
+    w = make(store, clock).detect(SID).window
+    assert (w.events, w.project, len(w.changes)) == ([], PROJECT, 1)
+
+
+def test_candidates_are_cached_30_seconds(store: Store, clock: ManualClock) -> None:
+    store_event(store, payload(SID, "SessionStart"), clock.now_ms())
+    rule = Scripted([finding(Kind.TEST_STUCK, subject="t")])
+    det = make(store, clock, scripted=rule)
+    cold = det.detect(SID)
+    assert not cold.cached and cold.candidates[0].session_id == SID
+    clock.advance(CACHE_TTL_MS - 1)
+    warm = det.detect(SID)
+    assert warm.cached and warm.candidates == cold.candidates and len(rule.calls) == 1
+    clock.advance(1)
+    assert not det.detect(SID).cached and len(rule.calls) == 2
+    assert det.counters.get("engine.detect.warm") == 1
+
+
+def test_every_event_of_the_session_drops_its_cache(store: Store, clock: ManualClock) -> None:
+    store_event(store, payload(SID, "SessionStart"), clock.now_ms())
+    store_event(store, payload("other", "SessionStart"), clock.now_ms())
+    rule = Scripted()
+    det = make(store, clock, scripted=rule)
+    det.detect(SID)
+    det.detect("other")
+    store_event(store, read(SID, "/x"), clock.advance(1_000))
+    det.invalidate(SID)
+    assert not det.detect(SID).cached
+    assert len(rule.calls[-1][0].events) == 2  # the new event is in the reloaded window
+    assert det.detect("other").cached
+
+
+def test_a_file_change_drops_the_cache_of_every_session_of_its_project(
+    store: Store, clock: ManualClock
+) -> None:
+    for sid in ("a", "b"):
+        store_event(store, payload(sid, "SessionStart"), clock.now_ms())
+    store_event(store, {**payload("c", "SessionStart"), "cwd": "/elsewhere"}, clock.now_ms())
+    det = make(store, clock, scripted=Scripted())
+    for sid in ("a", "b", "c"):
+        det.detect(sid)
+    assert det.sessions_of(PROJECT) == {"a", "b"}
+    det.invalidate_project(PROJECT)
+    assert [det.detect(s).cached for s in ("a", "b", "c")] == [False, False, True]
+    det.invalidate_project("/never/seen")  # harmless
+
+
+def test_an_invalidation_during_detection_is_not_lost(store: Store, clock: ManualClock) -> None:
+    store_event(store, payload(SID, "SessionStart"), clock.now_ms())
+    det: Detector
+
+    def invalidating(window: SessionWindow, now: int, config: RuleConfig) -> list[Anomaly]:
+        det.invalidate(SID)  # an event arrives while the rules run
+        return []
+
+    det = make(store, clock, r=invalidating)
+    det.detect(SID)
+    assert not det.detect(SID).cached
+
+
+def test_a_failing_rule_is_counted_logged_and_skipped(
+    store: Store, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    store_event(store, payload(SID, "SessionStart"), clock.now_ms())
+
+    def broken(window: SessionWindow, now: int, config: RuleConfig) -> list[Anomaly]:
+        raise ZeroDivisionError("bug in a rule")
+
+    def wrong_type(window: SessionWindow, now: int, config: RuleConfig) -> list[Anomaly]:
+        return ["not an anomaly"]  # type: ignore[list-item]
+
+    good = Scripted([finding(Kind.TEST_STUCK, subject="t")])
+    det = make(store, clock, broken=broken, good=good, wrong=wrong_type)
+    with caplog.at_level("ERROR", logger="tma1.engine"):
+        cands = det.detect(SID).candidates
+    assert [c.subject for c in cands] == ["t"]
+    assert det.counters.snapshot("engine.rule_errors.") == {"broken": 1, "wrong": 1}
+    assert any("rule broken failed" in r.getMessage() for r in caplog.records)
+
+
+def test_run_rules_is_a_pure_function_of_the_window() -> None:
+    w = SessionWindow(session_id="s", project=None)
+    seen: list[tuple[int, int]] = []
+
+    def rule(window: SessionWindow, now: int, config: RuleConfig) -> list[Anomaly]:
+        seen.append((now, config.context_pressure_threshold))
+        return [finding(Kind.CONTEXT_PRESSURE)]
+
+    out = run_rules({"r": rule}, w, 42, RuleConfig(context_pressure_threshold=7))
+    assert seen == [(42, 7)] and [a.session_id for a in out] == ["s"]
+
+
+def test_the_default_rule_set_is_loaded_lazily(
+    store: Store, clock: ManualClock, tmp_path: Path
+) -> None:
+    det = Detector(store=store, clock=clock, config=RuleConfig(), counters=Counters())
+    assert det.health()["rules"] == "not loaded"
+    assert set(det.rules) == {k.value for k in Kind}
+    store_event(store, payload(SID, "SessionStart"), clock.now_ms())
+    assert det.detect(SID).candidates == ()
