@@ -1,15 +1,18 @@
 """Pure text extraction from tool output: test identifiers, error lines, file:line refs.
 
 Every function here is a pure function of strings, so the ingest path, the rules and
-replay agree on what a failure says (design §2.8, §2.11).
+replay agree on what a failure says (design §2.8, §2.11). The patterns were fitted on
+real agent sessions (Go + golangci-lint, TypeScript + vitest/tsc) and on the documented
+output formats of the other runners.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
 
 def strip_ansi(text: str) -> str:
@@ -17,89 +20,214 @@ def strip_ansi(text: str) -> str:
 
 
 # --- test identifiers (design §2.11) -------------------------------------------------
+#
+# Ids are as specific as the output allows, one per failing test: a test inside a file
+# (`test/x.test.ts > Suite > name`, `tests/test_x.py::test_y`), a Go test (`TestX/sub`),
+# a cargo test path, `mod.Class.test_x` for unittest, `Ns\FooTest::testBar` for PHPUnit,
+# `./spec/x_spec.rb:12` for rspec, the joined title for mocha. A container (a Go package,
+# a JS test file) is an id only when the output names no failing test inside it — so a
+# stuck test is one id, not three.
 
-# Each pattern's first group is the identifier. Order matters only for readability:
-# every pattern is tried on every line, and an id is counted once per output.
-_TEST_ID_PATTERNS: tuple[re.Pattern[str], ...] = (
-    # go: "--- FAIL: TestX (0.00s)" and "FAIL\tgithub.com/x/pkg\t0.1s"
-    re.compile(r"^\s*--- FAIL: (\S+)"),
-    re.compile(r"^FAIL\s+([\w.\-]+(?:/[\w.\-]+)+)(?:\s|$)"),
-    # pytest: "FAILED tests/test_x.py::test_y - AssertionError"
-    re.compile(r"^\s*FAILED\s+(\S+::\S+)"),
-    re.compile(r"^(\S+\.py::\S+)\s+FAILED\b"),
-    # unittest: "FAIL: test_x (mod.Class)" / "ERROR: test_x (mod.Class.test_x)"
-    re.compile(r"^(?:FAIL|ERROR): (\w+ \([\w.]+\))"),
-    # jest/vitest: "FAIL src/x.test.ts" / " FAIL  src/x.test.ts > suite > name"
-    re.compile(r"^\s*FAIL\s+(\S+\.(?:[cm]?[jt]sx?|vue|svelte))(?:\s|$)"),
-    # jest/vitest/mocha-ish bullets: "✕ adds numbers (3 ms)" / "× adds numbers"
-    re.compile(r"^\s*[✕×✗]\s+(.+?)(?:\s+\(\d+(?:\.\d+)?\s*m?s\))?\s*$"),
-    # cargo: "test tests::it_works ... FAILED"
-    re.compile(r"^test\s+(\S+)\s+\.\.\.\s+FAILED\b"),
-    # rspec: "rspec ./spec/models/user_spec.rb:12 # User validates"
-    re.compile(r"^rspec\s+(\./\S+:\d+)"),
-    # mocha: "  1) Suite name test name:" (numbered failure headings)
-    re.compile(r"^\s{0,4}\d+\) (\S.*?):?\s*$"),
-    # PHPUnit: "1) Tests\\Unit\\FooTest::testBar"
-    re.compile(r"^\d+\) ([\w\\]+::\w+)"),
-)
+_GO_TEST = re.compile(r"^\s*--- FAIL: (\S+)")
+_GO_PKG_FAIL = re.compile(r"^FAIL\s+([\w.\-~]+(?:/[\w.\-~]+)*)(?:\s+\[[^\]]*\]|\s+\S+s)?\s*$")
+_GO_PKG_DONE = re.compile(r"^(?:ok|\?)\s+[\w.\-~]+(?:/[\w.\-~]+)*\s")
+_PYTEST_SUMMARY = re.compile(r"^(?:FAILED|ERROR)\s+(\S+\.py(?:::\S+)?)(?:\s+-\s.*)?\s*$")
+_PYTEST_VERBOSE = re.compile(r"^(\S+\.py::\S+)\s+(?:FAILED|ERROR)\b")
+_UNITTEST = re.compile(r"^(?:FAIL|ERROR): (\w+) \(([\w.]+)\)")
+_JS_FILE = r"[^\s>]+\.(?:[cm]?[jt]sx?|vue|svelte)"
+_JS_FAIL = re.compile(rf"^\s*FAIL\s+(?:\|[^|]+\|\s+)?({_JS_FILE}(?:\s+>\s+.+)?)$")
+_JEST_DOT = re.compile(r"^\s*● (.+)$")
+_X_BULLET = re.compile(r"^\s*[✕×✗]\s+(.+)$")
+_CARGO = re.compile(r"^test\s+(\S+)\s+\.\.\.\s+FAILED\b")
+_CARGO_STDOUT = re.compile(r"^---- (\S+) stdout ----\s*$")
+_RSPEC = re.compile(r"^rspec\s+(\S+:\d+)(?:\s|$)")
+_PHPUNIT = re.compile(r"^\d+\) ((?:[\w\\]+\\)?\w+::\w+)")
+_MOCHA_FAILING = re.compile(r"^\s*\d+ failing\b")
+_MOCHA_HEAD = re.compile(r"^(\s*)\d+\) (.+)$")
 
-# Lines that look like a test id match but are not (summaries, counts, bare FAIL).
-_NOT_AN_ID = re.compile(r"^(?:\d+|ok|passed|failed|tests?)$", re.IGNORECASE)
+_DURATION_TAIL = re.compile(r"\s+(?:\(\s*\d+(?:\.\d+)?\s*m?s\s*\)|\d+(?:\.\d+)?\s*m?s)$")
+_VITEST_PROJECT_TAIL = re.compile(r"\s+\[\s*[^\]]+\s*\]$")
+_NOT_AN_ID = re.compile(r"^(?:\d+|ok|passed|failed|tests?|FAIL(?:ED)?)$", re.IGNORECASE)
+_JEST_NOT_TESTS = ("Test suite failed to run", "Console")
+_MAX_ID = 300
+
+
+def _clean_id(raw: str) -> str:
+    tid = " ".join(raw.split())
+    tid = _DURATION_TAIL.sub("", tid)
+    tid = _VITEST_PROJECT_TAIL.sub("", tid)
+    return tid.replace(" › ", " > ").strip()
 
 
 def extract_test_ids(output: str) -> list[str]:
     """Distinct failing test identifiers in first-seen order. A bare `FAIL` is no id."""
-    seen: dict[str, None] = {}
+    specific: dict[str, None] = {}
+    containers: dict[str, None] = {}
+    bullets: list[str] = []
+    go_pending = False  # a `--- FAIL` since the last package summary line
+    js_file: str | None = None
+    in_mocha = False
+    mocha_parts: list[str] | None = None
+    mocha_indent = 0
+
+    def add(tid: str, into: dict[str, None]) -> None:
+        if tid and len(tid) <= _MAX_ID and not _NOT_AN_ID.match(tid):
+            into.setdefault(tid, None)
+
     for raw in strip_ansi(output).splitlines():
         line = raw.rstrip()
-        if not line:
+        if mocha_parts is not None:
+            indent = len(line) - len(line.lstrip())
+            if line.strip() and indent > mocha_indent and len(mocha_parts) < 12:
+                mocha_parts.append(line.strip())
+                if line.endswith(":"):
+                    add(_clean_id(" ".join(mocha_parts))[:-1].rstrip(), specific)
+                    mocha_parts = None
+                continue
+            mocha_parts = None
+        if not line.strip():
             continue
-        for pat in _TEST_ID_PATTERNS:
-            m = pat.match(line)
-            if m:
-                tid = m.group(1).strip()
-                if tid and not _NOT_AN_ID.match(tid) and len(tid) <= 300:
-                    seen.setdefault(tid, None)
-                break
-    return list(seen)
+        if m := _GO_TEST.match(line):
+            add(m.group(1), specific)
+            go_pending = True
+        elif m := _GO_PKG_FAIL.match(line):
+            if not go_pending:
+                add(m.group(1), containers)
+            go_pending = False
+        elif _GO_PKG_DONE.match(line):
+            go_pending = False
+        elif m := _PYTEST_SUMMARY.match(line) or _PYTEST_VERBOSE.match(line):
+            add(m.group(1), specific)
+        elif m := _UNITTEST.match(line):
+            name, where = m.group(1), m.group(2)
+            add(where if where.endswith("." + name) else f"{where}.{name}", specific)
+        elif m := _JS_FAIL.match(line):
+            tid = _clean_id(m.group(1))
+            if " > " in tid:
+                add(tid, specific)
+            else:
+                js_file = tid
+                add(tid, containers)
+        elif m := _JEST_DOT.match(line):
+            title = _clean_id(m.group(1))
+            if title and not title.startswith(_JEST_NOT_TESTS):
+                add(f"{js_file} > {title}" if js_file else title, specific)
+        elif m := _X_BULLET.match(line):
+            title = _clean_id(m.group(1))
+            if re.match(rf"^{_JS_FILE} > ", title):
+                add(title, specific)
+            else:
+                bullets.append(f"{js_file} > {title}" if js_file else title)
+        elif m := (
+            _CARGO.match(line)
+            or _CARGO_STDOUT.match(line)
+            or _RSPEC.match(line)
+            or _PHPUNIT.match(line)
+        ):
+            add(m.group(1), specific)
+        elif _MOCHA_FAILING.match(line):
+            in_mocha = True
+        elif in_mocha and (m := _MOCHA_HEAD.match(line)):
+            title = m.group(2).strip()
+            if title.endswith(":"):
+                add(_clean_id(title[:-1]), specific)
+            else:
+                mocha_parts, mocha_indent = [title], len(m.group(1))
+
+    # `✕ name` lines only when nothing more specific named the tests (jest prints both).
+    if not any(" > " in t for t in specific):
+        for b in bullets:
+            add(b, specific)
+    out = list(specific)
+    # A Go test with failing subtests is named by its subtests.
+    out = [t for t in out if not any(o.startswith(t + "/") for o in out if "/" in o)]
+    for c in containers:
+        if not any(t.startswith(c + " > ") for t in out):
+            out.append(c)
+    return out
 
 
-# --- failure markers for masked failures (design §2.8) -------------------------------
+def file_of_test_id(test_id: str) -> str | None:
+    """The test file a test id names, when it names one (pytest, jest/vitest, rspec)."""
+    if "::" in test_id and test_id.split("::", 1)[0].endswith(".py"):
+        return test_id.split("::", 1)[0]
+    if m := re.match(rf"^({_JS_FILE})(?: > |$)", test_id):
+        return m.group(1)
+    if m := re.match(r"^(\S+\.rb):\d+$", test_id):
+        return m.group(1)
+    return None
 
-# A command that runs a test runner or a build tool. Matched anywhere in the command so
-# `cd web && npm test 2>&1 | tail -30` counts.
-_RUNNER = re.compile(
-    r"(?:^|[\s;&|(/])(?:"
-    r"pytest|py\.test|tox|nox|go\s+(?:test|build|vet|run)|golangci-lint|"
-    r"(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?(?:test|build|lint|typecheck|type-check|check|tsc)\S*|"
-    r"npx\s+(?:vitest|jest|tsc|eslint|mocha|playwright)|vitest|jest|mocha|tsc|eslint|"
-    r"cargo\s+(?:test|build|check|clippy|nextest|run)|rustc|"
-    r"make|cmake|ninja|gcc|g\+\+|clang\+?\+?|mvn|gradle|gradlew|"
-    r"rspec|bundle\s+exec\s+rspec|rake|phpunit|"
-    r"python3?\s+-m\s+(?:pytest|unittest|mypy)|mypy|pyright|ruff|"
-    r"dotnet\s+(?:test|build)|swift\s+(?:test|build)|deno\s+test"
-    r")(?=$|[\s;&|)])"
+
+# --- does a command run a test runner or build tool? (design §2.8) -------------------
+
+# Shell segments are split at pipes and list operators; each segment's command word is
+# looked up after peeling wrappers (env assignments, `time`, `npx`, `python -m`, …).
+_SEGMENT_SPLIT = re.compile(r"\|\||&&|\|&?|[;()\n]|`|\$\(")
+_WRAPPER = re.compile(
+    r"^(?:[A-Za-z_]\w*=\S*\s+|sudo\s+|time\s+|nice\s+|env\s+|command\s+|exec\s+|"
+    r"timeout\s+(?:-\S+\s+)*\d+\w?\s+|xvfb-run\s+|dotenv\s+(?:-\S+\s+)*--\s+|"
+    r"npx\s+(?:--yes\s+|-y\s+)?|bunx\s+|pnpm\s+(?:exec|dlx)\s+|yarn\s+(?:exec|dlx)\s+|"
+    r"uv\s+run\s+|poetry\s+run\s+|pipenv\s+run\s+|hatch\s+run\s+|pdm\s+run\s+|"
+    r"bundle\s+exec\s+|python[\d.]*\s+-m\s+|(?:ba|z)?sh\s+-l?c\s+['\"]?|\S*/(?=\w))"
 )
-
-_FAILURE_MARKERS: tuple[re.Pattern[str], ...] = (
-    re.compile(r"^\s*FAIL(?:ED)?\b", re.MULTILINE),
-    re.compile(r"^\s*--- FAIL\b", re.MULTILINE),
-    re.compile(r"\b[1-9]\d* (?:failed|failing|failures?|errors?)\b"),
-    re.compile(r"^\s*error(?:\[\w+\])?:", re.MULTILINE | re.IGNORECASE),
-    re.compile(r"\berror TS\d+:"),
-    re.compile(r"^\S+:\d+(?::\d+)?:\s*(?:fatal\s+)?error\b", re.MULTILINE),
-    re.compile(r"^Traceback \(most recent call last\):", re.MULTILINE),
-    re.compile(r"^(?:make|ninja): \*\*\*.*Error", re.MULTILINE),
-    re.compile(r"^\s*\[ERROR\]", re.MULTILINE),
-    re.compile(r"\bBUILD FAILED\b"),
+_RUNNER_HEAD = re.compile(
+    r"^(?:"
+    r"pytest|py\.test|tox|nox|unittest|mypy|pyright|ruff|flake8|pylint|"
+    r"python[\d.]*\s+manage\.py\s+test|"
+    r"go\s+(?:test|build|vet|run|install|generate)|golangci-lint|gotestsum|staticcheck|"
+    r"(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?(?:test|build|lint|typecheck|type-check|check|"
+    r"tsc|compile|ci|e2e|verify)[\w:.\-]*|npm\s+t|"
+    r"vitest|jest|mocha|tsc|eslint|playwright|cypress|ava|tap|node\s+--test|"
+    r"bun\s+test|deno\s+(?:test|check|lint)|"
+    r"cargo\s+(?:test|build|check|clippy|nextest|run)|rustc|"
+    r"make|gmake|cmake|ninja|meson|bazel|gcc|g\+\+|cc|c\+\+|clang\+?\+?|"
+    r"mvn|mvnw|gradle|gradlew|ant|sbt|"
+    r"rspec|rake|rails\s+test|phpunit|pest|composer\s+(?:test|run)|"
+    r"dotnet\s+(?:test|build)|swift\s+(?:test|build)|xcodebuild|mix\s+test|"
+    r"elixir|ctest|zig\s+(?:build|test)"
+    r")(?=$|\s|['\"])"
 )
 
 
 def runs_build_or_test(command: str) -> bool:
-    return bool(_RUNNER.search(command))
+    """True when some segment of the shell command runs a test runner or build tool.
+
+    `grep FAIL build.log` or `cat out | grep error` never does: grep/cat are not runners.
+    """
+    for segment in _SEGMENT_SPLIT.split(command):
+        seg = segment.strip().lstrip("&!").strip()
+        for _ in range(6):
+            m = _WRAPPER.match(seg)
+            if not m or not m.group(0):
+                break
+            seg = seg[m.end() :]
+        if _RUNNER_HEAD.match(seg):
+            return True
+    return False
+
+
+# --- failure markers of those tools ---------------------------------------------------
+
+_FAILURE_MARKERS: tuple[re.Pattern[str], ...] = (
+    re.compile(r"^\s*FAIL(?:ED|URES!)?\b", re.MULTILINE),
+    re.compile(r"^\s*--- FAIL\b", re.MULTILINE),
+    re.compile(r"\b[1-9]\d* (?:failed|failing|failures?|errors?)\b", re.IGNORECASE),
+    re.compile(r"^\s*error(?:\[\w+\])?:", re.MULTILINE | re.IGNORECASE),
+    re.compile(r"\berror TS\d+:"),
+    re.compile(r"^\S+:\d+(?::\d+)?:\s*(?:fatal\s+)?error\b", re.MULTILINE),
+    re.compile(r"^[\w./\-]+\.go:\d+:\d+: \S", re.MULTILINE),
+    re.compile(r"^Traceback \(most recent call last\):", re.MULTILINE),
+    re.compile(r"^(?:g?make|ninja)(?:\[\d+\])?: \*\*\*", re.MULTILINE),
+    re.compile(r"^\s*\[ERROR\]", re.MULTILINE),
+    re.compile(r"^npm ERR!", re.MULTILINE),
+    re.compile(r"\bBUILD FAILED\b"),
+    re.compile(r"\btest result: FAILED\b"),
+    re.compile(r"^panic: ", re.MULTILINE),
+)
 
 
 def has_failure_markers(output: str) -> bool:
+    """The output carries a test/build tool's failure marker (`0 failed` is not one)."""
     text = strip_ansi(output)
     return any(p.search(text) for p in _FAILURE_MARKERS)
 
@@ -111,62 +239,207 @@ def is_masked_failure(command: str | None, output: str | None) -> bool:
     return runs_build_or_test(command) and has_failure_markers(output)
 
 
-# --- the most telling error line, and file:line references ---------------------------
-
-_ERROR_LINE_PATTERNS: tuple[re.Pattern[str], ...] = (
-    re.compile(r"\berror(?:\[\w+\])?:", re.IGNORECASE),  # rustc, gcc, tsc, go vet
-    re.compile(r"\berror TS\d+"),
-    re.compile(r"^\w*(?:Error|Exception)\b.*:"),  # Python exception line
-    re.compile(r"^E\s{2,}\S"),  # pytest assertion detail
-    re.compile(r"^\s*(?:--- )?FAIL"),
-    re.compile(r"\bpanic:"),
-    re.compile(r"\b(?:undefined|cannot find|not found|no such)\b", re.IGNORECASE),
-)
-_NOISE = re.compile(r"^(?:Exit code \d+|Command exited with non-zero status code \d+)\s*$")
+# --- file:line references ------------------------------------------------------------
 
 
-def error_line(output: str) -> str | None:
-    """The line a developer would quote first, or the first non-blank line."""
-    lines = [ln.strip() for ln in strip_ansi(output).splitlines()]
-    lines = [ln for ln in lines if ln and not _NOISE.match(ln)]
-    if not lines:
-        return None
-    for pat in _ERROR_LINE_PATTERNS:
-        for ln in lines:
-            if pat.search(ln):
-                return ln[:300]
-    return lines[0][:300]
+@dataclass(frozen=True, slots=True)
+class Ref:
+    path: str
+    line: int
+    python: bool = False  # from a `File "x.py", line N` traceback frame
+
+    def __str__(self) -> str:
+        return (
+            f'File "{self.path}", line {self.line}' if self.python else f"{self.path}:{self.line}"
+        )
 
 
 _PY_TRACE_REF = re.compile(r'File "([^"]+)", line (\d+)')
-_COLON_REF = re.compile(r"(?:^|[\s(\[\"'])(\.{0,2}/?[\w.\-/\\]+\.\w{1,6})[:(](\d+)(?:[:,]\d+)?")
+_PATH = r"(?:[A-Za-z]:)?[\w.\-/\\@+~\[\]]*\w\.\w{1,10}"
+_COLON_REF = re.compile(rf"(?:^|(?<=[\s(\[\"'=>]))({_PATH})(?::(\d+)(?::\d+)?|\((\d+),\d+\))")
+_COMPACT_REF = re.compile(rf"^({_PATH}): line (\d+), col \d+,", re.MULTILINE)
+_STYLISH_FILE = re.compile(rf"^({_PATH})\s*$")
+_STYLISH_ROW = re.compile(r"^\s+(\d+):\d+\s+(?:error|warning)\s+\S")
+
+
+def refs(output: str) -> list[Ref]:
+    """Every `path:line` reference, first-seen order, one per (path, line)."""
+    seen: dict[tuple[str, int], Ref] = {}
+
+    def add(ref: Ref) -> None:
+        seen.setdefault((ref.path, ref.line), ref)
+
+    text = strip_ansi(output)
+    stylish_file: str | None = None
+    for line in text.splitlines():
+        for m in _PY_TRACE_REF.finditer(line):
+            add(Ref(m.group(1), int(m.group(2)), python=True))
+        if 'File "' in line:
+            continue
+        if m := _STYLISH_FILE.match(line):
+            stylish_file = m.group(1)
+            continue
+        if stylish_file and (m := _STYLISH_ROW.match(line)):
+            add(Ref(stylish_file, int(m.group(1))))
+            continue
+        if m := _COMPACT_REF.match(line):
+            add(Ref(m.group(1), int(m.group(2))))
+            continue
+        for m in _COLON_REF.finditer(line):
+            if "://" in line[max(0, m.start() - 8) : m.start() + 3]:
+                continue
+            add(Ref(m.group(1), int(m.group(2) or m.group(3))))
+    return list(seen.values())
 
 
 def file_line_refs(output: str) -> list[tuple[str, int]]:
     """`path:line` references in output, first-seen order, Python traces included."""
-    refs: dict[tuple[str, int], None] = {}
-    text = strip_ansi(output)
-    for m in _PY_TRACE_REF.finditer(text):
-        refs.setdefault((m.group(1), int(m.group(2))), None)
-    for m in _COLON_REF.finditer(text):
-        refs.setdefault((m.group(1), int(m.group(2))), None)
-    return list(refs)
+    return [(r.path, r.line) for r in refs(output)]
+
+
+def _same_file(ref_path: str, path: str) -> bool:
+    ref_norm = ref_path.replace("\\", "/")
+    full = path.replace("\\", "/")
+    if ref_norm.rsplit("/", 1)[-1] != full.rsplit("/", 1)[-1]:
+        return False
+    rel = ref_norm.lstrip("./") if not ref_norm.startswith("/") else ref_norm
+    return full.endswith("/" + rel) or full == rel or "/" not in rel
 
 
 def ref_for_file(output: str, path: str) -> str | None:
-    """The first reference to `path` (matched by basename/suffix) as shown to a human."""
-    base = path.replace("\\", "/").rsplit("/", 1)[-1]
-    for ref_path, line in file_line_refs(output):
-        norm = ref_path.replace("\\", "/")
-        if norm.rsplit("/", 1)[-1] == base and (
-            path.replace("\\", "/").endswith(norm.lstrip("./")) or "/" not in norm.lstrip("./")
-        ):
-            if _PY_TRACE_REF.search(f'File "{ref_path}", line {line}') and ref_path.endswith(".py"):
-                return f'File "{ref_path}", line {line}'
-            return f"{ref_path}:{line}"
+    """The first reference to `path` (same basename, compatible directories), as shown."""
+    for ref in refs(output):
+        if _same_file(ref.path, path):
+            return str(ref)
     return None
 
 
 def first_mentions(output: str, names: Iterable[str]) -> list[str]:
-    text = output
-    return [n for n in names if n and n in text]
+    return [n for n in names if n and n in output]
+
+
+# --- the most telling error line -----------------------------------------------------
+#
+# Tiers, best first; within a tier the first matching line wins. Located compiler and
+# linter diagnostics say the most (what and where); then a Python exception or assertion
+# detail; then a test runner's failure line; then any generic error wording.
+
+_TIER_LOCATED = (
+    re.compile(rf"^{_PATH}\(\d+,\d+\): error TS\d+: \S"),  # tsc
+    re.compile(rf"^{_PATH}:\d+:\d+ - error TS\d+: \S"),  # tsc --pretty
+    re.compile(rf"^{_PATH}:\d+(?::\d+)?: (?:fatal )?error: \S"),  # gcc/clang
+    re.compile(r"^error(?:\[E\d+\])?: (?!could not compile|aborting due to)\S"),  # rustc
+    re.compile(rf"^{_PATH}:\d+:\d+: (?!warning:|note:)\S"),  # go build / vet / golangci
+    re.compile(rf"^{_PATH}: line \d+, col \d+, Error - \S"),  # eslint compact
+)
+_PY_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::.*)?$")
+_TIER_DETAIL = (
+    re.compile(r"^E\s{2,}\S"),  # pytest assertion detail
+    re.compile(r"^(?:FAILED|ERROR)\s+\S+\.py(?:::\S+)?\s+-\s+\S"),  # pytest summary with cause
+    re.compile(r"^\s*(?:\w+)?(?:Assertion)?Error(?:\s\[\w+\])?: \S"),  # JS/TS assertion
+    re.compile(r"^\s*thread '.+' panicked at"),  # rust test panic
+    re.compile(r"^panic: "),
+    re.compile(r"^Failed asserting that\b"),  # PHPUnit
+)
+_TIER_TEST = (
+    re.compile(r"^\s*--- FAIL: \S"),
+    re.compile(r"^\s*FAIL\s+\S+\s+>\s"),
+    re.compile(r"^\s*[✕×✗]\s+\S"),
+    re.compile(r"^(?:FAIL|ERROR): \w+ \("),
+    re.compile(r"^(?:FAILED|ERROR)\s+\S+\.py"),
+    re.compile(r"^test \S+ \.\.\. FAILED"),
+    re.compile(r"^rspec \S+:\d+"),
+    re.compile(rf"^{_PATH}:\d+: \S"),  # pytest location line, go test log line
+    re.compile(r"^\s*FAIL\s+\S"),
+    re.compile(r"\b[1-9]\d* (?:failed|failing)\b"),  # a runner's summary line
+)
+_TIER_GENERIC = (
+    re.compile(r"\berror(?:\[\w+\])?:", re.IGNORECASE),
+    re.compile(r"^npm ERR! (?!code|errno|path|syscall|A complete log)\S"),
+    re.compile(r"^(?:g?make|ninja)(?:\[\d+\])?: \*\*\*"),
+    re.compile(r"\b(?:undefined|cannot find|not found|no such|denied)\b", re.IGNORECASE),
+    re.compile(r"\bfail(?:ed|ure)?\b", re.IGNORECASE),
+)
+_NOISE = re.compile(
+    r"^(?:Exit code:? -?\d+|Command exited with non-zero status code -?\d+|"
+    r"Process exited with code -?\d+|FAIL(?:ED)?|=+(?: [A-Za-z ]+ =+)?|-+|\^+|~+|"
+    r"\[Request interrupted.*\]|"
+    r"> .*|(?:ok|\?)\s+\S+\s.*|npm ERR! (?:code|errno|path|syscall|A complete log).*)$"
+)
+_LOG_LINE = re.compile(
+    r"^(?:(?:stdout|stderr) \||\s*\"\w+\": |time=\S+ level=|"
+    r"\d{4}-\d\d-\d\dT\S+\s|\[\d\d:\d\d:\d\d\])"
+)
+_MAX_LINE = 300
+
+
+def _python_exception(lines: list[str]) -> str | None:
+    """The exception line that ends a Python traceback."""
+    in_trace = False
+    found: str | None = None
+    for ln in lines:
+        if ln.startswith("Traceback (most recent call last):"):
+            in_trace = True
+            continue
+        if in_trace and ln and not ln[0].isspace():
+            if _PY_EXCEPTION.match(ln):
+                found = found or ln
+            in_trace = False
+    return found
+
+
+def _rustc_location(lines: list[str], i: int) -> str:
+    for nxt in lines[i + 1 : i + 3]:
+        s = nxt.strip()
+        if s.startswith("--> "):
+            return " " + s
+    return ""
+
+
+def error_line(output: str, path: str | None = None) -> str | None:
+    """The line a developer would quote first, or the first non-blank line.
+
+    With `path`, a line that mentions that file's basename wins within its tier, so the
+    quote for "you broke F" is about F.
+    """
+    raw = [ln.rstrip() for ln in strip_ansi(output).splitlines()]
+    lines = [ln for ln in raw if ln.strip() and not _NOISE.match(ln.strip())]
+    if not lines:
+        return None
+    base = path.replace("\\", "/").rsplit("/", 1)[-1] if path else None
+
+    def pick(candidates: list[str]) -> str | None:
+        if not candidates:
+            return None
+        if base:
+            for c in candidates:
+                if base in c:
+                    return c
+        return candidates[0]
+
+    def tier(patterns: tuple[re.Pattern[str], ...], skip_logs: bool = True) -> str | None:
+        hits = [
+            ln
+            for ln in lines
+            if not (skip_logs and _LOG_LINE.match(ln)) and any(p.search(ln) for p in patterns)
+        ]
+        return pick(hits)
+
+    if hit := tier(_TIER_LOCATED):
+        if hit.startswith("error"):
+            hit += _rustc_location(lines, lines.index(hit))
+        return _cut(hit)
+    py = _python_exception(raw)
+    detail = tier(_TIER_DETAIL)
+    if py or detail:
+        return _cut(py or detail or "")
+    for patterns in (_TIER_TEST, _TIER_GENERIC):
+        if hit := tier(patterns):
+            return _cut(hit)
+    first = next((ln for ln in lines if not _LOG_LINE.match(ln)), lines[0])
+    return _cut(first)
+
+
+def _cut(line: str) -> str:
+    one = line.strip()
+    return one if len(one) <= _MAX_LINE else one[: _MAX_LINE - 1] + "…"

@@ -1,0 +1,209 @@
+"""Small shared pieces of the rules: time windows, tool calls, file paths, formatting.
+
+Everything here is a pure function of the window's data; no rule reads a clock or a store.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import lru_cache
+
+from tma1.clock import MINUTE_MS
+from tma1.events import READ_TOOLS, WRITE_TOOLS, FileChange, HookEvent
+
+# The seed's per-rule lookback. A constant, never a setting (seed: "change them in code").
+RULE_WINDOW_MS = 30 * MINUTE_MS
+
+# A Post without a tool_use_id is matched to a Pre of the same tool and files this recent.
+_PAIRING_SLACK_MS = 10 * MINUTE_MS
+
+# Files whose edits cannot break a build: docs, data and config (design §2.2, seed table).
+DOC_SUFFIXES = frozenset(
+    {
+        ".md",
+        ".markdown",
+        ".mdx",
+        ".rst",
+        ".adoc",
+        ".txt",
+        ".json",
+        ".jsonc",
+        ".yml",
+        ".yaml",
+        ".toml",
+        ".ini",
+        ".cfg",
+        ".lock",
+        ".csv",
+        ".tsv",
+        ".log",
+        ".svg",
+        ".png",
+        ".jpg",
+        ".jpeg",
+        ".gif",
+    }
+)
+_DOC_NAMES = frozenset({"license", "licence", "readme", "changelog", "authors", "notice"})
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One Read or edit the agent made: when it was asked for, and which files it touched."""
+
+    ts: int
+    tool: str
+    files: tuple[str, ...]
+    tool_use_id: str | None
+
+
+def visible(events: Sequence[HookEvent], now: int, since: int | None = None) -> list[HookEvent]:
+    """Events a rule may consider: at or before `now` (and at or after `since`)."""
+    lo = since if since is not None else -(2**62)
+    return [e for e in events if lo <= e.ts <= now]
+
+
+def tool_calls(events: Iterable[HookEvent], tools: frozenset[str]) -> list[ToolCall]:
+    """Calls of `tools`, timed at their PreToolUse; a result without a Pre counts at its own ts.
+
+    A call whose result says it did not happen (refused, rejected, failed) is dropped: the
+    agent neither saw nor changed the file.
+    """
+    pres: list[HookEvent] = []
+    posts: list[HookEvent] = []
+    for e in events:
+        if e.tool_name not in tools or not e.tool_files:
+            continue
+        if e.event_type == "PreToolUse":
+            pres.append(e)
+        elif e.event_type in ("PostToolUse", "PostToolUseFailure"):
+            posts.append(e)
+
+    failed_ids: set[str] = set()
+    answered_ids: set[str] = set()
+    for p in posts:
+        if p.tool_use_id:
+            answered_ids.add(p.tool_use_id)
+            if p.tool_success is False or p.event_type == "PostToolUseFailure":
+                failed_ids.add(p.tool_use_id)
+    pre_ids = {p.tool_use_id for p in pres if p.tool_use_id}
+
+    calls: list[ToolCall] = [
+        ToolCall(p.ts, p.tool_name or "", tuple(p.tool_files), p.tool_use_id)
+        for p in pres
+        if not (p.tool_use_id and p.tool_use_id in failed_ids)
+    ]
+    for p in posts:
+        if p.tool_success is False or p.event_type == "PostToolUseFailure":
+            continue
+        if p.tool_use_id:
+            if p.tool_use_id in pre_ids:
+                continue
+        elif any(
+            q.tool_name == p.tool_name
+            and q.tool_files == p.tool_files
+            and 0 <= p.ts - q.ts <= _PAIRING_SLACK_MS
+            and not (q.tool_use_id and q.tool_use_id in answered_ids)
+            for q in pres
+        ):
+            continue
+        calls.append(ToolCall(p.ts, p.tool_name or "", tuple(p.tool_files), p.tool_use_id))
+    calls.sort(key=lambda c: c.ts)
+    return calls
+
+
+def edits(events: Iterable[HookEvent]) -> list[ToolCall]:
+    return tool_calls(events, WRITE_TOOLS)
+
+
+def reads(events: Iterable[HookEvent]) -> list[ToolCall]:
+    return tool_calls(events, READ_TOOLS)
+
+
+def shell_failures(events: Iterable[HookEvent]) -> list[HookEvent]:
+    """Shell results that count as failures: native, derived or masked (design §2.8).
+
+    Refusals never get here: the parser stores them as unsuccessful PostToolUse events
+    without a failure kind.
+    """
+    return [e for e in events if e.is_shell and e.is_failure]
+
+
+# --- paths -------------------------------------------------------------------------------
+
+
+def norm_path(path: str, project: str | None = None) -> str:
+    """One spelling per file, so an event's path and a watcher's path compare equal."""
+    p = path.replace("\\", "/")
+    if project and not p.startswith("/") and not re.match(r"^[A-Za-z]:/", p):
+        p = project.replace("\\", "/").rstrip("/") + "/" + p
+    return os.path.normpath(p).replace("\\", "/") if p else p
+
+
+def basename(path: str) -> str:
+    return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+
+
+def is_source(path: str) -> bool:
+    """Code a build or test run can fail on; docs, data and config are not (design §2.2)."""
+    name = basename(path).lower()
+    stem, dot, suffix = name.rpartition(".")
+    if not dot:
+        return name not in _DOC_NAMES
+    return f".{suffix}" not in DOC_SUFFIXES and stem not in _DOC_NAMES
+
+
+@lru_cache(maxsize=1024)
+def _mention_pattern(name: str) -> re.Pattern[str]:
+    # `main.go` must not match inside `domain.go` or `main.gox`.
+    return re.compile(rf"(?<![\w.\-]){re.escape(name)}(?![\w])")
+
+
+def mentions(text: str | None, name: str) -> bool:
+    return bool(text and name and _mention_pattern(name).search(text))
+
+
+def display_path(path: str, project: str | None) -> str:
+    """A path as short as the agent needs: relative to the project when inside it."""
+    p = path.replace("\\", "/")
+    if project:
+        root = project.replace("\\", "/").rstrip("/") + "/"
+        if p.startswith(root):
+            return p[len(root) :]
+    return p
+
+
+def who_wrote(change: FileChange) -> str:
+    return "another agent session" if change.writer_session else "something outside any agent"
+
+
+# --- text ------------------------------------------------------------------------------
+
+
+def clock_time(ms: int) -> str:
+    """Epoch ms as `HH:MM:SSZ` (UTC): short enough for a digest line, exact for a human."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%H:%M:%SZ")
+
+
+def ago(now: int, ms: int) -> str:
+    secs = max(0, (now - ms) // 1000)
+    if secs < 60:
+        return f"{secs}s ago"
+    mins = secs // 60
+    return f"{mins} min ago"
+
+
+def quote(text: str, limit: int = 160) -> str:
+    """Inline-code quoting of one line of tool output, cut to `limit` characters."""
+    one = " ".join(text.split())
+    if len(one) > limit:
+        one = one[: limit - 1] + "…"
+    return "`" + one.replace("`", "'") + "`"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

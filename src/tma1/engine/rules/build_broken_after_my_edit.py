@@ -1,0 +1,114 @@
+"""`build_broken_after_my_edit` — a build/test command fails on files the agent just edited.
+
+Seed: the agent edited source file F in the last 30 min, then a shell failure within
+±10 min of an edit of F mentions F's basename in its command or output. Design §2.2: one
+finding per failing command (subject = its 60-char prefix) naming every edited file its
+failures mention, and failures count only from the agent's first edit of F in the window
+(the failure that prompted the edit was not caused by it). High at 3+ failures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tma1.clock import MINUTE_MS
+from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
+from tma1.engine.rules._support import (
+    RULE_WINDOW_MS,
+    basename,
+    clock_time,
+    display_path,
+    edits,
+    is_source,
+    mentions,
+    norm_path,
+    plural,
+    quote,
+    shell_failures,
+    visible,
+)
+from tma1.engine.window import RuleConfig, SessionWindow
+from tma1.events import HookEvent
+from tma1.extract import error_line, ref_for_file
+
+EDIT_DISTANCE_MS = 10 * MINUTE_MS
+HIGH_AT = 3
+
+
+@dataclass(slots=True)
+class _Group:
+    prefix: str
+    failures: list[HookEvent] = field(default_factory=list)
+    last_fail_by_file: dict[str, int] = field(default_factory=dict)
+
+
+def build_broken_after_my_edit(
+    window: SessionWindow, now: int, config: RuleConfig
+) -> list[Anomaly]:
+    since = now - RULE_WINDOW_MS
+    events = visible(window.events, now)
+    edit_times: dict[str, list[int]] = {}
+    for call in edits(events):
+        if call.ts < since:
+            continue
+        for f in call.files:
+            if is_source(f):
+                edit_times.setdefault(norm_path(f, window.project), []).append(call.ts)
+    if not edit_times:
+        return []
+
+    groups: dict[str, _Group] = {}
+    for fail in shell_failures(visible(events, now, since)):
+        text = f"{fail.tool_command or ''}\n{fail.tool_result or ''}"
+        hit = [
+            path
+            for path, times in edit_times.items()
+            if _caused_by_edit(fail.ts, times) and mentions(text, basename(path))
+        ]
+        if not hit:
+            continue
+        prefix = fail.tool_command_prefix or (fail.tool_name or "shell")
+        group = groups.setdefault(prefix, _Group(prefix))
+        group.failures.append(fail)
+        for path in hit:
+            group.last_fail_by_file[path] = fail.ts
+
+    return [_finding(window, g) for g in groups.values()]
+
+
+def _caused_by_edit(fail_ts: int, edit_times: list[int]) -> bool:
+    """At or after the first edit of the file, and within ±10 min of one of its edits."""
+    if fail_ts < min(edit_times):
+        return False
+    return any(abs(fail_ts - t) <= EDIT_DISTANCE_MS for t in edit_times)
+
+
+def _finding(window: SessionWindow, group: _Group) -> Anomaly:
+    n = len(group.failures)
+    high = n >= HIGH_AT
+    files = sorted(group.last_fail_by_file, key=lambda p: -group.last_fail_by_file[p])
+    latest = group.failures[-1]
+    output = latest.tool_result or ""
+    first_file = files[0]
+    where = ref_for_file(output, first_file) or display_path(first_file, window.project)
+    err = latest.tool_error_summary or error_line(output)
+    shown = [display_path(f, window.project) for f in files]
+    named = ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
+    evidence = (
+        f"{quote(group.prefix, 80)} failed {plural(n, 'time')} since "
+        f"{clock_time(group.failures[0].ts)} (last at {clock_time(latest.ts)}) and its "
+        f"output names {plural(len(files), 'file')} you edited just before: {named}."
+    )
+    fix = f"Fix {where}" + (f" ({quote(err, 120)})" if err else "")
+    suggestion = f"{fix}, then re-run {quote(group.prefix, 80)}."
+    return Anomaly(
+        kind=Kind.BUILD_BROKEN_AFTER_MY_EDIT.value,
+        severity=(Severity.HIGH if high else Severity.MEDIUM).value,
+        channel=(Channel.STOP_BLOCK if high else Channel.USER_PROMPT_SUBMIT).value,
+        evidence=evidence,
+        suggestion=suggestion,
+        related_files=tuple(files),
+        subject=group.prefix,
+        last_evidence_ts=latest.ts,
+        session_id=window.session_id,
+    )

@@ -1,0 +1,78 @@
+"""`repeated_failed_build` — the same shell command failed 3+ times in the last 30 minutes.
+
+Commands are the same when their first 60 characters (whitespace collapsed) are: the
+parser's `tool_command_prefix`. Masked failures (`npm test | tail`) count (design §2.8).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
+from tma1.engine.rules._support import (
+    RULE_WINDOW_MS,
+    clock_time,
+    quote,
+    shell_failures,
+    visible,
+)
+from tma1.engine.window import RuleConfig, SessionWindow
+from tma1.events import HookEvent
+from tma1.extract import error_line
+
+REPEATS = 3
+
+
+def repeated_failed_build(window: SessionWindow, now: int, config: RuleConfig) -> list[Anomaly]:
+    by_prefix: dict[str, list[HookEvent]] = {}
+    for fail in shell_failures(visible(window.events, now, now - RULE_WINDOW_MS)):
+        if fail.tool_command_prefix:
+            by_prefix.setdefault(fail.tool_command_prefix, []).append(fail)
+    return [
+        _finding(window, prefix, fails)
+        for prefix, fails in by_prefix.items()
+        if len(fails) >= REPEATS
+    ]
+
+
+def telling_line(fails: list[HookEvent]) -> str | None:
+    """The error line these failures repeat most; ties go to the newest failure's."""
+    lines = [f.tool_error_summary or error_line(f.tool_result or "") for f in fails]
+    counts = Counter(ln for ln in lines if ln)
+    if not counts:
+        return None
+    best = max(counts.values())
+    return next(ln for ln in reversed(lines) if ln and counts[ln] == best)
+
+
+def _finding(window: SessionWindow, prefix: str, fails: list[HookEvent]) -> Anomaly:
+    n = len(fails)
+    line = telling_line(fails)
+    masked = sum(1 for f in fails if f.failure_kind == "masked")
+    hidden = f" ({masked} of them hidden by a pipe that exited 0)" if masked else ""
+    evidence = (
+        f"{quote(prefix, 80)} failed {n} times in the last 30 min{hidden}, "
+        f"first at {clock_time(fails[0].ts)}, last at {clock_time(fails[-1].ts)}"
+        + (f"; it keeps saying {quote(line)}." if line else ".")
+    )
+    if line:
+        suggestion = (
+            f"Stop re-running {quote(prefix, 80)}: fix what {quote(line)} points at first, "
+            "then run it once more."
+        )
+    else:
+        suggestion = (
+            f"Stop re-running {quote(prefix, 80)} unchanged: read its full output and fix "
+            "the first error it reports before running it again."
+        )
+    return Anomaly(
+        kind=Kind.REPEATED_FAILED_BUILD.value,
+        severity=Severity.HIGH.value,
+        channel=Channel.STOP_BLOCK.value,
+        evidence=evidence,
+        suggestion=suggestion,
+        related_files=(),
+        subject=prefix,
+        last_evidence_ts=fails[-1].ts,
+        session_id=window.session_id,
+    )

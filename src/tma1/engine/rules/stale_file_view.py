@@ -1,0 +1,123 @@
+"""`stale_file_view` — the agent edited a file that changed on disk after it last read it.
+
+Seed, R-stale-view: for each Edit at T_edit, take the most recent Read strictly before
+T_edit; an external change inside (lastRead, T_edit) means the edit was made against a
+stale view. An edit with no Read before it is not judged (nothing to be stale).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
+from tma1.engine.rules._support import (
+    RULE_WINDOW_MS,
+    clock_time,
+    display_path,
+    edits,
+    norm_path,
+    reads,
+    visible,
+    who_wrote,
+)
+from tma1.engine.window import RuleConfig, SessionWindow
+from tma1.events import FileChange
+
+
+@dataclass(frozen=True, slots=True)
+class StaleEdit:
+    edit_ts: int
+    last_read_ts: int
+    change: FileChange
+
+
+def find_stale_edits(
+    reads: Iterable[int], edits: Iterable[int], changes: Iterable[FileChange]
+) -> list[StaleEdit]:
+    """Every edit of one file made on a stale view, with the latest change it missed."""
+    read_ts = sorted(reads)
+    changes_by_ts = sorted(changes, key=lambda c: c.ts)
+    out: list[StaleEdit] = []
+    for t_edit in sorted(edits):
+        last_read = max((r for r in read_ts if r < t_edit), default=None)
+        if last_read is None:
+            continue
+        missed = [c for c in changes_by_ts if last_read < c.ts < t_edit]
+        if missed:
+            out.append(StaleEdit(t_edit, last_read, missed[-1]))
+    return out
+
+
+def detect_stale_edit(
+    reads: Iterable[int], edits: Iterable[int], changes: Iterable[FileChange]
+) -> FileChange | None:
+    """The latest external change some edit of this file missed, or None (seed helper).
+
+    `reads`/`edits` are the agent's Read and edit times for one file; `changes` are the
+    external changes of that file.
+    """
+    stale = find_stale_edits(reads, edits, changes)
+    if not stale:
+        return None
+    return max((s.change for s in stale), key=lambda c: c.ts)
+
+
+def stale_file_view(window: SessionWindow, now: int, config: RuleConfig) -> list[Anomaly]:
+    events = visible(window.events, now)
+    project = window.project
+    edit_times: dict[str, list[int]] = {}
+    # Only recent edits are judged: an old stale edit is history, not something to act on.
+    for call in edits(events):
+        if call.ts < now - RULE_WINDOW_MS:
+            continue
+        for f in call.files:
+            edit_times.setdefault(norm_path(f, project), []).append(call.ts)
+    if not edit_times:
+        return []
+    read_times: dict[str, list[int]] = {}
+    for call in reads(events):
+        for f in call.files:
+            read_times.setdefault(norm_path(f, project), []).append(call.ts)
+    external: dict[str, list[FileChange]] = {}
+    for c in window.changes:
+        if c.ts <= now and c.writer_session != window.session_id:
+            external.setdefault(norm_path(c.path, project), []).append(c)
+
+    found: list[Anomaly] = []
+    for path, times in edit_times.items():
+        stale = find_stale_edits(read_times.get(path, ()), times, external.get(path, ()))
+        if stale:
+            found.append(_finding(window, path, stale, now))
+    return found
+
+
+def _finding(window: SessionWindow, path: str, stale: Sequence[StaleEdit], now: int) -> Anomaly:
+    latest = max(stale, key=lambda s: (s.change.ts, s.edit_ts))
+    newest_edit = max(s.edit_ts for s in stale)
+    shown = display_path(path, window.project)
+    edits_said = (
+        f"your edit at {clock_time(newest_edit)}"
+        if len(stale) == 1
+        else f"{len(stale)} of your edits (latest {clock_time(newest_edit)})"
+    )
+    evidence = (
+        f"{shown} was changed on disk by {who_wrote(latest.change)} at "
+        f"{clock_time(latest.change.ts)}, after your last Read of it at "
+        f"{clock_time(latest.last_read_ts)}; {edits_said} did not re-read it first."
+    )
+    suggestion = (
+        f"Read {shown} again and check that your edit still fits its current content "
+        "before changing it further."
+    )
+    return Anomaly(
+        kind=Kind.STALE_FILE_VIEW.value,
+        severity=Severity.HIGH.value,
+        channel=Channel.USER_PROMPT_SUBMIT.value,
+        evidence=evidence,
+        suggestion=suggestion,
+        related_files=(path,),
+        subject=path,
+        last_evidence_ts=newest_edit,
+        session_id=window.session_id,
+    )
