@@ -33,6 +33,7 @@ Every counter is reported by `GET /api/health` under `ingest`.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections import deque
@@ -63,13 +64,16 @@ DRAIN_S = 10.0
 _REPLACEMENT = "\ufffd"
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _clean_str(s: str) -> str:
     if "\x00" in s:
         s = s.replace("\x00", _REPLACEMENT)
     try:
         s.encode("utf-8")
     except UnicodeEncodeError:
-        s = s.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        s = _SURROGATE.sub(_REPLACEMENT, s)
     return s
 
 

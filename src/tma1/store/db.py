@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,12 +83,27 @@ def run_migrations(engine: Engine) -> None:
     (two `tma1 serve` on one team database must not both create the tables)."""
     cfg = Config()
     cfg.set_main_option("script_location", str(_MIGRATIONS))
-    with engine.begin() as conn:
+    with _sqlite_file_lock(engine), engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             # Transaction-scoped: released by the commit that ends the upgrade.
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK_KEY})
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
+
+
+@contextlib.contextmanager
+def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
+    """SQLite's counterpart of the advisory lock: flock on a file beside the database."""
+    path = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not path or path == ":memory:" or path.startswith("file:"):
+        yield
+        return
+    with open(f"{path}.migrate-lock", "a+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _json(value: Any) -> str:
