@@ -1,0 +1,528 @@
+"""Claude Code transcripts (JSONL, or a JSON array of the same entries) → replay items.
+
+What a current Claude Code would have sent its hooks, reconstructed from the transcript:
+
+- `SessionStart` at a session's first entry;
+- a user prompt → `UserPromptSubmit` (not meta entries, compaction summaries, local
+  command output, or built-in local slash commands, which never reach the model);
+- `tool_use` → `PreToolUse` at its line's timestamp;
+- `tool_result` → `PostToolUse`, or `PostToolUseFailure` when `is_error` or the content
+  starts with `Exit code N` (N ≠ 0), at its line's timestamp. Transcripts older than the
+  `PostToolUseFailure` event (Claude Code < 2.0.5x) fired nothing for a failed call; we
+  replay them as a current Claude Code would have run;
+- validation rejections (`<tool_use_error>`, "String to replace not found", "File has
+  been modified since read", …) are dropped with their `PreToolUse`: Claude Code rejects
+  them before any hook runs (docs/agent-protocols.md). "File has been modified since
+  read" is kept as a note: it is Claude Code's own stale-view guard firing;
+- calls refused by a hook or by the user keep their `PreToolUse` (the hook ran) and have
+  no `PostToolUse`;
+- the end of each turn → `Stop` (none after a user interrupt: Claude Code fires no Stop
+  then);
+- assistant usage → occupancy (design §2.12): prompt size = input + cache read + cache
+  creation, deduplicated by `message.id`, sidechains excluded;
+- compaction (a compact summary, or a `compact_boundary` system entry) → a usage row of
+  kind `compaction`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from tma1.events import Usage
+from tma1.replay.formats import CLAUDE_TRANSCRIPT, Records, parse_ts
+from tma1.replay.model import HOOK, USAGE, Converted, Note, Problem, ReplayItem
+
+# Built-in commands that run locally: no UserPromptSubmit, nothing reaches the model.
+_LOCAL_COMMANDS = frozenset(
+    {
+        "clear",
+        "compact",
+        "model",
+        "mcp",
+        "config",
+        "cost",
+        "help",
+        "status",
+        "memory",
+        "permissions",
+        "login",
+        "logout",
+        "doctor",
+        "resume",
+        "exit",
+        "quit",
+        "hooks",
+        "agents",
+        "ide",
+        "vim",
+        "terminal-setup",
+        "add-dir",
+        "bug",
+        "release-notes",
+        "export",
+        "context",
+        "usage",
+        "upgrade",
+        "statusline",
+        "output-style",
+        "privacy-settings",
+        "rewind",
+        "todos",
+    }
+)
+_COMMAND_NAME = re.compile(r"<command-name>/?([\w:-]+)</command-name>")
+_EXIT_CODE = re.compile(r"^\s*(?:Exit code|Command exited with non-zero status code)\s+(-?\d+)")
+
+# Rejected before any hook runs (validation): neither PreToolUse nor PostToolUse fires.
+_VALIDATION_PREFIXES = (
+    "File does not exist",
+    "String to replace not found",
+    "File has not been read yet",
+    "File has been modified since read",
+    "No changes to make",
+    "InputValidationError",
+    "Error: No such tool available",
+)
+_VALIDATION_RES = (
+    re.compile(r"^Found \d+ matches of the string to replace"),
+    re.compile(r"^cd to '.*' was blocked"),
+    re.compile(r"^File content \(.*\) exceeds maximum allowed"),
+)
+# The PreToolUse hook ran (and refused), or the user refused: no PostToolUse.
+_REFUSAL_MARKERS = (
+    "operation blocked by hook",
+    "hook error",
+    "doesn't want to proceed",
+    "doesn't want to take this action",
+    "requested permissions to",
+    "was rejected by the user",
+    "[Request interrupted by user for tool use]",
+)
+
+OK, FAILURE, REJECTED, REFUSED = "ok", "failure", "rejected", "refused"
+
+
+def result_text(content: Any) -> str:
+    """A tool_result's content as text (a string, or text blocks joined)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, dict) and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif isinstance(block, str):
+                parts.append(block)
+        return "\n".join(parts)
+    return ""
+
+
+def classify_result(text: str, is_error: bool) -> str:
+    """ok | failure | rejected (no hook at all) | refused (PreToolUse only). Pure."""
+    head = text.lstrip()[:400]
+    if "<tool_use_error>" in head:
+        return REJECTED
+    if is_error:
+        if head.startswith(_VALIDATION_PREFIXES) or any(r.match(head) for r in _VALIDATION_RES):
+            return REJECTED
+        if any(m in head for m in _REFUSAL_MARKERS):
+            return REFUSED
+        return FAILURE
+    m = _EXIT_CODE.match(head)
+    if m and int(m.group(1)) != 0:
+        return FAILURE
+    return OK
+
+
+def usage_from_entry(entry: dict[str, Any], ts: int) -> Usage | None:
+    """The main-chain request's prompt size (design §2.12), or None (no/empty usage)."""
+    msg = entry.get("message")
+    if not isinstance(msg, dict) or not isinstance(msg.get("usage"), dict):
+        return None
+    u = msg["usage"]
+
+    def n(key: str) -> int:
+        v = u.get(key)
+        return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0
+
+    inp, cr, cc = n("input_tokens"), n("cache_read_input_tokens"), n("cache_creation_input_tokens")
+    occupancy = inp + cr + cc
+    if occupancy <= 0:
+        return None  # synthetic/API-error messages carry zeros; not a context reading
+    sid = entry.get("sessionId")
+    return Usage(
+        ts=ts,
+        session_id=sid if isinstance(sid, str) else "",
+        occupancy=occupancy,
+        input_tokens=inp,
+        cache_read_tokens=cr,
+        cache_creation_tokens=cc,
+        output_tokens=n("output_tokens"),
+        model=msg.get("model") if isinstance(msg.get("model"), str) else None,
+        message_id=msg.get("id") if isinstance(msg.get("id"), str) else None,
+    )
+
+
+def _prompt_text(content: Any) -> str | None:
+    """The text of a user prompt, or None when the entry carries tool results."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    texts = []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "tool_result":
+            return None
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif block.get("type") == "image":
+            texts.append("[image]")
+    return "\n".join(texts) if texts else None
+
+
+def is_real_prompt(text: str) -> bool:
+    s = text.lstrip()
+    if s.startswith(("<local-command-stdout>", "<local-command-stderr>", "Caveat: The messages")):
+        return False
+    m = _COMMAND_NAME.search(s[:500])
+    return not (m and m.group(1) in _LOCAL_COMMANDS)
+
+
+@dataclass(slots=True)
+class _Call:
+    tool_use_id: str
+    name: str
+    tool_input: Any
+    ts: int
+    seq: int
+    origin: str
+    cwd: str | None
+    sidechain: bool
+    result: tuple[int, int, str, Any, str, bool] | None = None  # ts, seq, origin, ...
+
+
+@dataclass(slots=True)
+class _Session:
+    sid: str
+    cwd: str | None = None
+    started: bool = False
+    turn_open: bool = False
+    turn_active: bool = False
+    turn_interrupted: bool = False
+    last: tuple[int, int] = (0, 0)
+    last_uuid: str = ""
+    calls: dict[str, _Call] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    seen_messages: set[str] = field(default_factory=set)
+
+
+def _entries(records: Records, out: Converted) -> list[tuple[int, dict[str, Any], int]]:
+    """Readable user/assistant/system entries as (line, entry, ts), deduplicated by uuid."""
+    seen: set[str] = set()
+    kept: list[tuple[int, dict[str, Any], int]] = []
+    for line, rec in records.records:
+        if not isinstance(rec, dict):
+            out.problems.append(Problem(records.path, line, "not a JSON object; skipped"))
+            continue
+        etype = rec.get("type")
+        if etype not in ("user", "assistant", "system"):
+            continue  # summary, file-history-snapshot and newer types carry no hook events
+        uuid = rec.get("uuid")
+        if isinstance(uuid, str):
+            if uuid in seen:
+                continue
+            seen.add(uuid)
+        ts = parse_ts(rec.get("timestamp"))
+        if ts is None:
+            out.problems.append(
+                Problem(records.path, line, f"{etype} entry without a readable timestamp; skipped")
+            )
+            continue
+        if not isinstance(rec.get("sessionId"), str) or not rec["sessionId"]:
+            out.problems.append(Problem(records.path, line, f"{etype} entry without sessionId"))
+            continue
+        kept.append((line, rec, ts))
+    return kept
+
+
+# A resumed session can carry a copy of earlier history in which every entry has the
+# moment of the copy as its timestamp and the new session's id (seen in real logs: 100+
+# entries within 2 ms, interleaved with the original session's real-time hook entries).
+# No live conversation writes this many entries this fast.
+COPY_RUN_MIN = 20
+COPY_RUN_GAP_MS = 5
+
+
+def copied_entries(entries: list[tuple[int, dict[str, Any], int]]) -> set[int]:
+    """Indexes (into `entries`) of user/assistant entries whose timestamp is a copy's."""
+    per_session: dict[str, list[tuple[int, int]]] = {}
+    for i, (_, e, ts) in enumerate(entries):
+        if e["type"] in ("user", "assistant"):
+            per_session.setdefault(e["sessionId"], []).append((ts, i))
+    marked: set[int] = set()
+    for rows in per_session.values():
+        rows.sort()
+        start = 0
+        for j in range(1, len(rows) + 1):
+            if j == len(rows) or rows[j][0] - rows[j - 1][0] > COPY_RUN_GAP_MS:
+                if j - start >= COPY_RUN_MIN:
+                    marked.update(i for _, i in rows[start:j])
+                start = j
+    return marked
+
+
+def retime_copies(
+    entries: list[tuple[int, dict[str, Any], int]], path: str
+) -> tuple[list[tuple[int, dict[str, Any], int]], list[Note]]:
+    """Give copied entries the time and session of their real-time neighbours (file order):
+    the next genuine entry's timestamp (a tool_use is followed by its PreToolUse hook line,
+    a result by its PostToolUse line), never before the previous one, and the session of
+    the previous genuine entry (else the next)."""
+    marked = copied_entries(entries)
+    if not marked:
+        return entries, []
+    n = len(entries)
+    next_real: list[int | None] = [None] * n
+    nxt: int | None = None
+    for i in range(n - 1, -1, -1):
+        next_real[i] = nxt
+        if i not in marked:
+            nxt = i
+    out: list[tuple[int, dict[str, Any], int]] = []
+    prev: int | None = None
+    moved: dict[tuple[str, str], int] = {}
+    for i, (line, e, ts) in enumerate(entries):
+        if i not in marked:
+            prev = i
+            out.append((line, e, ts))
+            continue
+        p, q = prev, next_real[i]
+        lo = entries[p][2] if p is not None else None
+        hi = entries[q][2] if q is not None else None
+        new_ts = (
+            hi if hi is not None and (lo is None or hi >= lo) else (lo if lo is not None else ts)
+        )
+        ref = p if p is not None else q
+        sid = entries[ref][1]["sessionId"] if ref is not None else e["sessionId"]
+        moved[(e["sessionId"], sid)] = moved.get((e["sessionId"], sid), 0) + 1
+        out.append((line, {**e, "sessionId": sid}, new_ts))
+    notes = [
+        Note(
+            0,
+            to,
+            "retimed_copy",
+            f"{count} entries of session {frm} carry one copied timestamp (history copied on "
+            f"resume); re-timed from neighbouring entries and attributed to session {to}",
+            path,
+        )
+        for (frm, to), count in moved.items()
+    ]
+    return out, notes
+
+
+def convert(records: Records) -> Converted:
+    out = Converted(path=records.path, format=CLAUDE_TRANSCRIPT, records=len(records.records))
+    out.problems.extend(records.problems)
+    sessions: dict[str, _Session] = {}
+    path = records.path
+
+    def hook(
+        s: _Session, ts: int, seq: int, origin: str, payload: dict[str, Any], key: str
+    ) -> None:
+        body = {"session_id": s.sid, **payload}
+        if s.cwd and "cwd" not in body:
+            body["cwd"] = s.cwd
+        out.items.append(
+            ReplayItem(
+                ts=ts,
+                kind=HOOK,
+                session_id=s.sid,
+                payload=body,
+                origin=origin,
+                seq=seq,
+                key=f"claude:{s.sid}:{payload['hook_event_name']}:{key}",
+            )
+        )
+
+    def close_turn(s: _Session) -> None:
+        if s.turn_open and s.turn_active and not s.turn_interrupted:
+            ts, seq = s.last
+            hook(
+                s,
+                ts,
+                seq + 99,
+                f"{path}:{seq // 100}",
+                {"hook_event_name": "Stop", "stop_hook_active": False},
+                s.last_uuid,
+            )
+        s.turn_open = s.turn_active = s.turn_interrupted = False
+
+    entries, retimed = retime_copies(_entries(records, out), path)
+    out.notes.extend(retimed)
+    for line, e, ts in entries:
+        sid = e["sessionId"]
+        s = sessions.get(sid)
+        if s is None:
+            s = sessions[sid] = _Session(sid)
+        if isinstance(e.get("cwd"), str) and e["cwd"]:
+            s.cwd = e["cwd"]
+        origin = f"{path}:{line}"
+        seq = line * 100
+        side = bool(e.get("isSidechain"))
+        if not s.started:
+            s.started = True
+            hook(
+                s,
+                ts,
+                seq - 50,
+                origin,
+                {"hook_event_name": "SessionStart", "source": "startup"},
+                "",
+            )
+        etype = e["type"]
+        msg = e.get("message") if isinstance(e.get("message"), dict) else {}
+
+        if etype == "system":
+            if e.get("subtype") == "compact_boundary" and not side:
+                _compaction(out, s, ts, seq, origin)
+            continue
+
+        if etype == "assistant":
+            if not side:
+                s.turn_open = True
+                s.turn_active = True
+                s.last = (ts, seq)
+                s.last_uuid = str(e.get("uuid") or line)
+                mid = msg.get("id")
+                key = f"{mid}|{e.get('requestId', '')}" if isinstance(mid, str) else None
+                if key is None or key not in s.seen_messages:
+                    if key:
+                        s.seen_messages.add(key)
+                    u = usage_from_entry(e, ts)
+                    if u is not None:
+                        out.items.append(
+                            ReplayItem(ts=ts, kind=USAGE, session_id=sid, usage=u, origin=origin,
+                                       seq=seq + 1, key=f"claude-usage:{sid}:{key}")
+                        )  # fmt: skip
+            content = msg.get("content")
+            for i, block in enumerate(content if isinstance(content, list) else []):
+                if not isinstance(block, dict) or block.get("type") != "tool_use":
+                    continue
+                tid, name = block.get("id"), block.get("name")
+                if not isinstance(tid, str) or not isinstance(name, str):
+                    out.problems.append(Problem(path, line, "tool_use without id or name"))
+                    continue
+                if tid not in s.calls:
+                    s.order.append(tid)
+                s.calls[tid] = _Call(
+                    tid, name, block.get("input"), ts, seq + 2 + i, origin, s.cwd, side
+                )
+            continue
+
+        # user entries: prompts, tool results, compaction summaries, interrupts
+        content = msg.get("content")
+        if e.get("isCompactSummary"):
+            if not side:
+                _compaction(out, s, ts, seq, origin)
+            continue
+        prompt = _prompt_text(content)
+        if prompt is not None:
+            if side or e.get("isMeta"):
+                continue
+            if prompt.lstrip().startswith("[Request interrupted by user"):
+                s.turn_interrupted = True
+                continue
+            if not is_real_prompt(prompt):
+                continue
+            close_turn(s)
+            s.turn_open = True
+            s.last = (ts, seq)
+            hook(
+                s,
+                ts,
+                seq,
+                origin,
+                {"hook_event_name": "UserPromptSubmit", "prompt": prompt},
+                str(e.get("uuid") or line),
+            )
+            continue
+        if not side:
+            s.last = (ts, seq)
+            s.last_uuid = str(e.get("uuid") or line)
+        for i, block in enumerate(content if isinstance(content, list) else []):
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            tid = block.get("tool_use_id")
+            call = s.calls.get(tid) if isinstance(tid, str) else None
+            if call is None:
+                out.problems.append(
+                    Problem(path, line, f"tool_result for an unknown tool_use {tid!r}; skipped")
+                )
+                continue
+            text = result_text(block.get("content"))
+            tur = e.get("toolUseResult")
+            # A result written a few ms before its call (async writes) still follows it.
+            call.result = (max(ts, call.ts), seq + 2 + i, origin, tur, text,
+                           bool(block.get("is_error")))  # fmt: skip
+            if text.lstrip().startswith("[Request interrupted by user") and not side:
+                s.turn_interrupted = True
+
+    for s in sessions.values():
+        close_turn(s)
+        for tid in s.order:
+            _emit_call(out, s, s.calls[tid], hook)
+    return out
+
+
+def _compaction(out: Converted, s: _Session, ts: int, seq: int, origin: str) -> None:
+    out.items.append(
+        ReplayItem(
+            ts=ts,
+            kind=USAGE,
+            session_id=s.sid,
+            usage=Usage(ts=ts, session_id=s.sid, occupancy=0, kind="compaction"),
+            origin=origin,
+            seq=seq,
+            key=f"claude-compaction:{s.sid}:{ts}",
+        )
+    )
+
+
+def _emit_call(out: Converted, s: _Session, call: _Call, hook: Any) -> None:
+    pre = {
+        "hook_event_name": "PreToolUse",
+        "tool_name": call.name,
+        "tool_input": call.tool_input if call.tool_input is not None else {},
+        "tool_use_id": call.tool_use_id,
+    }
+    if call.cwd:
+        pre["cwd"] = call.cwd
+    if call.result is None:
+        hook(s, call.ts, call.seq, call.origin, pre, call.tool_use_id)  # no result: Pre only
+        return
+    ts, seq, origin, tur, text, is_error = call.result
+    verdict = classify_result(text, is_error)
+    file_path = call.tool_input.get("file_path") if isinstance(call.tool_input, dict) else None
+    if verdict == REJECTED:
+        kind = (
+            "modified_since_read" if "modified since read" in text[:200] else "validation_rejected"
+        )
+        what = f"{call.name} {file_path}" if file_path else call.name
+        out.notes.append(Note(ts, s.sid, kind, f"{what}: {text.strip()[:160]}", origin))
+        return
+    hook(s, call.ts, call.seq, call.origin, pre, call.tool_use_id)
+    if verdict == REFUSED:
+        out.notes.append(Note(ts, s.sid, "refused", f"{call.name}: {text.strip()[:160]}", origin))
+        return
+    post = {k: v for k, v in pre.items() if k != "hook_event_name"}
+    if verdict == FAILURE:
+        post["hook_event_name"] = "PostToolUseFailure"
+        post["error"] = text
+    else:
+        post["hook_event_name"] = "PostToolUse"
+        post["tool_response"] = tur if isinstance(tur, dict) else {"stdout": text}
+    hook(s, ts, seq, origin, post, call.tool_use_id)

@@ -1,0 +1,426 @@
+"""Codex CLI rollouts (`~/.codex/sessions/…/rollout-*.jsonl`) → replay items.
+
+Both formats seen in the wild:
+
+- current: `{timestamp, type, payload}` lines — `session_meta`, `turn_context`,
+  `response_item` (`function_call` / `custom_tool_call` / `local_shell_call` and their
+  `*_output`, `message`), `event_msg` (`user_message`, `token_count`, `turn_aborted`,
+  `task_complete`), `compacted`;
+- legacy (Codex CLI ≤ 0.2x): a header `{id, timestamp, instructions, git}`, then bare
+  response items and `{"record_type": "state"}` lines, with no timestamps: the items get
+  a synthetic timeline from the header's time (stated in the output).
+
+What Codex would have sent its hooks (docs/agent-protocols.md), with `?source=codex`:
+`SessionStart`, `UserPromptSubmit` for each user message, `PreToolUse`/`PostToolUse` for
+shell calls (tool `Bash`, `tool_input.command` the script) and `apply_patch` (tool
+`apply_patch`, `tool_input.command` the patch), a string `tool_response`
+`"Exit code: N\\nOutput:\\n…"` (Codex fires PostToolUse for non-zero exits too), and
+`Stop` at the end of each turn that was not aborted. `update_plan` fires no hook.
+`token_count` → occupancy = `last_token_usage.input_tokens` (design §2.12).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from tma1.events import Usage
+from tma1.replay.formats import CODEX_ROLLOUT, Records, parse_ts
+from tma1.replay.model import HOOK, USAGE, Converted, Problem, ReplayItem
+
+LEGACY_SPACING_MS = 5_000
+SHELL_NAMES = frozenset({"shell", "container.exec", "local_shell", "exec_command", "shell_command"})
+NO_HOOK_TOOLS = frozenset({"update_plan"})
+_PREAMBLES = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions")
+
+
+def shell_script(command: Any) -> str | None:
+    """argv → the script a human would read (`bash -lc "<script>"` → `<script>`)."""
+    if isinstance(command, str):
+        return command
+    if isinstance(command, list) and command and all(isinstance(c, str) for c in command):
+        if (
+            len(command) >= 3
+            and command[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh")
+            and command[1] in ("-c", "-lc")
+        ):
+            return command[2]
+        return shlex.join(command)
+    return None
+
+
+def tool_call(name: str, args: Any, cwd: str | None) -> tuple[str, dict[str, Any], str | None]:
+    """(hook tool_name, tool_input, cwd) for a Codex call."""
+    if not isinstance(args, dict):
+        args = {"input": args} if isinstance(args, str) else {}
+    workdir = args.get("workdir") if isinstance(args.get("workdir"), str) else None
+    cwd = workdir or cwd
+    if name == "apply_patch":
+        patch = args.get("input", args.get("patch", args.get("command")))
+        return "apply_patch", {"command": patch if isinstance(patch, str) else ""}, cwd
+    if name in SHELL_NAMES:
+        command = args.get("command", args.get("cmd"))
+        if isinstance(command, list) and command and command[0] == "apply_patch":
+            patch = command[1] if len(command) > 1 else ""
+            return "apply_patch", {"command": patch}, cwd
+        script = shell_script(command)
+        if (
+            script is not None
+            and script.lstrip().startswith("apply_patch")
+            and "*** Begin Patch" in script
+        ):
+            return "apply_patch", {"command": script}, cwd
+        return "Bash", {"command": script or ""}, cwd
+    return name, args, cwd
+
+
+def tool_response(output: Any) -> str:
+    """A Codex tool output as the string its PostToolUse hook carries."""
+    if isinstance(output, dict):
+        data: Any = output
+    elif isinstance(output, str):
+        try:
+            data = json.loads(output)
+        except ValueError:
+            return output
+    else:
+        return json.dumps(output, ensure_ascii=False) if output is not None else ""
+    if isinstance(data, dict) and "output" in data:
+        meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+        code = meta.get("exit_code")
+        text = data["output"] if isinstance(data["output"], str) else json.dumps(data["output"])
+        if isinstance(code, int) and not isinstance(code, bool):
+            return f"Exit code: {code}\nOutput:\n{text}"
+        return text
+    return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+
+
+def usage_from_token_count(info: Any, sid: str, ts: int) -> Usage | None:
+    if not isinstance(info, dict) or not isinstance(info.get("last_token_usage"), dict):
+        return None
+    last = info["last_token_usage"]
+
+    def n(key: str) -> int:
+        v = last.get(key)
+        return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0
+
+    total_in, cached = n("input_tokens"), n("cached_input_tokens")
+    if total_in <= 0:
+        return None
+    return Usage(
+        ts=ts,
+        session_id=sid,
+        occupancy=total_in,
+        input_tokens=max(0, total_in - cached),
+        cache_read_tokens=cached,
+        output_tokens=n("output_tokens"),
+    )
+
+
+@dataclass(slots=True)
+class _State:
+    sid: str = ""
+    cwd: str | None = None
+    model: str | None = None
+    turn_open: bool = False
+    turn_aborted: bool = False
+    turn_stopped: bool = False
+    last: tuple[int, int, str] = (0, 0, "")
+    calls: dict[str, tuple[str, dict[str, Any], str | None, int]] = field(default_factory=dict)
+    last_total: Any = None
+    started: bool = False
+
+
+def convert(records: Records) -> Converted:
+    out = Converted(path=records.path, format=CODEX_ROLLOUT, records=len(records.records))
+    out.problems.extend(records.problems)
+    legacy = not any(
+        isinstance(r, dict) and "payload" in r and "timestamp" in r for _, r in records.records
+    )
+    if legacy:
+        _convert_legacy(records, out)
+    else:
+        _convert_current(records, out)
+    return out
+
+
+class _Emitter:
+    def __init__(self, out: Converted, st: _State) -> None:
+        self.out, self.st = out, st
+
+    def hook(self, ts: int, seq: int, origin: str, payload: dict[str, Any], key: str) -> None:
+        st = self.st
+        body: dict[str, Any] = {"session_id": st.sid, **payload}
+        if st.cwd and "cwd" not in body:
+            body["cwd"] = st.cwd
+        if st.model:
+            body.setdefault("model", st.model)
+        self.out.items.append(
+            ReplayItem(
+                ts=ts,
+                kind=HOOK,
+                session_id=st.sid,
+                payload=body,
+                source="codex",
+                envelope="codex",
+                origin=origin,
+                seq=seq,
+                key=f"codex:{st.sid}:{payload['hook_event_name']}:{key}",
+            )
+        )
+
+    def start(self, ts: int, seq: int, origin: str) -> None:
+        if not self.st.started:
+            self.st.started = True
+            self.hook(
+                ts, seq - 50, origin, {"hook_event_name": "SessionStart", "source": "startup"}, ""
+            )
+
+    def prompt(self, ts: int, seq: int, origin: str, text: str) -> None:
+        self.close_turn()
+        st = self.st
+        st.turn_open, st.turn_aborted, st.turn_stopped = True, False, False
+        st.last = (ts, seq, origin)
+        self.hook(
+            ts, seq, origin, {"hook_event_name": "UserPromptSubmit", "prompt": text}, str(seq)
+        )
+
+    def touch(self, ts: int, seq: int, origin: str) -> None:
+        self.st.turn_open = True
+        self.st.last = (ts, seq, origin)
+
+    def close_turn(self) -> None:
+        st = self.st
+        if st.turn_open and not st.turn_aborted and not st.turn_stopped:
+            ts, seq, origin = st.last
+            self.hook(
+                ts,
+                seq + 99,
+                origin,
+                {"hook_event_name": "Stop", "stop_hook_active": False},
+                str(seq),
+            )
+        st.turn_open = False
+        st.turn_stopped = True
+
+    def call(self, ts: int, seq: int, origin: str, call_id: str, name: str, args: Any) -> None:
+        if name in NO_HOOK_TOOLS:
+            return
+        tool, tool_input, cwd = tool_call(name, args, self.st.cwd)
+        self.st.calls[call_id] = (tool, tool_input, cwd, ts)
+        payload: dict[str, Any] = {
+            "hook_event_name": "PreToolUse",
+            "tool_name": tool,
+            "tool_input": tool_input,
+            "tool_use_id": call_id,
+        }
+        if cwd:
+            payload["cwd"] = cwd
+        self.touch(ts, seq, origin)
+        self.hook(ts, seq, origin, payload, call_id)
+
+    def output(self, ts: int, seq: int, origin: str, call_id: str, output: Any) -> None:
+        call = self.st.calls.get(call_id)
+        if call is None:
+            return  # update_plan, or a call from before the file began
+        tool, tool_input, cwd, call_ts = call
+        payload: dict[str, Any] = {
+            "hook_event_name": "PostToolUse",
+            "tool_name": tool,
+            "tool_input": tool_input,
+            "tool_use_id": call_id,
+            "tool_response": tool_response(output),
+        }
+        if cwd:
+            payload["cwd"] = cwd
+        self.touch(max(ts, call_ts), seq, origin)
+        self.hook(max(ts, call_ts), seq, origin, payload, call_id)
+
+    def usage(self, ts: int, seq: int, origin: str, info: Any) -> None:
+        st = self.st
+        total = info.get("total_token_usage") if isinstance(info, dict) else None
+        if total is not None and total == st.last_total:
+            return  # Codex repeats the last reading; one request, one row
+        st.last_total = total
+        u = usage_from_token_count(info, st.sid, ts)
+        if u is not None:
+            self.out.items.append(
+                ReplayItem(ts=ts, kind=USAGE, session_id=st.sid, usage=u, origin=origin, seq=seq,
+                           key=f"codex-usage:{st.sid}:{ts}:{seq}")
+            )  # fmt: skip
+
+    def compaction(self, ts: int, seq: int, origin: str) -> None:
+        self.out.items.append(
+            ReplayItem(
+                ts=ts,
+                kind=USAGE,
+                session_id=self.st.sid,
+                usage=Usage(ts=ts, session_id=self.st.sid, occupancy=0, kind="compaction"),
+                origin=origin,
+                seq=seq,
+                key=f"codex-compaction:{self.st.sid}:{ts}",
+            )
+        )
+
+
+def _message_text(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)
+        ]
+        return "\n".join(parts) if parts else None
+    return None
+
+
+def _is_preamble(text: str) -> bool:
+    return text.lstrip().startswith(_PREAMBLES)
+
+
+def _convert_current(records: Records, out: Converted) -> None:
+    path = records.path
+    st = _State()
+    em = _Emitter(out, st)
+    has_user_events = any(
+        isinstance(r, dict)
+        and r.get("type") == "event_msg"
+        and isinstance(r.get("payload"), dict)
+        and r["payload"].get("type") == "user_message"
+        for _, r in records.records
+    )
+    for line, rec in records.records:
+        origin, seq = f"{path}:{line}", line * 100
+        if not isinstance(rec, dict):
+            out.problems.append(Problem(path, line, "not a JSON object; skipped"))
+            continue
+        if rec.get("record_type") is not None:
+            continue
+        ts = parse_ts(rec.get("timestamp"))
+        p = rec.get("payload")
+        if ts is None or not isinstance(p, dict):
+            out.problems.append(Problem(path, line, "no readable timestamp or payload; skipped"))
+            continue
+        rtype, ptype = rec.get("type"), p.get("type")
+        if rtype == "session_meta":
+            meta = p.get("meta") if isinstance(p.get("meta"), dict) else p
+            if isinstance(meta.get("id"), str):
+                st.sid = meta["id"]
+            if isinstance(meta.get("cwd"), str):
+                st.cwd = meta["cwd"]
+            continue
+        if not st.sid:
+            out.problems.append(Problem(path, line, "record before session_meta; skipped"))
+            continue
+        em.start(ts, seq, origin)
+        if rtype == "turn_context":
+            if isinstance(p.get("cwd"), str):
+                st.cwd = p["cwd"]
+            if isinstance(p.get("model"), str):
+                st.model = p["model"]
+        elif rtype == "compacted":
+            em.compaction(ts, seq, origin)
+        elif rtype == "event_msg":
+            if ptype == "user_message" and isinstance(p.get("message"), str):
+                if not _is_preamble(p["message"]):
+                    em.prompt(ts, seq, origin, p["message"])
+            elif ptype == "token_count":
+                em.usage(ts, seq, origin, p.get("info"))
+            elif ptype == "turn_aborted":
+                st.turn_aborted = True
+            elif ptype == "task_complete":
+                em.touch(ts, seq, origin)
+                em.close_turn()
+            elif ptype in ("agent_message",):
+                em.touch(ts, seq, origin)
+        elif rtype == "response_item":
+            _response_item(em, st, p, ts, seq, origin, out, line, prompts=not has_user_events)
+    em.close_turn()
+
+
+def _response_item(
+    em: _Emitter,
+    st: _State,
+    p: dict[str, Any],
+    ts: int,
+    seq: int,
+    origin: str,
+    out: Converted,
+    line: int,
+    *,
+    prompts: bool,
+) -> None:
+    ptype = p.get("type")
+    call_id = p.get("call_id") if isinstance(p.get("call_id"), str) else None
+    if ptype == "function_call":
+        raw = p.get("arguments")
+        try:
+            args = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            args = {"input": raw}  # apply_patch sends the patch itself
+        if call_id and isinstance(p.get("name"), str):
+            em.call(ts, seq, origin, call_id, p["name"], args)
+        else:
+            out.problems.append(Problem(out.path, line, "function_call without call_id or name"))
+    elif ptype == "custom_tool_call":
+        if call_id and isinstance(p.get("name"), str):
+            em.call(ts, seq, origin, call_id, p["name"], {"input": p.get("input")})
+        else:
+            out.problems.append(Problem(out.path, line, "custom_tool_call without call_id or name"))
+    elif ptype == "local_shell_call":
+        action = p.get("action") if isinstance(p.get("action"), dict) else {}
+        cid = call_id or (p.get("id") if isinstance(p.get("id"), str) else None)
+        if cid:
+            em.call(ts, seq, origin, cid, "local_shell", {
+                "command": action.get("command"),
+                "workdir": action.get("working_directory"),
+            })  # fmt: skip
+    elif ptype in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
+        if call_id:
+            em.output(ts, seq, origin, call_id, p.get("output"))
+    elif ptype == "message":
+        if p.get("role") == "user" and prompts:
+            text = _message_text(p.get("content"))
+            if text and not _is_preamble(text):
+                em.prompt(ts, seq, origin, text)
+        elif p.get("role") == "assistant":
+            em.touch(ts, seq, origin)
+
+
+def _convert_legacy(records: Records, out: Converted) -> None:
+    path = records.path
+    st = _State()
+    em = _Emitter(out, st)
+    base: int | None = None
+    k = 0
+    for line, rec in records.records:
+        origin, seq = f"{path}:{line}", line * 100
+        if not isinstance(rec, dict):
+            out.problems.append(Problem(path, line, "not a JSON object; skipped"))
+            continue
+        if "record_type" in rec:
+            continue
+        if base is None and "instructions" in rec and "id" in rec:
+            st.sid = str(rec["id"])
+            base = parse_ts(rec.get("timestamp"))
+            if base is None:
+                out.problems.append(Problem(path, line, "header without a readable timestamp"))
+                base = 0
+            git = rec.get("git") if isinstance(rec.get("git"), dict) else {}
+            if isinstance(git.get("cwd"), str):
+                st.cwd = git["cwd"]
+            continue
+        if base is None:
+            out.problems.append(Problem(path, line, "item before the rollout header; skipped"))
+            continue
+        k += 1
+        ts = base + k * LEGACY_SPACING_MS
+        em.start(base, seq, origin)
+        _response_item(em, st, rec, ts, seq, origin, out, line, prompts=True)
+    em.close_turn()
+    out.synthetic_time = (
+        f"legacy Codex rollout without per-item timestamps: item n is placed at the header's "
+        f"time + n × {LEGACY_SPACING_MS // 1000} s"
+    )

@@ -1,0 +1,214 @@
+"""Reading recorded sessions and telling their formats apart by content, not by name.
+
+Two containers: JSONL (one JSON value a line) and a JSON array (possibly pretty-printed
+over many lines). Each record keeps the 1-based line it starts on, so every problem can be
+reported as `file:line`. Four formats live in them:
+
+- `eventlog`: tma1's own event log (design §4) — hook payloads with a `ts`, and
+  `file_change` / `usage` records; what `tma1 export` writes.
+- `claude-transcript`: Claude Code transcript entries (`type` user/assistant/system, …).
+- `claude-hooklog`: Claude Code hook payloads without timestamps.
+- `codex-rollout`: Codex CLI rollouts, the current `{timestamp, type, payload}` lines and
+  the legacy format (a header line, then bare response items and `record_type` lines).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tma1.replay.model import Problem
+
+EVENTLOG = "eventlog"
+CLAUDE_TRANSCRIPT = "claude-transcript"
+CLAUDE_HOOKLOG = "claude-hooklog"
+CODEX_ROLLOUT = "codex-rollout"
+FORMATS = (EVENTLOG, CLAUDE_TRANSCRIPT, CLAUDE_HOOKLOG, CODEX_ROLLOUT)
+
+_WS = re.compile(r"\s*")
+
+
+@dataclass(slots=True)
+class Records:
+    path: str
+    container: str  # jsonl | array | empty
+    records: list[tuple[int, Any]] = field(default_factory=list)  # (line, value)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def _line_index(text: str) -> list[int]:
+    return [i for i, ch in enumerate(text) if ch == "\n"]
+
+
+def read_records(path: str | Path) -> Records:
+    """Every JSON value in the file with its line; what cannot be read becomes a Problem."""
+    name = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        return Records(name, "empty", problems=[Problem(name, 0, f"cannot read: {exc}")])
+    text = data.decode("utf-8", errors="replace")
+    out = Records(name, "empty")
+    if "\ufffd" in text and b"\xef\xbf\xbd" not in data:
+        out.problems.append(Problem(name, 0, "not valid UTF-8; undecodable bytes replaced"))
+    text = text.removeprefix("\ufeff")
+    head = text.lstrip()
+    if not head:
+        out.problems.append(Problem(name, 0, "empty file"))
+        return out
+    if head.startswith("["):
+        _read_array(text, out)
+    else:
+        _read_jsonl(text, out)
+    return out
+
+
+def _read_jsonl(text: str, out: Records) -> None:
+    out.container = "jsonl"
+    lines = text.split("\n")
+    bad: list[Problem] = []
+    for no, raw in enumerate(lines, start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        try:
+            out.records.append((no, json.loads(line)))
+        except (ValueError, RecursionError) as exc:
+            bad.append(Problem(out.path, no, f"not JSON ({_short(exc)}); line skipped"))
+    if not out.records and bad:
+        # Maybe one pretty-printed JSON object rather than JSONL.
+        try:
+            out.records.append((1, json.loads(text)))
+            return
+        except (ValueError, RecursionError):
+            pass
+    out.problems.extend(bad)
+
+
+def _read_array(text: str, out: Records) -> None:
+    """Decode element by element so each one knows its line and one bad element is named."""
+    out.container = "array"
+    newlines = _line_index(text)
+
+    def line_of(pos: int) -> int:
+        return bisect.bisect_left(newlines, pos) + 1
+
+    dec = json.JSONDecoder()
+    i = text.index("[") + 1
+    n = len(text)
+    while True:
+        i = _WS.match(text, i).end()  # type: ignore[union-attr]
+        if i >= n:
+            out.problems.append(Problem(out.path, line_of(n - 1), "JSON array is not closed"))
+            return
+        if text[i] == "]":
+            return
+        try:
+            value, end = dec.raw_decode(text, i)
+        except (ValueError, RecursionError) as exc:
+            out.problems.append(
+                Problem(
+                    out.path,
+                    line_of(i),
+                    f"unreadable array element ({_short(exc)}); the rest of the file is skipped",
+                )
+            )
+            return
+        out.records.append((line_of(i), value))
+        i = _WS.match(text, end).end()  # type: ignore[union-attr]
+        if i < n and text[i] == ",":
+            i += 1
+            continue
+        if i < n and text[i] == "]":
+            return
+        out.problems.append(
+            Problem(out.path, line_of(min(i, n - 1)), "expected ',' or ']' in the JSON array")
+        )
+        return
+
+
+def _short(exc: BaseException) -> str:
+    return str(exc).split("\n", 1)[0][:120]
+
+
+# --- detection -------------------------------------------------------------------------
+
+_CLAUDE_TYPES = frozenset({"user", "assistant", "system", "summary", "file-history-snapshot"})
+_CODEX_TYPES = frozenset(
+    {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+)
+_CODEX_LEGACY_ITEMS = frozenset(
+    {
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "local_shell_call",
+    }
+)
+
+
+def _vote(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return None
+    t = value.get("type")
+    if t in ("file_change", "usage") and "ts" in value:
+        return EVENTLOG
+    if "hook_event_name" in value:
+        return EVENTLOG if "ts" in value else CLAUDE_HOOKLOG
+    if t in _CODEX_TYPES and "payload" in value:
+        return CODEX_ROLLOUT
+    if "record_type" in value or ("instructions" in value and "id" in value):
+        return CODEX_ROLLOUT
+    if t in _CLAUDE_TYPES and ("sessionId" in value or "uuid" in value or t == "summary"):
+        return CLAUDE_TRANSCRIPT
+    if t in _CODEX_LEGACY_ITEMS and ("call_id" in value or "role" in value):
+        return CODEX_ROLLOUT
+    return None
+
+
+def detect(records: Records, sample: int = 200) -> str | None:
+    """The format most of the first `sample` records look like, or None."""
+    votes: dict[str, int] = {}
+    for _, value in records.records[:sample]:
+        fmt = _vote(value)
+        if fmt:
+            votes[fmt] = votes.get(fmt, 0) + 1
+    if not votes:
+        return None
+    return max(votes.items(), key=lambda kv: kv[1])[0]
+
+
+# --- timestamps ------------------------------------------------------------------------
+
+
+def parse_ts(value: Any) -> int | None:
+    """ISO-8601 (with Z or an offset; naive means UTC) or epoch ms → epoch ms.
+
+    Numbers below 10^11 are read as epoch seconds: no recorded session is from 1973.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        if value != value or value < 0:  # NaN, negative
+            return None
+        return int(value * 1000) if value < 1e11 else int(value)
+    if isinstance(value, str) and value:
+        s = value.strip()
+        if s.lstrip("-").isdigit():
+            return parse_ts(int(s))
+        try:
+            dt = datetime.fromisoformat(s.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            return None
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=UTC)
+        return int(dt.timestamp() * 1000)
+    return None

@@ -1,0 +1,78 @@
+"""What every converter produces: a time-ordered list of things that happened.
+
+A recorded session, whatever its format, becomes `ReplayItem`s: hook payloads exactly as
+the agent would have posted them, file changes as the watcher would have stored them, and
+token usage as the transcript tailer would have stored it. The driver feeds them through
+the live code path with a virtual clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tma1.events import FileChange, Usage
+
+HOOK = "hook"
+FILE_CHANGE = "file_change"
+USAGE = "usage"
+
+
+@dataclass(slots=True)
+class ReplayItem:
+    ts: int  # epoch ms
+    kind: str  # hook | file_change | usage
+    session_id: str
+    payload: dict[str, Any] | None = None  # hook payload, without our "ts"
+    source: str | None = None  # ?source= of the live request ("codex" or None)
+    envelope: str | None = None  # ?envelope= of the live request
+    change: FileChange | None = None
+    usage: Usage | None = None
+    origin: str = ""  # "file:line" it came from, for humans
+    # Orders items with the same ts: position in the source file.
+    seq: int = 0
+    # Identifies the same recorded thing seen in two inputs (dropped the second time).
+    key: str | None = None
+
+    @property
+    def hook_event(self) -> str | None:
+        if self.payload is None:
+            return None
+        name = self.payload.get("hook_event_name")
+        return name if isinstance(name, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """An unreadable or unusable part of an input: reported, skipped, never fatal."""
+
+    path: str
+    line: int  # 1-based; 0 = the file as a whole
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """Something worth telling the reader that is not a hook event (e.g. a refusal)."""
+
+    ts: int
+    session_id: str
+    kind: str  # modified_since_read | validation_rejected | blocked_by_hook | ...
+    detail: str
+    origin: str = ""
+
+
+@dataclass(slots=True)
+class Converted:
+    path: str
+    format: str
+    items: list[ReplayItem] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+    # Set when the input has no timestamps and we made a timeline up; says how.
+    synthetic_time: str | None = None
+    records: int = 0  # records read from the file (lines or array elements)
