@@ -137,7 +137,8 @@ class JsonHooksRegistration:
         else:
             text = before.decode("utf-8")
             after = jsonhooks.dumps(wanted, jsonhooks.detect_format(text)).encode("utf-8")
-        return FileChange(self.path, before, after, self.label, backup=True)
+        # A file that install created and uninstall deletes needs no backup.
+        return FileChange(self.path, before, after, self.label, backup=after is not None)
 
     def record(self, change: FileChange, state: InstallState, *, installing: bool) -> None:
         key = str(self.path)

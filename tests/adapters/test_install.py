@@ -1,0 +1,337 @@
+"""`tma1 install` / `tma1 uninstall` as a subprocess into a temporary $HOME."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import tma1_cmd
+
+CLAUDE_EVENTS = {
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "UserPromptSubmit",
+    "Stop",
+    "SessionStart",
+    "SessionEnd",
+    "PreCompact",
+}
+CODEX_EVENTS = {
+    "SessionStart",
+    "PreToolUse",
+    "PostToolUse",
+    "UserPromptSubmit",
+    "Stop",
+    "PreCompact",
+}
+
+USER_SETTINGS = """{
+  "model": "opus",
+  "permissions": {
+    "allow": ["Bash(ls:*)"]
+  },
+  "hooks": {
+    "Stop": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "notify-send done"
+          }
+        ]
+      }
+    ],
+    "PreToolUse": [
+      {
+        "matcher": "Bash",
+        "hooks": [
+          {
+            "type": "command",
+            "command": "~/bin/guard.sh",
+            "timeout": 30
+          }
+        ]
+      }
+    ]
+  },
+  "unknownFutureKey": {"nested": [1, 2.5, null, true]}
+}
+"""
+
+
+def env_for(home: Path, **extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TMA1_") and k not in ("CLAUDE_CONFIG_DIR", "CODEX_HOME")
+    }
+    env["HOME"] = str(home)
+    env.update(extra)
+    return env
+
+
+def tma1(home: Path, *args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        tma1_cmd(*args),
+        env=env_for(home, **extra_env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every path under root with its bytes (None for directories)."""
+    out: dict[str, bytes | None] = {}
+    for p in sorted(root.rglob("*")):
+        out[str(p.relative_to(root))] = None if p.is_dir() else p.read_bytes()
+    return out
+
+
+def our_handlers(doc: dict, marker: str) -> list[tuple[str, dict]]:
+    return [
+        (event, h)
+        for event, groups in doc.get("hooks", {}).items()
+        for g in groups
+        for h in g["hooks"]
+        if marker in h.get("command", "")
+    ]
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    h = tmp_path / "home"
+    h.mkdir()
+    return h
+
+
+def write_settings(home: Path, text: str) -> Path:
+    path = home / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_install_registers_every_event_once_and_keeps_the_users_entries(home: Path) -> None:
+    path = write_settings(home, USER_SETTINGS)
+    r = tma1(home, "install", "--adapter", "claude-code")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(path.read_text())
+    ours = our_handlers(doc, "tma1-hook-claude-code.sh")
+    assert sorted(e for e, _ in ours) == sorted(CLAUDE_EVENTS)
+    script = home / ".tma1" / "hooks" / "tma1-hook-claude-code.sh"
+    for _, h in ours:
+        assert h == {"type": "command", "command": str(script), "timeout": 5}
+    # our groups use the empty matcher
+    for event in CLAUDE_EVENTS:
+        assert any(
+            g.get("matcher") == "" and any("tma1-hook" in h["command"] for h in g["hooks"])
+            for g in doc["hooks"][event]
+        )
+    # the user's entries and unknown keys, untouched and first
+    assert doc["hooks"]["Stop"][0] == {
+        "hooks": [{"type": "command", "command": "notify-send done"}]
+    }
+    assert doc["hooks"]["PreToolUse"][0]["matcher"] == "Bash"
+    assert doc["unknownFutureKey"] == {"nested": [1, 2.5, None, True]}
+    assert doc["permissions"] == {"allow": ["Bash(ls:*)"]}
+    assert doc["model"] == "opus"
+    # the script is executable, the token exists with mode 0600, a backup holds the original
+    assert os.access(script, os.X_OK)
+    token = home / ".tma1" / "hook-token"
+    assert stat.S_IMODE(token.stat().st_mode) == 0o600
+    assert len(token.read_text().strip()) == 64
+    assert (path.parent / "settings.json.tma1-backup").read_text() == USER_SETTINGS
+
+
+def test_install_twice_is_install_once(home: Path) -> None:
+    path = write_settings(home, USER_SETTINGS)
+    assert tma1(home, "install").returncode == 0
+    once = path.read_bytes()
+    r = tma1(home, "install")
+    assert r.returncode == 0, r.stderr
+    assert path.read_bytes() == once
+    assert len(our_handlers(json.loads(once), "tma1-hook-claude-code.sh")) == len(CLAUDE_EVENTS)
+    # and uninstall still gives back the bytes from before the first install
+    assert tma1(home, "uninstall").returncode == 0
+    assert path.read_text() == USER_SETTINGS
+
+
+ORIGINALS = {
+    "two-space": USER_SETTINGS,
+    "four-space-no-newline": json.dumps(json.loads(USER_SETTINGS), indent=4),
+    "tabs": json.dumps(json.loads(USER_SETTINGS), indent="\t") + "\n",
+    "compact-one-line": json.dumps(json.loads(USER_SETTINGS), separators=(",", ":")),
+    "odd-hand-formatting": '{ "model" : "opus",\n\n   "env": {"A": "ü"} }\n',
+    "empty-object": "{}\n",
+    "hooks-but-empty": '{\n  "hooks": {}\n}\n',
+}
+
+
+@pytest.mark.parametrize("name", sorted(ORIGINALS))
+def test_install_then_uninstall_is_byte_identical(home: Path, name: str) -> None:
+    original = ORIGINALS[name]
+    path = write_settings(home, original)
+    os.chmod(path, 0o600)
+    assert tma1(home, "install").returncode == 0
+    assert path.read_text() != original
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # settings may hold secrets
+    r = tma1(home, "uninstall")
+    assert r.returncode == 0, r.stderr
+    assert path.read_bytes() == original.encode()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert not (home / ".tma1" / "hooks").exists()
+
+
+def test_missing_settings_file_is_created_and_uninstall_removes_it(home: Path) -> None:
+    assert tma1(home, "install").returncode == 0
+    path = home / ".claude" / "settings.json"
+    doc = json.loads(path.read_text())
+    assert set(doc) == {"hooks"}
+    assert set(doc["hooks"]) == CLAUDE_EVENTS
+    assert tma1(home, "uninstall").returncode == 0
+    assert not path.exists()
+    assert not (home / ".claude").exists()  # install made the directory, so it goes too
+
+
+def test_uninstall_keeps_changes_the_user_made_after_install(home: Path) -> None:
+    path = write_settings(home, USER_SETTINGS)
+    assert tma1(home, "install").returncode == 0
+    doc = json.loads(path.read_text())
+    doc["theme"] = "dark"
+    doc["hooks"]["Stop"][0]["hooks"].append({"type": "command", "command": "echo bye"})
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    assert tma1(home, "uninstall").returncode == 0
+    after = json.loads(path.read_text())
+    expected = json.loads(USER_SETTINGS)
+    expected["theme"] = "dark"
+    expected["hooks"]["Stop"][0]["hooks"].append({"type": "command", "command": "echo bye"})
+    assert after == expected
+    assert path.read_text().startswith('{\n  "model"')  # the file's own indent kept
+
+
+def test_reinstall_replaces_our_entry_in_place_even_from_another_data_dir(home: Path) -> None:
+    old = home / "old-data" / "hooks" / "tma1-hook-claude-code.sh"
+    settings = {
+        "hooks": {
+            "Stop": [
+                {
+                    "matcher": "",
+                    "hooks": [
+                        {"type": "command", "command": "echo mine"},
+                        {"type": "command", "command": str(old), "timeout": 99},
+                        {"type": "command", "command": "echo also mine"},
+                    ],
+                },
+                {"hooks": [{"type": "command", "command": f"{old} --dup"}]},
+            ]
+        }
+    }
+    path = write_settings(home, json.dumps(settings, indent=2) + "\n")
+    assert tma1(home, "install").returncode == 0
+    doc = json.loads(path.read_text())
+    new = str(home / ".tma1" / "hooks" / "tma1-hook-claude-code.sh")
+    assert doc["hooks"]["Stop"] == [
+        {
+            "matcher": "",
+            "hooks": [
+                {"type": "command", "command": "echo mine"},
+                {"type": "command", "command": new, "timeout": 5},
+                {"type": "command", "command": "echo also mine"},
+            ],
+        }
+    ]  # the duplicate group held only ours, so it went
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ['{"hooks": {"Stop": [}', "[1, 2]", '{"hooks": []}', '{"hooks": {"Stop": {}}}', "\ufeff{"],
+)
+def test_malformed_file_is_refused_and_left_untouched(home: Path, bad: str) -> None:
+    path = write_settings(home, bad)
+    before = snapshot(home)
+    r = tma1(home, "install")
+    assert r.returncode == 1
+    assert str(path) in r.stderr
+    assert "Nothing was changed" in r.stderr
+    assert r.stdout == "" or "Traceback" not in r.stdout
+    assert snapshot(home) == before  # not even the script or the token were written
+    r = tma1(home, "uninstall")
+    assert r.returncode == 1 and str(path) in r.stderr
+    assert snapshot(home) == before
+
+
+def test_dry_run_prints_a_diff_and_writes_nothing(home: Path) -> None:
+    write_settings(home, USER_SETTINGS)
+    before = snapshot(home)
+    r = tma1(home, "install", "--adapter", "all", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert snapshot(home) == before
+    script = str(home / ".tma1" / "hooks" / "tma1-hook-claude-code.sh")
+    added = [ln.strip() for ln in r.stdout.splitlines() if ln.strip().startswith("+")]
+    assert sum(f'"command": "{script}",' in ln for ln in added) == len(CLAUDE_EVENTS)
+    assert "--- " + str(home / ".claude" / "settings.json") in r.stdout
+    assert "+++ " + str(home / ".codex" / "hooks.json") in r.stdout
+    assert "would create" in r.stdout and "would update" in r.stdout
+    # after a real install, a dry-run uninstall shows the removal and still writes nothing
+    assert tma1(home, "install").returncode == 0
+    before = snapshot(home)
+    r = tma1(home, "uninstall", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert snapshot(home) == before
+    removed = [ln.strip() for ln in r.stdout.splitlines() if ln.strip().startswith("-")]
+    assert sum(f'"command": "{script}",' in ln for ln in removed) == len(CLAUDE_EVENTS)
+
+
+def test_codex_install_and_uninstall(home: Path) -> None:
+    codex_dir = home / ".codex"
+    codex_dir.mkdir()
+    original = '{\n  "hooks": {\n    "Stop": [\n      {\n        "hooks": [\n          {\n            "type": "command",\n            "command": "python3 ~/.codex/stop.py",\n            "timeout": 30\n          }\n        ]\n      }\n    ]\n  }\n}\n'  # noqa: E501
+    path = codex_dir / "hooks.json"
+    path.write_text(original)
+    r = tma1(home, "install", "--adapter", "codex")
+    assert r.returncode == 0, r.stderr
+    assert "/hooks" in r.stdout  # the trust note
+    doc = json.loads(path.read_text())
+    assert set(doc) == {"hooks"}  # Codex refuses unknown root keys
+    ours = our_handlers(doc, "tma1-hook-codex.sh")
+    assert sorted(e for e, _ in ours) == sorted(CODEX_EVENTS)
+    for groups in doc["hooks"].values():
+        for g in groups:
+            if any("tma1-hook" in h["command"] for h in g["hooks"]):
+                assert "matcher" not in g
+    script = home / ".tma1" / "hooks" / "tma1-hook-codex.sh"
+    assert "?source=codex&envelope=codex" in script.read_text()
+    assert not (home / ".claude").exists()
+    assert tma1(home, "uninstall", "--adapter", "codex").returncode == 0
+    assert path.read_text() == original
+
+
+def test_all_refuses_everything_when_one_file_is_malformed(home: Path) -> None:
+    write_settings(home, USER_SETTINGS)
+    (home / ".codex").mkdir()
+    (home / ".codex" / "hooks.json").write_text("{oops")
+    before = snapshot(home)
+    r = tma1(home, "install", "--adapter", "all")
+    assert r.returncode == 1
+    assert str(home / ".codex" / "hooks.json") in r.stderr
+    assert snapshot(home) == before
+
+
+def test_honours_tma1_data_dir_and_claude_config_dir(home: Path, tmp_path: Path) -> None:
+    data = tmp_path / "elsewhere"
+    cfg = tmp_path / "claude-cfg"
+    r = tma1(
+        home, "install", TMA1_DATA_DIR=str(data), CLAUDE_CONFIG_DIR=str(cfg), TMA1_PORT="15555"
+    )
+    assert r.returncode == 0, r.stderr
+    script = data / "hooks" / "tma1-hook-claude-code.sh"
+    assert "TMA1_PORT=15555" in script.read_text()
+    assert str(script) in (cfg / "settings.json").read_text()
+    assert (data / "hook-token").exists()
+    assert not (home / ".claude").exists()
