@@ -83,13 +83,11 @@ def tool_calls(events: Iterable[HookEvent], tools: frozenset[str]) -> list[ToolC
         elif e.event_type in ("PostToolUse", "PostToolUseFailure"):
             posts.append(e)
 
-    failed_ids: set[str] = set()
-    answered_ids: set[str] = set()
-    for p in posts:
-        if p.tool_use_id:
-            answered_ids.add(p.tool_use_id)
-            if p.tool_success is False or p.event_type == "PostToolUseFailure":
-                failed_ids.add(p.tool_use_id)
+    failed_ids = {
+        p.tool_use_id
+        for p in posts
+        if p.tool_use_id and (p.tool_success is False or p.event_type == "PostToolUseFailure")
+    }
     pre_ids = {p.tool_use_id for p in pres if p.tool_use_id}
 
     calls: list[ToolCall] = [
@@ -97,19 +95,27 @@ def tool_calls(events: Iterable[HookEvent], tools: frozenset[str]) -> list[ToolC
         for p in pres
         if not (p.tool_use_id and p.tool_use_id in failed_ids)
     ]
-    for p in posts:
-        if p.tool_success is False or p.event_type == "PostToolUseFailure":
-            continue
+    # Id-less results pair one-to-one with the latest earlier id-less Pre of the same call.
+    unpaired = [q for q in pres if not q.tool_use_id]
+    for p in sorted(posts, key=lambda e: e.ts):
         if p.tool_use_id:
             if p.tool_use_id in pre_ids:
                 continue
-        elif any(
-            q.tool_name == p.tool_name
-            and q.tool_files == p.tool_files
-            and 0 <= p.ts - q.ts <= _PAIRING_SLACK_MS
-            and not (q.tool_use_id and q.tool_use_id in answered_ids)
-            for q in pres
-        ):
+        else:
+            match = next(
+                (
+                    q
+                    for q in reversed(unpaired)
+                    if q.tool_name == p.tool_name
+                    and q.tool_files == p.tool_files
+                    and 0 <= p.ts - q.ts <= _PAIRING_SLACK_MS
+                ),
+                None,
+            )
+            if match is not None:
+                unpaired.remove(match)
+                continue
+        if p.tool_success is False or p.event_type == "PostToolUseFailure":
             continue
         calls.append(ToolCall(p.ts, p.tool_name or "", tuple(p.tool_files), p.tool_use_id))
     calls.sort(key=lambda c: c.ts)
@@ -164,7 +170,8 @@ def _mention_pattern(name: str) -> re.Pattern[str]:
 
 
 def mentions(text: str | None, name: str) -> bool:
-    return bool(text and name and _mention_pattern(name).search(text))
+    # The plain substring test is much cheaper and rules out nearly every output.
+    return bool(text and name and name in text and _mention_pattern(name).search(text))
 
 
 def display_path(path: str, project: str | None) -> str:
