@@ -1,0 +1,261 @@
+"""Whole scenarios through a real server: real hook payloads posted to `/api/hooks`,
+the real rule set, a real database (SQLite and PostgreSQL) and a ManualClock."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+from conftest import LiveServer, start_live_server
+from enginekit import bash_fail, bash_ok, payload, prompt, stop
+
+from tma1.clock import MINUTE_MS, ManualClock
+from tma1.config import Settings
+from tma1.engine.anomaly import Anomaly, Channel
+from tma1.engine.rules import RULES
+from tma1.engine.window import RuleConfig, SessionWindow
+
+BUILD = "make build"
+BUILD_OUT = "Exit code 2\nmain.go:12:5: undefined: frobnicate\nmake: *** [build] Error 1"
+PYTEST = "pytest -q tests/test_calc.py"
+PYTEST_OUT = (
+    "Exit code 1\nF.\n=== FAILURES ===\nE       assert 3 == 4\n"
+    "FAILED tests/test_calc.py::test_add - assert 3 == 4\n1 failed, 1 passed in 0.02s"
+)
+
+
+def post(live: LiveServer, clock: ManualClock, data: dict[str, Any], **params: str) -> str:
+    clock.advance(1_000)
+    r = live.hook(data, params=params or None)
+    assert r.status_code == 200
+    return r.text
+
+
+def blocked(body: str) -> dict[str, Any]:
+    out = json.loads(body)
+    assert out["decision"] == "block", out
+    assert isinstance(out["reason"], str) and 0 < len(out["reason"]) < 2_000
+    return out
+
+
+def emits(live: LiveServer, sid: str) -> list[dict[str, Any]]:
+    assert live.service.delivery.flush()
+    return [r for r in live.store.emits_since(0) if r["session_id"] == sid]
+
+
+def test_repeated_failure_blocks_stop_until_resolved_then_blocks_again_on_new_evidence(
+    live: LiveServer, clock: ManualClock
+) -> None:
+    sid = "scenario-1"
+    post(live, clock, payload(sid, "SessionStart", source="startup"))
+    for _ in range(3):
+        assert post(live, clock, bash_fail(sid, BUILD, BUILD_OUT)) == ""
+
+    first = blocked(post(live, clock, stop(sid)))
+    assert "make build" in first["reason"]
+    t_first = clock.now_ms()
+    # The loop guard: a Stop caused by our block is never blocked again.
+    assert post(live, clock, stop(sid, active=True)) == ""
+    clock.advance(2 * MINUTE_MS)
+    assert post(live, clock, stop(sid)) == ""  # same finding, inside the 10-minute window
+    assert post(live, clock, bash_ok(sid, "git status", "nothing to commit")) == ""
+    assert post(live, clock, stop(sid)) == ""  # resolved, and no failure since
+    clock.advance(12 * MINUTE_MS)
+    assert post(live, clock, stop(sid)) == ""  # still resolved: old evidence stays old
+    post(live, clock, bash_fail(sid, BUILD, BUILD_OUT))
+    again = blocked(post(live, clock, stop(sid)))
+    t_again = clock.now_ms()
+    assert "make build" in again["reason"]
+
+    rows = emits(live, sid)
+    assert [(r["kind"], r["channel"], r["ts"]) for r in rows] == [
+        ("repeated_failed_build", "stop_block", t_first),
+        ("repeated_failed_build", "stop_block", t_again),
+    ]
+    # Resolved, then new evidence: a fresh first_emitted_at, not the original one.
+    assert [r["first_emitted_at"] for r in rows] == [t_first, t_again]
+    health = live.client().get("/api/health").json()["engine"]
+    assert health["emits_written"] == 2 and health["emits_dropped"] == 0
+    assert health["delivered"] == {"stop_block": 2}
+
+
+def test_a_stop_block_finding_is_never_consumed_by_a_user_prompt(
+    live: LiveServer, clock: ManualClock
+) -> None:
+    sid = "scenario-2"
+    for _ in range(3):
+        post(live, clock, bash_fail(sid, PYTEST, PYTEST_OUT))
+    digest = post(live, clock, prompt(sid))
+    # Claude Code: the digest is plain text on stdout.
+    assert digest.startswith("<tma1-context>") and digest.endswith("</tma1-context>")
+    assert "test_stuck" in digest and "tests/test_calc.py::test_add" in digest
+    assert "repeated_failed_build" not in digest
+    assert post(live, clock, prompt(sid)) == ""  # nothing new: silent
+    reason = blocked(post(live, clock, stop(sid)))["reason"]
+    assert "pytest -q tests/test_calc.py" in reason and "test_stuck" not in reason
+    assert sorted(r["kind"] for r in emits(live, sid)) == ["repeated_failed_build", "test_stuck"]
+
+
+def test_restart_does_not_reemit_what_was_delivered_in_the_last_10_minutes(
+    live: LiveServer, clock: ManualClock
+) -> None:
+    sid = "scenario-3"
+    for _ in range(3):
+        post(live, clock, bash_fail(sid, BUILD, BUILD_OUT))
+    blocked(post(live, clock, stop(sid)))
+    t_first = clock.now_ms()
+    live.stop()  # graceful shutdown flushes the emit log
+
+    second = start_live_server(live.settings, clock=clock)
+    try:
+        assert second.service.delivery.restored_rows == 1
+        clock.advance(5 * MINUTE_MS)
+        assert post(second, clock, stop(sid)) == ""
+        clock.advance(5 * MINUTE_MS)
+        blocked(post(second, clock, stop(sid)))  # the window has passed
+        rows = emits(second, sid)
+        assert [r["first_emitted_at"] for r in rows] == [t_first, t_first]
+    finally:
+        second.stop()
+
+
+def test_codex_envelope(live: LiveServer, clock: ManualClock) -> None:
+    sid = "codex-1"
+    codex = {"source": "codex", "envelope": "codex"}
+    for _ in range(3):
+        body = post(
+            live,
+            clock,
+            payload(
+                sid,
+                "PostToolUse",
+                tool_name="Bash",
+                tool_input={"command": PYTEST},
+                tool_response="Process exited with code 1\nOutput:\n" + PYTEST_OUT,
+                turn_id="t1",
+            ),
+            **codex,
+        )
+        assert body == ""
+    ctx = json.loads(post(live, clock, prompt(sid), **codex))
+    assert list(ctx) == ["hookSpecificOutput"]
+    assert ctx["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    assert ctx["hookSpecificOutput"]["additionalContext"].startswith("<tma1-context>")
+    assert "test_stuck" in ctx["hookSpecificOutput"]["additionalContext"]
+    stop_body = json.loads(post(live, clock, stop(sid), **codex))
+    assert set(stop_body) == {"decision", "reason"} and stop_body["decision"] == "block"
+
+
+def _probe(window: SessionWindow, now: int, config: RuleConfig) -> list[Anomaly]:
+    """A same-turn rule that exists only in this test: any failed `probe` command."""
+    fails = [
+        e for e in window.events if e.is_failure and (e.tool_command or "").startswith("probe")
+    ]
+    if not fails:
+        return []
+    return [
+        Anomaly(
+            kind="probe_same_turn",
+            severity="high",
+            channel=Channel.POST_TOOL_USE.value,
+            evidence=f"probe failed {len(fails)} time(s)",
+            suggestion="Look at the probe output now.",
+            subject="probe",
+            last_evidence_ts=fails[-1].ts,
+        )
+    ]
+
+
+def test_post_tool_use_channel_plumbing(live: LiveServer, clock: ManualClock) -> None:
+    live.service.delivery.detector.set_rules({**RULES, "probe_same_turn": _probe})
+    sid = "ptu-1"
+    assert post(live, clock, bash_ok(sid, "ls")) == ""
+    out = json.loads(post(live, clock, bash_fail(sid, "probe --once", "Exit code 1\nboom")))
+    hso = out["hookSpecificOutput"]
+    assert hso["hookEventName"] == "PostToolUseFailure"
+    assert "Look at the probe output now." in hso["additionalContext"]
+    # Delivered once; not re-told on the next tool result, nor in the digest, nor at Stop.
+    assert post(live, clock, bash_ok(sid, "ls")) == ""
+    assert post(live, clock, prompt(sid)) == ""
+    assert post(live, clock, stop(sid)) == ""
+    clock.advance(10 * MINUTE_MS)
+    codex = json.loads(post(live, clock, bash_ok(sid, "ls"), envelope="codex"))
+    assert codex["hookSpecificOutput"]["hookEventName"] == "PostToolUse"
+    assert [r["channel"] for r in emits(live, sid)] == ["post_tool_use", "post_tool_use"]
+
+
+def test_preview_endpoint_is_read_only_and_keeps_its_shape(
+    live: LiveServer, clock: ManualClock
+) -> None:
+    sid = "preview-1"
+    for _ in range(3):
+        post(live, clock, bash_fail(sid, PYTEST, PYTEST_OUT))
+    with live.client() as client:
+        assert client.get("/api/anomalies/preview").status_code == 422
+        assert client.get("/api/anomalies/preview", params={"session_id": ""}).status_code == 422
+        for _ in range(100):
+            r = client.get("/api/anomalies/preview", params={"session_id": sid})
+            assert r.status_code == 200
+        out = r.json()
+    assert set(out) == {"session_id", "now", "findings"}
+    assert out["session_id"] == sid and out["now"] == clock.now_ms()
+    by_kind = {f["kind"]: f for f in out["findings"]}
+    assert set(by_kind) == {"repeated_failed_build", "test_stuck"}
+    f = by_kind["repeated_failed_build"]
+    assert set(f) >= {
+        "kind",
+        "severity",
+        "channel",
+        "evidence",
+        "suggestion",
+        "related_files",
+        "subject",
+        "stable_key",
+        "last_evidence_ts",
+        "first_emitted_at",
+        "outstanding_since",
+        "would_deliver",
+    }
+    assert (f["channel"], f["would_deliver"], f["outstanding_since"]) == ("stop_block", True, None)
+    assert emits(live, sid) == []
+    # 100 previews later the hooks still deliver everything, once.
+    assert "test_stuck" in post(live, clock, prompt(sid))
+    blocked(post(live, clock, stop(sid)))
+    after = {
+        f["kind"]: f
+        for f in live.client()
+        .get("/api/anomalies/preview", params={"session_id": sid})
+        .json()["findings"]
+    }
+    assert after["repeated_failed_build"]["would_deliver"] is False
+    assert after["repeated_failed_build"]["outstanding_since"] == clock.now_ms()
+
+
+def test_disable_injection_answers_empty_but_stores_events(
+    settings: Settings, clock: ManualClock
+) -> None:
+    srv = start_live_server(settings.with_overrides(disable_injection=True), clock=clock)
+    try:
+        sid = "quiet-1"
+        for _ in range(3):
+            assert post(srv, clock, bash_fail(sid, BUILD, BUILD_OUT)) == ""
+        assert post(srv, clock, stop(sid)) == ""
+        assert srv.store.counts()["tma1_hook_events"] == 4
+        assert httpx.get(f"{srv.url}/api/anomalies/preview", params={"session_id": sid}).json()[
+            "findings"
+        ][0]["would_deliver"]
+    finally:
+        srv.stop()
+
+
+def test_a_rule_that_raises_does_not_break_delivery(live: LiveServer, clock: ManualClock) -> None:
+    def broken(window: SessionWindow, now: int, config: RuleConfig) -> list[Anomaly]:
+        raise RuntimeError("rule bug")
+
+    live.service.delivery.detector.set_rules({"broken": broken, **RULES})
+    sid = "broken-1"
+    for _ in range(3):
+        post(live, clock, bash_fail(sid, BUILD, BUILD_OUT))
+    blocked(post(live, clock, stop(sid)))
+    assert live.client().get("/api/health").json()["engine"]["rule_errors"]["broken"] >= 1
