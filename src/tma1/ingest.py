@@ -21,7 +21,8 @@ Policy (docs/reliability.md, "Database slow or gone"):
 5. **Rows the database refuses** (a data error, not an outage) are retried one by one and
    the refused rows dropped and counted (`ingest.rejected_by_db`); one poison event must
    not stall the queue forever. NUL characters and lone surrogates, which PostgreSQL text
-   and UTF-8 cannot hold, are replaced by U+FFFD before the insert on every backend, so
+   and UTF-8 cannot hold, are replaced by U+FFFD, and values longer than their bounded
+   column (e.g. session_id, 200) are cut to fit, before the insert on every backend, so
    the stored data is the same on SQLite and PostgreSQL.
 6. **Stop.** A graceful stop drains the queue for up to `drain_s` seconds; what is left
    is counted (`ingest.lost_at_shutdown`) and logged. `kill -9` loses the queue: only
@@ -44,11 +45,13 @@ from dataclasses import fields
 from queue import SimpleQueue
 from typing import Any
 
+from sqlalchemy import String, Text
 from sqlalchemy import exc as sa_exc
 
 from tma1.counters import Counters
 from tma1.events import HookEvent
 from tma1.store import Store
+from tma1.store.schema import hook_events
 
 log = logging.getLogger("tma1.ingest")
 
@@ -87,12 +90,26 @@ def _clean(value: Any) -> Any:
     return value
 
 
+# Bounded columns (String(n)): PostgreSQL refuses a longer value where SQLite would keep it.
+_COLUMN_LIMITS = {
+    c.name: c.type.length
+    for c in hook_events.columns
+    if isinstance(c.type, String) and not isinstance(c.type, Text) and c.type.length
+}
+
+
 def scrub(event: HookEvent) -> HookEvent:
-    """Replace what no backend can store (NUL, lone surrogates) in place; returns `event`."""
+    """Make `event` storable on every backend, in place; returns it.
+
+    NUL and lone surrogates become U+FFFD; values longer than their column are cut to fit.
+    """
     for f in fields(event):
         value = getattr(event, f.name)
         if isinstance(value, str | list | dict):
             cleaned = _clean(value)
+            limit = _COLUMN_LIMITS.get(f.name)
+            if limit and isinstance(cleaned, str) and len(cleaned) > limit:
+                cleaned = cleaned[:limit]
             if cleaned is not value:
                 setattr(event, f.name, cleaned)
     return event
@@ -265,7 +282,9 @@ class Ingest:
     def _enqueue(self, event: HookEvent) -> None:
         size = _size(event)
         with self._lock:
-            full = len(self._queue) >= self.max_events or self._queued_bytes + size > self.max_bytes
+            # Events the flusher holds count too: they are still only in memory.
+            pending = len(self._queue) + self._flushing
+            full = pending >= self.max_events or self._queued_bytes + size > self.max_bytes
             if not full:
                 self._queue.append((event, size))
                 self._queued_bytes += size
@@ -290,19 +309,18 @@ class Ingest:
         with self._lock:
             n = min(FLUSH_BATCH, len(self._queue))
             batch = [self._queue.popleft() for _ in range(n)]
-            self._queued_bytes -= sum(s for _, s in batch)
-            self._flushing += n
+            self._flushing += n  # its bytes stay counted until it is written or dropped
             return batch
 
     def _put_back(self, batch: list[tuple[HookEvent, int]]) -> None:
         with self._lock:
             self._queue.extendleft(reversed(batch))
-            self._queued_bytes += sum(s for _, s in batch)
             self._flushing -= len(batch)
 
-    def _done(self, n: int) -> None:
+    def _done(self, batch: list[tuple[HookEvent, int]]) -> None:
         with self._lock:
-            self._flushing -= n
+            self._flushing -= len(batch)
+            self._queued_bytes -= sum(s for _, s in batch)
 
     def _flush_loop(self) -> None:
         backoff = BACKOFF_MIN_S
@@ -334,9 +352,9 @@ class Ingest:
                 with self._lock:
                     self._last_error = _describe(exc)
                 return False
-            self._done(len(batch))
+            self._done(batch)
             return self._one_by_one(events)
-        self._done(len(batch))
+        self._done(batch)
         self.counters.inc("ingest.flushed", len(events))
         self._recovered()
         self._stored(events)
@@ -388,9 +406,9 @@ class Ingest:
             self._stopped = True
             self._wake.notify_all()
             flusher = self._flusher
+        deadline = time.monotonic() + self.drain_s
         if flusher is not None:
             flusher.join(timeout=self.drain_s)
-        deadline = time.monotonic() + self.drain_s
         backoff = BACKOFF_MIN_S
         while time.monotonic() < deadline:
             with self._lock:
