@@ -4,13 +4,17 @@ attribution of each change to the session whose write explains it (design §2.10
 Attribution. A session's *write interval* runs from the PreToolUse of an
 Edit/Write/MultiEdit/NotebookEdit/apply_patch on a path to its PostToolUse(Failure), and a
 *shell interval* from a Bash PreToolUse to its Post, for every path of the event's project.
-Both widen by 2 s on each side and, while the Post is pending, stay open for at most 10 min.
-Intervals live in memory (they are minutes long; a restart forgets at most the calls in
-flight). Ordering races are normal — a hook that timed out on the agent side is still
-being stored while the tool already wrote — so a change nobody explained is remembered for
-a while, and an interval that arrives later claims it (the row is updated, the project's
-cached candidates dropped). Changes are stored as soon as they are seen: no settle delay
-on the write → row path.
+Both extend 2 s past the Post (a change is stamped when the watcher sees it, after the
+write) and, while the Post is pending, stay open for at most 10 min. There is no slack
+before the Pre: a change stamped before the call began is someone else's (the human edit
+just before the agent's stale Edit must stay external) — except when it carries exactly
+the content the Write call carries, which proves it is that call's even if the Pre was
+stamped late. Intervals live in memory (they are minutes long; a restart forgets at most
+the calls in flight). Ordering races are normal — the Pre is stamped when the server
+receives it, but a slow store lets the tool write before the Pre is stored — so a change
+nobody explained is remembered for 15 min, and an interval stored later claims it (the row
+is updated, the project's cached candidates dropped). Changes are stored as soon as they
+are seen: no settle delay on the write → row path.
 
 Content baseline. A change whose content hash (git's blob SHA-1, for files ≤ 4 MB) equals
 the last known hash of that path is dropped (touch, no-op save). When the watch starts the
@@ -26,6 +30,7 @@ no hash; a repeat event with the same size and mtime is dropped.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import stat
@@ -83,9 +88,17 @@ class Interval:
     paths: frozenset[str]
     start: int
     end: int | None = None  # None: the Post is pending
+    # Blob hashes of the content a Write call carries: proof that a change is this call's.
+    content_hashes: frozenset[str] = frozenset()
 
-    def covers(self, ts: int) -> bool:
-        if ts < self.start - SLACK_MS:
+    def covers(self, ts: int, content_hash: str | None = None) -> bool:
+        # The 2 s slack extends past the Post (the watcher stamps a change when it sees it,
+        # after the write). Before the Pre there is none: a change stamped before the call
+        # started is someone else's — the human edit right before the agent's stale Edit —
+        # unless it carries exactly the content this Write call wrote (the Pre was stamped
+        # late, after the write).
+        lead = SLACK_MS if content_hash is not None and content_hash in self.content_hashes else 0
+        if ts < self.start - lead:
             return False
         if self.end is None:
             return ts <= self.start + OPEN_MAX_MS
@@ -94,10 +107,24 @@ class Interval:
     def last_ts(self) -> int:
         return self.start + OPEN_MAX_MS if self.end is None else self.end + SLACK_MS
 
-    def explains(self, project: str, path: str, ts: int) -> bool:
+    def explains(self, project: str, path: str, ts: int, content_hash: str | None = None) -> bool:
         if self.kind == "write":
-            return path in self.paths and self.covers(ts)
+            return path in self.paths and self.covers(ts, content_hash)
         return self.project == project and self.covers(ts)
+
+
+def _written_hashes(ev: HookEvent) -> frozenset[str]:
+    """The blob hash of a Write call's `content` (when the stored tool_input is whole)."""
+    if not ev.tool_input or ev.tool_name != "Write":
+        return frozenset()
+    try:
+        data = json.loads(ev.tool_input)
+    except ValueError:
+        return frozenset()  # capped: the content is not whole
+    content = data.get("content") if isinstance(data, dict) else None
+    if not isinstance(content, str):
+        return frozenset()
+    return frozenset({git_blob_hash(content.encode("utf-8", "surrogatepass"))})
 
 
 def norm_path(path: str, cwd: str | None) -> str:
@@ -137,6 +164,7 @@ class Attribution:
                 if is_write
                 else frozenset(),
                 start=ev.ts,
+                content_hashes=_written_hashes(ev) if is_write else frozenset(),
             )
             with self._lock:
                 self._open.setdefault(key, []).append(iv)
@@ -163,6 +191,7 @@ class Attribution:
                 else frozenset(),
                 start=ev.ts - max(0, ev.duration_ms or 0),
                 end=ev.ts,
+                content_hashes=_written_hashes(ev) if is_write else frozenset(),
             )
             self._index(iv)
             return iv
@@ -174,14 +203,18 @@ class Attribution:
         elif iv.project is not None:
             self._shell.setdefault(iv.project, []).append(iv)
 
-    def explain(self, project: str, path: str, ts: int) -> str | None:
+    def explain(
+        self, project: str, path: str, ts: int, content_hash: str | None = None
+    ) -> str | None:
         """The session whose write explains the change; a write of the path beats a shell
         call, and among equals the latest-starting interval wins."""
         with self._lock:
             for group in (self._by_path.get(path, ()), self._shell.get(project, ())):
                 best: Interval | None = None
                 for iv in group:
-                    if iv.explains(project, path, ts) and (best is None or iv.start >= best.start):
+                    if iv.explains(project, path, ts, content_hash) and (
+                        best is None or iv.start >= best.start
+                    ):
                         best = iv
                 if best is not None:
                     return best.session_id
@@ -247,6 +280,7 @@ class _Pending:
     ts: int
     project: str
     path: str
+    content_hash: str | None
 
 
 class ProjectWatch:
@@ -565,7 +599,7 @@ class FileSensor:
                 change=c.change,
                 size=c.size,
                 content_hash=c.content_hash,
-                writer_session=self.attribution.explain(project, c.path, c.ts),
+                writer_session=self.attribution.explain(project, c.path, c.ts, c.content_hash),
             )
             for c in changes
         ]
@@ -574,7 +608,7 @@ class FileSensor:
         with self._recent_lock:
             for row_id, c in zip(ids, attributed, strict=True):
                 if c.writer_session is None:
-                    self._recent.append(_Pending(row_id, c.ts, project, c.path))
+                    self._recent.append(_Pending(row_id, c.ts, project, c.path, c.content_hash))
             self._trim_recent(self.clock.now_ms())
         self.on_project_change(project)
 
@@ -589,7 +623,9 @@ class FileSensor:
         with self._recent_lock:
             if not self._recent:
                 return
-            claimed = [p for p in self._recent if iv.explains(p.project, p.path, p.ts)]
+            claimed = [
+                p for p in self._recent if iv.explains(p.project, p.path, p.ts, p.content_hash)
+            ]
             if not claimed:
                 return
             ids = {p.id for p in claimed}

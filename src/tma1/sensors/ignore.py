@@ -23,7 +23,7 @@ _EDITOR_PATTERNS = [
     ".*.sw?",
     "*~",
     ".#*",
-    "#*#",
+    r"\#*#",  # gitignore needs the escape: a leading # starts a comment
     "4913",
     "*.___jb_tmp___",
     "*.___jb_old___",
