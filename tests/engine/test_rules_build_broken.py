@@ -1,0 +1,206 @@
+"""`build_broken_after_my_edit`: edits of source files, failures that name them, ±10 min."""
+
+from __future__ import annotations
+
+from rulekit import (
+    at,
+    bash_fail,
+    bash_masked,
+    bash_ok,
+    bash_refused,
+    edit,
+    edit_result,
+    src,
+    window,
+)
+
+from tma1.engine.anomaly import Channel, Kind, Severity
+from tma1.engine.rules.build_broken_after_my_edit import build_broken_after_my_edit
+from tma1.engine.window import RuleConfig
+
+CFG = RuleConfig()
+PLUGINS = src("internal/config/plugins.go")
+VALIDATION = src("internal/config/validation.go")
+BUILD = "go build -o templar main.go"
+GO_OUT = (
+    "# example.com/templar/internal/config\n"
+    'internal/config/plugins.go:4:2: "fmt" imported and not used\n'
+    'internal/config/plugins.go:5:2: "strings" imported and not used\n'
+)
+
+
+def run(events: list, now: int) -> list:  # type: ignore[type-arg]
+    return build_broken_after_my_edit(window(events), now, CFG)
+
+
+def test_failure_naming_the_edited_file_is_medium_with_file_and_line() -> None:
+    [a] = run([edit(at(0), PLUGINS), bash_fail(at(2), BUILD, GO_OUT)], at(3))
+    assert (a.kind, a.severity, a.channel) == (
+        Kind.BUILD_BROKEN_AFTER_MY_EDIT,
+        Severity.MEDIUM,
+        Channel.USER_PROMPT_SUBMIT,
+    )
+    assert a.subject == BUILD
+    assert a.related_files == (PLUGINS,)
+    assert a.last_evidence_ts == at(2)
+    assert "internal/config/plugins.go:4" in a.suggestion
+    assert '"fmt" imported and not used' in a.suggestion
+    assert "failed 1 time" in a.evidence and "internal/config/plugins.go" in a.evidence
+
+
+def test_exactly_three_failures_is_high_and_blocks_stop() -> None:
+    two = [edit(at(0), PLUGINS), bash_fail(at(1), BUILD, GO_OUT), bash_fail(at(2), BUILD, GO_OUT)]
+    [medium] = run(two, at(3))
+    assert (medium.severity, medium.channel) == (Severity.MEDIUM, Channel.USER_PROMPT_SUBMIT)
+    [high] = run([*two, bash_fail(at(3), BUILD, GO_OUT)], at(4))
+    assert (high.severity, high.channel) == (Severity.HIGH, Channel.STOP_BLOCK)
+    assert "failed 3 times" in high.evidence
+    # The climb is a new finding for suppression: a different stable key.
+    assert medium.subject == high.subject
+    assert medium.stable_key != high.stable_key
+
+
+def test_failure_not_naming_the_file_does_not_count() -> None:
+    out = "cmd/serve.go:72:4: undefined: NewEnhancedError"
+    assert run([edit(at(0), PLUGINS), bash_fail(at(1), BUILD, out)], at(2)) == []
+
+
+def test_basename_must_be_a_whole_name() -> None:
+    main = src("main.go")
+    out = "internal/domain.go:3:1: syntax error"
+    assert run([edit(at(0), main), bash_fail(at(1), "go vet ./...", out)], at(2)) == []
+    # The command itself may name the file (`go build -o templar main.go`).
+    [a] = run([edit(at(0), main), bash_fail(at(1), BUILD, "exit status 2")], at(2))
+    assert a.related_files == (main,)
+
+
+def test_docs_and_config_are_not_source() -> None:
+    for rel in (
+        "README.md",
+        "package.json",
+        "notes.txt",
+        ".github/ci.yml",
+        "pyproject.toml",
+        "Cargo.lock",
+        "data.csv",
+        "docs/index.rst",
+        "conf.yaml",
+    ):
+        path = src(rel)
+        name = rel.rsplit("/", 1)[-1]
+        out = f"{name}:3: error: bad"
+        assert run([edit(at(0), path), bash_fail(at(1), "make", out)], at(2)) == [], rel
+
+
+def test_plus_ten_minutes_edge() -> None:
+    events = [edit(at(0), PLUGINS), bash_fail(at(10), BUILD, GO_OUT)]
+    assert len(run(events, at(11))) == 1
+    late = [edit(at(0), PLUGINS), bash_fail(at(10) + 1, BUILD, GO_OUT)]
+    assert run(late, at(11)) == []
+
+
+def test_minus_ten_minutes_edge_counts_only_after_the_first_edit() -> None:
+    # Edits at 0 and 15: a failure at 12 is 12 min after the first edit but within 10 min
+    # before the second, and after the first edit — it counts.
+    events = [edit(at(0), PLUGINS), bash_fail(at(12), BUILD, GO_OUT), edit(at(15), PLUGINS)]
+    assert len(run(events, at(16))) == 1
+    # Exactly 10 min before the later edit still counts; 10 min + 1 ms does not.
+    edge = [edit(at(0), PLUGINS), bash_fail(at(12), BUILD, GO_OUT), edit(at(22), PLUGINS)]
+    assert len(run(edge, at(23))) == 1
+    past = [edit(at(0), PLUGINS), bash_fail(at(12) - 1, BUILD, GO_OUT), edit(at(22), PLUGINS)]
+    assert run(past, at(23)) == []
+
+
+def test_the_failure_that_prompted_the_edit_is_not_caused_by_it() -> None:
+    events = [
+        bash_fail(at(0), BUILD, GO_OUT),
+        bash_fail(at(1), BUILD, GO_OUT),
+        edit(at(2), PLUGINS),
+        bash_fail(at(3), BUILD, GO_OUT),
+    ]
+    [a] = run(events, at(4))
+    assert a.severity == Severity.MEDIUM and "failed 1 time" in a.evidence
+
+
+def test_failure_at_the_same_ms_as_the_first_edit_counts() -> None:
+    assert len(run([edit(at(0), PLUGINS), bash_fail(at(0), BUILD, GO_OUT)], at(1))) == 1
+
+
+def test_thirty_minute_edge_on_the_edit() -> None:
+    events = [edit(at(0), PLUGINS), bash_fail(at(5), BUILD, GO_OUT)]
+    assert len(run(events, at(30))) == 1
+    assert run(events, at(30) + 1) == []
+
+
+def test_one_finding_per_command_names_every_file_most_recent_failure_first() -> None:
+    out_both = GO_OUT + "internal/config/validation.go:375:6: validateConfig redeclared\n"
+    out_validation = "internal/config/validation.go:381:6: validateServerConfig redeclared\n"
+    lint = "golangci-lint run --enable-only unused"
+    lint_out = "internal/config/plugins.go:9:6: func helper is unused (unused)"
+    events = [
+        edit(at(0), PLUGINS),
+        edit(at(0.5), VALIDATION),
+        bash_fail(at(1), BUILD, out_both),
+        bash_fail(at(2), BUILD, out_validation),
+        bash_fail(at(3), lint, lint_out),
+    ]
+    found = {a.subject: a for a in run(events, at(4))}
+    assert set(found) == {BUILD, lint}
+    assert found[BUILD].related_files == (VALIDATION, PLUGINS)
+    assert "internal/config/validation.go:381" in found[BUILD].suggestion
+    assert found[lint].related_files == (PLUGINS,)
+
+
+def test_masked_failures_count_and_refusals_do_not() -> None:
+    tsc = "npm run build 2>&1 | head -50"
+    path = src("src/objects/people-write.ts")
+    out = (
+        "> attio-mcp@0.2.0 build\n> tsc\n\n"
+        "src/objects/people-write.ts(158,9): error TS2322: Type 'X' is not assignable "
+        "to type 'string'.\n"
+    )
+    masked = [edit(at(0), path), *(bash_masked(at(i), tsc, out) for i in (1, 2, 3))]
+    [a] = run(masked, at(4))
+    assert a.severity == Severity.HIGH
+    assert "src/objects/people-write.ts:158" in a.suggestion
+    refused = [edit(at(0), path), *(bash_refused(at(i), "rm people-write.ts") for i in (1, 2, 3))]
+    assert run(refused, at(4)) == []
+
+
+def test_successful_runs_are_not_failures() -> None:
+    events = [edit(at(0), PLUGINS), bash_ok(at(1), BUILD, "built main.go")]
+    assert run(events, at(2)) == []
+
+
+def test_edit_that_failed_to_apply_is_no_edit() -> None:
+    events = [
+        edit(at(0), PLUGINS, tuid="e1"),
+        edit_result(at(0.1), PLUGINS, ok=False, tuid="e1"),
+        bash_fail(at(1), BUILD, GO_OUT),
+    ]
+    assert run(events, at(2)) == []
+
+
+def test_python_traceback_suggestion_names_file_and_line() -> None:
+    path = src("app/models.py")
+    out = (
+        "Traceback (most recent call last):\n"
+        '  File "/nonexistent/tma1-rule-tests/proj/app/main.py", line 3, in <module>\n'
+        "    from app.models import User\n"
+        '  File "/nonexistent/tma1-rule-tests/proj/app/models.py", line 27, in <module>\n'
+        "    class User(Base):\n"
+        "NameError: name 'Base' is not defined\n"
+    )
+    [a] = run([edit(at(0), path), bash_fail(at(1), "python -m app.main", out)], at(2))
+    assert 'models.py", line 27' in a.suggestion
+    assert "NameError: name 'Base' is not defined" in a.suggestion
+
+
+def test_events_after_now_are_not_seen() -> None:
+    events = [edit(at(0), PLUGINS), bash_fail(at(2), BUILD, GO_OUT)]
+    assert run(events, at(2) - 1) == []
+
+
+def test_edits_older_than_the_window_give_no_finding_even_with_failures_later() -> None:
+    events = [edit(at(0), PLUGINS), bash_fail(at(35), BUILD, GO_OUT)]
+    assert run(events, at(36)) == []
