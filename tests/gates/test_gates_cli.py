@@ -1,0 +1,99 @@
+"""`tma1 anomalies | gates | label` as real subprocesses against a real database."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from conftest import tma1_cmd
+from gateseed import Session, emit_row
+
+from tma1.clock import SystemClock
+from tma1.gates import DAY_MS
+from tma1.store import Store
+
+
+def _run(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        tma1_cmd(*args, "--database-url", db_url),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_anomalies_label_and_gates(store: Store, db_url: str) -> None:
+    now = SystemClock().now_ms()
+    store.insert_emits(
+        [
+            emit_row(
+                ts=now - 60_000,
+                session_id="cli-s1",
+                kind="test_stuck",
+                subject="tests/t.py::a",
+                evidence="FAILED t::a three times",
+            ),
+            emit_row(ts=now - 30_000, session_id="cli-s2", kind="context_pressure"),
+        ]
+    )
+    out = _run(db_url, "anomalies")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[:4] == ["ID", "TIME", "(UTC)", "KIND"]
+    assert lines[2].split()[0] == "2" and "context_pressure" in lines[2]
+    assert "FAILED t::a three times" in lines[3]
+
+    js = json.loads(_run(db_url, "anomalies", "--session", "cli-s1", "--json").stdout)
+    assert [e["id"] for e in js["emits"]] == [1]
+
+    ok = _run(db_url, "label", "1", "fp", "--note", "flaky test, not stuck")
+    assert ok.returncode == 0 and "emit 1: fp (human)" in ok.stdout
+    missing = _run(db_url, "label", "77", "tp")
+    assert missing.returncode == 1 and "no emit with id 77" in missing.stderr
+    bad = _run(db_url, "label", "1", "maybe")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+    js = json.loads(_run(db_url, "anomalies", "--kind", "test_stuck", "--json").stdout)
+    assert js["emits"][0]["label"] == "fp"
+    assert js["emits"][0]["label_note"] == "flaky test, not stuck"
+
+    # Precision for test_stuck is 0 % (one FP): the gate fails; --strict turns that into 1.
+    table = _run(db_url, "gates")
+    assert table.returncode == 0, table.stderr
+    rows = {
+        (ln.split()[0], ln.split()[1]): ln.split()[-1]
+        for ln in table.stdout.splitlines()[2:]
+        if len(ln.split()) > 2
+    }
+    assert rows[("test_stuck", "precision")] == "FAIL"
+    assert rows[("test_stuck", "budget")] == "pass"
+    assert rows[("stale_file_view", "follow-rate")] == "n/a"
+    assert rows[("context_pressure", "follow-rate")] == "FAIL"  # nothing followed it
+    assert _run(db_url, "gates", "--strict").returncode == 1
+
+    assert _run(db_url, "label", "1", "clear").returncode == 0
+    # Both emits followed: the session commits (context_pressure), the test file is read.
+    Session(store, "cli-s2", ts=now - 20_000).bash("git commit -am done").flush()
+    Session(store, "cli-s1", ts=now - 50_000).read("/repo/tests/t.py").flush()
+    strict = _run(db_url, "gates", "--strict", "--json")
+    assert strict.returncode == 0, strict.stdout
+    data = json.loads(strict.stdout)
+    assert data["follow_rate"]["kinds"]["context_pressure"]["followed"] == 1
+    assert set(data) == {"budget", "follow_rate", "precision"}
+
+
+def test_gates_strict_fails_on_budget_and_validates_options(store: Store, db_url: str) -> None:
+    now = SystemClock().now_ms()
+    today = (now // DAY_MS) * DAY_MS
+    store.insert_emits(
+        [
+            emit_row(ts=today + i, session_id="b", kind="stale_file_view", related=["/r/a.py"])
+            for i in range(3)
+        ]
+    )
+    Session(store, "b", ts=today + 10).read("/r/a.py").flush()  # so only the budget can fail
+    assert _run(db_url, "gates", "--budget", "3", "--strict").returncode == 0
+    r = _run(db_url, "gates", "--budget", "2", "--strict")
+    assert r.returncode == 1
+    assert "max 3/day" in r.stdout
+    bad = _run(db_url, "gates", "--days", "0")
+    assert bad.returncode == 2 and "out of range" in bad.stderr
