@@ -1,0 +1,368 @@
+"""The installed hook script, run exactly as the agent runs it, against a live server."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import LiveServer, free_port
+from test_install import env_for, tma1
+
+from tma1.clock import ManualClock
+
+SESSION = "sess-hook-1"
+SH = shutil.which("sh") or "/bin/sh"
+
+
+class Agent:
+    """Runs the command registered in settings.json the way an agent does: `sh -c`
+    with the event JSON on stdin."""
+
+    def __init__(self, command: str, env: dict[str, str], cwd: Path, clock: ManualClock | None):
+        self.command = command
+        self.env = env
+        self.cwd = cwd
+        self.clock = clock
+
+    def fire(self, event: dict, **env: str) -> subprocess.CompletedProcess[str]:
+        if self.clock is not None:
+            self.clock.advance(1_000)  # events a second apart, as in a real session
+        payload = {"session_id": SESSION, "cwd": str(self.cwd), **event}
+        return subprocess.run(
+            [SH, "-c", self.command],
+            input=json.dumps(payload),
+            env={**self.env, **env},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
+    def failing_bash(self, command: str, error: str) -> None:
+        tid = f"toolu_{time.monotonic_ns()}"
+        base = {"tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": tid}
+        assert self.fire({"hook_event_name": "PreToolUse", **base}).returncode == 0
+        r = self.fire({"hook_event_name": "PostToolUseFailure", "error": error, **base})
+        assert r.returncode == 0
+
+
+def installed_command(home: Path, adapter: str) -> str:
+    if adapter == "claude-code":
+        doc = json.loads((home / ".claude" / "settings.json").read_text())
+    else:
+        doc = json.loads((home / ".codex" / "hooks.json").read_text())
+    commands = {
+        h["command"]
+        for groups in doc["hooks"].values()
+        for g in groups
+        for h in g["hooks"]
+        if "tma1-hook" in h["command"]
+    }
+    assert len(commands) == 1
+    return commands.pop()
+
+
+def install_for(live: LiveServer, home: Path, adapter: str = "claude-code") -> str:
+    """Install into a temporary HOME with the live server's port and data dir baked in."""
+    r = tma1(
+        home,
+        "install",
+        "--adapter",
+        adapter,
+        TMA1_DATA_DIR=str(live.settings.data_dir),
+        TMA1_PORT=str(live.port),
+    )
+    assert r.returncode == 0, r.stderr
+    assert "running at" in r.stdout  # install saw the live server
+    return installed_command(home, adapter)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    h = tmp_path / "home"
+    h.mkdir()
+    return h
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    p = tmp_path / "project"
+    p.mkdir()
+    return p
+
+
+def agent_env(home: Path) -> dict[str, str]:
+    # The agent's environment knows nothing about tma1: the script's baked-in values rule.
+    return env_for(home)
+
+
+def test_stop_block_comes_back_on_stdout(
+    live: LiveServer, clock: ManualClock, home: Path, project: Path
+) -> None:
+    agent = Agent(install_for(live, home), agent_env(home), project, clock)
+    r = agent.fire({"hook_event_name": "SessionStart", "source": "startup"})
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert live.store.counts()["tma1_hook_events"] == 1  # the script really posted it
+    agent.fire({"hook_event_name": "UserPromptSubmit", "prompt": "make the build green"})
+    for _ in range(3):
+        agent.failing_bash(
+            "make build",
+            "Exit code 2\ncc -c main.c\nmain.c:12:5: error: expected ';' before '}' token\n"
+            "make: *** [Makefile:3: main.o] Error 1",
+        )
+    r = agent.fire({"hook_event_name": "Stop", "stop_hook_active": False})
+    assert r.returncode == 0 and r.stderr == ""
+    body = json.loads(r.stdout)
+    assert body["decision"] == "block"
+    assert "repeated_failed_build" in body["reason"]
+    assert "make build" in body["reason"]
+    # the loop guard: the agent is already continuing because of a Stop hook
+    r = agent.fire({"hook_event_name": "Stop", "stop_hook_active": True})
+    assert (r.returncode, r.stdout) == (0, "")
+
+
+def test_digest_comes_back_on_stdout(
+    live: LiveServer, clock: ManualClock, home: Path, project: Path
+) -> None:
+    agent = Agent(install_for(live, home), agent_env(home), project, clock)
+    agent.fire({"hook_event_name": "SessionStart", "source": "startup"})
+    for _ in range(3):
+        agent.failing_bash(
+            "python -m pytest -q tests/test_cart.py",
+            "Exit code 1\nF.\nFAILED tests/test_cart.py::test_total - assert 9 == 10\n"
+            "1 failed, 1 passed in 0.02s",
+        )
+    r = agent.fire({"hook_event_name": "UserPromptSubmit", "prompt": "try again"})
+    assert r.returncode == 0 and r.stderr == ""
+    assert r.stdout.startswith("<tma1-context>")
+    assert r.stdout.rstrip().endswith("</tma1-context>")
+    assert "test_stuck" in r.stdout
+    assert "tests/test_cart.py::test_total" in r.stdout
+    # nothing new to say: the next prompt is answered with silence
+    r = agent.fire({"hook_event_name": "UserPromptSubmit", "prompt": "and again"})
+    assert (r.returncode, r.stdout) == (0, "")
+
+
+def test_codex_script_gets_the_codex_envelope(
+    live: LiveServer, clock: ManualClock, home: Path, project: Path
+) -> None:
+    agent = Agent(install_for(live, home, "codex"), agent_env(home), project, clock)
+    agent.fire({"hook_event_name": "SessionStart", "source": "startup", "model": "gpt-5"})
+    for i in range(3):
+        base = {
+            "tool_name": "Bash",
+            "tool_input": {"command": "cargo test"},
+            "tool_use_id": f"call_{i}",
+            "turn_id": "t1",
+        }
+        agent.fire({"hook_event_name": "PreToolUse", **base})
+        agent.fire(
+            {
+                "hook_event_name": "PostToolUse",
+                "tool_response": "Process exited with code 101\nOutput:\n"
+                "test parser::it_parses ... FAILED\n"
+                "test result: FAILED. 0 passed; 1 failed",
+                **base,
+            }
+        )
+    r = agent.fire({"hook_event_name": "UserPromptSubmit", "prompt": "go on"})
+    body = json.loads(r.stdout)
+    ctx = body["hookSpecificOutput"]
+    assert ctx["hookEventName"] == "UserPromptSubmit"
+    assert "test_stuck" in ctx["additionalContext"]
+    r = agent.fire({"hook_event_name": "Stop", "stop_hook_active": False})
+    assert json.loads(r.stdout)["decision"] == "block"
+    rows = live.client().get("/api/sessions").json()
+    assert "codex" in json.dumps(rows)  # stored as a Codex session (?source=codex)
+
+
+def test_wrong_or_missing_token_stores_nothing_and_prints_nothing(
+    live: LiveServer, home: Path, project: Path, tmp_path: Path
+) -> None:
+    agent = Agent(install_for(live, home), agent_env(home), project, None)
+    wrong = tmp_path / "wrong-data"
+    wrong.mkdir()
+    (wrong / "hook-token").write_text("0" * 64 + "\n")
+    empty = tmp_path / "no-token"
+    empty.mkdir()
+    for data_dir in (wrong, empty):
+        r = agent.fire({"hook_event_name": "SessionStart"}, TMA1_DATA_DIR=str(data_dir))
+        assert (r.returncode, r.stdout, r.stderr) == (0, "", "")  # the 403 body is not shown
+    assert live.store.counts()["tma1_hook_events"] == 0
+    assert live.client().get("/api/health").json()["rejected"]["bad_token"] == 2
+    # the right token, for contrast
+    r = agent.fire({"hook_event_name": "SessionStart"})
+    assert live.store.counts()["tma1_hook_events"] == 1
+
+
+def test_server_down_prints_nothing_and_exits_0_quickly(
+    live: LiveServer, home: Path, project: Path
+) -> None:
+    agent = Agent(install_for(live, home), agent_env(home), project, None)
+    live.stop()
+    t0 = time.monotonic()
+    r = agent.fire({"hook_event_name": "UserPromptSubmit", "prompt": "hello"})
+    elapsed = time.monotonic() - t0
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert elapsed < 3  # catches a hang; the real figure is in bench/bench_hook_script.py
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """Accepts connections and reads, but never answers: a wedged tma1."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    stop = threading.Event()
+    conns: list[socket.socket] = []
+
+    def accept() -> None:
+        sock.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = sock.accept()
+                conns.append(conn)
+            except OSError:
+                continue
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    yield int(sock.getsockname()[1])
+    stop.set()
+    t.join(timeout=2)
+    for c in conns:
+        c.close()
+    sock.close()
+
+
+def test_slow_server_times_out_silently(
+    tmp_path: Path, home: Path, project: Path, silent_server: int
+) -> None:
+    from tma1.adapters.hookscript import write_script
+    from tma1.config import Settings
+
+    settings = Settings(data_dir=tmp_path / "data", port=silent_server)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "hook-token").write_text("a" * 64 + "\n")
+    script = write_script(settings, "claude-code")
+    agent = Agent(shlex.quote(str(script)), agent_env(home), project, None)
+    t0 = time.monotonic()
+    r = agent.fire({"hook_event_name": "UserPromptSubmit", "prompt": "hello"})
+    elapsed = time.monotonic() - t0
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert 0.4 < elapsed < 3  # it did wait for the server (max-time 0.5 s), then gave up
+
+
+def test_environment_overrides_the_baked_in_port(
+    live: LiveServer, home: Path, project: Path
+) -> None:
+    r = tma1(home, "install", TMA1_DATA_DIR=str(live.settings.data_dir), TMA1_PORT=str(free_port()))
+    assert r.returncode == 0, r.stderr
+    agent = Agent(installed_command(home, "claude-code"), agent_env(home), project, None)
+    agent.fire({"hook_event_name": "SessionStart"})
+    assert live.store.counts()["tma1_hook_events"] == 0  # nobody listens on the baked port
+    agent.fire({"hook_event_name": "SessionStart"}, TMA1_PORT=str(live.port))
+    assert live.store.counts()["tma1_hook_events"] == 1
+
+
+def test_large_event_on_stdin_is_posted_whole(live: LiveServer, home: Path, project: Path) -> None:
+    agent = Agent(install_for(live, home), agent_env(home), project, None)
+    big = "x" * 400_000  # a long tool output (the server caps what it keeps)
+    r = agent.fire(
+        {
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": "cat big.log"},
+            "tool_response": {"stdout": big, "stderr": "", "interrupted": False},
+        }
+    )
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert live.store.counts()["tma1_hook_events"] == 1
+
+
+def test_script_without_curl_drains_stdin_and_exits_0(
+    live: LiveServer, home: Path, project: Path, tmp_path: Path
+) -> None:
+    agent = Agent(install_for(live, home), agent_env(home), project, None)
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("cat",):  # what the script may use besides curl
+        os.symlink(
+            subprocess.check_output(["sh", "-c", f"command -v {tool}"], text=True).strip(),
+            bare / tool,
+        )
+    r = agent.fire({"hook_event_name": "SessionStart"}, PATH=str(bare))
+    assert (r.returncode, r.stdout) == (0, "")
+    assert live.store.counts()["tma1_hook_events"] == 0
+
+
+def test_script_is_valid_posix_sh(tmp_path: Path) -> None:
+    from tma1.adapters.hookscript import write_script
+    from tma1.config import Settings
+
+    script = write_script(Settings(data_dir=tmp_path / "d"), "codex")
+    checked = 0
+    for shell in ("dash", "bash", "busybox", "shellcheck"):
+        exe = shutil.which(shell)
+        if exe is None:
+            continue
+        argv = {
+            "busybox": [exe, "sh", "-n"],
+            "bash": [exe, "--posix", "-n"],
+            "shellcheck": [exe, "--shell=sh", "--severity=warning"],
+        }.get(shell, [exe, "-n"])
+        r = subprocess.run([*argv, str(script)], capture_output=True, text=True)
+        assert r.returncode == 0, (shell, r.stdout, r.stderr)
+        checked += 1
+    assert checked >= 1
+
+
+def test_script_sends_token_from_an_oddly_named_data_dir(tmp_path: Path, home: Path) -> None:
+    """A stand-in curl records what the script hands it: the token comes from the quoted
+    data dir through a config file (never argv), the body is printed only on HTTP 200."""
+    from tma1.adapters.hookscript import write_script
+    from tma1.config import Settings
+
+    weird = tmp_path / "data dir with 'quotes' and $dollar"
+    weird.mkdir()
+    (weird / "hook-token").write_text("f" * 64 + "\n")
+    script = write_script(Settings(data_dir=weird, port=4321), "codex")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "curl.log"
+    fake = bindir / "curl"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f"log={shlex.quote(str(log))}\n"
+        'printf "%s\\n" "$@" >"$log"\n'
+        'cat /dev/fd/3 >>"$log"\n'
+        'cat >>"$log"\n'
+        'printf "answer%s" "${FAKE_CODE:-200}"\n'
+    )
+    fake.chmod(0o755)
+    env = {**env_for(home), "PATH": f"{bindir}:{os.environ['PATH']}"}
+    r = subprocess.run([SH, str(script)], input='{"a":1}', env=env, capture_output=True, text=True)
+    assert (r.returncode, r.stdout) == (0, "answer")
+    sent = log.read_text()
+    assert "http://127.0.0.1:4321/api/hooks?source=codex&envelope=codex" in sent
+    assert 'header = "X-TMA1-Token: ' + "f" * 64 + '"' in sent
+    assert sent.count("f" * 64) == 1  # only in the config on fd 3, not in the arguments
+    assert sent.endswith('{"a":1}')  # stdin forwarded as is
+    assert "--max-time\n0.5" in sent
+    for code in ("403", "500", "000", "204"):
+        r = subprocess.run(
+            [SH, str(script)],
+            input="{}",
+            env={**env, "FAKE_CODE": code},
+            capture_output=True,
+            text=True,
+        )
+        assert (r.returncode, r.stdout) == (0, ""), code
