@@ -18,8 +18,9 @@ What a current Claude Code would have sent its hooks, reconstructed from the tra
   no `PostToolUse`;
 - the end of each turn → `Stop` (none after a user interrupt: Claude Code fires no Stop
   then);
-- assistant usage → occupancy (design §2.12): prompt size = input + cache read + cache
-  creation, deduplicated by `message.id`, sidechains excluded;
+- assistant usage → occupancy (design §2.12) through the live tailer's own parser
+  (`sensors.transcripts.parse_claude_usage_lines`: prompt size = input + cache read +
+  cache creation, deduplicated by `message.id`, sidechains excluded);
 - compaction (a compact summary, or a `compact_boundary` system entry) → a usage row of
   kind `compaction`.
 """
@@ -33,6 +34,7 @@ from typing import Any
 from tma1.events import Usage
 from tma1.replay.formats import CLAUDE_TRANSCRIPT, Records, parse_ts
 from tma1.replay.model import HOOK, USAGE, Converted, Note, Problem, ReplayItem
+from tma1.sensors.transcripts import parse_claude_usage_lines
 
 # Built-in commands that run locally: no UserPromptSubmit, nothing reaches the model.
 _LOCAL_COMMANDS = frozenset(
@@ -136,33 +138,14 @@ def classify_result(text: str, is_error: bool) -> str:
     return OK
 
 
-def usage_from_entry(entry: dict[str, Any], ts: int) -> Usage | None:
-    """The main-chain request's prompt size (design §2.12), or None (no/empty usage)."""
-    msg = entry.get("message")
-    if not isinstance(msg, dict) or not isinstance(msg.get("usage"), dict):
-        return None
-    u = msg["usage"]
-
-    def n(key: str) -> int:
-        v = u.get(key)
-        return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0
-
-    inp, cr, cc = n("input_tokens"), n("cache_read_input_tokens"), n("cache_creation_input_tokens")
-    occupancy = inp + cr + cc
-    if occupancy <= 0:
-        return None  # synthetic/API-error messages carry zeros; not a context reading
-    sid = entry.get("sessionId")
-    return Usage(
-        ts=ts,
-        session_id=sid if isinstance(sid, str) else "",
-        occupancy=occupancy,
-        input_tokens=inp,
-        cache_read_tokens=cr,
-        cache_creation_tokens=cc,
-        output_tokens=n("output_tokens"),
-        model=msg.get("model") if isinstance(msg.get("model"), str) else None,
-        message_id=msg.get("id") if isinstance(msg.get("id"), str) else None,
+def entry_usages(entry: dict[str, Any], ts: int, sid: str, seen: set[str]) -> list[Usage]:
+    """Occupancy rows of one entry via the live tailer's parser (sensors/transcripts.py),
+    with the entry's (possibly re-timed) ts and session. Zero readings are dropped: they
+    are client-made messages, not a context size."""
+    rows = parse_claude_usage_lines(
+        [{**entry, "timestamp": ts, "sessionId": sid}], session_id=sid, seen=seen
     )
+    return [u for u in rows if u.occupancy > 0 or u.kind == "compaction"]
 
 
 def _prompt_text(content: Any) -> str | None:
@@ -387,8 +370,11 @@ def convert(records: Records) -> Converted:
         msg = e.get("message") if isinstance(e.get("message"), dict) else {}
 
         if etype == "system":
-            if e.get("subtype") == "compact_boundary" and not side:
-                _compaction(out, s, ts, seq, origin)
+            for u in entry_usages(e, ts, sid, s.seen_messages):  # compact_boundary
+                out.items.append(
+                    ReplayItem(ts=ts, kind=USAGE, session_id=sid, usage=u, origin=origin,
+                               seq=seq, key=f"claude-compaction:{sid}:{u.message_id}")
+                )  # fmt: skip
             continue
 
         if etype == "assistant":
@@ -397,17 +383,11 @@ def convert(records: Records) -> Converted:
                 s.turn_active = True
                 s.last = (ts, seq)
                 s.last_uuid = str(e.get("uuid") or line)
-                mid = msg.get("id")
-                key = f"{mid}|{e.get('requestId', '')}" if isinstance(mid, str) else None
-                if key is None or key not in s.seen_messages:
-                    if key:
-                        s.seen_messages.add(key)
-                    u = usage_from_entry(e, ts)
-                    if u is not None:
-                        out.items.append(
-                            ReplayItem(ts=ts, kind=USAGE, session_id=sid, usage=u, origin=origin,
-                                       seq=seq + 1, key=f"claude-usage:{sid}:{key}")
-                        )  # fmt: skip
+                for u in entry_usages(e, ts, sid, s.seen_messages):
+                    out.items.append(
+                        ReplayItem(ts=ts, kind=USAGE, session_id=sid, usage=u, origin=origin,
+                                   seq=seq + 1, key=f"claude-usage:{sid}:{u.message_id}")
+                    )  # fmt: skip
             content = msg.get("content")
             for i, block in enumerate(content if isinstance(content, list) else []):
                 if not isinstance(block, dict) or block.get("type") != "tool_use":

@@ -16,7 +16,8 @@ shell calls (tool `Bash`, `tool_input.command` the script) and `apply_patch` (to
 `apply_patch`, `tool_input.command` the patch), a string `tool_response`
 `"Exit code: N\\nOutput:\\n…"` (Codex fires PostToolUse for non-zero exits too), and
 `Stop` at the end of each turn that was not aborted. `update_plan` fires no hook.
-`token_count` → occupancy = `last_token_usage.input_tokens` (design §2.12).
+`token_count` → occupancy = `last_token_usage.input_tokens` (design §2.12), through the
+live tailer's own parser (`sensors.transcripts.parse_codex_usage_lines`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from tma1.events import Usage
 from tma1.replay.formats import CODEX_ROLLOUT, Records, parse_ts
 from tma1.replay.model import HOOK, USAGE, Converted, Problem, ReplayItem
+from tma1.sensors.transcripts import CodexState, parse_codex_usage_lines
 
 LEGACY_SPACING_MS = 5_000
 SHELL_NAMES = frozenset({"shell", "container.exec", "local_shell", "exec_command", "shell_command"})
@@ -97,28 +98,6 @@ def tool_response(output: Any) -> str:
     return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
 
 
-def usage_from_token_count(info: Any, sid: str, ts: int) -> Usage | None:
-    if not isinstance(info, dict) or not isinstance(info.get("last_token_usage"), dict):
-        return None
-    last = info["last_token_usage"]
-
-    def n(key: str) -> int:
-        v = last.get(key)
-        return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0
-
-    total_in, cached = n("input_tokens"), n("cached_input_tokens")
-    if total_in <= 0:
-        return None
-    return Usage(
-        ts=ts,
-        session_id=sid,
-        occupancy=total_in,
-        input_tokens=max(0, total_in - cached),
-        cache_read_tokens=cached,
-        output_tokens=n("output_tokens"),
-    )
-
-
 @dataclass(slots=True)
 class _State:
     sid: str = ""
@@ -129,7 +108,7 @@ class _State:
     turn_stopped: bool = False
     last: tuple[int, int, str] = (0, 0, "")
     calls: dict[str, tuple[str, dict[str, Any], str | None, int]] = field(default_factory=dict)
-    last_total: Any = None
+    usage_state: CodexState = field(default_factory=CodexState)
     started: bool = False
 
 
@@ -238,31 +217,14 @@ class _Emitter:
         self.touch(max(ts, call_ts), seq, origin)
         self.hook(max(ts, call_ts), seq, origin, payload, call_id)
 
-    def usage(self, ts: int, seq: int, origin: str, info: Any) -> None:
+    def usage(self, ts: int, seq: int, origin: str, rec: dict[str, Any]) -> None:
+        """Occupancy through the live tailer's own parser (sensors/transcripts.py)."""
         st = self.st
-        total = info.get("total_token_usage") if isinstance(info, dict) else None
-        if total is not None and total == st.last_total:
-            return  # Codex repeats the last reading; one request, one row
-        st.last_total = total
-        u = usage_from_token_count(info, st.sid, ts)
-        if u is not None:
+        for u in parse_codex_usage_lines([rec], session_id=st.sid, state=st.usage_state):
             self.out.items.append(
-                ReplayItem(ts=ts, kind=USAGE, session_id=st.sid, usage=u, origin=origin, seq=seq,
-                           key=f"codex-usage:{st.sid}:{ts}:{seq}")
+                ReplayItem(ts=u.ts, kind=USAGE, session_id=st.sid, usage=u, origin=origin,
+                           seq=seq, key=f"codex-usage:{st.sid}:{u.ts}:{seq}")
             )  # fmt: skip
-
-    def compaction(self, ts: int, seq: int, origin: str) -> None:
-        self.out.items.append(
-            ReplayItem(
-                ts=ts,
-                kind=USAGE,
-                session_id=self.st.sid,
-                usage=Usage(ts=ts, session_id=self.st.sid, occupancy=0, kind="compaction"),
-                origin=origin,
-                seq=seq,
-                key=f"codex-compaction:{self.st.sid}:{ts}",
-            )
-        )
 
 
 def _message_text(content: Any) -> str | None:
@@ -315,19 +277,17 @@ def _convert_current(records: Records, out: Converted) -> None:
             out.problems.append(Problem(path, line, "record before session_meta; skipped"))
             continue
         em.start(ts, seq, origin)
+        if rtype in ("turn_context", "compacted", "event_msg"):
+            em.usage(ts, seq, origin, rec)
         if rtype == "turn_context":
             if isinstance(p.get("cwd"), str):
                 st.cwd = p["cwd"]
             if isinstance(p.get("model"), str):
                 st.model = p["model"]
-        elif rtype == "compacted":
-            em.compaction(ts, seq, origin)
         elif rtype == "event_msg":
             if ptype == "user_message" and isinstance(p.get("message"), str):
                 if not _is_preamble(p["message"]):
                     em.prompt(ts, seq, origin, p["message"])
-            elif ptype == "token_count":
-                em.usage(ts, seq, origin, p.get("info"))
             elif ptype == "turn_aborted":
                 st.turn_aborted = True
             elif ptype == "task_complete":

@@ -1,0 +1,273 @@
+"""`tma1 replay` and `tma1 export`: backtest the rules on recorded sessions.
+
+`replay PATH…` runs the real engine with a virtual clock over recorded sessions (tma1
+event logs, Claude Code transcripts and hook logs, Codex rollouts — told apart by
+content; directories are read recursively) and prints every delivery the agent would
+have received, then emits per kind, the daily budget and the follow-rate.
+
+`export --session ID` writes a stored session as the event log `replay` reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tma1.config import DEFAULT_CONTEXT_PRESSURE_THRESHOLD, ConfigError
+
+
+def _threshold(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number") from None
+    if not 1 <= value <= 100_000_000:
+        raise argparse.ArgumentTypeError(f"{value} is out of range (1..100000000)")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "replay",
+        help="run the rules over recorded sessions (backtest)",
+        description=(
+            "Run the real engine with a virtual clock over recorded sessions and print "
+            "every delivery and a summary (emits per kind, budget per day, follow-rate). "
+            "Inputs are detected by content: tma1 event logs (tma1 export), Claude Code "
+            "transcripts (JSONL or JSON array) and hook payload logs, Codex rollouts. "
+            "Directories are read recursively."
+        ),
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument(
+        "--threshold",
+        type=_threshold,
+        default=DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
+        help="context_pressure threshold in prompt tokens (default 100000)",
+    )
+    p.add_argument(
+        "--db",
+        type=Path,
+        help="keep the replay's SQLite database in FILE (must not exist; default: temporary)",
+    )
+    p.add_argument("--bodies", action="store_true", help="print every delivery body in full")
+    p.set_defaults(func=run_replay)
+
+    e = sub.add_parser(
+        "export",
+        help="write a stored session as an event log (for tma1 replay)",
+        description="Write one stored session (events, its project's file changes, usage) "
+        "as tma1's JSONL event log.",
+    )
+    e.add_argument("--session", required=True, help="session id")
+    e.add_argument("--out", type=Path, help="output file (default: standard output)")
+    e.add_argument("--data-dir", type=Path, help="data directory (TMA1_DATA_DIR, ~/.tma1)")
+    e.add_argument("--database-url", help="SQLAlchemy URL (TMA1_DATABASE_URL)")
+    e.set_defaults(func=run_export)
+
+
+# --- replay --------------------------------------------------------------------------------
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    import logging
+
+    from tma1.replay.driver import replay_paths
+
+    if args.db is not None and args.db.exists():
+        raise ConfigError(f"--db {args.db} exists; give a new file (replay starts from empty)")
+    # The engine logs each rejected or odd payload; the report says it once, at the end.
+    logging.getLogger("tma1").setLevel(logging.ERROR)
+    result = replay_paths(args.paths, threshold=args.threshold, db=args.db)
+    if args.json:
+        json.dump(result_json(result), sys.stdout, ensure_ascii=False, indent=2)
+        print()
+    else:
+        sys.stdout.write(render_text(result, full_bodies=args.bodies))
+    for problem in result.all_problems:
+        print(f"tma1 replay: {problem}", file=sys.stderr)
+    fed_anything = result.items_fed > 0
+    return 0 if fed_anything else 1
+
+
+def result_json(result: Any) -> dict[str, Any]:
+    return {
+        "inputs": [
+            {
+                "path": c.path,
+                "format": c.format,
+                "records": c.records,
+                "items": len(c.items),
+                "synthetic_time": c.synthetic_time,
+                "problems": [str(p) for p in c.problems],
+            }
+            for c in result.inputs
+        ],
+        "problems": [str(p) for p in result.all_problems],
+        "notes": [
+            {
+                "ts": n.ts,
+                "session_id": n.session_id,
+                "kind": n.kind,
+                "detail": n.detail,
+                "origin": n.origin,
+            }
+            for n in result.notes
+        ],
+        "events": result.events_fed,
+        "items": result.items_fed,
+        "duplicates_dropped": result.duplicates_dropped,
+        "elapsed_s": round(result.elapsed_s, 3),
+        "deliveries": [d.to_json() for d in result.deliveries],
+        "summary": result.summary,
+        "counters": result.counters,
+    }
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [len(h) for h in headers]
+    for r in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    out.append("  ".join("-" * w for w in widths))
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return out
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _rate(v: Any) -> str:
+    return "-" if v is None else f"{v:.0%}"
+
+
+def _pass(v: Any) -> str:
+    return "no data" if v is None else ("pass" if v else "FAIL")
+
+
+def render_text(result: Any, *, full_bodies: bool = False) -> str:
+    from tma1.replay.driver import iso
+
+    lines: list[str] = []
+    rate = result.events_fed / result.elapsed_s if result.elapsed_s > 0 else 0.0
+    lines.append(
+        f"tma1 replay: {len(result.inputs)} input(s), {result.events_fed} hook events, "
+        f"{result.items_fed} items in {result.elapsed_s:.1f} s ({rate:,.0f} events/s)"
+    )
+    lines.append("")
+    lines += _table(
+        ["input", "format", "records", "items"],
+        [[c.path, c.format, str(c.records), str(len(c.items))] for c in result.inputs],
+    )
+    for c in result.inputs:
+        if c.synthetic_time:
+            lines.append(f"  note: {Path(c.path).name}: {c.synthetic_time}")
+    if result.duplicates_dropped:
+        lines.append(f"  note: {result.duplicates_dropped} items seen in an earlier input dropped")
+    notes = Counter(n.kind for n in result.notes)
+    if notes:
+        lines.append("")
+        lines.append(
+            "notes from the recordings: " + ", ".join(f"{k} ×{v}" for k, v in sorted(notes.items()))
+        )
+        for n in result.notes:
+            if n.kind in ("modified_since_read", "retimed_copy"):
+                when = iso(n.ts) if n.ts else ""
+                lines.append(f"  {n.kind} {when} {n.session_id[:12]}: {_one_line(n.detail, 160)}")
+    problems = result.all_problems
+    if problems:
+        lines.append("")
+        lines.append(f"problems: {len(problems)} (unreadable parts were skipped; see stderr)")
+
+    lines.append("")
+    lines.append(f"deliveries: {len(result.deliveries)}")
+    for d in result.deliveries:
+        lines.append("")
+        lines.append(f"{iso(d.ts)}  {d.session_id}  {d.hook_event} → {d.channel}")
+        lines.append(f"  from {d.origin}")
+        for f in d.findings:
+            lines.append(f"  • [{f['severity']}] {f['kind']}: {_one_line(f['evidence'], 200)}")
+        body = d.body if full_bodies else _one_line(d.body, 300)
+        for b in body.splitlines() or [""]:
+            lines.append(f"  | {b}")
+
+    s = result.summary
+    lines.append("")
+    lines.append("summary")
+    per_kind = s.get("emits_per_kind") or {}
+    lines.append("")
+    lines.append("emits per kind")
+    lines += _table(["kind", "emits"], [[k, str(v)] for k, v in per_kind.items()] or [["-", "0"]])
+    budget = s.get("budget")
+    if budget:
+        lines.append("")
+        lines.append(f"budget (≤ {budget['budget']} emits per kind per UTC day)")
+        rows = [
+            [r["day"], r["kind"], str(r["count"]), "OVER" if r["over_budget"] else "ok"]
+            for r in budget["per_day"]
+        ]
+        lines += _table(["day", "kind", "emits", ""], rows or [["-", "-", "0", ""]])
+        lines.append(f"budget gate: {_pass(budget['pass'])}")
+    follow = s.get("follow_rate")
+    if follow:
+        lines.append("")
+        lines.append(
+            f"follow-rate (a follow action within {follow['window']} tool calls; "
+            f"target ≥ {follow['target']:.0%})"
+        )
+        rows = [
+            [k, str(v["emits"]), str(v["followed"]), _rate(v["rate"]), _pass(v["pass"])]
+            for k, v in follow["kinds"].items()
+            if v["emits"]
+        ]
+        lines += _table(
+            ["kind", "emits", "followed", "rate", "gate"], rows or [["-", "0", "0", "-", ""]]
+        )
+    lines.append("")
+    return "\n".join(lines)
+
+
+# --- export --------------------------------------------------------------------------------
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from tma1.config import load_settings, validate_database_url
+    from tma1.replay.export import SessionNotFound, export_lines
+    from tma1.store import Store
+
+    settings = load_settings().with_overrides(
+        data_dir=args.data_dir,
+        database_url=validate_database_url("--database-url", args.database_url)
+        if args.database_url
+        else None,
+    )
+    url = settings.effective_database_url
+    if url.startswith("sqlite") and not Path(url.split("///", 1)[-1]).exists():
+        print(f"tma1 export: no database at {url}", file=sys.stderr)
+        return 1
+    try:
+        store = Store.open(url)
+    except Exception as exc:
+        raise ConfigError(f"cannot open the database {url}: {exc}") from None
+    try:
+        try:
+            lines = list(export_lines(store, args.session))
+        except SessionNotFound:
+            print(f"tma1 export: no session {args.session!r} in {url}", file=sys.stderr)
+            return 1
+    finally:
+        store.close()
+    text = "".join(line + "\n" for line in lines)
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+        print(f"tma1 export: {len(lines)} records written to {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

@@ -1,0 +1,360 @@
+"""Replay: run recorded sessions through the live code path with a virtual clock.
+
+The engine is a pure function of events and time (design §2.1), so yesterday's sessions
+can be run again: a real `Service` (store, ingest, detector, suppression, emit log) is built
+with a `ManualClock`; each recorded item, in time order, sets the clock to its timestamp
+and goes in the way it went in live — hook payloads through `Service.handle_hook` (the very
+function `POST /api/hooks` calls), file changes as the watcher stores them, token usage as
+the transcript tailer stores it. Every non-empty answer is a delivery.
+
+Two things differ from live on purpose:
+- `transcript_path` is taken out of hook payloads: the usage of the time is in the
+  recording, and the transcript on disk today is not what it was then;
+- data never expires (TTL) and the ingest budget is generous: a replay of last month must
+  not purge itself, and must not depend on how busy this machine is.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tma1 import gates
+from tma1.clock import ManualClock
+from tma1.config import DEFAULT_CONTEXT_PRESSURE_THRESHOLD, Settings
+from tma1.engine.delivery import CHANNEL_FOR_HOOK
+from tma1.replay import claude_hooklog, claude_transcript, codex_rollout, eventlog
+from tma1.replay.formats import (
+    CLAUDE_HOOKLOG,
+    CLAUDE_TRANSCRIPT,
+    CODEX_ROLLOUT,
+    EVENTLOG,
+    Records,
+    detect,
+    read_records,
+)
+from tma1.replay.model import FILE_CHANGE, HOOK, USAGE, Converted, Note, Problem, ReplayItem
+from tma1.service import build_service
+from tma1.store import Store
+
+log = logging.getLogger("tma1.replay")
+
+NEVER_EXPIRE_S = 100 * 365 * 86_400
+REPLAY_DB_BUDGET_MS = 60_000
+DAY_MS = 86_400_000
+_CONVERTERS = {
+    EVENTLOG: eventlog.convert,
+    CLAUDE_TRANSCRIPT: claude_transcript.convert,
+    CODEX_ROLLOUT: codex_rollout.convert,
+}
+_SKIP_NAMES = ("README", ".DS_Store")
+
+
+# --- loading -------------------------------------------------------------------------------
+
+
+def expand_paths(paths: Iterable[str | Path]) -> tuple[list[Path], list[Problem]]:
+    """Files as given; directories recursively (sorted); missing paths are problems."""
+    files: list[Path] = []
+    problems: list[Problem] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            for f in sorted(p.rglob("*")):
+                if f.is_file() and not f.name.startswith(_SKIP_NAMES) and f.suffix != ".md":
+                    files.append(f)
+        elif p.is_file():
+            files.append(p)
+        else:
+            problems.append(Problem(str(p), 0, "no such file or directory"))
+    return files, problems
+
+
+def load(paths: Iterable[str | Path]) -> tuple[list[Converted], list[Problem]]:
+    """Read, detect and convert every input. Hook logs are converted together so a
+    PostToolUse logged in one file finds its PreToolUse in another."""
+    files, problems = expand_paths(paths)
+    converted: list[Converted | None] = []
+    hooklogs: list[tuple[int, Records]] = []
+    for f in files:
+        records = read_records(f)
+        fmt = detect(records)
+        if fmt == CLAUDE_HOOKLOG:
+            hooklogs.append((len(converted), records))
+            converted.append(None)
+            continue
+        if fmt is None:
+            out = Converted(path=str(f), format="unknown", records=len(records.records))
+            out.problems.extend(records.problems)
+            if records.records or not records.problems:
+                out.problems.append(
+                    Problem(str(f), 0, "format not recognised (not an event log, Claude Code "
+                            "transcript or hook log, or Codex rollout); skipped")
+                )  # fmt: skip
+            converted.append(out)
+            continue
+        try:
+            converted.append(_CONVERTERS[fmt](records))
+        except Exception as exc:  # a converter bug must not end the whole replay
+            log.exception("converting %s failed", f)
+            out = Converted(path=str(f), format=fmt, records=len(records.records))
+            out.problems.append(Problem(str(f), 0, f"conversion failed: {exc!r}"))
+            converted.append(out)
+    if hooklogs:
+        for (idx, _), out in zip(
+            hooklogs, claude_hooklog.convert_many([r for _, r in hooklogs]), strict=True
+        ):
+            converted[idx] = out
+    return [c for c in converted if c is not None], problems
+
+
+def merge_items(converted: Sequence[Converted]) -> tuple[list[ReplayItem], int]:
+    """All items in time order (ties: input order, then position in the file); an item
+    seen in an earlier input (same key) is dropped. Returns (items, duplicates dropped)."""
+    seen: set[str] = set()
+    rows: list[tuple[int, int, int, ReplayItem]] = []
+    dups = 0
+    for fi, conv in enumerate(converted):
+        for item in conv.items:
+            if item.key is not None:
+                if item.key in seen:
+                    dups += 1
+                    continue
+                seen.add(item.key)
+            rows.append((item.ts, fi, item.seq, item))
+    rows.sort(key=lambda r: r[:3])
+    return [r[3] for r in rows], dups
+
+
+# --- running -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class DeliveryRecord:
+    ts: int
+    session_id: str
+    hook_event: str
+    channel: str
+    body: str
+    origin: str
+    findings: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ts": self.ts,
+            "time": iso(self.ts),
+            "session_id": self.session_id,
+            "hook_event": self.hook_event,
+            "channel": self.channel,
+            "body": self.body,
+            "origin": self.origin,
+            "findings": self.findings,
+        }
+
+
+@dataclass(slots=True)
+class ReplayResult:
+    inputs: list[Converted]
+    problems: list[Problem]
+    deliveries: list[DeliveryRecord]
+    emits: list[dict[str, Any]]
+    summary: dict[str, Any]
+    events_fed: int
+    items_fed: int
+    duplicates_dropped: int
+    elapsed_s: float
+    counters: dict[str, int]
+
+    @property
+    def all_problems(self) -> list[Problem]:
+        return [*self.problems, *(p for c in self.inputs for p in c.problems)]
+
+    @property
+    def notes(self) -> list[Note]:
+        return [n for c in self.inputs for n in c.notes]
+
+
+def iso(ts: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts / 1000)) + f".{ts % 1000:03d}Z"
+
+
+def default_db_dir() -> str | None:
+    """tmpfs when there is one: replay writes every event, and nothing needs to survive."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+
+
+def replay_items(
+    items: Sequence[ReplayItem],
+    *,
+    threshold: int = DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
+    db: str | Path | None = None,
+    database_url: str | None = None,
+) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
+    """Feed `items` (time-ordered) through a fresh Service: deliveries, emit-log rows,
+    summary and counters. `db`/`database_url` keep the database for inspection; without
+    them it lives in a temporary directory (on tmpfs when there is one)."""
+    tmp: tempfile.TemporaryDirectory[str] | None = None
+    if database_url is None:
+        if db is None:
+            tmp = tempfile.TemporaryDirectory(prefix="tma1-replay-", dir=default_db_dir())
+            db = Path(tmp.name) / "replay.db"
+        database_url = f"sqlite:///{Path(db).resolve()}"
+    data_dir = Path(tmp.name) if tmp else Path(tempfile.gettempdir())
+    settings = Settings(
+        data_dir=data_dir,
+        database_url=database_url,
+        watch_files=False,
+        require_token=False,
+        context_pressure_threshold=threshold,
+        data_ttl_seconds=NEVER_EXPIRE_S,
+        hook_db_budget_ms=REPLAY_DB_BUDGET_MS,
+    )
+    start = items[0].ts if items else 0
+    clock = ManualClock(start)
+    store = Store.open(database_url)
+    service = build_service(settings, clock=clock, store=store)
+    deliveries: list[DeliveryRecord] = []
+    service.start()
+    try:
+        for item in items:
+            if item.ts > clock.now_ms():
+                clock.set(item.ts)
+            if item.kind == HOOK and item.payload is not None:
+                payload = {k: v for k, v in item.payload.items() if k != "transcript_path"}
+                body = service.handle_hook(
+                    json.dumps(payload, ensure_ascii=False).encode("utf-8"),
+                    source=item.source,
+                    envelope=item.envelope,
+                )
+                if body:
+                    hook = item.hook_event or ""
+                    channel = CHANNEL_FOR_HOOK.get(hook)
+                    deliveries.append(
+                        DeliveryRecord(
+                            ts=clock.now_ms(),
+                            session_id=item.session_id,
+                            hook_event=hook,
+                            channel=str(channel) if channel else "",
+                            body=body,
+                            origin=item.origin,
+                        )
+                    )
+            elif item.kind == FILE_CHANGE and item.change is not None:
+                store.insert_change(item.change)
+                service.delivery.invalidate_project(item.change.project)
+            elif item.kind == USAGE and item.usage is not None:
+                store.insert_usages([item.usage])
+                service.delivery.invalidate(item.usage.session_id)
+    finally:
+        service.stop()  # flushes the emit log
+    try:
+        emits = store.emits_since(0)
+        attach_findings(deliveries, emits)
+        summary = summarize(store, emits, items)
+    finally:
+        store.close()
+        if tmp is not None:
+            tmp.cleanup()
+    counters = {k: v for k, v in service.counters.snapshot("").items() if v}
+    return deliveries, emits, summary, counters
+
+
+def attach_findings(deliveries: list[DeliveryRecord], emits: Sequence[dict[str, Any]]) -> None:
+    """Each emit-log row belongs to the delivery of its session, time and channel."""
+    by_key: dict[tuple[str, int, str], list[dict[str, Any]]] = defaultdict(list)
+    for e in emits:
+        by_key[(e["session_id"], int(e["ts"]), e["channel"])].append(e)
+    for d in deliveries:
+        rows = by_key.pop((d.session_id, d.ts, d.channel), [])
+        d.findings = [
+            {
+                "kind": r["kind"],
+                "severity": r["severity"],
+                "stable_key": r["stable_key"],
+                "evidence": r["evidence"],
+                "suggestion": r["suggestion"],
+                "related_files": _files(r["related_files"]),
+                "first_emitted_at": r["first_emitted_at"],
+            }
+            for r in rows
+        ]
+
+
+def _files(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return value
+    try:
+        loaded = json.loads(value) if isinstance(value, str) else []
+    except ValueError:
+        return []
+    return loaded if isinstance(loaded, list) else []
+
+
+def summarize(
+    store: Store, emits: Sequence[dict[str, Any]], items: Sequence[ReplayItem]
+) -> dict[str, Any]:
+    """Emits per kind, the budget per day and kind, the follow-rate per kind (tma1.gates),
+    over the whole replayed span."""
+    per_kind = Counter(e["kind"] for e in emits)
+    if not items:
+        return {"emits_per_kind": {}, "budget": None, "follow_rate": None}
+    first, last = items[0].ts, items[-1].ts
+    days = int(last // DAY_MS - first // DAY_MS) + 1
+    budget = gates.budget(store, now_ms=last, days=days)
+    follow = gates.follow_rate(store, now_ms=last, days=days)
+    # Only the days something was emitted: a replay can span months.
+    budget_days = [row for row in budget["per_day"] if row["count"]]
+    return {
+        "emits_per_kind": dict(sorted(per_kind.items())),
+        "emits": len(emits),
+        "span": {"from": iso(first), "to": iso(last), "days": days},
+        "budget": {
+            "budget": budget["budget"],
+            "per_day": budget_days,
+            "kinds": budget["kinds"],
+            "pass": budget["pass"],
+        },
+        "follow_rate": {
+            "window": follow["window"],
+            "target": follow["target"],
+            "kinds": follow["kinds"],
+            "overall": follow["overall"],
+            "pass": follow["pass"],
+        },
+    }
+
+
+def replay_paths(
+    paths: Iterable[str | Path],
+    *,
+    threshold: int = DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
+    db: str | Path | None = None,
+    database_url: str | None = None,
+) -> ReplayResult:
+    t0 = time.perf_counter()
+    inputs, problems = load(paths)
+    items, dups = merge_items(inputs)
+    deliveries, emits, summary, counters = replay_items(
+        items, threshold=threshold, db=db, database_url=database_url
+    )
+    return ReplayResult(
+        inputs=inputs,
+        problems=problems,
+        deliveries=deliveries,
+        emits=emits,
+        summary=summary,
+        events_fed=sum(1 for i in items if i.kind == HOOK),
+        items_fed=len(items),
+        duplicates_dropped=dups,
+        elapsed_s=time.perf_counter() - t0,
+        counters=counters,
+    )
