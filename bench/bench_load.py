@@ -16,6 +16,7 @@ The tests in tests/reliability import `ServeProcess` and `run_agents` from here.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -146,6 +147,81 @@ class ServeProcess:
             raise
 
 
+class PrivatePostgres:
+    """A throw-away PostgreSQL cluster of our own (initdb + pg_ctl as user postgres), so a
+    test or benchmark can stop and start the server without touching anyone else's."""
+
+    def __init__(self) -> None:
+        bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+        if not bins:
+            raise RuntimeError("PostgreSQL server binaries are not installed")
+        self.bin = bins[-1].parent
+        self.dir = Path(tempfile.mkdtemp(prefix="tma1-pgpriv-"))
+        self.port = free_port()
+        self._as_postgres: list[str] = []
+        if os.geteuid() == 0:
+            import shutil
+
+            shutil.chown(self.dir, user="postgres")
+            self._as_postgres = ["runuser", "-u", "postgres", "--"]
+        self._run("initdb", "-D", str(self.dir / "data"), "-A", "trust", "-U", "postgres")
+
+    @staticmethod
+    def available() -> bool:
+        if not list(Path("/usr/lib/postgresql").glob("*/bin/initdb")):
+            return False
+        if os.geteuid() != 0:
+            import pwd
+
+            return pwd.getpwuid(os.geteuid()).pw_name == "postgres"
+        try:
+            import pwd
+
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return False
+        return True
+
+    def _run(self, tool: str, *args: str) -> None:
+        subprocess.run(
+            [*self._as_postgres, str(self.bin / tool), *args],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=120,
+        )
+
+    def start(self) -> None:
+        opts = (
+            f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
+            "-c fsync=off -c max_connections=100"
+        )
+        log = str(self.dir / "log")
+        self._run("pg_ctl", "-D", str(self.dir / "data"), "-l", log, "-w", "-o", opts, "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        self._run("pg_ctl", "-D", str(self.dir / "data"), "-m", mode, "-w", "stop")
+
+    def url(self, db: str = "postgres") -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{db}"
+
+    def create_database(self, name: str) -> str:
+        from sqlalchemy import create_engine, text
+
+        admin = create_engine(self.url(), isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        admin.dispose()
+        return self.url(name)
+
+    def destroy(self) -> None:
+        import shutil
+
+        with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
+            self.stop("immediate")
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 def hook_headers(token: str) -> dict[str, str]:
     return {"X-TMA1-Token": token, "Content-Type": "application/json"}
 
@@ -194,6 +270,8 @@ class LoadResult:
     agents: int
     duration_s: float
     latencies_ms: list[float] = field(default_factory=list)
+    # When each answered request started, in seconds since the run began (same order).
+    started_s: list[float] = field(default_factory=list)
     statuses: dict[int, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     ok_markers: list[str] = field(default_factory=list)
@@ -213,6 +291,12 @@ class LoadResult:
             return float("nan")
         xs = sorted(self.latencies_ms)
         return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
+
+    def window(self, t0: float, t1: float) -> list[float]:
+        """Latencies of the requests that started in [t0, t1) seconds into the run."""
+        return [
+            lat for lat, t in zip(self.latencies_ms, self.started_s, strict=True) if t0 <= t < t1
+        ]
 
     def rss_growth_kb(self, warmup_fraction: float = 0.25) -> tuple[int, int, int]:
         """(RSS after warm-up, RSS at the end, max) in kB; warm-up = the first quarter."""
@@ -267,12 +351,14 @@ def run_agents(
     result = LoadResult(agents=agents, duration_s=0.0)
     lock = threading.Lock()
     start = time.monotonic()
+    perf0 = time.perf_counter()
     end = start + duration_s
 
     def agent(i: int) -> None:
         session = f"bench-{run_id}-{i}"
         limits = httpx.Limits(max_keepalive_connections=1 if keepalive else 0)
         lat: list[float] = []
+        began: list[float] = []
         statuses: dict[int, int] = {}
         errors: dict[str, int] = {}
         ok: list[str] = []
@@ -290,6 +376,7 @@ def run_agents(
                         errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
                         continue
                     lat.append((time.perf_counter() - t) * 1000)
+                    began.append(t - perf0)
                     statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
                     if r.status_code == 200:
                         ok.append(payload["tool_use_id"])
@@ -298,6 +385,7 @@ def run_agents(
                 step += 1
         with lock:
             result.latencies_ms.extend(lat)
+            result.started_s.extend(began)
             result.ok_markers.extend(ok)
             for k, v in statuses.items():
                 result.statuses[k] = result.statuses.get(k, 0) + v
