@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tma1.adapters.base import Adapter
 from tma1.adapters.hookscript import script_name, script_path
+from tma1.adapters.mcp_registration import claude_registration
 from tma1.adapters.registration import JsonHooksRegistration, ScriptRegistration
 from tma1.config import Settings
 
@@ -50,6 +51,7 @@ def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter
                 matcher="",
                 label="Claude Code hooks",
             ),
+            claude_registration(settings, env),
         ],
         notes=[
             "Claude Code picks up settings.json changes by itself; a session started "

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tma1.adapters.base import Adapter
 from tma1.adapters.hookscript import script_name, script_path
+from tma1.adapters.mcp_registration import codex_registration
 from tma1.adapters.registration import JsonHooksRegistration, ScriptRegistration
 from tma1.config import Settings
 
@@ -43,6 +44,7 @@ def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter
                 matcher=None,
                 label="Codex hooks",
             ),
+            codex_registration(settings, env),
         ],
         notes=[
             "Codex runs a new or changed hook only after you trust it: open /hooks in "
