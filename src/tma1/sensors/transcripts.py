@@ -39,6 +39,7 @@ INLINE_BYTES = 256 * 1024
 CHUNK_BYTES = 4 * 1024 * 1024
 MAX_SEEN_KEYS = 200_000
 MAX_FILES = 2_000
+TAIL_BYTES = 64
 
 
 def iso_to_ms(value: Any) -> int | None:
@@ -297,6 +298,7 @@ class _FileState:
     codex: CodexState = field(default_factory=CodexState)
     lock: threading.Lock = field(default_factory=threading.Lock)
     rows: int = 0
+    tail: bytes = b""  # the last bytes consumed, to notice an in-place rewrite
 
 
 class TranscriptTailer:
@@ -425,10 +427,17 @@ class TranscriptTailer:
                 # responses from counting twice.
                 self.counters.inc("transcripts.rewound")
             state.dev, state.ino, state.offset = st.st_dev, st.st_ino, 0
-        if st.st_size <= state.offset:
-            return False
         try:
             with open(state.path, "rb") as fh:
+                if state.offset and state.tail:
+                    # Rewritten in place to the same size or longer: the bytes before our
+                    # offset are no longer the ones we read.
+                    fh.seek(state.offset - len(state.tail))
+                    if fh.read(len(state.tail)) != state.tail:
+                        self.counters.inc("transcripts.rewound")
+                        state.offset = 0
+                if st.st_size <= state.offset:
+                    return False
                 fh.seek(state.offset)
                 data = fh.read(min(budget, st.st_size - state.offset))
                 end = data.rfind(b"\n")
@@ -448,6 +457,7 @@ class TranscriptTailer:
             return False  # a partial last line: wait for its newline
         chunk = data[: end + 1]
         state.offset += len(chunk)
+        state.tail = chunk[-TAIL_BYTES:]
         self.counters.inc("transcripts.bytes", len(chunk))
         usages = self._parse(state, chunk)
         if usages:
