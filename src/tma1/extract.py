@@ -35,7 +35,7 @@ _PYTEST_SUMMARY = re.compile(r"^(?:FAILED|ERROR)\s+(\S+\.py(?:::\S+)?)(?:\s+-\s.
 _PYTEST_VERBOSE = re.compile(r"^(\S+\.py::\S+)\s+(?:FAILED|ERROR)\b")
 _UNITTEST = re.compile(r"^(?:FAIL|ERROR): (\w+) \(([\w.]+)\)")
 _JS_FILE = r"[^\s>]+\.(?:[cm]?[jt]sx?|vue|svelte)"
-_JS_FAIL = re.compile(rf"^\s*FAIL\s+(?:\|[^|]+\|\s+)?({_JS_FILE}(?:\s+>\s+.+)?)$")
+_JS_FAIL = re.compile(rf"^\s*FAIL\s+(?:\|[^|]+\|\s+)?({_JS_FILE})(\s+>\s+.+)?(?:\s.*)?$")
 _JEST_DOT = re.compile(r"^\s*● (.+)$")
 _X_BULLET = re.compile(r"^\s*[✕×✗]\s+(.+)$")
 _CARGO = re.compile(r"^test\s+(\S+)\s+\.\.\.\s+FAILED\b")
@@ -90,6 +90,12 @@ def extract_test_ids(output: str) -> list[str]:
         if m := _GO_TEST.match(line):
             add(m.group(1), specific)
             go_pending = True
+        elif m := _JS_FAIL.match(line):
+            if m.group(2):
+                add(_clean_id(m.group(1) + m.group(2)), specific)
+            else:
+                js_file = m.group(1)
+                add(js_file, containers)
         elif m := _GO_PKG_FAIL.match(line):
             if not go_pending:
                 add(m.group(1), containers)
@@ -101,13 +107,6 @@ def extract_test_ids(output: str) -> list[str]:
         elif m := _UNITTEST.match(line):
             name, where = m.group(1), m.group(2)
             add(where if where.endswith("." + name) else f"{where}.{name}", specific)
-        elif m := _JS_FAIL.match(line):
-            tid = _clean_id(m.group(1))
-            if " > " in tid:
-                add(tid, specific)
-            else:
-                js_file = tid
-                add(tid, containers)
         elif m := _JEST_DOT.match(line):
             title = _clean_id(m.group(1))
             if title and not title.startswith(_JEST_NOT_TESTS):
@@ -164,7 +163,7 @@ def file_of_test_id(test_id: str) -> str | None:
 # looked up after peeling wrappers (env assignments, `time`, `npx`, `python -m`, …).
 _SEGMENT_SPLIT = re.compile(r"\|\||&&|\|&?|[;()\n]|`|\$\(")
 _WRAPPER = re.compile(
-    r"^(?:[A-Za-z_]\w*=\S*\s+|sudo\s+|time\s+|nice\s+|env\s+|command\s+|exec\s+|"
+    r"^(?:[A-Za-z_]\w*=\S*\s+|sudo\s+(?:-\S+\s+)*|time\s+|nice\s+|env\s+|command\s+|exec\s+|"
     r"timeout\s+(?:-\S+\s+)*\d+\w?\s+|xvfb-run\s+|dotenv\s+(?:-\S+\s+)*--\s+|"
     r"npx\s+(?:--yes\s+|-y\s+)?|bunx\s+|pnpm\s+(?:exec|dlx)\s+|yarn\s+(?:exec|dlx)\s+|"
     r"uv\s+run\s+|poetry\s+run\s+|pipenv\s+run\s+|hatch\s+run\s+|pdm\s+run\s+|"
@@ -209,7 +208,7 @@ def runs_build_or_test(command: str) -> bool:
 # --- failure markers of those tools ---------------------------------------------------
 
 _FAILURE_MARKERS: tuple[re.Pattern[str], ...] = (
-    re.compile(r"^\s*FAIL(?:ED|URES!)?\b", re.MULTILINE),
+    re.compile(r"^\s*(?:FAILURES!|FAIL(?:ED)?\b)", re.MULTILINE),
     re.compile(r"^\s*--- FAIL\b", re.MULTILINE),
     re.compile(r"\b[1-9]\d* (?:failed|failing|failures?|errors?)\b", re.IGNORECASE),
     re.compile(r"^\s*error(?:\[\w+\])?:", re.MULTILINE | re.IGNORECASE),
@@ -260,6 +259,7 @@ _COLON_REF = re.compile(rf"(?:^|(?<=[\s(\[\"'=>]))({_PATH})(?::(\d+)(?::\d+)?|\(
 _COMPACT_REF = re.compile(rf"^({_PATH}): line (\d+), col \d+,", re.MULTILINE)
 _STYLISH_FILE = re.compile(rf"^({_PATH})\s*$")
 _STYLISH_ROW = re.compile(r"^\s+(\d+):\d+\s+(?:error|warning)\s+\S")
+_STYLISH_ERROR = re.compile(r"^\s+(\d+):(\d+)\s+error\s+(.+)$")
 
 
 def refs(output: str) -> list[Ref]:
@@ -328,7 +328,7 @@ _TIER_LOCATED = (
     re.compile(rf"^{_PATH}\(\d+,\d+\): error TS\d+: \S"),  # tsc
     re.compile(rf"^{_PATH}:\d+:\d+ - error TS\d+: \S"),  # tsc --pretty
     re.compile(rf"^{_PATH}:\d+(?::\d+)?: (?:fatal )?error: \S"),  # gcc/clang
-    re.compile(r"^error(?:\[E\d+\])?: (?!could not compile|aborting due to)\S"),  # rustc
+    re.compile(r"^error(?:\[E\d+\])?: (?!could not compile|aborting due|test failed)\S"),
     re.compile(rf"^{_PATH}:\d+:\d+: (?!warning:|note:)\S"),  # go build / vet / golangci
     re.compile(rf"^{_PATH}: line \d+, col \d+, Error - \S"),  # eslint compact
 )
@@ -340,9 +340,11 @@ _TIER_DETAIL = (
     re.compile(r"^\s*thread '.+' panicked at"),  # rust test panic
     re.compile(r"^panic: "),
     re.compile(r"^Failed asserting that\b"),  # PHPUnit
+    re.compile(r"^\s*Failure/Error: \S"),  # rspec
 )
 _TIER_TEST = (
     re.compile(r"^\s*--- FAIL: \S"),
+    re.compile(r"^\s*● (?!Test suite failed to run|Console)\S"),  # jest
     re.compile(r"^\s*FAIL\s+\S+\s+>\s"),
     re.compile(r"^\s*[✕×✗]\s+\S"),
     re.compile(r"^(?:FAIL|ERROR): \w+ \("),
@@ -388,6 +390,18 @@ def _python_exception(lines: list[str]) -> str | None:
     return found
 
 
+def _eslint_stylish_errors(lines: list[str]) -> list[str]:
+    """eslint's default output puts the file on its own line; join it to each error row."""
+    out: list[str] = []
+    current: str | None = None
+    for ln in lines:
+        if m := _STYLISH_FILE.match(ln):
+            current = m.group(1)
+        elif current and (m := _STYLISH_ERROR.match(ln)):
+            out.append(f"{current}:{m.group(1)}:{m.group(2)}: {m.group(3).strip()}")
+    return out
+
+
 def _rustc_location(lines: list[str], i: int) -> str:
     for nxt in lines[i + 1 : i + 3]:
         s = nxt.strip()
@@ -417,24 +431,28 @@ def error_line(output: str, path: str | None = None) -> str | None:
                     return c
         return candidates[0]
 
-    def tier(patterns: tuple[re.Pattern[str], ...], skip_logs: bool = True) -> str | None:
-        hits = [
-            ln
-            for ln in lines
-            if not (skip_logs and _LOG_LINE.match(ln)) and any(p.search(ln) for p in patterns)
-        ]
-        return pick(hits)
+    def tier(patterns: tuple[re.Pattern[str], ...], by_pattern: bool = False) -> str | None:
+        """First matching line; with `by_pattern`, the earlier pattern outranks the line."""
+        usable = [ln for ln in lines if not _LOG_LINE.match(ln)]
+        if not by_pattern:
+            return pick([ln for ln in usable if any(p.search(ln) for p in patterns)])
+        for p in patterns:
+            if hit := pick([ln for ln in usable if p.search(ln)]):
+                return hit
+        return None
 
     if hit := tier(_TIER_LOCATED):
         if hit.startswith("error"):
             hit += _rustc_location(lines, lines.index(hit))
         return _cut(hit)
+    if hit := pick(_eslint_stylish_errors(raw)):
+        return _cut(hit)
     py = _python_exception(raw)
-    detail = tier(_TIER_DETAIL)
+    detail = tier(_TIER_DETAIL, by_pattern=True)
     if py or detail:
         return _cut(py or detail or "")
     for patterns in (_TIER_TEST, _TIER_GENERIC):
-        if hit := tier(patterns):
+        if hit := tier(patterns, by_pattern=True):
             return _cut(hit)
     first = next((ln for ln in lines if not _LOG_LINE.match(ln)), lines[0])
     return _cut(first)
