@@ -1,0 +1,34 @@
+"""`tma1 demo`: the first-run experience — a scripted session that shows all six findings."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "demo",
+        help="play a scripted agent session and show what tma1 tells the agent",
+        description=(
+            "Start a tma1 server on a temporary data dir and a temporary git project, play a "
+            "scripted Claude Code session through the real hook script, and show what the "
+            "agent was told for each of the six kinds, then the dashboard URL and the gates. "
+            "Takes about ten seconds; touches nothing outside a temporary directory."
+        ),
+    )
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the server running (until Ctrl-C) to browse the dashboard",
+    )
+    p.add_argument("--port", type=int, help="port for the demo server (default: a free one)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tma1.config import ConfigError
+    from tma1.demo import run_demo
+
+    if args.port is not None and not 1 <= args.port <= 65_535:
+        raise ConfigError(f"--port {args.port} is out of range (1..65535)")
+    return run_demo(keep=args.keep, port=args.port)
