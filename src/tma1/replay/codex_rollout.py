@@ -272,6 +272,8 @@ def _convert_current(records: Records, out: Converted) -> None:
                 st.sid = meta["id"]
             if isinstance(meta.get("cwd"), str):
                 st.cwd = meta["cwd"]
+            if st.sid:
+                em.start(ts, seq, origin)
             continue
         if not st.sid:
             out.problems.append(Problem(path, line, "record before session_meta; skipped"))
