@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from enginekit import PROJECT, Scripted, bash_fail, finding, payload, read, store_event
+from enginekit import PROJECT, Scripted, bash_fail, bash_ok, finding, payload, read, store_event
 
 from tma1.clock import MINUTE_MS, ManualClock
 from tma1.counters import Counters
@@ -174,3 +174,50 @@ def test_the_default_rule_set_is_loaded_lazily(
     assert set(det.rules) == {k.value for k in Kind}
     store_event(store, payload(SID, "SessionStart"), clock.now_ms())
     assert det.detect(SID).candidates == ()
+
+
+def test_window_events_read_what_rules_need(store: Store, clock: ManualClock) -> None:
+    now = clock.now_ms()
+    ok = store_event(store, bash_ok(SID, "ls", "a.txt"), now - 3)
+    fail = store_event(store, bash_fail(SID, "make", "Exit code 2\nx.go:3: boom"), now - 2)
+    masked = store_event(
+        store,
+        bash_ok(SID, "pytest | tail", "FAILED tests/t.py::test_a - x\n1 failed"),
+        now - 1,
+    )
+    full = {e.id: e for e in store.session_events(SID, 0)}
+    lean = store.window_events(SID, 0)
+    assert [e.id for e in lean] == [ok.id, fail.id, masked.id]
+    for e in lean:
+        assert e.tool_input is None
+        ref = full[e.id]
+        assert (e.tool_files, e.test_ids, e.metadata, e.tool_command_prefix, e.failure_kind) == (
+            ref.tool_files,
+            ref.test_ids,
+            ref.metadata,
+            ref.tool_command_prefix,
+            ref.failure_kind,
+        )
+    assert [e.tool_result is not None for e in lean] == [False, True, True]
+    assert lean[1].tool_result == full[fail.id].tool_result
+
+
+def test_incremental_reloads_match_a_fresh_load(store: Store, clock: ManualClock) -> None:
+    """Reloads after invalidation fetch only new rows; the window must equal a fresh read,
+    including rows written late with an older timestamp and rows leaving the hour."""
+    import random
+
+    rng = random.Random(7)
+    det = make(store, clock, scripted=Scripted())
+    store_event(store, payload(SID, "SessionStart"), clock.now_ms())
+    for step in range(120):
+        now = clock.advance(rng.choice([1_000, 20_000, 5 * MINUTE_MS]))
+        late = rng.random() < 0.2
+        ts = now - rng.randrange(1, 3 * MINUTE_MS) if late else now
+        store_event(store, read(SID, f"/p/{step}.py") if step % 2 else bash_fail(SID, "m"), ts)
+        store_event(store, payload("noise", "Stop"), now)  # other sessions share the id sequence
+        det.invalidate(SID)
+        got = [e.id for e in det.detect(SID).window.events]
+        want = [e.id for e in store.session_events(SID, now - 60 * MINUTE_MS, now)]
+        assert got == want, step
+    assert det.counters.get("engine.window.full_loads") < 60  # most reloads were incremental

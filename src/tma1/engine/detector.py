@@ -17,6 +17,7 @@ from tma1.clock import Clock
 from tma1.counters import Counters
 from tma1.engine.anomaly import Anomaly
 from tma1.engine.window import CHANGES_WINDOW_MS, EVENTS_WINDOW_MS, RuleConfig, SessionWindow
+from tma1.events import HookEvent
 from tma1.store import Store
 
 log = logging.getLogger("tma1.engine")
@@ -24,6 +25,9 @@ log = logging.getLogger("tma1.engine")
 Rule = Callable[[SessionWindow, int, RuleConfig], list[Anomaly]]
 
 CACHE_TTL_MS = 30_000
+FULL_RELOAD_MS = 60_000
+ID_LOOKBACK = 256
+_HELD_IDLE_MS = 10 * 60_000
 # How long an invalidation mark must outlive any detection that was running when it came.
 _DROP_MARK_TTL_MS = 5 * 60_000
 _SWEEP_EVERY_MS = 60_000
@@ -38,6 +42,22 @@ def load_default_rules() -> dict[str, Rule]:
         log.exception("the rule set (tma1.engine.rules) could not be imported; no rules run")
         return {}
     return dict(RULES)
+
+
+def _key(e: HookEvent) -> tuple[int, int]:
+    return (e.ts, e.id or 0)
+
+
+@dataclass(slots=True)
+class _Held:
+    """The last events loaded for a session (replaced, never mutated in place)."""
+
+    events: list[HookEvent]
+    ids: set[int]
+    max_id: int
+    full_at: int
+    since: int
+    used_at: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +114,7 @@ class Detector:
         self._projects: dict[str, set[str]] = {}
         self._session_project: dict[str, str] = {}
         self._first_ts: dict[str, tuple[int, int]] = {}  # session → (first ts, last used)
+        self._held: dict[str, _Held] = {}
         self._last_sweep = 0
 
     # --- rules ------------------------------------------------------------------------
@@ -117,8 +138,9 @@ class Detector:
     # --- loading ----------------------------------------------------------------------
 
     def load_window(self, session_id: str, now: int) -> SessionWindow:
-        """One session's window with four indexed queries (five the first time)."""
-        events = self.store.session_events(session_id, now - EVENTS_WINDOW_MS, now)
+        """One session's window: its events (incrementally, see `_events`), the project's
+        file changes, the latest occupancy and the session start (cached)."""
+        events = self._events(session_id, now)
         project = next((e.project for e in reversed(events) if e.project), None)
         if project is None:
             project = self.store.session_project(session_id, now)
@@ -142,6 +164,50 @@ class Detector:
             usage=usage,
             session_start_ts=first,
         )
+
+    def _events(self, session_id: str, now: int) -> list[HookEvent]:
+        """The session's events in [now - 60 min, now], ts ascending.
+
+        The last load is kept, and a reload within `FULL_RELOAD_MS` only fetches rows with
+        a newer id (minus `ID_LOOKBACK`, for PostgreSQL transactions that commit out of id
+        order; duplicates are dropped by id). An event written late by the ingest outage
+        queue gets a new id, so it is found too. Every `FULL_RELOAD_MS` the window is read
+        afresh, which bounds any miss to that long.
+        """
+        since = now - EVENTS_WINDOW_MS
+        with self._lock:
+            held = self._held.get(session_id)
+        if held is None or not 0 <= now - held.full_at < FULL_RELOAD_MS or since < held.since:
+            rows = self.store.window_events(session_id, since)
+            held = _Held(
+                events=rows,
+                ids={e.id for e in rows if e.id is not None},
+                max_id=max((e.id or 0 for e in rows), default=0),
+                full_at=now,
+                since=since,
+            )
+            self.counters.inc("engine.window.full_loads")
+        else:
+            rows = self.store.window_events(session_id, since, after_id=held.max_id - ID_LOOKBACK)
+            fresh = [e for e in rows if e.id not in held.ids]
+            events = held.events
+            if fresh or (events and events[0].ts < since):
+                events = [e for e in held.events if e.ts >= since] + fresh
+                if fresh and held.events and _key(fresh[0]) < _key(held.events[-1]):
+                    events.sort(key=_key)
+            held = _Held(
+                events=events,
+                ids={e.id for e in events if e.id is not None},
+                max_id=max([held.max_id, *(e.id or 0 for e in fresh)]),
+                full_at=held.full_at,
+                since=since,
+            )
+        held.used_at = now
+        with self._lock:
+            self._held[session_id] = held
+        if held.events and held.events[-1].ts > now:
+            return [e for e in held.events if e.ts <= now]
+        return list(held.events)
 
     # --- detection --------------------------------------------------------------------
 
@@ -199,6 +265,8 @@ class Detector:
         self._last_sweep = now
         for s in [s for s, d in self._cache.items() if now - d.computed_at >= CACHE_TTL_MS]:
             del self._cache[s]
+        for s in [s for s, h in self._held.items() if now - h.used_at >= _HELD_IDLE_MS]:
+            del self._held[s]
         for s in [s for s, (_, t) in self._dropped.items() if now - t >= _DROP_MARK_TTL_MS]:
             del self._dropped[s]
         for s in [s for s, (_, used) in self._first_ts.items() if now - used >= _IDLE_MS]:
@@ -216,5 +284,6 @@ class Detector:
             return {
                 "rules": sorted(self._rules) if self._rules is not None else "not loaded",
                 "cached_sessions": len(self._cache),
+                "held_windows": len(self._held),
                 "known_projects": len(self._projects),
             }

@@ -12,7 +12,20 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, text, update
+from sqlalchemy import (
+    Engine,
+    case,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    null,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.engine import Connection
 
 from tma1.events import FileChange, HookEvent, Usage
@@ -177,6 +190,71 @@ def row_to_event(row: Any) -> HookEvent:
     )
 
 
+# Column order of `Store.window_events` rows (read positionally: it is the hot path).
+_WINDOW_COLUMNS = (
+    "id",
+    "ts",
+    "session_id",
+    "event_type",
+    "hook_event_name",
+    "agent_source",
+    "tool_name",
+    "tool_use_id",
+    "tool_result",
+    "tool_file_path",
+    "tool_files",
+    "tool_command",
+    "tool_command_prefix",
+    "tool_success",
+    "failure_kind",
+    "tool_error_summary",
+    "test_ids",
+    "cwd",
+    "project",
+    "transcript_path",
+    "permission_mode",
+    "duration_ms",
+    "metadata",
+)
+
+
+def _json_list(text_value: str | None) -> list[Any]:
+    if not text_value or text_value == "[]":
+        return []
+    return _loads(text_value, [])
+
+
+def _window_event(row: Any) -> HookEvent:
+    (id_, ts, sid, etype, hook, agent, tool, tuid, result, fpath, files, cmd, prefix, ok,
+     fkind, summary, tids, cwd, project, tpath, pmode, dur, meta) = row  # fmt: skip
+    return HookEvent(
+        id=id_,
+        ts=ts,
+        session_id=sid,
+        event_type=etype,
+        hook_event_name=hook,
+        agent_source=agent,
+        tool_name=tool,
+        tool_use_id=tuid,
+        tool_input=None,
+        tool_result=result,
+        tool_file_path=fpath,
+        tool_files=_json_list(files),
+        tool_command=cmd,
+        tool_command_prefix=prefix,
+        tool_success=ok,
+        failure_kind=fkind,
+        tool_error_summary=summary,
+        test_ids=_json_list(tids),
+        cwd=cwd,
+        project=project,
+        transcript_path=tpath,
+        permission_mode=pmode,
+        duration_ms=dur,
+        metadata=_loads(meta, {}) if meta else {},
+    )
+
+
 def row_to_change(row: Any) -> FileChange:
     m = row._mapping
     return FileChange(
@@ -327,6 +405,26 @@ class Store:
         with self.engine.connect() as conn:
             rows = conn.execute(q.order_by(hook_events.c.ts, hook_events.c.id)).all()
         return [row_to_event(r) for r in rows]
+
+    def window_events(
+        self, session_id: str, since_ts: int, *, after_id: int | None = None
+    ) -> list[HookEvent]:
+        """The engine's lean read of a session's events with `ts >= since_ts` (and `id >
+        after_id`), ordered by (ts, id). Rules read derived fields only, so this skips
+        `tool_input` (None) and keeps `tool_result` only for unsuccessful results (the
+        failure output the rules quote); everything else is as `session_events` returns."""
+        c = hook_events.c
+        failed = or_(c.event_type == "PostToolUseFailure", c.tool_success.is_(False))
+        cols = [c[name] for name in _WINDOW_COLUMNS]
+        cols[_WINDOW_COLUMNS.index("tool_result")] = case(
+            (failed, c.tool_result), else_=null()
+        ).label("tool_result")
+        q = select(*cols).where(c.session_id == session_id, c.ts >= since_ts)
+        if after_id is not None:
+            q = q.where(c.id > after_id)
+        with self.engine.connect() as conn:
+            rows = conn.execute(q.order_by(c.ts, c.id)).all()
+        return [_window_event(r) for r in rows]
 
     def project_changes(
         self, project: str, since_ts: int, until_ts: int | None = None
