@@ -120,10 +120,13 @@ def render_anomalies(
             lines.append(f"   Suggestion: {f['suggestion']}")
         if files := _files(f.get("related_files")):
             lines.append(f"   Related files: {files}")
-        lines.append(
-            f"   Outstanding since: {when(f.get('outstanding_since'), now_ms)}; "
-            f"newest evidence: {when(f.get('last_evidence_ts'), now_ms)}"
+        since = f.get("outstanding_since")
+        told = (
+            f"Outstanding since: {when(since, now_ms)} (when you were first told)"
+            if as_ms(since) is not None
+            else "Not told yet: new since the last delivery"
         )
+        lines.append(f"   {told}; newest evidence: {when(f.get('last_evidence_ts'), now_ms)}")
         place = CHANNEL_WORDS.get(channel, channel)
         if f.get("would_deliver"):
             lines.append(f"   tma1 will tell you again in {place}.")
@@ -140,9 +143,12 @@ def render_anomalies(
         lines.append("")
         lines.append("Recently delivered to this session (emit log, newest first):")
         for e in recent_emits:
+            labels = e.get("labels") if isinstance(e.get("labels"), Mapping) else {}
+            mine = labels.get("agent") if isinstance(labels.get("agent"), Mapping) else None
+            verdict = f" (your verdict: {mine.get('label')})" if mine else ""
             lines.append(
                 f"- id {e.get('id')}: [{str(e.get('severity', '?')).upper()}] "
-                f"{e.get('kind', '?')} at {when(e.get('ts'), now_ms)}: "
+                f"{e.get('kind', '?')} at {when(e.get('ts'), now_ms)}{verdict}: "
                 f"{str(e.get('evidence', ''))[:200]}"
             )
     if emit_log_note:
