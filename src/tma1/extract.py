@@ -29,7 +29,7 @@ def strip_ansi(text: str) -> str:
 # stuck test is one id, not three.
 
 _GO_TEST = re.compile(r"^\s*--- FAIL: (\S+)")
-_GO_PKG_FAIL = re.compile(r"^FAIL\s+([\w.\-~]+(?:/[\w.\-~]+)*)(?:\s+\[[^\]]*\]|\s+\S+s)?\s*$")
+_GO_PKG_FAIL = re.compile(r"^FAIL\s+([\w.\-~]+(?:/[\w.\-~]+)*)(\s+\[[^\]]*\]|\s+\S+s)?\s*$")
 _GO_PKG_DONE = re.compile(r"^(?:ok|\?)\s+[\w.\-~]+(?:/[\w.\-~]+)*\s")
 _PYTEST_SUMMARY = re.compile(r"^(?:FAILED|ERROR)\s+(\S+\.py(?:::\S+)?)(?:\s+-\s.*)?\s*$")
 _PYTEST_VERBOSE = re.compile(r"^(\S+\.py::\S+)\s+(?:FAILED|ERROR)\b")
@@ -97,7 +97,9 @@ def extract_test_ids(output: str) -> list[str]:
                 js_file = m.group(1)
                 add(js_file, containers)
         elif m := _GO_PKG_FAIL.match(line):
-            if not go_pending:
+            # `[build failed]`/`[setup failed]`: nothing ran, so no test is stuck — the
+            # compile error is the build rules' business.
+            if not go_pending and "failed]" not in (m.group(2) or ""):
                 add(m.group(1), containers)
             go_pending = False
         elif _GO_PKG_DONE.match(line):
@@ -188,11 +190,9 @@ _RUNNER_HEAD = re.compile(
 )
 
 
-def runs_build_or_test(command: str) -> bool:
-    """True when some segment of the shell command runs a test runner or build tool.
-
-    `grep FAIL build.log` or `cat out | grep error` never does: grep/cat are not runners.
-    """
+def _segments(command: str) -> list[str]:
+    """The simple commands of a shell line, wrappers (env, time, npx, …) peeled off."""
+    out = []
     for segment in _SEGMENT_SPLIT.split(command):
         seg = segment.strip().lstrip("&!").strip()
         for _ in range(6):
@@ -200,9 +200,33 @@ def runs_build_or_test(command: str) -> bool:
             if not m or not m.group(0):
                 break
             seg = seg[m.end() :]
-        if _RUNNER_HEAD.match(seg):
-            return True
-    return False
+        if seg:
+            out.append(seg)
+    return out
+
+
+def runs_build_or_test(command: str) -> bool:
+    """True when some segment of the shell command runs a test runner or build tool.
+
+    `grep FAIL build.log` or `cat out | grep error` never does: grep/cat are not runners.
+    """
+    return any(_RUNNER_HEAD.match(seg) for seg in _segments(command))
+
+
+# Commands that move files or read them but never compile or test anything. `git commit`
+# and `git push` are not here: their hooks often run the build and the tests.
+_PLUMBING_HEAD = re.compile(
+    r"^(?:git\s+(?!commit|push)\S+|git$|gh|ls|cat|less|head|tail|wc|sort|uniq|cut|tr|tee|"
+    r"rm|rmdir|cp|mv|mkdir|touch|chmod|chown|ln|cd|pushd|popd|pwd|echo|printf|grep|egrep|rg|"
+    r"ag|find|fd|sed|awk|diff|stat|file|which|type|sleep|kill|pkill|ps|curl|wget|open|code|"
+    r"true|false|test|\[)(?=$|\s)"
+)
+
+
+def runs_only_plumbing(command: str) -> bool:
+    """Every part of the command only moves, reads or lists files (git, ls, rm, grep, …)."""
+    segs = _segments(command)
+    return bool(segs) and all(_PLUMBING_HEAD.match(seg) for seg in segs)
 
 
 # --- failure markers of those tools ---------------------------------------------------
@@ -356,6 +380,7 @@ _TIER_TEST = (
     re.compile(r"\b[1-9]\d* (?:failed|failing)\b"),  # a runner's summary line
 )
 _TIER_GENERIC = (
+    re.compile(r"^\[(?:warn|error)\] Code style issues"),  # prettier --check
     re.compile(r"\berror(?:\[\w+\])?:", re.IGNORECASE),
     re.compile(r"^npm ERR! (?!code|errno|path|syscall|A complete log)\S"),
     re.compile(r"^(?:g?make|ninja)(?:\[\d+\])?: \*\*\*"),
@@ -425,7 +450,11 @@ def error_line(output: str, path: str | None = None) -> str | None:
     def pick(candidates: list[str]) -> str | None:
         if not candidates:
             return None
-        if base:
+        if path and base:
+            # A reference to this very file first, then any line naming its basename.
+            for c in candidates:
+                if base in c and any(_same_file(r.path, path) for r in refs(c)):
+                    return c
             for c in candidates:
                 if base in c:
                     return c
@@ -461,3 +490,59 @@ def error_line(output: str, path: str | None = None) -> str | None:
 def _cut(line: str) -> str:
     one = line.strip()
     return one if len(one) <= _MAX_LINE else one[: _MAX_LINE - 1] + "…"
+
+
+# --- the error line of one failing test --------------------------------------------------
+
+_PYTEST_CAUSE = re.compile(r"^(?:FAILED|ERROR)\s+(\S+)\s+-\s+(.+)$")
+_GO_TEST_LOG = re.compile(r"^\s+\S+_test\.go:\d+: \S")
+_JEST_EXPECT = re.compile(r"^\s*expect\(.*\)\.\w+")
+_GO_TEST_NAME = re.compile(r"^(?:Test|Benchmark|Example|Fuzz)\w*(?:/\S*)?$")
+_DETAIL_WINDOW = 20
+# The start of another test's report: a failure's detail block ends there.
+_NEXT_HEADER = re.compile(
+    r"^\s*(?:--- (?:FAIL|PASS)|=== RUN|FAIL\s|[✕×✓✗]\s|● |\d+\) |---- |_{3,} |(?:FAIL|ERROR): )"
+)
+
+
+def _test_needle(test_id: str) -> str:
+    """Text that the failure's own header line contains."""
+    if " > " in test_id:
+        first, rest = test_id.split(" > ", 1)
+        return rest if re.match(rf"^{_JS_FILE}$", first) else test_id
+    if _GO_TEST_NAME.match(test_id):
+        return f"--- FAIL: {test_id} "
+    if re.match(r"^[\w.]+\.\w+$", test_id) and "." in test_id and "::" not in test_id:
+        return test_id.rsplit(".", 1)[1] + " ("  # unittest header `FAIL: test_x (…)`
+    return test_id
+
+
+def error_line_for_test(output: str, test_id: str) -> str | None:
+    """The error a failing test reported (its assertion, exception or log line), or None.
+
+    None rather than some other test's error: quoting the wrong failure misleads.
+    """
+    raw = [ln.rstrip() for ln in strip_ansi(output).splitlines()]
+    for ln in raw:
+        m = _PYTEST_CAUSE.match(ln.strip())
+        if m and m.group(1) == test_id:
+            return _cut(m.group(2))
+    needle = _test_needle(test_id)
+    for i, ln in enumerate(raw):
+        norm = " ".join(ln.replace(" › ", " > ").split()) + " "
+        if needle not in norm:
+            continue
+        block: list[str] = []
+        for b in raw[i + 1 : i + 1 + _DETAIL_WINDOW]:
+            if _NEXT_HEADER.match(b):
+                break
+            if b.strip():
+                block.append(b)
+        py = _python_exception(block)
+        if py:
+            return _cut(py)
+        for patterns in (_TIER_LOCATED, _TIER_DETAIL, (_GO_TEST_LOG, _JEST_EXPECT)):
+            for b in block:
+                if any(p.search(b) for p in patterns):
+                    return _cut(b)
+    return None

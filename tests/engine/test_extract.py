@@ -15,6 +15,7 @@ from conftest import require_sessions
 
 from tma1.extract import (
     error_line,
+    error_line_for_test,
     extract_test_ids,
     file_line_refs,
     file_of_test_id,
@@ -22,6 +23,7 @@ from tma1.extract import (
     is_masked_failure,
     ref_for_file,
     runs_build_or_test,
+    runs_only_plumbing,
     strip_ansi,
 )
 
@@ -394,7 +396,8 @@ ESLINT_COMPACT = (
             ["TestServe/with_target_files", "TestServe/no_files"],
             id="go-subtests-name-the-failure",
         ),
-        pytest.param(GO_BUILD_FAILED, ["example.com/app/internal/plugins"], id="go-build-failed"),
+        # Nothing ran: a compile error is a broken build, not a stuck test.
+        pytest.param(GO_BUILD_FAILED, [], id="go-build-failed-is-no-test"),
         pytest.param(GO_TWO_PACKAGES, ["TestAlpha", "example.com/app/beta"], id="go-packages"),
         pytest.param(
             PYTEST_SUMMARY,
@@ -463,9 +466,7 @@ ESLINT_COMPACT = (
             id="phpunit",
         ),
         pytest.param("FAIL\n", [], id="bare-FAIL-is-no-id"),
-        pytest.param(
-            "FAIL\nFAIL\texample.com/x [setup failed]\n", ["example.com/x"], id="go-setup"
-        ),
+        pytest.param("FAIL\nFAIL\texample.com/x [setup failed]\n", [], id="go-setup-failed"),
         pytest.param(" Test Files  0 failed | 4 passed (4)\n", [], id="zero-failed"),
         pytest.param("ok  \texample.com/app\t0.1s\n--- PASS: TestX (0.0s)\n", [], id="go-pass"),
         pytest.param("FAILED (failures=1)\n", [], id="unittest-summary-is-no-id"),
@@ -599,6 +600,57 @@ def test_error_line_is_one_bounded_line() -> None:
     assert line is not None and len(line) <= 300 and "\n" not in line
 
 
+@pytest.mark.parametrize(
+    ("output", "test_id", "line"),
+    [
+        (PYTEST_SUMMARY, "tests/test_api.py::test_create_user", "assert 500 == 201"),
+        (PYTEST_SUMMARY, "tests/test_api.py::TestAuth::test_login[admin]", "KeyError: 'token'"),
+        (GO_VERBOSE, "TestParse", "parse_test.go:14: got 3, want 4"),
+        (GO_SUBTESTS, "TestServe/with_target_files", "serve_test.go:40: expected server to start"),
+        (GO_SUBTESTS, "TestServe/no_files", None),
+        (
+            VITEST,
+            "test/perf/regression.test.ts > Perf Regression > Search > "
+            "should validate parameters quickly",
+            "AssertionError: expected 'x' to contain 'y'",
+        ),
+        (
+            VITEST,
+            "test/perf/regression.test.ts > Perf Regression > CRUD > "
+            "should create record within budget",
+            "AssertionError: expected undefined to be defined",
+        ),
+        (
+            JEST_MULTI,
+            "src/utils/sum.test.js > sum > adds 1 + 2 to equal 3",
+            "expect(received).toBe(expected) // Object.is equality",
+        ),
+        (
+            UNITTEST_310,
+            "tests.test_config.ConfigTest.test_load",
+            "FileNotFoundError: [Errno 2] No such file or directory: 'missing.toml'",
+        ),
+        (UNITTEST_310, "tests.test_config.ConfigTest.test_parse", "AssertionError: 3 != 4"),
+        (
+            CARGO,
+            "tests::parses_header",
+            "thread 'tests::parses_header' panicked at src/lib.rs:42:9:",
+        ),
+        (CARGO, "net::tests::retries", None),
+        (
+            PHPUNIT,
+            "Tests\\Unit\\CartTest::testDiscount",
+            "Failed asserting that 6 matches expected 5.",
+        ),
+        (PYTEST_SUMMARY, "tests/test_other.py::test_absent", None),
+    ],
+)
+def test_error_line_for_test_quotes_that_tests_failure_or_nothing(
+    output: str, test_id: str, line: str | None
+) -> None:
+    assert error_line_for_test(output, test_id) == line
+
+
 # --- file:line references ----------------------------------------------------------------
 
 
@@ -716,6 +768,24 @@ def test_is_masked_failure(command: str | None, output: str | None, masked: bool
 )
 def test_runs_build_or_test(command: str, runs: bool) -> None:
     assert runs_build_or_test(command) is runs
+
+
+@pytest.mark.parametrize(
+    ("command", "plumbing"),
+    [
+        ("git stash pop", True),
+        ("git checkout main && git pull origin main", True),
+        ("rm -f a.js b.js", True),
+        ("cd /tmp && ls -la | grep x", True),
+        ("git add x.ts && git commit -m 'fix'", False),  # commit hooks run builds
+        ("git push", False),
+        ("npm run build", False),
+        ("node script.js", False),
+        ("", False),
+    ],
+)
+def test_runs_only_plumbing(command: str, plumbing: bool) -> None:
+    assert runs_only_plumbing(command) is plumbing
 
 
 @pytest.mark.parametrize(

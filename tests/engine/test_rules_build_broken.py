@@ -69,9 +69,33 @@ def test_basename_must_be_a_whole_name() -> None:
     main = src("main.go")
     out = "internal/domain.go:3:1: syntax error"
     assert run([edit(at(0), main), bash_fail(at(1), "go vet ./...", out)], at(2)) == []
-    # The command itself may name the file (`go build -o templar main.go`).
-    [a] = run([edit(at(0), main), bash_fail(at(1), BUILD, "exit status 2")], at(2))
+    # The command itself may name the file (`go build -o templar main.go`) when the
+    # output shows the build failing...
+    [a] = run([edit(at(0), main), bash_fail(at(1), BUILD, GO_OUT)], at(2))
     assert a.related_files == (main,)
+    # ...but not when the tool never ran.
+    test_file = src("test/deal.test.ts")
+    missing = bash_fail(at(1), "npm test test/deal.test.ts", "sh: vitest: command not found")
+    assert run([edit(at(0), test_file), missing], at(2)) == []
+
+
+def test_a_path_naming_another_directory_is_another_file() -> None:
+    config = src("internal/config/config.go")
+    other = "cmd/config.go:142:23: undefined: config.ValidateConfigWithDetails"
+    assert run([edit(at(0), config), bash_fail(at(1), "go build", other)], at(2)) == []
+    own = 'internal/config/config.go:26:2: "strings" imported and not used'
+    [a] = run([edit(at(0), config), bash_fail(at(1), "go build", other + "\n" + own)], at(2))
+    assert "internal/config/config.go:26" in a.suggestion
+    assert "imported and not used" in a.suggestion  # the quote is about this file
+
+
+def test_file_plumbing_failures_are_not_broken_builds() -> None:
+    path = src("src/utils/error-messages.ts")
+    out = (
+        "error: Your local changes to the following files would be overwritten by merge:\n"
+        "\tsrc/utils/error-messages.ts\nAborting"
+    )
+    assert run([edit(at(0), path), bash_fail(at(1), "git stash pop", out)], at(2)) == []
 
 
 def test_docs_and_config_are_not_source() -> None:

@@ -174,6 +174,29 @@ def mentions(text: str | None, name: str) -> bool:
     return bool(text and name and name in text and _mention_pattern(name).search(text))
 
 
+_PATH_BEFORE = re.compile(r"[\w.\-/\\@+~]*$")
+
+
+def mentions_path(text: str | None, path: str) -> bool:
+    """`text` names the file: its basename, with no directory that contradicts `path`.
+
+    `cmd/config.go:142` does not name `internal/config/config.go`; `config.go:3` and
+    `internal/config/config.go:3` do.
+    """
+    name = basename(path)
+    if not text or not name or name not in text:
+        return False
+    full = "/" + path.replace("\\", "/").lstrip("/")
+    for m in _mention_pattern(name).finditer(text):
+        lead = _PATH_BEFORE.search(text, max(0, m.start() - 300), m.start())
+        prefix = (lead.group(0) if lead else "").replace("\\", "/")
+        while prefix.startswith(("./", "../")):
+            prefix = prefix[prefix.index("/") + 1 :]
+        if not prefix or full.endswith("/" + prefix.lstrip("/") + name):
+            return True
+    return False
+
+
 def display_path(path: str, project: str | None) -> str:
     """A path as short as the agent needs: relative to the project when inside it."""
     p = path.replace("\\", "/")

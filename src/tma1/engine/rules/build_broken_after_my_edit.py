@@ -21,6 +21,7 @@ from tma1.engine.rules._support import (
     edits,
     is_source,
     mentions,
+    mentions_path,
     norm_path,
     plural,
     quote,
@@ -29,7 +30,7 @@ from tma1.engine.rules._support import (
 )
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import HookEvent
-from tma1.extract import error_line, ref_for_file
+from tma1.extract import error_line, has_failure_markers, ref_for_file, runs_only_plumbing
 
 EDIT_DISTANCE_MS = 10 * MINUTE_MS
 HIGH_AT = 3
@@ -59,11 +60,13 @@ def build_broken_after_my_edit(
 
     groups: dict[str, _Group] = {}
     for fail in shell_failures(visible(events, now, since)):
-        text = f"{fail.tool_command or ''}\n{fail.tool_result or ''}"
+        command = fail.tool_command or ""
+        if command and runs_only_plumbing(command):
+            continue  # `git stash pop` listing the file is no broken build
         hit = [
             path
             for path, times in edit_times.items()
-            if _caused_by_edit(fail.ts, times) and mentions(text, basename(path))
+            if _caused_by_edit(fail.ts, times) and _names_file(fail, path)
         ]
         if not hit:
             continue
@@ -74,6 +77,18 @@ def build_broken_after_my_edit(
             group.last_fail_by_file[path] = fail.ts
 
     return [_finding(window, g) for g in groups.values()]
+
+
+def _names_file(fail: HookEvent, path: str) -> bool:
+    """The output names the file, or the command does and the output shows it failing.
+
+    (`npm test x.test.ts` answering `vitest: command not found` names the file, but the
+    failure is the environment's, not the edit's.)
+    """
+    output = fail.tool_result or ""
+    if mentions_path(output, path):
+        return True
+    return mentions(fail.tool_command, basename(path)) and has_failure_markers(output)
 
 
 def _caused_by_edit(fail_ts: int, edit_times: list[int]) -> bool:
@@ -91,7 +106,7 @@ def _finding(window: SessionWindow, group: _Group) -> Anomaly:
     output = latest.tool_result or ""
     first_file = files[0]
     where = ref_for_file(output, first_file) or display_path(first_file, window.project)
-    err = latest.tool_error_summary or error_line(output)
+    err = error_line(output, first_file)
     shown = [display_path(f, window.project) for f in files]
     named = ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
     evidence = (

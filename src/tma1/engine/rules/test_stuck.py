@@ -17,7 +17,7 @@ from tma1.engine.rules._support import (
 )
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import HookEvent, absolutize
-from tma1.extract import file_of_test_id
+from tma1.extract import error_line_for_test, file_of_test_id
 
 REPEATS = 3
 
@@ -47,7 +47,10 @@ def _finding(window: SessionWindow, test_id: str, fails: list[HookEvent]) -> Ano
         f"Test {quote(test_id, 120)} failed in {len(fails)} runs{runs} in the last 30 min "
         f"(first {clock_time(fails[0].ts)}, last {clock_time(fails[-1].ts)})."
     )
-    err = fails[-1].tool_error_summary
+    err = next(
+        (e for f in reversed(fails) if (e := error_line_for_test(f.tool_result or "", test_id))),
+        None,
+    )
     said = f" ({quote(err, 120)})" if err else ""
     suggestion = (
         f"Read the failing assertion of {quote(test_id, 120)}{said} and the code it exercises "
