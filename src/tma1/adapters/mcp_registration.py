@@ -284,7 +284,8 @@ class ClaudeMcpRegistration:
         else:
             fmt = jsonhooks.detect_format(_decode(self.path, before))
             after = jsonhooks.dumps(wanted, fmt).encode("utf-8")
-        return FileChange(self.path, before, after, self.label, backup=True)
+        # A file that install created and uninstall deletes needs no backup.
+        return FileChange(self.path, before, after, self.label, backup=after is not None)
 
     def record(self, change: FileChange, state: InstallState, *, installing: bool) -> None:
         if installing:
@@ -328,7 +329,8 @@ class CodexMcpRegistration:
             after = original.encode("utf-8")  # nothing else changed: the user's exact bytes
         elif rec.get("created_file") and not text.strip():
             after = None
-        return FileChange(self.path, before, after, self.label, backup=True)
+        # A file that install created and uninstall deletes needs no backup.
+        return FileChange(self.path, before, after, self.label, backup=after is not None)
 
     def record(self, change: FileChange, state: InstallState, *, installing: bool) -> None:
         if installing:
