@@ -76,6 +76,8 @@ def convert(records: Records) -> Converted:
                     ),
                     origin=origin,
                     seq=line,
+                    # Exports of two sessions of one project both carry its changes.
+                    key=f"change:{project}:{path}:{ts}:{change}:{writer or ''}",
                 )
             )
         elif kind == USAGE:
