@@ -228,3 +228,20 @@ def test_events_after_now_are_not_seen() -> None:
 def test_edits_older_than_the_window_give_no_finding_even_with_failures_later() -> None:
     events = [edit(at(0), PLUGINS), bash_fail(at(35), BUILD, GO_OUT)]
     assert run(events, at(36)) == []
+
+
+def test_npm_echo_of_the_script_is_not_the_output_naming_the_file() -> None:
+    test_file = src("test/deal.test.ts")
+    out = "> app@1.0.0 test\n> vitest test/deal.test.ts\n\nsh: vitest: command not found"
+    fail = bash_fail(at(1), "npm test test/deal.test.ts", out)
+    assert run([edit(at(0), test_file), fail], at(2)) == []
+
+
+def test_among_files_of_one_failure_the_one_the_output_points_into_comes_first() -> None:
+    defaults, handlers = src("src/config/defaults.ts"), src("src/handlers/shared.ts")
+    cmd = "npx tsc --noEmit src/config/defaults.ts src/handlers/shared.ts"
+    out = "src/handlers/shared.ts(125,7): error TS2698: Spread types may only be created."
+    events = [edit(at(0), defaults), edit(at(0.5), handlers), bash_fail(at(1), cmd, out)]
+    [a] = run(events, at(2))
+    assert a.related_files == (handlers, defaults)
+    assert a.suggestion.startswith("Fix src/handlers/shared.ts:125 ")

@@ -63,10 +63,11 @@ def build_broken_after_my_edit(
         command = fail.tool_command or ""
         if command and runs_only_plumbing(command):
             continue  # `git stash pop` listing the file is no broken build
+        output = _own_output(fail.tool_result or "")
         hit = [
             path
             for path, times in edit_times.items()
-            if _caused_by_edit(fail.ts, times) and _names_file(fail, path)
+            if _caused_by_edit(fail.ts, times) and _names_file(command, output, path)
         ]
         if not hit:
             continue
@@ -79,16 +80,22 @@ def build_broken_after_my_edit(
     return [_finding(window, g) for g in groups.values()]
 
 
-def _names_file(fail: HookEvent, path: str) -> bool:
+def _own_output(output: str) -> str:
+    """The output without npm/yarn's echo of the script (`> vitest run x.test.ts`)."""
+    if "\n> " not in output and not output.startswith("> "):
+        return output
+    return "\n".join(ln for ln in output.splitlines() if not ln.startswith("> "))
+
+
+def _names_file(command: str, output: str, path: str) -> bool:
     """The output names the file, or the command does and the output shows it failing.
 
     (`npm test x.test.ts` answering `vitest: command not found` names the file, but the
     failure is the environment's, not the edit's.)
     """
-    output = fail.tool_result or ""
     if mentions_path(output, path):
         return True
-    return mentions(fail.tool_command, basename(path)) and has_failure_markers(output)
+    return mentions(command, basename(path)) and has_failure_markers(output)
 
 
 def _caused_by_edit(fail_ts: int, edit_times: list[int]) -> bool:
@@ -101,9 +108,13 @@ def _caused_by_edit(fail_ts: int, edit_times: list[int]) -> bool:
 def _finding(window: SessionWindow, group: _Group) -> Anomaly:
     n = len(group.failures)
     high = n >= HIGH_AT
-    files = sorted(group.last_fail_by_file, key=lambda p: -group.last_fail_by_file[p])
     latest = group.failures[-1]
     output = latest.tool_result or ""
+    # Most recently failing first; among equals, a file the output points into first.
+    files = sorted(
+        group.last_fail_by_file,
+        key=lambda p: (-group.last_fail_by_file[p], ref_for_file(output, p) is None),
+    )
     first_file = files[0]
     where = ref_for_file(output, first_file) or display_path(first_file, window.project)
     err = error_line(output, first_file)
