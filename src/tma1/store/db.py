@@ -218,41 +218,19 @@ _WINDOW_COLUMNS = (
 )
 
 
-def _json_list(text_value: str | None) -> list[Any]:
-    if not text_value or text_value == "[]":
-        return []
-    return _loads(text_value, [])
-
-
 def _window_event(row: Any) -> HookEvent:
     (id_, ts, sid, etype, hook, agent, tool, tuid, result, fpath, files, cmd, prefix, ok,
      fkind, summary, tids, cwd, project, tpath, pmode, dur, meta) = row  # fmt: skip
+    # Positional, in HookEvent's field order: this runs for every row of every window.
     return HookEvent(
-        id=id_,
-        ts=ts,
-        session_id=sid,
-        event_type=etype,
-        hook_event_name=hook,
-        agent_source=agent,
-        tool_name=tool,
-        tool_use_id=tuid,
-        tool_input=None,
-        tool_result=result,
-        tool_file_path=fpath,
-        tool_files=_json_list(files),
-        tool_command=cmd,
-        tool_command_prefix=prefix,
-        tool_success=ok,
-        failure_kind=fkind,
-        tool_error_summary=summary,
-        test_ids=_json_list(tids),
-        cwd=cwd,
-        project=project,
-        transcript_path=tpath,
-        permission_mode=pmode,
-        duration_ms=dur,
-        metadata=_loads(meta, {}) if meta else {},
-    )
+        ts, sid, etype, hook, agent, tool, tuid, None, result, fpath,
+        [] if files == "[]" or not files else _loads(files, []),
+        cmd, prefix, ok, fkind, summary,
+        [] if tids == "[]" or not tids else _loads(tids, []),
+        cwd, project, tpath, pmode, dur,
+        _loads(meta, {}) if meta else {},
+        id_,
+    )  # fmt: skip
 
 
 def row_to_change(row: Any) -> FileChange:
