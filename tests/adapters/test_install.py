@@ -335,3 +335,44 @@ def test_honours_tma1_data_dir_and_claude_config_dir(home: Path, tmp_path: Path)
     assert str(script) in (cfg / "settings.json").read_text()
     assert (data / "hook-token").exists()
     assert not (home / ".claude").exists()
+
+
+def test_a_symlinked_settings_file_stays_a_symlink(home: Path, tmp_path: Path) -> None:
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    real = dotfiles / "claude-settings.json"
+    real.write_text(USER_SETTINGS)
+    (home / ".claude").mkdir()
+    link = home / ".claude" / "settings.json"
+    link.symlink_to(real)
+    assert tma1(home, "install").returncode == 0
+    assert link.is_symlink() and link.resolve() == real
+    assert len(our_handlers(json.loads(real.read_text()), "tma1-hook")) == len(CLAUDE_EVENTS)
+    assert tma1(home, "uninstall").returncode == 0
+    assert link.is_symlink()
+    assert real.read_text() == USER_SETTINGS
+
+
+def test_uninstall_without_the_state_file_still_removes_only_ours(home: Path) -> None:
+    """The data dir was wiped between install and uninstall: no record of the original.
+    The file's own style is detected, so a file in Claude Code's style comes back intact."""
+    original = json.dumps(json.loads(USER_SETTINGS), indent=2) + "\n"
+    path = write_settings(home, original)
+    assert tma1(home, "install").returncode == 0
+    (home / ".tma1" / "install-state.json").unlink()
+    assert tma1(home, "uninstall").returncode == 0
+    assert path.read_text() == original
+
+
+def test_an_event_the_user_had_left_empty_survives(home: Path) -> None:
+    original = '{\n  "hooks": {\n    "Stop": [],\n    "PreToolUse": []\n  }\n}\n'
+    path = write_settings(home, original)
+    assert tma1(home, "install").returncode == 0
+    doc = json.loads(path.read_text())
+    doc["theme"] = "dark"  # a user edit, so uninstall must rebuild rather than restore
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    assert tma1(home, "uninstall").returncode == 0
+    assert json.loads(path.read_text()) == {
+        "hooks": {"Stop": [], "PreToolUse": []},
+        "theme": "dark",
+    }

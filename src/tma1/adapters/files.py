@@ -94,14 +94,17 @@ class FileChange:
         """Carry the change out; returns the backup's path when one was written."""
         if not self.changed:
             return None
+        # A settings file kept in a dotfiles repository is often a symlink: write through
+        # it, so the link (and the repository) stay as the user set them up.
+        target = self.path.resolve() if self.path.is_symlink() else self.path
         backup = None
         if self.backup and self.before is not None:
             backup = self.path.with_name(self.path.name + BACKUP_SUFFIX)
-            mode = stat.S_IMODE(self.path.stat().st_mode) if self.path.exists() else 0o600
+            mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o600
             atomic_write(backup, self.before, mode=mode)
         if self.after is None:
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
         else:
-            atomic_write(self.path, self.after, mode=self.mode)
+            atomic_write(target, self.after, mode=self.mode)
         return backup

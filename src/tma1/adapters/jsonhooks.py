@@ -124,17 +124,26 @@ def count_ours(doc: Doc, marker: str) -> int:
     )
 
 
+def _has_ours(groups: list[Any], marker: str) -> bool:
+    return any(
+        isinstance(g, dict)
+        and isinstance(g.get("hooks"), list)
+        and any(is_ours(h, marker) for h in g["hooks"])
+        for g in groups
+    )
+
+
 def _strip_event(groups: list[Any], marker: str, keep_first: dict[str, Any] | None) -> bool:
     """Remove our handlers from one event's groups, in place. With `keep_first`, the first
     one found is replaced by it instead. Returns whether `keep_first` was placed."""
     placed = False
-    for group in list(groups):
+    emptied: list[int] = []  # by identity: a user's own empty group may compare equal
+    for group in groups:
         if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
             continue
-        handlers = group["hooks"]
         kept: list[Any] = []
         dropped = False
-        for h in handlers:
+        for h in group["hooks"]:
             if not is_ours(h, marker):
                 kept.append(h)
             elif keep_first is not None and not placed:
@@ -144,7 +153,8 @@ def _strip_event(groups: list[Any], marker: str, keep_first: dict[str, Any] | No
                 dropped = True
         group["hooks"] = kept
         if dropped and not kept:
-            groups.remove(group)  # a group that held only our duplicate goes with it
+            emptied.append(id(group))  # a group that held only our handler goes with it
+    groups[:] = [g for g in groups if id(g) not in emptied]
     return placed
 
 
@@ -155,7 +165,7 @@ def add_hooks(
     out = copy.deepcopy(doc)
     hooks = out.setdefault("hooks", {})
     for event in list(hooks):
-        if event not in events:
+        if event not in events and _has_ours(hooks[event], marker):
             _strip_event(hooks[event], marker, None)
             if not hooks[event]:
                 del hooks[event]
@@ -168,24 +178,25 @@ def add_hooks(
     return out
 
 
-def remove_hooks(doc: Doc, marker: str, *, drop_empty_hooks: bool) -> Doc:
-    """Our handlers removed; groups and event keys that held only ours go too."""
+def remove_hooks(
+    doc: Doc,
+    marker: str,
+    *,
+    drop_empty_hooks: bool,
+    keep_events: frozenset[str] | set[str] = frozenset(),
+) -> Doc:
+    """Our handlers removed; groups and event keys that held only ours go too, except the
+    events in `keep_events` (they were there, perhaps empty, before install)."""
     out = copy.deepcopy(doc)
     hooks = out.get("hooks")
     if not isinstance(hooks, dict):
         return out
     for event in list(hooks):
         groups = hooks[event]
-        had_ours = any(
-            isinstance(g, dict)
-            and isinstance(g.get("hooks"), list)
-            and any(is_ours(h, marker) for h in g["hooks"])
-            for g in groups
-        )
-        if not had_ours:
+        if not _has_ours(groups, marker):
             continue
         _strip_event(groups, marker, None)
-        if not groups:
+        if not groups and event not in keep_events:
             del hooks[event]
     if drop_empty_hooks and not hooks:
         del out["hooks"]

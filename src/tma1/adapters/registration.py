@@ -127,7 +127,12 @@ class JsonHooksRegistration:
         rec = state.files.get(str(self.path), {})
         original: str | None = rec.get("original")
         created_hooks = rec.get("created_hooks_key", True)
-        wanted = jsonhooks.remove_hooks(doc, self.marker, drop_empty_hooks=created_hooks)
+        wanted = jsonhooks.remove_hooks(
+            doc,
+            self.marker,
+            drop_empty_hooks=created_hooks,
+            keep_events=set(rec.get("existing_events", ())),
+        )
         after: bytes | None
         if original is not None and _same_json(original, wanted):
             # Nothing of the user's changed since install: give back their exact bytes.
@@ -150,6 +155,7 @@ class JsonHooksRegistration:
                 "created_file": change.before is None,
                 "created_dir": not getattr(self, "_dir_existed", True),
                 "created_hooks_key": "hooks" not in before_doc,
+                "existing_events": sorted(before_doc.get("hooks") or {}),
                 "original": None if change.before is None else change.before.decode("utf-8"),
             }
             return
