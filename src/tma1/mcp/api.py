@@ -46,21 +46,22 @@ def not_running_message(url: str) -> str:
     )
 
 
-def _detail(response: httpx.Response) -> str:
+def _detail(response: httpx.Response) -> str | None:
+    """FastAPI's `detail` text; None when the body is not tma1's JSON error shape."""
     try:
         body = response.json()
     except ValueError:
-        return response.text.strip()[:500]
-    if isinstance(body, dict) and "detail" in body:
-        detail = body["detail"]
-        if isinstance(detail, list):  # FastAPI validation errors
-            return "; ".join(
-                f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg')}"
-                for d in detail
-                if isinstance(d, dict)
-            )
-        return str(detail)
-    return str(body)[:500]
+        return None
+    if not isinstance(body, dict) or "detail" not in body:
+        return None
+    detail = body["detail"]
+    if isinstance(detail, list):  # FastAPI validation errors
+        return "; ".join(
+            f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg')}"
+            for d in detail
+            if isinstance(d, dict)
+        )
+    return str(detail)
 
 
 class Tma1Api:
@@ -120,7 +121,7 @@ class Tma1Api:
                     "JSON; is another program listening on that port?"
                 ) from None
         detail = _detail(response)
-        if status == 404 and detail in ("Not Found", ""):
+        if status == 404 and detail in (None, "Not Found", ""):
             # The route itself is missing: an older server, or not tma1 at all.
             raise Tma1Error(
                 f"the server at {self.url} has no {method} {path.split('?')[0]}; it may be an "
@@ -128,6 +129,8 @@ class Tma1Api:
             )
         if status == 404:
             raise Tma1NotFound(detail)
+        if detail is None:
+            detail = response.text.strip()[:300]
         if status == 403:
             raise Tma1Error(f"tma1 at {self.url} refused {method} {path}: {detail}")
         if status == 422:

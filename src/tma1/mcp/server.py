@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
@@ -128,7 +129,9 @@ class Tools:
 
     async def get_session_state(self, session_id: str | None) -> CallToolResult:
         session = await self.resolve(session_id)
-        state = await self._known(f"/api/agent/sessions/{session['session_id']}/state", session)
+        state = await self._known(
+            f"/api/agent/sessions/{quote(session['session_id'], safe='')}/state", session
+        )
         state["resolved_from"] = session["resolved_from"]
         return _ok(render.render_state(state), state)
 
@@ -139,7 +142,7 @@ class Tools:
         sid = session["session_id"]
         try:
             payload = await self.api.get(
-                f"/api/agent/sessions/{sid}/external-changes", {"since": since}
+                f"/api/agent/sessions/{quote(sid, safe='')}/external-changes", {"since": since}
             )
         except Tma1NotFound as exc:
             raise Tma1Error(f"{exc} (session {sid!r} is unknown to tma1)") from None
