@@ -33,6 +33,7 @@ FAILURE_WINDOW_MS = 30 * MINUTE_MS  # the rules' window (seed): what the agent s
 RECENT_EDITS_LIMIT = 20
 RECENT_FAILURES_LIMIT = 10
 CHANGES_LIMIT = 200
+RESOLVE_SCAN = 500  # newest events looked at to rank the sessions of a project
 _TOOL_RESULT_EVENTS = ("PostToolUse", "PostToolUseFailure")
 _ERROR_CAP = 400
 
@@ -151,37 +152,37 @@ def resolve(request: Request, cwd: str = Query(min_length=1, max_length=4096)) -
     real = os.path.realpath(cwd)
     if real != cwd:  # a symlinked checkout: the hook may have reported either spelling
         candidates.extend(c for c in ancestors(real) if c not in candidates)
+    # The newest events in those projects, newest first: their sessions in order of first
+    # appearance are the sessions by last activity. One index range per candidate, no
+    # GROUP BY over a project's whole history.
     q = (
-        select(
-            hook_events.c.session_id,
-            func.min(hook_events.c.ts).label("started_at"),
-            func.max(hook_events.c.ts).label("last_event_at"),
-        )
+        select(hook_events.c.session_id, hook_events.c.ts)
         .where(hook_events.c.project.in_(candidates))
-        .group_by(hook_events.c.session_id)
-        .order_by(func.max(hook_events.c.ts).desc(), hook_events.c.session_id)
-        .limit(5)
+        .order_by(hook_events.c.ts.desc(), hook_events.c.id.desc())
+        .limit(RESOLVE_SCAN)
     )
     with service.store.connect() as conn:
         rows = conn.execute(q).all()
-    if not rows:
+    last_seen: dict[str, int] = {}
+    for r in rows:
+        last_seen.setdefault(r.session_id, int(r.ts))
+    if not last_seen:
         raise HTTPException(
             404,
             f"no session recorded in a project containing {cwd}; are the tma1 hooks installed "
             "(tma1 install) and has the agent run a tool there yet?",
         )
-    best = rows[0]
-    _, _, project, source = _session_bounds(service, best.session_id)
+    ranked = list(last_seen.items())
+    best_id, best_last = ranked[0]
+    started, _, project, source = _session_bounds(service, best_id)
     return {
-        "session_id": best.session_id,
+        "session_id": best_id,
         "project": project,
         "agent_source": source,
-        "started_at": int(best.started_at),
-        "last_event_at": int(best.last_event_at),
+        "started_at": started,
+        "last_event_at": best_last,
         "cwd": cwd,
-        "others": [
-            {"session_id": r.session_id, "last_event_at": int(r.last_event_at)} for r in rows[1:]
-        ],
+        "others": [{"session_id": sid, "last_event_at": ts} for sid, ts in ranked[1:5]],
     }
 
 
