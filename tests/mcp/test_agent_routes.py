@@ -179,3 +179,19 @@ def test_agent_routes_refuse_foreign_origins(live: LiveServer) -> None:
         "/api/agent/resolve", params={"cwd": "/x"}, headers={"Origin": "https://evil.example"}
     )
     assert r.status_code == 403
+
+
+def test_hostile_input_is_a_422_not_a_500(live: LiveServer, tmp_path: Path) -> None:
+    proj = make_project(tmp_path / "proj")
+    post(live, event("s1", proj, "SessionStart", source="startup"))
+    c = live.client()
+    assert c.get("/api/agent/resolve", params={"cwd": "/tmp/\x00x"}).status_code == 422
+    assert c.get("/api/agent/sessions/a%00b/state").status_code == 422
+    assert c.get("/api/agent/sessions/a%00b/external-changes").status_code == 422
+    assert c.get(f"/api/agent/sessions/{'x' * 201}/state").status_code == 422
+    for since in ("99999999999999999999999", "-5", "\x00", "2023-13-40T00:00:00Z"):
+        r = c.get("/api/agent/sessions/s1/external-changes", params={"since": since})
+        assert r.status_code == 422, (since, r.text)
+    # The longest plausible values still work.
+    r = c.get("/api/agent/sessions/s1/external-changes", params={"since": "9999999999999999"})
+    assert r.status_code == 200 and r.json()["changes"] == []

@@ -17,9 +17,9 @@ import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Path, Query, Request
 from sqlalchemy import and_, case, func, or_, select
 
 from tma1.clock import MINUTE_MS
@@ -36,6 +36,8 @@ CHANGES_LIMIT = 200
 RESOLVE_SCAN = 500  # newest events looked at to rank the sessions of a project
 _TOOL_RESULT_EVENTS = ("PostToolUse", "PostToolUseFailure")
 _ERROR_CAP = 400
+
+SessionId = Annotated[str, Path(min_length=1, max_length=200)]
 
 
 # --- pure helpers ------------------------------------------------------------------------
@@ -56,9 +58,9 @@ def ancestors(path: str) -> list[str]:
 def parse_time(raw: str) -> int:
     """Epoch milliseconds, epoch seconds (≤ 10 digits) or ISO-8601 → epoch ms."""
     text = raw.strip()
-    if text.lstrip("-").isdigit():
+    if text.isdigit() and len(text) <= 16:
         value = int(text)
-        return value * 1000 if abs(value) < 10**11 else value
+        return value * 1000 if value < 10**11 else value
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -68,7 +70,13 @@ def parse_time(raw: str) -> int:
         ) from None
     if dt.tzinfo is None:
         raise ValueError(f"since={raw!r} has no time zone; add Z or an offset like +02:00")
-    return int(dt.timestamp() * 1000)
+    return max(0, int(dt.timestamp() * 1000))
+
+
+def _check_text(name: str, value: str) -> None:
+    # NUL cannot be stored or compared in PostgreSQL text: a clear 422, not a 500.
+    if "\x00" in value:
+        raise HTTPException(422, f"{name} contains a NUL character")
 
 
 def _clip(text: str | None, limit: int = _ERROR_CAP) -> str | None:
@@ -124,6 +132,7 @@ _IS_FAILURE = or_(
 
 def _session_bounds(service: Service, session_id: str) -> tuple[int, int, str | None, str | None]:
     """(first ts, last ts, newest project, agent source), or 404 for a session never seen."""
+    _check_text("session_id", session_id)
     with service.store.connect() as conn:
         row = conn.execute(
             select(func.min(hook_events.c.ts), func.max(hook_events.c.ts)).where(
@@ -145,6 +154,7 @@ def _session_bounds(service: Service, session_id: str) -> tuple[int, int, str | 
 
 @router.get("/resolve", summary="The newest session whose project contains `cwd`")
 def resolve(request: Request, cwd: str = Query(min_length=1, max_length=4096)) -> dict[str, Any]:
+    _check_text("cwd", cwd)
     if not cwd.startswith("/"):
         raise HTTPException(422, f"cwd={cwd!r} is not an absolute path")
     service = _service(request)
@@ -187,7 +197,7 @@ def resolve(request: Request, cwd: str = Query(min_length=1, max_length=4096)) -
 
 
 @router.get("/sessions/{session_id}/state", summary="What a session has done, in numbers")
-def session_state(request: Request, session_id: str) -> dict[str, Any]:
+def session_state(request: Request, session_id: SessionId) -> dict[str, Any]:
     service = _service(request)
     now = service.clock.now_ms()
     started, last, project, source = _session_bounds(service, session_id)
@@ -289,7 +299,9 @@ def session_state(request: Request, session_id: str) -> dict[str, Any]:
     summary="Files changed behind this session, and who changed them",
 )
 def session_external_changes(
-    request: Request, session_id: str, since: str | None = None
+    request: Request,
+    session_id: SessionId,
+    since: Annotated[str | None, Query(max_length=64)] = None,
 ) -> dict[str, Any]:
     service = _service(request)
     now = service.clock.now_ms()
