@@ -366,3 +366,21 @@ def test_script_sends_token_from_an_oddly_named_data_dir(tmp_path: Path, home: P
             text=True,
         )
         assert (r.returncode, r.stdout) == (0, ""), code
+
+
+def test_without_dev_fd_the_token_goes_as_a_header_argument(
+    live: LiveServer, home: Path, project: Path, tmp_path: Path
+) -> None:
+    """The fallback branch for systems without /dev/fd, on a copy of the installed script
+    that looks for fds in a directory that does not exist."""
+    command = install_for(live, home)
+    script = Path(shlex.split(command)[0])
+    text = script.read_text()
+    assert "fd_dir=/dev/fd\n" in text
+    copy = tmp_path / "no-dev-fd.sh"
+    copy.write_text(text.replace("fd_dir=/dev/fd\n", "fd_dir=/nonexistent/fd\n"))
+    copy.chmod(0o755)
+    agent = Agent(shlex.quote(str(copy)), agent_env(home), project, None)
+    r = agent.fire({"hook_event_name": "SessionStart"})
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert live.store.counts()["tma1_hook_events"] == 1

@@ -70,7 +70,7 @@ class FileChange:
     @property
     def verb(self) -> str:
         if not self.changed:
-            return "unchanged"
+            return "absent" if self.before is None else "unchanged"
         if self.before is None:
             return "create"
         if self.after is None:

@@ -28,13 +28,20 @@ case $TMA1_HOST in
 esac
 
 # The token goes to curl as a config file on fd 3, not as an argument, so other local
-# users cannot read it from the process list. `Expect:` stops curl from waiting for a
-# 100-continue on large events; --noproxy keeps a user's http_proxy off loopback traffic.
-# -w appends the 3-digit status so a 403 or 500 body is never shown to the agent.
+# users cannot read it from the process list (only where /dev/fd is missing does it fall
+# back to an argument). `Expect:` stops curl from waiting for a 100-continue on large
+# events; --noproxy keeps a user's http_proxy off loopback traffic. -w appends the 3-digit
+# status so that a 403 or 500 body is never shown to the agent.
+fd_dir=/dev/fd
 post() {
+  if [ -d "$fd_dir" ]; then
+    set -- --config "$fd_dir/3"
+  else
+    set -- -H "X-TMA1-Token: $token"
+  fi
   curl --silent --noproxy '*' \
     --connect-timeout 0.25 --max-time "$TMA1_HOOK_TIMEOUT" \
-    --config /dev/fd/3 \
+    "$@" \
     -H 'Content-Type: application/json' -H 'Expect:' \
     --data-binary @- --write-out '%{http_code}' \
     "http://$url_host:$TMA1_PORT/api/hooks@@QUERY@@" 3<<TMA1_CURL_CONFIG
