@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -109,6 +110,12 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
 
     if installing:
         ensure_token(settings.token_path)
+        if shutil.which("curl") is None:
+            print(
+                "  warning: curl is not on PATH; the hook script posts with it and stays "
+                "silent without it (install curl)",
+                file=out,
+            )
         for adapter, _ in plans:
             for note in adapter.notes:
                 print(f"  note: {note}", file=out)
