@@ -219,3 +219,39 @@ def test_incremental_reloads_match_a_fresh_load(store: Store, clock: ManualClock
         want = [e.id for e in store.session_events(SID, now - 60 * MINUTE_MS, now)]
         assert got == want, step
     assert det.counters.get("engine.window.full_loads") < 60  # most reloads were incremental
+
+
+def test_a_delivery_runs_only_the_rules_that_serve_its_channel(
+    store: Store, clock: ManualClock
+) -> None:
+    store_event(store, payload(SID, "SessionStart"), clock.now_ms())
+    stale = Scripted([finding(Kind.STALE_FILE_VIEW, subject="/p/a.py")])
+    repeated = Scripted([finding(Kind.REPEATED_FAILED_BUILD, subject="make")])
+    custom = Scripted()  # a kind the seed does not know: runs for every channel
+    det = make(
+        store,
+        clock,
+        stale_file_view=stale,
+        repeated_failed_build=repeated,
+        probe=custom,
+    )
+    assert det.serves("no_such_channel")  # unknown kinds serve every channel
+    d = det.detect(SID, channel="stop_block")
+    assert (len(stale.calls), len(repeated.calls), len(custom.calls)) == (0, 1, 1)
+    assert [c.subject for c in d.candidates] == ["make"]
+    # The preview needs every rule: only the missing one runs, on the same window.
+    full = det.detect(SID)
+    assert (len(stale.calls), len(repeated.calls), len(custom.calls)) == (1, 1, 1)
+    assert stale.calls[0][0] is d.window and [c.subject for c in full.candidates] == [
+        "/p/a.py",
+        "make",
+    ]
+    assert det.detect(SID, channel="user_prompt_submit").cached
+
+
+def test_post_tool_use_needs_no_detection_with_the_seed_rules(
+    store: Store, clock: ManualClock
+) -> None:
+    seed_only = make(store, clock, stale_file_view=Scripted(), context_pressure=Scripted())
+    assert not seed_only.serves("post_tool_use")
+    assert seed_only.serves("user_prompt_submit") and not seed_only.serves("stop_block")

@@ -132,7 +132,9 @@ class Delivery:
         """Decide, commit and log the findings one answer on `channel` carries."""
         now = self.clock.now_ms() if now is None else now
         self._maybe_evict(now)
-        det = self.detector.detect(session_id, now)
+        if not self.detector.serves(channel):
+            return []  # e.g. PostToolUse: none of the six rules delivers there
+        det = self.detector.detect(session_id, now, channel=channel)
         candidates = delivery_order([c for c in det.candidates if c.channel == channel])
         if not candidates:
             self.suppression.touch(session_id, now)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from tma1.clock import Clock
 from tma1.counters import Counters
-from tma1.engine.anomaly import Anomaly
+from tma1.engine.anomaly import Anomaly, Channel, Kind
 from tma1.engine.window import CHANGES_WINDOW_MS, EVENTS_WINDOW_MS, RuleConfig, SessionWindow
 from tma1.events import HookEvent
 from tma1.store import Store
@@ -63,9 +63,54 @@ class _Held:
 @dataclass(frozen=True, slots=True)
 class Detection:
     window: SessionWindow
-    candidates: tuple[Anomaly, ...]
+    candidates: tuple[Anomaly, ...]  # of every rule run so far on this window
     computed_at: int
     cached: bool = False
+    by_kind: Mapping[str, tuple[Anomaly, ...]] = field(default_factory=dict)
+
+
+# The channels each of the seed's rules can deliver on (seed's rule table). A delivery on
+# one channel only needs the rules that can produce findings for it: a Stop runs two
+# rules, a PostToolUse none of the six. A rule not listed here (one a test or a plugin
+# registers) runs for every channel. The candidate cache is per rule, so the preview
+# (all rules) and later deliveries reuse whatever already ran on the same window.
+RULE_CHANNELS: dict[str, frozenset[str]] = {
+    Kind.STALE_FILE_VIEW.value: frozenset({Channel.USER_PROMPT_SUBMIT.value}),
+    Kind.BUILD_BROKEN_AFTER_MY_EDIT.value: frozenset(
+        {Channel.USER_PROMPT_SUBMIT.value, Channel.STOP_BLOCK.value}
+    ),
+    Kind.REPEATED_FAILED_BUILD.value: frozenset({Channel.STOP_BLOCK.value}),
+    Kind.TEST_STUCK.value: frozenset({Channel.USER_PROMPT_SUBMIT.value}),
+    Kind.EXTERNAL_MODIFIED_DURING_SESSION.value: frozenset({Channel.USER_PROMPT_SUBMIT.value}),
+    Kind.CONTEXT_PRESSURE.value: frozenset({Channel.USER_PROMPT_SUBMIT.value}),
+}
+
+
+def rule_serves(kind: str, channel: str | None) -> bool:
+    declared = RULE_CHANNELS.get(kind)
+    return channel is None or declared is None or channel in declared
+
+
+def run_rule(
+    kind: str,
+    rule: Rule,
+    window: SessionWindow,
+    now: int,
+    config: RuleConfig,
+    *,
+    on_error: Callable[[str, BaseException], None] | None = None,
+) -> tuple[Anomaly, ...]:
+    """One rule over one window; a failing rule is reported and yields nothing."""
+    try:
+        found = rule(window, now, config)
+        for a in found:
+            if not isinstance(a, Anomaly):
+                raise TypeError(f"rule {kind} returned {type(a).__name__}, not Anomaly")
+    except Exception as exc:
+        if on_error is not None:
+            on_error(kind, exc)
+        return ()
+    return tuple(a if a.session_id else replace(a, session_id=window.session_id) for a in found)
 
 
 def run_rules(
@@ -79,16 +124,7 @@ def run_rules(
     """Every rule over one window; a failing rule is reported and skipped."""
     out: list[Anomaly] = []
     for kind, rule in rules.items():
-        try:
-            found = rule(window, now, config)
-            for a in found:
-                if not isinstance(a, Anomaly):
-                    raise TypeError(f"rule {kind} returned {type(a).__name__}, not Anomaly")
-        except Exception as exc:
-            if on_error is not None:
-                on_error(kind, exc)
-            continue
-        out.extend(a if a.session_id else replace(a, session_id=window.session_id) for a in found)
+        out.extend(run_rule(kind, rule, window, now, config, on_error=on_error))
     return out
 
 
@@ -211,21 +247,39 @@ class Detector:
 
     # --- detection --------------------------------------------------------------------
 
-    def detect(self, session_id: str, now: int | None = None) -> Detection:
-        """Candidates for `session_id`, from the cache when it is fresh."""
+    def serves(self, channel: str) -> bool:
+        """Whether any rule can produce findings for `channel` (else skip detection)."""
+        return any(rule_serves(k, channel) for k in self.rules)
+
+    def detect(
+        self, session_id: str, now: int | None = None, *, channel: str | None = None
+    ) -> Detection:
+        """Candidates for `session_id` from the rules that serve `channel` (None: all),
+        from the cache when it is fresh and those rules already ran on it."""
         now = self.clock.now_ms() if now is None else now
+        rules = self.rules
+        wanted = [k for k in rules if rule_serves(k, channel)]
         with self._lock:
             hit = self._cache.get(session_id)
-            if hit is not None and 0 <= now - hit.computed_at < CACHE_TTL_MS:
+            if hit is not None and not 0 <= now - hit.computed_at < CACHE_TTL_MS:
+                hit = None
+            if hit is not None and all(k in hit.by_kind for k in wanted):
                 self.counters.inc("engine.detect.warm")
                 return replace(hit, cached=True)
             start_epoch = self._epoch
         self.counters.inc("engine.detect.cold")
-        window = self.load_window(session_id, now)
-        candidates = tuple(
-            run_rules(self.rules, window, now, self.config, on_error=self._rule_failed)
-        )
-        det = Detection(window=window, candidates=candidates, computed_at=now)
+        if hit is not None:
+            # Same window, same `now` as the rules that already ran on it.
+            window, at, by_kind = hit.window, hit.computed_at, dict(hit.by_kind)
+        else:
+            window, at, by_kind = self.load_window(session_id, now), now, {}
+        for kind in wanted:
+            if kind not in by_kind:
+                by_kind[kind] = run_rule(
+                    kind, rules[kind], window, at, self.config, on_error=self._rule_failed
+                )
+        candidates = tuple(a for k in rules if k in by_kind for a in by_kind[k])
+        det = Detection(window=window, candidates=candidates, computed_at=at, by_kind=by_kind)
         with self._lock:
             dropped = self._dropped.get(session_id)
             # An invalidation that arrived while we were loading means our window may
