@@ -447,7 +447,7 @@ def play_session(agent: DemoAgent, server: DemoServer) -> None:
 
     def pending(kind: str) -> bool:
         found = server.get("/api/anomalies/preview", session_id=sid)
-        return any(f["kind"] == kind for f in found.get("findings", found.get("anomalies", [])))
+        return any(f["kind"] == kind for f in found["findings"])
 
     agent.session_start()
     if not _wait(watcher_ready, 15):
@@ -472,9 +472,11 @@ def play_session(agent: DemoAgent, server: DemoServer) -> None:
     for n, occupancy in enumerate((19_500, 24_100, 31_700), 1):
         agent.usage(occupancy, "Running the tests.")
         agent.bash(TEST_COMMAND, FAILURE, failed=True, note=f"fails ({n}/3): KeyError: 'vip'")
-    out.line(
-        f"       {out.dim(f'(transcript: the last request sent 31,700 prompt tokens; the demo threshold is {CONTEXT_THRESHOLD:,})')}"  # noqa: E501
+    note = (
+        "(transcript: the last request sent 31,700 prompt tokens; "
+        f"the demo threshold is {CONTEXT_THRESHOLD:,})"
     )
+    out.line(f"       {out.dim(note)}")
     agent.prompt("Why is it still failing?")
     agent.stop()
     agent.stop(active=True)
