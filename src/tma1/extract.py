@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
@@ -280,6 +281,7 @@ class Ref:
 _PY_TRACE_REF = re.compile(r'File "([^"]+)", line (\d+)')
 _PATH = r"(?:[A-Za-z]:)?[\w.\-/\\@+~\[\]]*\w\.\w{1,10}"
 _COLON_REF = re.compile(rf"(?:^|(?<=[\s(\[\"'=>]))({_PATH})(?::(\d+)(?::\d+)?|\((\d+),\d+\))")
+_MAYBE_REF = re.compile(r"\w\.\w{1,10}(?::\d|\(\d)")
 _COMPACT_REF = re.compile(rf"^({_PATH}): line (\d+), col \d+,", re.MULTILINE)
 _STYLISH_FILE = re.compile(rf"^({_PATH})\s*$")
 _STYLISH_ROW = re.compile(r"^\s+(\d+):\d+\s+(?:error|warning)\s+\S")
@@ -288,6 +290,12 @@ _STYLISH_ERROR = re.compile(r"^\s+(\d+):(\d+)\s+error\s+(.+)$")
 
 def refs(output: str) -> list[Ref]:
     """Every `path:line` reference, first-seen order, one per (path, line)."""
+    return list(_refs(output))
+
+
+# A rule asks about the same few outputs for every file it considers.
+@lru_cache(maxsize=256)
+def _refs(output: str) -> tuple[Ref, ...]:
     seen: dict[tuple[str, int], Ref] = {}
 
     def add(ref: Ref) -> None:
@@ -309,11 +317,13 @@ def refs(output: str) -> list[Ref]:
         if m := _COMPACT_REF.match(line):
             add(Ref(m.group(1), int(m.group(2))))
             continue
+        if not _MAYBE_REF.search(line):
+            continue
         for m in _COLON_REF.finditer(line):
             if "://" in line[max(0, m.start() - 8) : m.start() + 3]:
                 continue
             add(Ref(m.group(1), int(m.group(2) or m.group(3))))
-    return list(seen.values())
+    return tuple(seen.values())
 
 
 def file_line_refs(output: str) -> list[tuple[str, int]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -163,18 +163,44 @@ def is_source(path: str) -> bool:
     return f".{suffix}" not in DOC_SUFFIXES and stem not in _DOC_NAMES
 
 
-@lru_cache(maxsize=1024)
-def _mention_pattern(name: str) -> re.Pattern[str]:
-    # `main.go` must not match inside `domain.go` or `main.gox`.
-    return re.compile(rf"(?<![\w.\-]){re.escape(name)}(?![\w])")
+_PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-/\\@+~")
+
+
+def _occurrences(text: str, name: str) -> Iterator[int]:
+    """Start offsets of `name` as a whole file name: `main.go` not inside `domain.go`."""
+    start = text.find(name)
+    while start != -1:
+        before = text[start - 1] if start else " "
+        end = start + len(name)
+        after = text[end] if end < len(text) else " "
+        if not (before.isalnum() or before in "_.-") and not (after.isalnum() or after == "_"):
+            yield start
+        start = text.find(name, start + 1)
 
 
 def mentions(text: str | None, name: str) -> bool:
-    # The plain substring test is much cheaper and rules out nearly every output.
-    return bool(text and name and name in text and _mention_pattern(name).search(text))
+    return bool(text and name) and next(_occurrences(text, name), None) is not None  # type: ignore[arg-type]
 
 
-_PATH_BEFORE = re.compile(r"[\w.\-/\\@+~]*$")
+_PATH_TOKEN = re.compile(r"[\w.\-/\\@+~]+")
+
+
+@lru_cache(maxsize=512)
+def _named_files(text: str) -> dict[str, frozenset[str]]:
+    """Every file name the text mentions → the directory prefixes it was written with.
+
+    One pass per output (cached): a rule asks the same outputs about many files.
+    """
+    found: dict[str, set[str]] = {}
+    for token in _PATH_TOKEN.findall(text):
+        token = token.replace("\\", "/").rstrip(".-")
+        head, _, name = token.rpartition("/")
+        if not name:
+            continue
+        while head.startswith(("./", "../")) or head in (".", ".."):
+            head = head.split("/", 1)[1] if "/" in head else ""
+        found.setdefault(name, set()).add(head.lstrip("/"))
+    return {k: frozenset(v) for k, v in found.items()}
 
 
 def mentions_path(text: str | None, path: str) -> bool:
@@ -184,17 +210,13 @@ def mentions_path(text: str | None, path: str) -> bool:
     `internal/config/config.go:3` do.
     """
     name = basename(path)
-    if not text or not name or name not in text:
+    if not text or not name:
+        return False
+    prefixes = _named_files(text).get(name)
+    if not prefixes:
         return False
     full = "/" + path.replace("\\", "/").lstrip("/")
-    for m in _mention_pattern(name).finditer(text):
-        lead = _PATH_BEFORE.search(text, max(0, m.start() - 300), m.start())
-        prefix = (lead.group(0) if lead else "").replace("\\", "/")
-        while prefix.startswith(("./", "../")):
-            prefix = prefix[prefix.index("/") + 1 :]
-        if not prefix or full.endswith("/" + prefix.lstrip("/") + name):
-            return True
-    return False
+    return any(not pre or full.endswith(f"/{pre}/{name}") for pre in prefixes)
 
 
 def display_path(path: str, project: str | None) -> str:

@@ -10,6 +10,7 @@ failures mention, and failures count only from the agent's first edit of F in th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from tma1.clock import MINUTE_MS
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
@@ -80,6 +81,7 @@ def build_broken_after_my_edit(
     return [_finding(window, g) for g in groups.values()]
 
 
+@lru_cache(maxsize=512)
 def _own_output(output: str) -> str:
     """The output without npm/yarn's echo of the script (`> vitest run x.test.ts`)."""
     if "\n> " not in output and not output.startswith("> "):
