@@ -259,3 +259,31 @@ def test_a_rule_that_raises_does_not_break_delivery(live: LiveServer, clock: Man
         post(live, clock, bash_fail(sid, BUILD, BUILD_OUT))
     blocked(post(live, clock, stop(sid)))
     assert live.client().get("/api/health").json()["engine"]["rule_errors"]["broken"] >= 1
+
+
+def test_context_pressure_threshold_is_read_at_start_up_and_fires_once(
+    settings: Settings, clock: ManualClock
+) -> None:
+    from tma1.config import load_settings
+    from tma1.events import Usage
+
+    env = load_settings({"TMA1_CONTEXT_PRESSURE_THRESHOLD": "5000"})
+    srv = start_live_server(
+        settings.with_overrides(context_pressure_threshold=env.context_pressure_threshold),
+        clock=clock,
+    )
+    try:
+        assert srv.service.delivery.config.context_pressure_threshold == 5_000
+        sid = "pressure-1"
+        post(srv, clock, payload(sid, "SessionStart"))
+        srv.store.insert_usages([Usage(ts=clock.now_ms(), session_id=sid, occupancy=4_999)])
+        srv.service.delivery.invalidate(sid)  # what the transcript tailer does
+        assert post(srv, clock, prompt(sid)) == ""
+        srv.store.insert_usages([Usage(ts=clock.now_ms(), session_id=sid, occupancy=5_000)])
+        digest = post(srv, clock, prompt(sid))
+        assert "context_pressure" in digest and "5,000" in digest
+        clock.advance(30 * MINUTE_MS)
+        srv.store.insert_usages([Usage(ts=clock.now_ms(), session_id=sid, occupancy=9_000)])
+        assert post(srv, clock, prompt(sid)) == ""  # one-shot per session
+    finally:
+        srv.stop()
