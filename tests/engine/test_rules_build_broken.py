@@ -245,3 +245,10 @@ def test_among_files_of_one_failure_the_one_the_output_points_into_comes_first()
     [a] = run(events, at(2))
     assert a.related_files == (handlers, defaults)
     assert a.suggestion.startswith("Fix src/handlers/shared.ts:125 ")
+
+
+def test_long_commands_group_by_60_chars_but_the_suggestion_shows_the_command_run() -> None:
+    cmd = "go test ./internal/http ./internal/websocket ./internal/security -run TestUpgrade"
+    [a] = run([edit(at(0), PLUGINS), bash_fail(at(1), cmd, GO_OUT)], at(2))
+    assert a.subject == cmd[:60]
+    assert a.suggestion.endswith(f"then re-run `{cmd}`.")

@@ -122,13 +122,14 @@ def _finding(window: SessionWindow, group: _Group) -> Anomaly:
     err = error_line(output, first_file)
     shown = [display_path(f, window.project) for f in files]
     named = ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
+    command = quote(latest.tool_command or group.prefix, 100)
     evidence = (
-        f"{quote(group.prefix, 80)} failed {plural(n, 'time')} since "
-        f"{clock_time(group.failures[0].ts)} (last at {clock_time(latest.ts)}) and its "
-        f"output names {plural(len(files), 'file')} you edited just before: {named}."
+        f"{command} failed {plural(n, 'time')} since {clock_time(group.failures[0].ts)} "
+        f"(last at {clock_time(latest.ts)}), naming {plural(len(files), 'file')} you had "
+        f"just edited: {named}."
     )
     fix = f"Fix {where}" + (f" ({quote(err, 120)})" if err else "")
-    suggestion = f"{fix}, then re-run {quote(group.prefix, 80)}."
+    suggestion = f"{fix}, then re-run {command}."
     return Anomaly(
         kind=Kind.BUILD_BROKEN_AFTER_MY_EDIT.value,
         severity=(Severity.HIGH if high else Severity.MEDIUM).value,

@@ -50,19 +50,20 @@ def _finding(window: SessionWindow, prefix: str, fails: list[HookEvent]) -> Anom
     line = telling_line(fails)
     masked = sum(1 for f in fails if f.failure_kind == "masked")
     hidden = f" ({masked} of them hidden by a pipe that exited 0)" if masked else ""
+    command = quote(fails[-1].tool_command or prefix, 100)
     evidence = (
-        f"{quote(prefix, 80)} failed {n} times in the last 30 min{hidden}, "
+        f"{command} failed {n} times in the last 30 min{hidden}, "
         f"first at {clock_time(fails[0].ts)}, last at {clock_time(fails[-1].ts)}"
         + (f"; it keeps saying {quote(line)}." if line else ".")
     )
     if line:
         suggestion = (
-            f"Stop re-running {quote(prefix, 80)}: fix what {quote(line)} points at first, "
+            f"Stop re-running {command}: fix what {quote(line)} points at first, "
             "then run it once more."
         )
     else:
         suggestion = (
-            f"Stop re-running {quote(prefix, 80)} unchanged: read its full output and fix "
+            f"Stop re-running {command} unchanged: read its full output and fix "
             "the first error it reports before running it again."
         )
     return Anomaly(
