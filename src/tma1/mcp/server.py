@@ -61,7 +61,9 @@ class Tools:
         self.cwd = cwd
         self.pinned_session = pinned_session
 
-    async def guard(self, name: str, body: Callable[[], Awaitable[CallToolResult]]) -> Any:
+    async def guard(
+        self, name: str, body: Callable[[], Awaitable[CallToolResult]]
+    ) -> CallToolResult:
         try:
             return await body()
         except Tma1Error as exc:
@@ -194,7 +196,7 @@ def build_server(api: Tma1Api, *, cwd: str, pinned_session: str | None = None) -
         annotations=read_only,
     )
     async def get_anomalies(session_id: SessionArg = None) -> CallToolResult:
-        return await tools.guard("get_anomalies", lambda: tools.get_anomalies(session_id))  # type: ignore[no-any-return]
+        return await tools.guard("get_anomalies", lambda: tools.get_anomalies(session_id))
 
     @server.tool(
         description="This session in numbers: tool calls per tool, failures in the last 30 "
@@ -202,7 +204,7 @@ def build_server(api: Tma1Api, *, cwd: str, pinned_session: str | None = None) -
         annotations=read_only,
     )
     async def get_session_state(session_id: SessionArg = None) -> CallToolResult:
-        return await tools.guard("get_session_state", lambda: tools.get_session_state(session_id))  # type: ignore[no-any-return]
+        return await tools.guard("get_session_state", lambda: tools.get_session_state(session_id))
 
     @server.tool(
         description="Files in this project changed behind this session since a time "
@@ -221,7 +223,7 @@ def build_server(api: Tma1Api, *, cwd: str, pinned_session: str | None = None) -
             ),
         ] = None,
     ) -> CallToolResult:
-        return await tools.guard(  # type: ignore[no-any-return]
+        return await tools.guard(
             "get_external_changes", lambda: tools.get_external_changes(session_id, since)
         )
 
@@ -234,7 +236,7 @@ def build_server(api: Tma1Api, *, cwd: str, pinned_session: str | None = None) -
         id: Annotated[int, Field(ge=1, description="Emit id from get_anomalies")],
         reason: Annotated[str, Field(min_length=1, max_length=2000, description="Why it is wrong")],
     ) -> CallToolResult:
-        return await tools.guard("dismiss_anomaly", lambda: tools.label(id, "fp", reason))  # type: ignore[no-any-return]
+        return await tools.guard("dismiss_anomaly", lambda: tools.label(id, "fp", reason))
 
     @server.tool(
         description="Say a delivered finding was right and useful (a true positive). `id` is "
@@ -247,6 +249,6 @@ def build_server(api: Tma1Api, *, cwd: str, pinned_session: str | None = None) -
             str | None, Field(max_length=2000, description="Optional: what it helped with")
         ] = None,
     ) -> CallToolResult:
-        return await tools.guard("confirm_anomaly", lambda: tools.label(id, "tp", note))  # type: ignore[no-any-return]
+        return await tools.guard("confirm_anomaly", lambda: tools.label(id, "tp", note))
 
     return server
