@@ -133,3 +133,14 @@ def test_concurrent_starters_migrate_once(db_url: str) -> None:
     finally:
         for e in engines:
             e.dispose()
+
+
+def test_query_parameters_with_nul_do_not_fail(store: Store) -> None:
+    """A request's session id with a NUL (a fuzzer's favourite) is a miss, not a 500."""
+    store.insert_event(scrub(_event(session_id="a\x00b", tool_use_id="q")))
+    assert store.session_events("zz\x00", since_ts=0) == []
+    [found] = store.session_events("a\ufffdb", since_ts=0)
+    assert found.tool_use_id == "q"
+    # PostgreSQL substitutes in parameters too (the same row); SQLite simply misses.
+    expected = 1 if store.dialect == "postgresql" else 0
+    assert len(store.session_events("a\x00b", since_ts=0)) == expected

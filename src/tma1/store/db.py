@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import logging
 from collections.abc import Iterable, Iterator, Sequence
@@ -70,7 +71,7 @@ def make_engine(url: str) -> Engine:
     # PostgreSQL (psycopg 3). pre_ping + recycle: a restarted server or a dropped
     # connection costs one failed checkout, not a failed query; the timeouts bound every
     # wait so an outage surfaces as an error the hook path can queue around (tma1.ingest).
-    return create_engine(
+    engine = create_engine(
         url,
         pool_size=10,
         max_overflow=10,
@@ -89,6 +90,47 @@ def make_engine(url: str) -> Engine:
             "options": f"-c statement_timeout={PG_STATEMENT_TIMEOUT_MS}",
         },
     )
+
+    @event.listens_for(engine, "connect")
+    def _nul_safe_strings(dbapi_conn: Any, _record: Any) -> None:
+        _register_pg_str_dumpers(dbapi_conn)
+
+    return engine
+
+
+def _pg_safe(text_value: str) -> str:
+    if "\x00" in text_value:
+        text_value = text_value.replace("\x00", "\ufffd")
+    try:
+        text_value.encode("utf-8")
+    except UnicodeEncodeError:
+        text_value = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text_value)
+    return text_value
+
+
+@functools.cache
+def _pg_str_dumpers() -> tuple[type, type]:
+    from psycopg.types.string import StrBinaryDumper, StrDumperUnknown
+
+    class _Binary(StrBinaryDumper):
+        def dump(self, obj: str) -> Any:
+            return super().dump(_pg_safe(obj))
+
+    class _Text(StrDumperUnknown):
+        def dump(self, obj: str) -> Any:
+            return super().dump(_pg_safe(obj))
+
+    return _Binary, _Text
+
+
+def _register_pg_str_dumpers(dbapi_conn: Any) -> None:
+    """PostgreSQL text cannot hold NUL and UTF-8 cannot hold a lone surrogate; psycopg
+    raises on both, so a query parameter from a request (a session id with a NUL in it)
+    would be a 500. Both become U+FFFD on the way in — the same substitution tma1.ingest
+    makes for hook events, so lookups by such a value find what ingest stored."""
+    # Order matters: the last registered is the default (text/unknown), as in psycopg.
+    for dumper in _pg_str_dumpers():
+        dbapi_conn.adapters.register_dumper(str, dumper)
 
 
 def run_migrations(engine: Engine) -> None:
