@@ -370,7 +370,7 @@ _PY_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|W
 _TIER_DETAIL = (
     re.compile(r"^E\s{2,}\S"),  # pytest assertion detail
     re.compile(r"^(?:FAILED|ERROR)\s+\S+\.py(?:::\S+)?\s+-\s+\S"),  # pytest summary with cause
-    re.compile(r"^\s*(?:\w+)?(?:Assertion)?Error(?:\s\[\w+\])?: \S"),  # JS/TS assertion
+    re.compile(r"^\s*\[?(?:\w+)?(?:Assertion)?Error(?:\s\[\w+\])?: \S"),  # JS/TS error
     re.compile(r"^\s*thread '.+' panicked at"),  # rust test panic
     re.compile(r"^panic: "),
     re.compile(r"^Failed asserting that\b"),  # PHPUnit
@@ -404,7 +404,8 @@ _NOISE = re.compile(
     r"> .*|(?:ok|\?)\s+\S+\s.*|npm ERR! (?:code|errno|path|syscall|A complete log).*)$"
 )
 _LOG_LINE = re.compile(
-    r"^(?:(?:stdout|stderr) \||\s*\"\w+\": |time=\S+ level=|"
+    r"^(?:(?:stdout|stderr) \||(?:npm|yarn|pnpm) (?:warn|WARN|notice)\b|"
+    r"\s*\"\w+\": |time=\S+ level=|"
     r"\d{4}-\d\d-\d\dT\S+\s|\[\d\d:\d\d:\d\d\])"
 )
 _MAX_LINE = 300

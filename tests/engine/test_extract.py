@@ -580,6 +580,12 @@ def test_file_of_test_id(test_id: str, path: str | None) -> None:
         pytest.param(
             "Exit code 1\n\nsomething odd happened\n", "something odd happened", id="first-line"
         ),
+        pytest.param(
+            'npm warn Unknown env config "store-dir".\n\n> Build error occurred\n'
+            "[TypeError: generate is not a function]\n\n> app@0.1.0 build\n> next build\n",
+            "[TypeError: generate is not a function]",
+            id="next-build-behind-npm-warnings",
+        ),
         pytest.param("Exit code 2\n", None, id="nothing-but-noise"),
     ],
 )
