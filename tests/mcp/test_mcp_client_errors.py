@@ -184,3 +184,21 @@ def test_anomaly_text_names_what_the_agent_can_do() -> None:
     assert 'dismiss_anomaly(12, "why")' in text
     assert "(Emit ids unavailable: emit log down)" in text
     assert "No findings right now" in render.render_anomalies("s1", None, now, [], [])
+
+
+def test_a_fresh_finding_is_not_announced_as_a_repeat() -> None:
+    fresh = {
+        "kind": "test_stuck",
+        "severity": "medium",
+        "channel": "user_prompt_submit",
+        "evidence": "e",
+        "suggestion": "s",
+        "outstanding_since": None,
+        "would_deliver": True,
+    }
+    text = render.render_anomalies("s1", None, 1_700_000_000_000, [fresh], [])
+    assert "Not told yet" in text
+    assert "tma1 will tell you in the digest before your next prompt." in text
+    told = {**fresh, "outstanding_since": 1_699_999_000_000}
+    text = render.render_anomalies("s1", None, 1_700_000_000_000, [told], [])
+    assert "tma1 will tell you again in the digest" in text

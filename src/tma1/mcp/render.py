@@ -129,7 +129,8 @@ def render_anomalies(
         lines.append(f"   {told}; newest evidence: {when(f.get('last_evidence_ts'), now_ms)}")
         place = CHANNEL_WORDS.get(channel, channel)
         if f.get("would_deliver"):
-            lines.append(f"   tma1 will tell you again in {place}.")
+            again = " again" if as_ms(since) is not None else ""
+            lines.append(f"   tma1 will tell you{again} in {place}.")
         else:
             lines.append(
                 f"   Already told ({place}); silent until it changes or the 10-minute window ends."
