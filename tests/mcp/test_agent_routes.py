@@ -186,6 +186,8 @@ def test_hostile_input_is_a_422_not_a_500(live: LiveServer, tmp_path: Path) -> N
     post(live, event("s1", proj, "SessionStart", source="startup"))
     c = live.client()
     assert c.get("/api/agent/resolve", params={"cwd": "/tmp/\x00x"}).status_code == 422
+    assert c.get("/api/agent/resolve", params={"cwd": "/a" * 300}).status_code == 422
+    assert c.get("/api/agent/resolve", params={"cwd": "/a" * 256}).status_code == 404
     assert c.get("/api/agent/sessions/a%00b/state").status_code == 422
     assert c.get("/api/agent/sessions/a%00b/external-changes").status_code == 422
     assert c.get(f"/api/agent/sessions/{'x' * 201}/state").status_code == 422

@@ -33,6 +33,7 @@ FAILURE_WINDOW_MS = 30 * MINUTE_MS  # the rules' window (seed): what the agent s
 RECENT_EDITS_LIMIT = 20
 RECENT_FAILURES_LIMIT = 10
 CHANGES_LIMIT = 200
+MAX_DEPTH = 257  # `/` and 256 directories below it
 RESOLVE_SCAN = 500  # newest events looked at to rank the sessions of a project
 _TOOL_RESULT_EVENTS = ("PostToolUse", "PostToolUseFailure")
 _ERROR_CAP = 400
@@ -159,6 +160,8 @@ def resolve(request: Request, cwd: str = Query(min_length=1, max_length=4096)) -
         raise HTTPException(422, f"cwd={cwd!r} is not an absolute path")
     service = _service(request)
     candidates = ancestors(cwd)
+    if len(candidates) > MAX_DEPTH:  # keeps the IN list far below any bind-parameter limit
+        raise HTTPException(422, f"cwd is {len(candidates) - 1} directories deep; at most 256")
     real = os.path.realpath(cwd)
     if real != cwd:  # a symlinked checkout: the hook may have reported either spelling
         candidates.extend(c for c in ancestors(real) if c not in candidates)
