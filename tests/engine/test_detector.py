@@ -255,3 +255,34 @@ def test_post_tool_use_needs_no_detection_with_the_seed_rules(
     seed_only = make(store, clock, stale_file_view=Scripted(), context_pressure=Scripted())
     assert not seed_only.serves("post_tool_use")
     assert seed_only.serves("user_prompt_submit") and not seed_only.serves("stop_block")
+
+
+def test_postgresql_rows_committed_out_of_id_order_are_not_missed(
+    store: Store, clock: ManualClock
+) -> None:
+    if store.dialect != "postgresql":
+        pytest.skip("only PostgreSQL lets two writers commit out of id order")
+    from sqlalchemy import insert
+
+    from tma1.events import parse_payload
+    from tma1.store.db import event_row
+    from tma1.store.schema import hook_events
+
+    det = make(store, clock, scripted=Scripted())
+    store_event(store, payload(SID, "SessionStart"), clock.now_ms())
+    det.detect(SID)
+    slow = store.engine.connect()
+    tx = slow.begin()
+    slow.execute(
+        insert(hook_events).values(
+            **event_row(parse_payload(read(SID, "/slow"), ts=clock.advance(1)))
+        )
+    )
+    quick = store_event(store, read(SID, "/quick"), clock.advance(1))  # higher id, commits first
+    det.invalidate(SID)
+    assert [e.tool_file_path for e in det.detect(SID).window.events][-1:] == ["/quick"]
+    tx.commit()
+    slow.close()
+    det.invalidate(SID)
+    files = [e.tool_file_path for e in det.detect(SID).window.events]
+    assert files == [None, "/slow", "/quick"] and quick.id is not None

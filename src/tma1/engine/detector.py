@@ -152,6 +152,8 @@ class Detector:
         self._first_ts: dict[str, tuple[int, int]] = {}  # session → (first ts, last used)
         self._held: dict[str, _Held] = {}
         self._last_sweep = 0
+        # SQLite has one writer at a time, so ids are assigned in commit order.
+        self._id_lookback = 0 if store.dialect == "sqlite" else ID_LOOKBACK
 
     # --- rules ------------------------------------------------------------------------
 
@@ -205,8 +207,8 @@ class Detector:
         """The session's events in [now - 60 min, now], ts ascending.
 
         The last load is kept, and a reload within `FULL_RELOAD_MS` only fetches rows with
-        a newer id (minus `ID_LOOKBACK`, for PostgreSQL transactions that commit out of id
-        order; duplicates are dropped by id). An event written late by the ingest outage
+        a newer id (on PostgreSQL minus `ID_LOOKBACK`, for transactions that commit out of
+        id order; duplicates are dropped by id). An event written late by the ingest outage
         queue gets a new id, so it is found too. Every `FULL_RELOAD_MS` the window is read
         afresh, which bounds any miss to that long.
         """
@@ -224,7 +226,9 @@ class Detector:
             )
             self.counters.inc("engine.window.full_loads")
         else:
-            rows = self.store.window_events(session_id, since, after_id=held.max_id - ID_LOOKBACK)
+            rows = self.store.window_events(
+                session_id, since, after_id=held.max_id - self._id_lookback
+            )
             fresh = [e for e in rows if e.id not in held.ids]
             events = held.events
             if fresh or (events and events[0].ts < since):
