@@ -142,6 +142,7 @@ def shell_failures(events: Iterable[HookEvent]) -> list[HookEvent]:
 # --- paths -------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=4096)
 def norm_path(path: str, project: str | None = None) -> str:
     """One spelling per file, so an event's path and a watcher's path compare equal."""
     p = path.replace("\\", "/")

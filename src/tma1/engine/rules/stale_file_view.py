@@ -7,6 +7,7 @@ stale view. An edit with no Read before it is not judged (nothing to be stale).
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -37,15 +38,18 @@ def find_stale_edits(
 ) -> list[StaleEdit]:
     """Every edit of one file made on a stale view, with the latest change it missed."""
     read_ts = sorted(reads)
-    changes_by_ts = sorted(changes, key=lambda c: c.ts)
+    by_ts = sorted(changes, key=lambda c: c.ts)
+    change_ts = [c.ts for c in by_ts]
     out: list[StaleEdit] = []
     for t_edit in sorted(edits):
-        last_read = max((r for r in read_ts if r < t_edit), default=None)
-        if last_read is None:
+        i = bisect_left(read_ts, t_edit)  # reads strictly before the edit: read_ts[:i]
+        if i == 0:
             continue
-        missed = [c for c in changes_by_ts if last_read < c.ts < t_edit]
-        if missed:
-            out.append(StaleEdit(t_edit, last_read, missed[-1]))
+        last_read = read_ts[i - 1]
+        lo = bisect_right(change_ts, last_read)  # first change after the read
+        hi = bisect_left(change_ts, t_edit)  # first change at or after the edit
+        if lo < hi:
+            out.append(StaleEdit(t_edit, last_read, by_ts[hi - 1]))
     return out
 
 
