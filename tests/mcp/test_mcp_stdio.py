@@ -65,6 +65,7 @@ def test_lists_tools_and_calls_each(live: LiveServer, tmp_path: Path) -> None:
             "dismiss_anomaly", {"id": emit["id"], "reason": "the test was already being fixed"}
         )
         out["unknown"] = await s.call_tool("get_session_state", {"session_id": "nope"})
+        out["unknown_anomalies"] = await s.call_tool("get_anomalies", {"session_id": "nope"})
         out["no_emit"] = await s.call_tool("dismiss_anomaly", {"id": 999_999, "reason": "x"})
         return out
 
@@ -101,6 +102,9 @@ def test_lists_tools_and_calls_each(live: LiveServer, tmp_path: Path) -> None:
 
     assert not got["confirm"].is_error and not got["dismiss"].is_error
     assert got["unknown"].is_error and "nope" in text_of(got["unknown"])
+    assert got["unknown_anomalies"].is_error and "unknown to tma1" in text_of(
+        got["unknown_anomalies"]
+    )
     assert got["no_emit"].is_error and "999999" in text_of(got["no_emit"])
 
     # The dismissal (which replaced the confirmation: one label per emit and source) is an

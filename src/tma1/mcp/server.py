@@ -104,6 +104,9 @@ class Tools:
         sid = session["session_id"]
         preview = await self.api.get("/api/anomalies/preview", {"session_id": sid})
         findings = [f for f in preview.get("findings") or [] if isinstance(f, dict)]
+        if not findings and session["resolved_from"] in ("argument", "pinned"):
+            # The preview of a session nobody has seen is empty too: say which it is.
+            await self._known(f"/api/agent/sessions/{quote(sid, safe='')}/state", session)
         note = None
         emits: list[dict[str, Any]] = []
         try:
