@@ -141,3 +141,23 @@ def test_latest_stale_edit_is_the_evidence_time() -> None:
     [a] = stale_file_view(w, at(7), CFG)
     assert a.last_evidence_ts == at(6)
     assert "2 of your edits" in a.evidence
+
+
+def test_results_without_ids_pair_one_to_one_with_their_pre() -> None:
+    # Old Claude Code versions send no tool_use_id: a Post pairs with the latest earlier
+    # Pre of the same file, once.
+    paired = window(
+        [read(at(1), FOO), read(at(2.5), FOO, hook="PostToolUse"), edit(at(3), FOO)],
+        [change(at(2), FOO)],
+    )
+    assert len(stale_file_view(paired, at(4), CFG)) == 1
+    extra = window(
+        [
+            read(at(1), FOO),
+            read(at(1.1), FOO, hook="PostToolUse"),
+            read(at(2.5), FOO, hook="PostToolUse"),
+            edit(at(3), FOO),
+        ],
+        [change(at(2), FOO)],
+    )
+    assert stale_file_view(extra, at(4), CFG) == []
