@@ -300,6 +300,10 @@ class ProjectWatch:
         extra = (str(sensor.settings.data_dir.expanduser().absolute()),)
         self.ignore = IgnoreMatcher(project, extra_ignored_dirs=extra)
         self.known: dict[str, str] = {}
+        self.known_dirs: set[str] = set()  # directories holding known files
+        self._git_prefix = os.path.join(project, ".git") + os.sep
+        self._sep_git = os.sep + ".git" + os.sep
+        self._exclude_file = os.path.join(project, ".git", "info", "exclude")
         self.baseline = False  # True once git told us every file the project has
         self.changes_seen = 0
         self.thread = threading.Thread(
@@ -374,7 +378,7 @@ class ProjectWatch:
             if len(fields) != 3 or fields[0] == b"160000":  # skip submodules
                 continue
             path = os.path.normpath(os.path.join(self.project, os.fsdecode(rel)))
-            self.known[path] = fields[1].decode()
+            self._remember(path, fields[1].decode())
         status = _git(
             self.project,
             "status",
@@ -402,7 +406,7 @@ class ProjectWatch:
             if sig is None:
                 self.known.pop(path, None)
             else:
-                self.known[path] = sig[0]
+                self._remember(path, sig[0])
         self.baseline = len(dirty) <= PRIME_MAX_FILES
 
     @staticmethod
@@ -423,11 +427,28 @@ class ProjectWatch:
     def wanted(self, path: str, *, is_dir: bool = False) -> bool:
         return not self.ignore.ignored(path, is_dir=is_dir)
 
+    def _noise(self, path: str) -> bool:
+        """Cheap string checks for the bulk of raw events nobody wants (git's own churn,
+        our database): dropped before any stat or ignore lookup."""
+        if path == self._exclude_file:
+            self.ignore.invalidate(path)
+            return True
+        if path.startswith(self._git_prefix) or path == self._git_prefix[:-1]:
+            return True
+        if self._sep_git in path or path.endswith(self._sep_git[:-1]):
+            return True
+        return any(path == d or path.startswith(d + os.sep) for d in self.ignore.extra)
+
     def process(self, raw: set[tuple[int, str]]) -> list[FileChange]:
         """Turn one notify batch into stored changes; returns what was stored."""
+        self.sensor.counters.inc("files.raw_events", len(raw))
         by_path: dict[str, set[int]] = {}
         for change, path in raw:
-            by_path.setdefault(os.path.normpath(path), set()).add(int(change))
+            p = os.path.normpath(path)
+            if not self._noise(p):
+                by_path.setdefault(p, set()).add(int(change))
+        if not by_path:
+            return []
         # Directory moves and creations report only the directory: expand them.
         for path in list(by_path):
             if (
@@ -437,7 +458,8 @@ class ProjectWatch:
             ):
                 for sub in self._walk(path):
                     by_path.setdefault(sub, {CHANGE_ADDED})
-            elif not os.path.lexists(path) and path not in self.known:
+            elif path in self.known_dirs and not os.path.lexists(path):
+                self.known_dirs.discard(path)
                 prefix = path + os.sep
                 for known_path, sig in list(self.known.items()):
                     if known_path.startswith(prefix) and sig != _DELETED:
@@ -453,6 +475,13 @@ class ProjectWatch:
                 out.append(ch)
         self.sensor.store_changes(self.project, out)
         return out
+
+    def _remember(self, path: str, signature: str) -> None:
+        self.known[path] = signature
+        parent = os.path.dirname(path)
+        while len(parent) > len(self.project) and parent not in self.known_dirs:
+            self.known_dirs.add(parent)
+            parent = os.path.dirname(parent)
 
     def _walk(self, top: str, limit: int = 5_000) -> list[str]:
         found: list[str] = []
@@ -487,7 +516,7 @@ class ProjectWatch:
         if prev == signature:
             counters.inc("files.unchanged")
             return None
-        self.known[path] = signature
+        self._remember(path, signature)
         if prev is not None and prev != _DELETED:
             change = "modified"
         elif prev == _DELETED or self.baseline or CHANGE_ADDED in kinds:
