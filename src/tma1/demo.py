@@ -105,6 +105,9 @@ class DemoError(RuntimeError):
 # --- output ----------------------------------------------------------------------------------
 
 
+_ASCII = str.maketrans({"✓": "+", "✗": "x", "✎": "*", "⇒": "=>", "│": "|", "—": "-", "…": "..."})
+
+
 class Out:
     """Readable terminal output; colour only on a terminal and without NO_COLOR."""
 
@@ -131,6 +134,12 @@ class Out:
         return self._c("31", text)
 
     def line(self, text: str = "") -> None:
+        encoding = getattr(self.stream, "encoding", None) or "utf-8"
+        try:
+            text.encode(encoding)
+        except (UnicodeEncodeError, LookupError):
+            # A terminal that is not UTF-8 (LANG=…ISO-8859-1): plain symbols, never a crash.
+            text = text.translate(_ASCII).encode(encoding, "replace").decode(encoding)
         print(text, file=self.stream, flush=True)
 
     def told(self, body: str, how: str) -> None:
