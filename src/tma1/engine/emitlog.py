@@ -134,9 +134,11 @@ class EmitLog:
                     item = self._q.get_nowait()
                 except queue.Empty:
                     break
-            self._write(batch)
-            for m in markers:
-                m.done.set()
+            try:
+                self._write(batch)
+            finally:  # a waiting flush() must never hang on a failed write
+                for m in markers:
+                    m.done.set()
             if stop:
                 return
 
