@@ -9,7 +9,6 @@ output formats of the other runners.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -346,10 +345,6 @@ def ref_for_file(output: str, path: str) -> str | None:
         if _same_file(ref.path, path):
             return str(ref)
     return None
-
-
-def first_mentions(output: str, names: Iterable[str]) -> list[str]:
-    return [n for n in names if n and n in output]
 
 
 # --- the most telling error line -----------------------------------------------------

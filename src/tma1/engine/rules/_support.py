@@ -180,7 +180,10 @@ def _occurrences(text: str, name: str) -> Iterator[int]:
 
 
 def mentions(text: str | None, name: str) -> bool:
-    return bool(text and name) and next(_occurrences(text, name), None) is not None  # type: ignore[arg-type]
+    """`text` contains `name` as a whole file name (commands: short, no cache needed)."""
+    if not text or not name:
+        return False
+    return next(_occurrences(text, name), None) is not None
 
 
 _PATH_TOKEN = re.compile(r"[\w.\-/\\@+~]+")
@@ -240,14 +243,6 @@ def who_wrote(change: FileChange) -> str:
 def clock_time(ms: int) -> str:
     """Epoch ms as `HH:MM:SSZ` (UTC): short enough for a digest line, exact for a human."""
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%H:%M:%SZ")
-
-
-def ago(now: int, ms: int) -> str:
-    secs = max(0, (now - ms) // 1000)
-    if secs < 60:
-        return f"{secs}s ago"
-    mins = secs // 60
-    return f"{mins} min ago"
 
 
 def quote(text: str, limit: int = 160) -> str:
