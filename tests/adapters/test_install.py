@@ -376,3 +376,12 @@ def test_an_event_the_user_had_left_empty_survives(home: Path) -> None:
         "hooks": {"Stop": [], "PreToolUse": []},
         "theme": "dark",
     }
+
+
+def test_reinstall_after_the_state_file_was_lost_then_uninstall(home: Path) -> None:
+    path = write_settings(home, USER_SETTINGS)
+    assert tma1(home, "install").returncode == 0
+    (home / ".tma1" / "install-state.json").unlink()
+    assert tma1(home, "install").returncode == 0  # finds its own entries, records no original
+    assert tma1(home, "uninstall").returncode == 0
+    assert json.loads(path.read_text()) == json.loads(USER_SETTINGS)

@@ -104,6 +104,7 @@ class JsonHooksRegistration:
     marker: str
     matcher: str | None
     label: str
+    _dir_existed: bool = field(default=True, init=False, repr=False)
 
     def _current(self) -> tuple[bytes | None, jsonhooks.Doc]:
         before = read_bytes(self.path)
@@ -149,11 +150,15 @@ class JsonHooksRegistration:
         key = str(self.path)
         if installing:
             before_doc = jsonhooks.parse_document(self.path, change.before)
-            if key in state.files and jsonhooks.count_ours(before_doc, self.marker):
+            if jsonhooks.count_ours(before_doc, self.marker):
+                if key not in state.files:
+                    # Installed before, and the state file is gone: what the user had then
+                    # is unknown, so uninstall will only take ours out.
+                    state.files[key] = {"created_file": False, "original": None}
                 return  # a reinstall: keep what the first install found
             state.files[key] = {
                 "created_file": change.before is None,
-                "created_dir": not getattr(self, "_dir_existed", True),
+                "created_dir": not self._dir_existed,
                 "created_hooks_key": "hooks" not in before_doc,
                 "existing_events": sorted(before_doc.get("hooks") or {}),
                 "original": None if change.before is None else change.before.decode("utf-8"),
