@@ -152,7 +152,15 @@ class Delivery:
 
     def preview(self, session_id: str) -> dict[str, Any]:
         """What the next delivery on each channel would say. Changes no suppression state
-        and writes no emit-log row (dashboards, MCP and the CLI call this)."""
+        and writes no emit-log row (dashboards, MCP and the CLI call this).
+
+        Per finding: `would_deliver` (passes suppression and fits its channel's cap),
+        `decision` (why: fresh | suppressed | window_elapsed | resolved |
+        resolved_new_evidence | new_evidence | one_shot), `first_emitted_at` (what a
+        delivery now would stamp: now for a fresh finding, the original time when the
+        finding is re-told, None when it would stay silent without having been told),
+        and `outstanding_since` (when the agent was first told of it, if it was and the
+        finding has not been resolved since; else None)."""
         now = self.clock.now_ms()
         det = self.detector.detect(session_id, now)
         candidates = delivery_order(list(det.candidates))
