@@ -101,6 +101,8 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'tma1.db'}"
         return
     if not PG_URL:
+        if os.environ.get("TMA1_REQUIRE_POSTGRES") == "1":  # CI: the leg must run
+            pytest.fail("TMA1_REQUIRE_POSTGRES=1 but TMA1_TEST_POSTGRES_URL is unset")
         pytest.skip("no PostgreSQL test cluster (TMA1_TEST_POSTGRES_URL unset)")
     url = _fresh_pg_database(PG_URL)
     yield url
