@@ -181,7 +181,8 @@ def test_codex_script_gets_the_codex_envelope(
     r = agent.fire({"hook_event_name": "Stop", "stop_hook_active": False})
     assert json.loads(r.stdout)["decision"] == "block"
     rows = live.client().get("/api/sessions").json()
-    assert "codex" in json.dumps(rows)  # stored as a Codex session (?source=codex)
+    (row,) = [r for r in rows if r["session_id"] == SESSION]
+    assert row["agent_source"] == "codex"  # the script's ?source=codex reached the server
 
 
 def test_wrong_or_missing_token_stores_nothing_and_prints_nothing(
