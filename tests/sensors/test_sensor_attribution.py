@@ -177,3 +177,24 @@ def test_shell_pre_claims_a_change_anywhere_in_the_project(store: Store, tmp_pat
     )
     sensor.on_event(bash(100_100, "PreToolUse", sid="SH"))
     assert [c.writer_session for c in store.project_changes(PROJ, 0)] == ["SH"]
+
+
+def test_a_change_seen_late_is_attributed_by_its_write_time(store: Store, tmp_path: Path) -> None:
+    """A long notify batch stamps the change well after the Post; the file's mtime (the
+    write time) still falls inside the agent's interval."""
+    clock = ManualClock(start_ms=200_000)
+    sensor = _sensor(store, tmp_path, clock, [])
+    sensor.on_event(edit(200_000, "PreToolUse", sid="AGENT"))
+    sensor.on_event(edit(200_300, "PostToolUse", sid="AGENT"))
+    seen = 200_300 + SLACK_MS + 1_500
+    late = FileChange(ts=seen, project=PROJ, path=FILE, change="modified")
+    other = FileChange(ts=seen, project=PROJ, path="/work/proj/src/b.py", change="modified")
+    sensor.store_changes(PROJ, [late, other], {FILE: 200_200, other.path: 199_000})
+    rows = {c.path: c.writer_session for c in store.project_changes(PROJ, 0)}
+    assert rows == {FILE: "AGENT", other.path: None}
+    # Without the hint the same change is nobody's.
+    sensor.store_changes(PROJ, [late])
+    assert [c.writer_session for c in store.project_changes(PROJ, 0) if c.path == FILE] == [
+        "AGENT",
+        None,
+    ]

@@ -63,6 +63,8 @@ DEBOUNCE_MS = 1_600
 TIMEOUT_MS = 5_000
 # A failed watch (no such directory, inotify limit) is retried after this long.
 RETRY_MS = 10 * MINUTE_MS
+# A file's mtime stands in for the write time when it is this recent (attribution only).
+WRITTEN_AT_MAX_MS = 10 * SECOND_MS
 
 _DELETED = "\0deleted"
 
@@ -281,6 +283,7 @@ class _Pending:
     project: str
     path: str
     content_hash: str | None
+    written_at: int | None = None
 
 
 class ProjectWatch:
@@ -301,6 +304,7 @@ class ProjectWatch:
         self.ignore = IgnoreMatcher(project, extra_ignored_dirs=extra)
         self.known: dict[str, str] = {}
         self.known_dirs: set[str] = set()  # directories holding known files
+        self.written_at: dict[str, int] = {}  # this batch's mtimes (ms), for attribution
         self._git_prefix = os.path.join(project, ".git") + os.sep
         self._sep_git = os.sep + ".git" + os.sep
         self._exclude_file = os.path.join(project, ".git", "info", "exclude")
@@ -410,8 +414,9 @@ class ProjectWatch:
         self.baseline = len(dirty) <= PRIME_MAX_FILES
 
     @staticmethod
-    def _signature(path: str) -> tuple[str, int, str | None] | None:
-        """(baseline signature, size, content hash) of a regular file; None if not one."""
+    def _signature(path: str) -> tuple[str, int, str | None, int] | None:
+        """(baseline signature, size, content hash, mtime ms) of a regular file; None if
+        not one."""
         try:
             st = os.stat(path)
         except OSError:
@@ -422,7 +427,7 @@ class ProjectWatch:
         if h is None and st.st_size <= HASH_LIMIT:
             return None  # unreadable right now
         sig = h if h is not None else f"big:{st.st_size}:{st.st_mtime_ns}"
-        return sig, st.st_size, h
+        return sig, st.st_size, h, st.st_mtime_ns // 1_000_000
 
     def wanted(self, path: str, *, is_dir: bool = False) -> bool:
         return not self.ignore.ignored(path, is_dir=is_dir)
@@ -473,7 +478,8 @@ class ProjectWatch:
             ch = self._classify(path, kinds, now)
             if ch is not None:
                 out.append(ch)
-        self.sensor.store_changes(self.project, out)
+        hints, self.written_at = self.written_at, {}
+        self.sensor.store_changes(self.project, out, hints)
         return out
 
     def _remember(self, path: str, signature: str) -> None:
@@ -512,11 +518,13 @@ class ProjectWatch:
                 return None
             self.known[path] = _DELETED
             return FileChange(ts=now, project=self.project, path=path, change="deleted")
-        signature, size, content_hash = sig
+        signature, size, content_hash, mtime_ms = sig
         if prev == signature:
             counters.inc("files.unchanged")
             return None
         self._remember(path, signature)
+        if now - WRITTEN_AT_MAX_MS <= mtime_ms <= now:
+            self.written_at[path] = mtime_ms
         if prev is not None and prev != _DELETED:
             change = "modified"
         elif prev == _DELETED or self.baseline or CHANGE_ADDED in kinds:
@@ -617,9 +625,21 @@ class FileSensor:
 
     # --- watcher thread path --------------------------------------------------------------
 
-    def store_changes(self, project: str, changes: list[FileChange]) -> None:
+    def _explain(self, c: FileChange, written_at: int | None) -> str | None:
+        who = self.attribution.explain(c.project, c.path, c.ts, c.content_hash)
+        if who is None and written_at is not None:
+            # Seen late (a long notify batch, a busy machine): the write itself may still
+            # fall inside an interval.
+            who = self.attribution.explain(c.project, c.path, written_at, c.content_hash)
+        return who
+
+    def store_changes(
+        self, project: str, changes: list[FileChange], written_at: dict[str, int] | None = None
+    ) -> None:
+        """Attribute and store one batch; `written_at` maps paths to their mtime (ms)."""
         if not changes:
             return
+        hints = written_at or {}
         attributed = [
             FileChange(
                 ts=c.ts,
@@ -628,7 +648,7 @@ class FileSensor:
                 change=c.change,
                 size=c.size,
                 content_hash=c.content_hash,
-                writer_session=self.attribution.explain(project, c.path, c.ts, c.content_hash),
+                writer_session=self._explain(c, hints.get(c.path)),
             )
             for c in changes
         ]
@@ -637,7 +657,9 @@ class FileSensor:
         with self._recent_lock:
             for row_id, c in zip(ids, attributed, strict=True):
                 if c.writer_session is None:
-                    self._recent.append(_Pending(row_id, c.ts, project, c.path, c.content_hash))
+                    self._recent.append(
+                        _Pending(row_id, c.ts, project, c.path, c.content_hash, hints.get(c.path))
+                    )
             self._trim_recent(self.clock.now_ms())
         self.on_project_change(project)
 
@@ -653,7 +675,13 @@ class FileSensor:
             if not self._recent:
                 return
             claimed = [
-                p for p in self._recent if iv.explains(p.project, p.path, p.ts, p.content_hash)
+                p
+                for p in self._recent
+                if iv.explains(p.project, p.path, p.ts, p.content_hash)
+                or (
+                    p.written_at is not None
+                    and iv.explains(p.project, p.path, p.written_at, p.content_hash)
+                )
             ]
             if not claimed:
                 return
