@@ -25,7 +25,7 @@ log = logging.getLogger("tma1.engine")
 Rule = Callable[[SessionWindow, int, RuleConfig], list[Anomaly]]
 
 CACHE_TTL_MS = 30_000
-FULL_RELOAD_MS = 60_000
+FULL_RELOAD_MS = 10 * 60_000  # a backstop only: hook events are never updated in place
 ID_LOOKBACK = 256
 _HELD_IDLE_MS = 10 * 60_000
 # How long an invalidation mark must outlive any detection that was running when it came.
