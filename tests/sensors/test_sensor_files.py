@@ -417,3 +417,30 @@ def test_non_git_directory_has_no_baseline_but_dedups_later_saves(
         ]
     finally:
         sensor.stop()
+
+
+def test_watch_files_off_watches_nothing(tmp_path: Path, db_url: str) -> None:
+    repo = make_repo(tmp_path / "repo")
+    srv = start_live_server(
+        Settings(data_dir=tmp_path / "data", database_url=db_url, watch_files=False),
+        clock=SystemClock(),
+    )
+    try:
+        agent = Agent(srv, repo, "off")
+        agent.prompt()
+        (repo / "README.md").write_text("changed\n")
+        health = srv.client().get("/api/health").json()["sensors"]
+        assert health["watch_files"] is False and health["files"]["watched"] == 0
+        assert srv.service.sensors.files.watches == {}
+    finally:
+        srv.stop()
+    assert changes(srv, repo) == []
+
+
+def test_health_lists_the_watched_project(wlive: LiveServer, repo: Path) -> None:
+    Agent(wlive, repo, "health").start()
+    files = wlive.client().get("/api/health").json()["sensors"]["files"]
+    assert files["watched"] == 1 and files["limit"] == 32
+    entry = files["projects"][str(repo)]
+    assert entry["ready"] is True and entry["failed"] is None
+    assert entry["baseline_files"] == 4  # .gitignore, README.md, src/app.py, src/util.py

@@ -437,3 +437,34 @@ def test_transcript_growing_past_threshold_fires_context_pressure_once(
         150_000,
         170_000,
     ]
+
+
+def test_codex_hook_reads_rollout_through_the_live_server(
+    plive: LiveServer, tmp_path: Path
+) -> None:
+    """A 412 KB rollout: the hook reads the first slice inline, the background thread the
+    rest; rows carry the hook's session id."""
+    rollout = tmp_path / "rollout.jsonl"
+    shutil.copyfile(require_sessions() / CODEX, rollout)
+    assert rollout.stat().st_size > 256 * 1024
+    sid = f"codex-{uuid.uuid4().hex[:8]}"
+    r = plive.hook(
+        {
+            "session_id": sid,
+            "hook_event_name": "UserPromptSubmit",
+            "cwd": str(tmp_path),
+            "transcript_path": str(rollout),
+            "model": "gpt-5.1-codex",
+            "prompt": "hi",
+        },
+        params={"source": "codex"},
+    )
+    assert r.status_code == 200
+    deadline = time.monotonic() + 30
+    while len(stored(plive.store, sid)) < 43 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    occ = [u.occupancy for u in stored(plive.store, sid)]
+    assert len(occ) == 43 and sum(occ) == 1064529
+    assert plive.store.latest_usage(sid).occupancy == 54305
+    health = plive.client().get("/api/health").json()
+    assert health["sensors"]["transcripts"] >= 1

@@ -35,6 +35,7 @@ import logging
 import os
 import stat
 import subprocess
+import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -616,10 +617,13 @@ class FileSensor:
         # A cwd outside any repository makes its own project; `/` or a home directory
         # would mean watching a whole disk.
         real = os.path.realpath(project)
-        if real == os.path.realpath(os.sep) or real == os.path.realpath(Path.home()):
+        too_wide = {os.path.realpath(p) for p in (os.sep, Path.home(), tempfile.gettempdir())}
+        if real in too_wide:
             if project not in self._refused:
                 self._refused.add(project)
-                log.warning("not watching %s: a filesystem root or home directory", project)
+                log.warning(
+                    "not watching %s: the filesystem root, a home or the temp directory", project
+                )
             return False
         return True
 
