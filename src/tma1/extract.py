@@ -9,6 +9,7 @@ output formats of the other runners.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -203,6 +204,53 @@ def _segments(command: str) -> list[str]:
         if seg:
             out.append(seg)
     return out
+
+
+_PRINTERS = frozenset({"cat", "head", "tail", "nl", "bat", "batcat", "less", "more", "sed"})
+# Options that take a value, per printer (`head -n 50 f`, `sed -e 's/a/b/' f`).
+_VALUE_OPTIONS = {
+    "head": frozenset({"-n", "-c", "--lines", "--bytes"}),
+    "tail": frozenset({"-n", "-c", "--lines", "--bytes", "-s", "--pid"}),
+    "sed": frozenset({"-e", "-f", "--expression", "--file", "-l"}),
+}
+_REDIRECT = re.compile(r"^\d*(?:>>?|<)&?$")  # `>` alone: the target is the next token
+_REDIRECTED = re.compile(r"^\d*[<>]")  # `2>/dev/null`, `>out.txt`
+
+
+def files_read_by(command: str) -> list[str]:
+    """Files a read-only shell command prints: `cat f`, `sed -n '1,80p' f`, `head -n 50 f`.
+
+    Codex has no Read tool; this is how it reads. `sed -i` edits, so it is no read.
+    """
+    out: dict[str, None] = {}
+    for seg in _segments(command):
+        try:
+            tokens = shlex.split(seg)
+        except ValueError:
+            continue
+        name = tokens[0].rsplit("/", 1)[-1] if tokens else ""
+        if name not in _PRINTERS:
+            continue
+        args = tokens[1:]
+        if name == "sed" and any(t.startswith(("-i", "--in-place")) for t in args):
+            continue
+        takes_value = _VALUE_OPTIONS.get(name, frozenset())
+        positional: list[str] = []
+        scripted = False
+        skip = False
+        for t in args:
+            if skip:
+                skip = False
+            elif t in takes_value or _REDIRECT.match(t):
+                skip = True  # the option's value, or the redirection's target
+                scripted = scripted or t in ("-e", "-f", "--expression", "--file")
+            elif not t.startswith(("-", "+", "&")) and not t.isdigit() and not _REDIRECTED.match(t):
+                positional.append(t)
+        if name == "sed" and not scripted:
+            positional = positional[1:]  # the first plain argument is the sed script
+        for p in positional:
+            out.setdefault(p, None)
+    return list(out)
 
 
 def runs_build_or_test(command: str) -> bool:

@@ -19,6 +19,7 @@ from tma1.extract import (
     extract_test_ids,
     file_line_refs,
     file_of_test_id,
+    files_read_by,
     has_failure_markers,
     is_masked_failure,
     ref_for_file,
@@ -774,6 +775,28 @@ def test_is_masked_failure(command: str | None, output: str | None, masked: bool
 )
 def test_runs_build_or_test(command: str, runs: bool) -> None:
     assert runs_build_or_test(command) is runs
+
+
+@pytest.mark.parametrize(
+    ("command", "files"),
+    [
+        ("sed -n '1,200p' src/app.py", ["src/app.py"]),
+        ("sed -e 's/a/b/' x.py", ["x.py"]),
+        ("sed -i 's/a/b/' x.py", []),
+        ("cat a.py b.py | head -50", ["a.py", "b.py"]),
+        ("head -n 50 x.go", ["x.go"]),
+        ("tail -n +5 -f log.txt", ["log.txt"]),
+        ("nl -ba src/main.rs | sed -n '10,40p'", ["src/main.rs"]),
+        ("cat a.py 2>/dev/null", ["a.py"]),
+        ("cat a.py > b.py", ["a.py"]),
+        ("cat > out.txt", []),
+        ("rg foo src", []),
+        ("python x.py", []),
+        ("cat 'unterminated", []),
+    ],
+)
+def test_files_read_by(command: str, files: list[str]) -> None:
+    assert files_read_by(command) == files
 
 
 @pytest.mark.parametrize(

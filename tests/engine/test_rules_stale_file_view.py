@@ -161,3 +161,46 @@ def test_results_without_ids_pair_one_to_one_with_their_pre() -> None:
         [change(at(2), FOO)],
     )
     assert stale_file_view(extra, at(4), CFG) == []
+
+
+def test_codex_reads_through_the_shell() -> None:
+    from rulekit import event
+
+    def sh(ts: int, cmd: str, hook: str = "PreToolUse", tuid: str | None = None):  # type: ignore[no-untyped-def]
+        kw = {"tool_response": "Exit code: 0\nOutput:\nx"} if hook == "PostToolUse" else {}
+        return event(
+            hook, ts, tool_name="exec_command", tool_input={"cmd": cmd}, tool_use_id=tuid, **kw
+        )
+
+    patch = "*** Begin Patch\n*** Update File: internal/foo.go\n@@\n-a\n+b\n*** End Patch"
+    ap = event("PreToolUse", at(3), tool_name="apply_patch", tool_input={"input": patch})
+    # `sed -n` before the change, patch after it: stale.
+    stale = window([sh(at(1), "sed -n '1,200p' internal/foo.go"), ap], [change(at(2), FOO)])
+    [a] = stale_file_view(stale, at(4), CFG)
+    assert a.subject == FOO
+    # `cat` after the change: a fresh view.
+    fresh = window(
+        [sh(at(1), "sed -n '1,200p' internal/foo.go"), sh(at(2.5), "cat internal/foo.go"), ap],
+        [change(at(2), FOO)],
+    )
+    assert stale_file_view(fresh, at(4), CFG) == []
+    # A result whose Pre was seen is the same read, not a later one.
+    paired = window(
+        [
+            sh(at(1), "cat internal/foo.go", tuid="c1"),
+            sh(at(2.5), "cat internal/foo.go", hook="PostToolUse", tuid="c1"),
+            ap,
+        ],
+        [change(at(2), FOO)],
+    )
+    assert len(stale_file_view(paired, at(4), CFG)) == 1
+    # `sed -i` edits; it is no read.
+    inplace = window(
+        [
+            sh(at(1), "sed -n '1,200p' internal/foo.go"),
+            sh(at(2.5), "sed -i 's/a/b/' internal/foo.go"),
+            ap,
+        ],
+        [change(at(2), FOO)],
+    )
+    assert len(stale_file_view(inplace, at(4), CFG)) == 1

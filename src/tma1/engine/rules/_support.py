@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 from functools import lru_cache
 
 from tma1.clock import MINUTE_MS
-from tma1.events import READ_TOOLS, WRITE_TOOLS, FileChange, HookEvent
+from tma1.events import READ_TOOLS, WRITE_TOOLS, FileChange, HookEvent, absolutize
+from tma1.extract import files_read_by
 
 # The seed's per-rule lookback. A constant, never a setting (seed: "change them in code").
 RULE_WINDOW_MS = 30 * MINUTE_MS
@@ -128,6 +129,36 @@ def edits(events: Iterable[HookEvent]) -> list[ToolCall]:
 
 def reads(events: Iterable[HookEvent]) -> list[ToolCall]:
     return tool_calls(events, READ_TOOLS)
+
+
+def shell_reads(events: Iterable[HookEvent]) -> list[ToolCall]:
+    """Files printed by read-only shell commands (`cat f`, `sed -n '1,80p' f`): Codex's Read.
+
+    Timed at the PreToolUse; a successful result counts when no Pre of that call was seen.
+    """
+    shell = [e for e in events if e.is_shell and e.tool_command]
+    pres = [e for e in shell if e.event_type == "PreToolUse"]
+    pre_ids = {e.tool_use_id for e in pres if e.tool_use_id}
+    calls: list[ToolCall] = []
+    for e in shell:
+        if e.event_type == "PostToolUse" and e.tool_success is not False:
+            seen_pre = (
+                e.tool_use_id in pre_ids
+                if e.tool_use_id
+                else any(
+                    p.tool_command == e.tool_command and 0 <= e.ts - p.ts <= _PAIRING_SLACK_MS
+                    for p in pres
+                )
+            )
+            if seen_pre:
+                continue
+        elif e.event_type != "PreToolUse":
+            continue
+        files = files_read_by(e.tool_command or "")
+        if files:
+            paths = tuple(absolutize(f, e.cwd) for f in files)
+            calls.append(ToolCall(e.ts, e.tool_name or "", paths, e.tool_use_id))
+    return calls
 
 
 def shell_failures(events: Iterable[HookEvent]) -> list[HookEvent]:

@@ -2,7 +2,8 @@
 
 Seed, R-stale-view: for each Edit at T_edit, take the most recent Read strictly before
 T_edit; an external change inside (lastRead, T_edit) means the edit was made against a
-stale view. An edit with no Read before it is not judged (nothing to be stale).
+stale view. An edit with no Read before it is not judged (nothing to be stale). A shell
+command that prints the file (`cat`, `sed -n`, `head`) is a Read too: Codex reads that way.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tma1.engine.rules._support import (
     edits,
     norm_path,
     reads,
+    shell_reads,
     visible,
     who_wrote,
 )
@@ -80,7 +82,7 @@ def stale_file_view(window: SessionWindow, now: int, config: RuleConfig) -> list
     if not edit_times:
         return []
     read_times: dict[str, list[int]] = {}
-    for call in reads(events):
+    for call in (*reads(events), *shell_reads(events)):
         for f in call.files:
             read_times.setdefault(norm_path(f, project), []).append(call.ts)
     external: dict[str, list[FileChange]] = {}
