@@ -213,6 +213,7 @@ _VALUE_OPTIONS = {
     "tail": frozenset({"-n", "-c", "--lines", "--bytes", "-s", "--pid"}),
     "sed": frozenset({"-e", "-f", "--expression", "--file", "-l"}),
 }
+_MAYBE_PRINTER = re.compile(r"\b(?:cat|head|tail|nl|bat|batcat|less|more|sed)\b")
 _REDIRECT = re.compile(r"^\d*(?:>>?|<)&?$")  # `>` alone: the target is the next token
 _REDIRECTED = re.compile(r"^\d*[<>]")  # `2>/dev/null`, `>out.txt`
 
@@ -222,6 +223,13 @@ def files_read_by(command: str) -> list[str]:
 
     Codex has no Read tool; this is how it reads. `sed -i` edits, so it is no read.
     """
+    return list(_files_read_by(command))
+
+
+@lru_cache(maxsize=2048)
+def _files_read_by(command: str) -> tuple[str, ...]:
+    if not _MAYBE_PRINTER.search(command):
+        return ()
     out: dict[str, None] = {}
     for seg in _segments(command):
         try:
@@ -250,7 +258,7 @@ def files_read_by(command: str) -> list[str]:
             positional = positional[1:]  # the first plain argument is the sed script
         for p in positional:
             out.setdefault(p, None)
-    return list(out)
+    return tuple(out)
 
 
 def runs_build_or_test(command: str) -> bool:
