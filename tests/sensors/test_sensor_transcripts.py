@@ -178,6 +178,14 @@ def test_compaction_unknown_and_malformed_lines() -> None:
             "message": {"id": "m2", "model": "<synthetic>", "usage": {"input_tokens": 0}},
         },
         {
+            "type": "user",
+            "sessionId": "S",
+            "uuid": "c2",
+            "isCompactSummary": True,
+            "timestamp": "2025-01-01T00:02:00Z",
+            "message": {"role": "user", "content": "This session is being continued…"},
+        },
+        {
             "type": "assistant",
             "sessionId": "S",
             "requestId": "r3",
@@ -196,9 +204,10 @@ def test_compaction_unknown_and_malformed_lines() -> None:
     assert [(u.kind, u.occupancy, u.ts) for u in rows] == [
         ("usage", 0, iso_to_ms("2025-01-01T00:00:00Z")),
         ("compaction", 0, iso_to_ms("2025-01-01T00:01:00Z")),
+        ("compaction", 0, iso_to_ms("2025-01-01T00:02:00Z")),
         ("usage", 60, 42),
     ]
-    assert (rows[2].input_tokens, rows[2].cache_read_tokens, rows[2].output_tokens) == (10, 20, 5)
+    assert (rows[3].input_tokens, rows[3].cache_read_tokens, rows[3].output_tokens) == (10, 20, 5)
     codex = parse_codex_usage_lines(
         [
             {"timestamp": "2025-01-01T00:00:00Z", "type": "compacted", "payload": {"message": ""}},

@@ -112,7 +112,10 @@ def parse_claude_usage_lines(
             continue
         ts = iso_to_ms(obj.get("timestamp"))
         ts = default_ts if ts is None else ts
-        if kind == "system" and obj.get("subtype") == "compact_boundary":
+        if (kind == "system" and obj.get("subtype") == "compact_boundary") or (
+            # Claude Code 1.0.x notes a compaction only as the summary it starts over with.
+            kind == "user" and obj.get("isCompactSummary") is True
+        ):
             key = f"compact:{obj.get('uuid') or ts}"
             if key in seen:
                 continue
@@ -288,7 +291,7 @@ def parse_usage_objects(
 
 # Lines the parsers could use; anything else is skipped without being decoded (most of a
 # transcript's bytes are tool output on user lines).
-_CLAUDE_MARKERS = (b'"usage"', b"compact_boundary")
+_CLAUDE_MARKERS = (b'"usage"', b"compact_boundary", b"isCompactSummary")
 _CODEX_MARKERS = (b"token_count", b'"turn_context"', b'"session_meta"', b"compacted")
 
 
