@@ -194,6 +194,8 @@ def test_preview_endpoint_is_read_only_and_keeps_its_shape(
     with live.client() as client:
         assert client.get("/api/anomalies/preview").status_code == 422
         assert client.get("/api/anomalies/preview", params={"session_id": ""}).status_code == 422
+        odd = client.get("/api/anomalies/preview", params={"session_id": "a\x00b"})
+        assert odd.status_code == 200 and odd.json()["findings"] == []
         for _ in range(100):
             r = client.get("/api/anomalies/preview", params={"session_id": sid})
             assert r.status_code == 200
