@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -97,24 +98,19 @@ def tool_calls(events: Iterable[HookEvent], tools: frozenset[str]) -> list[ToolC
         if not (p.tool_use_id and p.tool_use_id in failed_ids)
     ]
     # Id-less results pair one-to-one with the latest earlier id-less Pre of the same call.
-    unpaired = [q for q in pres if not q.tool_use_id]
+    unpaired: dict[tuple[str | None, tuple[str, ...]], list[int]] = {}
+    for q in sorted(pres, key=lambda e: e.ts):
+        if not q.tool_use_id:
+            unpaired.setdefault((q.tool_name, tuple(q.tool_files)), []).append(q.ts)
     for p in sorted(posts, key=lambda e: e.ts):
         if p.tool_use_id:
             if p.tool_use_id in pre_ids:
                 continue
         else:
-            match = next(
-                (
-                    q
-                    for q in reversed(unpaired)
-                    if q.tool_name == p.tool_name
-                    and q.tool_files == p.tool_files
-                    and 0 <= p.ts - q.ts <= _PAIRING_SLACK_MS
-                ),
-                None,
-            )
-            if match is not None:
-                unpaired.remove(match)
+            waiting = unpaired.get((p.tool_name, tuple(p.tool_files)))
+            i = bisect_right(waiting, p.ts) if waiting else 0
+            if waiting and i and p.ts - waiting[i - 1] <= _PAIRING_SLACK_MS:
+                del waiting[i - 1]
                 continue
         if p.tool_success is False or p.event_type == "PostToolUseFailure":
             continue
@@ -136,28 +132,30 @@ def shell_reads(events: Iterable[HookEvent]) -> list[ToolCall]:
 
     Timed at the PreToolUse; a successful result counts when no Pre of that call was seen.
     """
-    shell = [e for e in events if e.is_shell and e.tool_command]
-    pres = [e for e in shell if e.event_type == "PreToolUse"]
-    pre_ids = {e.tool_use_id for e in pres if e.tool_use_id}
+    reading = [
+        (e, files)
+        for e in events
+        if e.is_shell and e.tool_command and (files := files_read_by(e.tool_command))
+    ]
+    pre_ids = {e.tool_use_id for e, _ in reading if e.event_type == "PreToolUse" and e.tool_use_id}
+    pre_ts: dict[str, list[int]] = {}
+    for e, _ in reading:
+        if e.event_type == "PreToolUse":
+            pre_ts.setdefault(e.tool_command or "", []).append(e.ts)
     calls: list[ToolCall] = []
-    for e in shell:
+    for e, files in reading:
         if e.event_type == "PostToolUse" and e.tool_success is not False:
-            seen_pre = (
-                e.tool_use_id in pre_ids
-                if e.tool_use_id
-                else any(
-                    p.tool_command == e.tool_command and 0 <= e.ts - p.ts <= _PAIRING_SLACK_MS
-                    for p in pres
-                )
-            )
-            if seen_pre:
+            if e.tool_use_id:
+                if e.tool_use_id in pre_ids:
+                    continue
+            elif any(
+                0 <= e.ts - t <= _PAIRING_SLACK_MS for t in pre_ts.get(e.tool_command or "", ())
+            ):
                 continue
         elif e.event_type != "PreToolUse":
             continue
-        files = files_read_by(e.tool_command or "")
-        if files:
-            paths = tuple(absolutize(f, e.cwd) for f in files)
-            calls.append(ToolCall(e.ts, e.tool_name or "", paths, e.tool_use_id))
+        paths = tuple(absolutize(f, e.cwd) for f in files)
+        calls.append(ToolCall(e.ts, e.tool_name or "", paths, e.tool_use_id))
     return calls
 
 
