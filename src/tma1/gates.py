@@ -26,13 +26,14 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import and_, case, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from tma1.engine.anomaly import Kind
 from tma1.events import READ_TOOLS, SHELL_TOOLS, WRITE_TOOLS
+from tma1.extract import file_of_test_id
 from tma1.store import Store
 from tma1.store.schema import anomaly_emits, anomaly_labels, hook_events, messages
 
@@ -64,8 +65,6 @@ FOLLOW_ACTIONS: dict[str, str] = {
 
 COMPACTION_EVENTS = frozenset({"PreCompact", "PostCompact"})
 END_EVENTS = frozenset({"SessionEnd"})
-# Events besides tool calls that the follow-rate query fetches.
-_MARKER_EVENTS = ("PreToolUse", "PreCompact", "PostCompact", "SessionEnd", "SessionStart")
 
 
 # --- pure helpers ---------------------------------------------------------------------------
@@ -105,9 +104,9 @@ def ratio(num: int, den: int) -> float | None:
     return round(num / den, 4) if den else None
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
-    """A session event after an emit, as the follow-rate check sees it."""
+class Call(NamedTuple):
+    """A session event after an emit, as the follow-rate check sees it. (A NamedTuple: the
+    gate builds tens of thousands per request, and tuples are the cheapest to make.)"""
 
     ts: int
     id: int
@@ -147,6 +146,9 @@ class EmitRef:
     related_files: tuple[str, ...] = ()
     # test_stuck only: prefixes of the failing commands that reported the test id.
     test_commands: tuple[str, ...] = field(default=())
+    # Whether any tool call at all followed the emit (None: judge from the calls given;
+    # the SQL layer passes only the calls of tools that can matter).
+    acted: bool | None = None
 
 
 def same_file(a: str, b: str) -> bool:
@@ -248,6 +250,7 @@ def followed(emit: EmitRef, calls: Sequence[Call], window: int) -> bool:
     """
     span = window_of(calls, window)
     tool_calls = [c for c in span if c.is_tool_call]
+    acted = bool(tool_calls) if emit.acted is None else emit.acted
     kind = emit.kind
     if kind in (
         Kind.STALE_FILE_VIEW,
@@ -256,19 +259,15 @@ def followed(emit: EmitRef, calls: Sequence[Call], window: int) -> bool:
     ):
         return any(is_read_of(c, emit.related_files) for c in tool_calls)
     if kind == Kind.REPEATED_FAILED_BUILD:
-        return bool(tool_calls) and not any(is_rerun(c, (emit.subject,)) for c in tool_calls)
+        return acted and not any(is_rerun(c, (emit.subject,)) for c in tool_calls)
     if kind == Kind.TEST_STUCK:
         files = list(emit.related_files)
-        if tf := test_file_of(emit.subject):
+        if tf := file_of_test_id(emit.subject) or test_file_of(emit.subject):
             files.append(tf)
         if any(is_read_of(c, files) or is_edit_of(c, files) for c in tool_calls):
             return True
         prefixes = emit.test_commands
-        return (
-            bool(tool_calls)
-            and bool(prefixes)
-            and not any(is_rerun(c, prefixes) for c in tool_calls)
-        )
+        return acted and bool(prefixes) and not any(is_rerun(c, prefixes) for c in tool_calls)
     if kind == Kind.CONTEXT_PRESSURE:
         return any(is_compaction_or_end(c) or is_git_commit(c) for c in span)
     return False
@@ -497,131 +496,193 @@ def budget_report(
 # --- gate 2: action follow-rate --------------------------------------------------------------
 
 
-def _emit_refs(store: Store, since: int) -> list[EmitRef]:
-    q = select(
-        anomaly_emits.c.id,
-        anomaly_emits.c.ts,
-        anomaly_emits.c.session_id,
-        anomaly_emits.c.kind,
-        anomaly_emits.c.stable_key,
-        anomaly_emits.c.related_files,
-    ).where(anomaly_emits.c.ts >= since)
-    out = []
-    with store.engine.connect() as conn:
-        for r in conn.execute(q):
-            _k, _sev, subject = split_stable_key(r.stable_key or "")
-            out.append(
-                EmitRef(
-                    id=int(r.id),
-                    ts=int(r.ts),
-                    session_id=r.session_id,
-                    kind=r.kind,
-                    subject=subject,
-                    related_files=tuple(loads_list(r.related_files)),
-                )
-            )
-    return out
+# Tools whose calls can be a follow action (or its absence); other tools (Grep, Glob, Task,
+# …) still count towards the window through `wend`, but their rows are not fetched.
+_FOLLOW_TOOLS = tuple(sorted(READ_TOOLS | WRITE_TOOLS | SHELL_TOOLS))
+_FAR_FUTURE = 2**62
+# Kinds whose follow action involves the emit's related files.
+_FILE_KINDS = frozenset(
+    {
+        Kind.STALE_FILE_VIEW.value,
+        Kind.BUILD_BROKEN_AFTER_MY_EDIT.value,
+        Kind.EXTERNAL_MODIFIED_DURING_SESSION.value,
+        Kind.TEST_STUCK.value,
+    }
+)
 
 
-def _calls_after_emits(store: Store, since: int, window: int) -> dict[int, list[Call]]:
-    """For each emit since `since`: its session's events after it, up to the window's end.
+def _emit_windows(since: int, window: int, kind: str | None = None) -> Any:
+    """CTE: the emits since `since` (optionally of one kind) with `wend`, the ts of the
+    (`window`+1)-th tool call after the emit (a far future when there is none yet), and
+    `acted`, whether any tool call followed the emit at all.
 
-    The window ends where the (`window`+1)-th tool call after the emit begins (a compaction
-    right after the 5th call is still "within 5 calls"). That call is found by a correlated
-    subquery that walks the (session_id, ts) index; events up to it are then joined in one
-    pass. Ties on ts at the end may over-fetch; `window_of` cuts exactly.
+    The window is everything after the emit and before `wend`: a compaction right after
+    the 5th call is still "within 5 calls". (Calls sharing the very millisecond of the
+    (`window`+1)-th call are left out with it.) Both subqueries are short range scans of
+    ix_hook_events_session_type_ts (migration 0002).
     """
-    e = hook_events.alias("e")
     h = hook_events.alias("h")
     a = anomaly_emits.alias("a")
+    after = and_(h.c.session_id == a.c.session_id, h.c.event_type == "PreToolUse", h.c.ts > a.c.ts)
     window_end = (
         select(h.c.ts)
-        .where(h.c.session_id == a.c.session_id, h.c.ts > a.c.ts, h.c.event_type == "PreToolUse")
+        .where(after)
         .order_by(h.c.ts, h.c.id)
         .limit(1)
         .offset(window)
         .correlate(a)
         .scalar_subquery()
     )
-    m = (
-        select(a.c.id, a.c.session_id, a.c.ts, window_end.label("wend"))
-        .where(a.c.ts >= since)
-        .cte("m")
-    )
     q = select(
-        m.c.id.label("emit_id"),
+        a.c.id,
+        a.c.session_id,
+        a.c.ts,
+        a.c.kind,
+        a.c.stable_key,
+        a.c.related_files,
+        func.coalesce(window_end, _FAR_FUTURE).label("wend"),
+        select(h.c.id).where(after).correlate(a).exists().label("acted"),
+    ).where(a.c.ts >= since)
+    if kind is not None:
+        q = q.where(a.c.kind == kind)
+    # MATERIALIZED: otherwise SQLite flattens the CTE into the join and, without table
+    # statistics, may drive the join from a full scan of the events.
+    return q.cte("m").prefix_with("MATERIALIZED")
+
+
+def _follow_inputs(
+    store: Store, since: int, window: int
+) -> tuple[list[EmitRef], dict[int, list[Call]]]:
+    """The emits since `since` and, per emit, the relevant events inside its window: tool
+    calls of reading/writing/shell tools, and for context_pressure emits the compactions
+    and session ends. One pass over an outer join; rows are unpacked as plain tuples
+    because this is the gate's hot loop (10,000 emits in the benchmark)."""
+    e = hook_events.alias("e")
+    m = _emit_windows(since, window)
+    q = select(
+        m.c.id,
+        m.c.ts,
+        m.c.session_id,
+        m.c.kind,
+        m.c.stable_key,
+        m.c.related_files,
+        m.c.acted,
         e.c.id,
         e.c.ts,
-        e.c.event_type,
         e.c.tool_name,
         e.c.tool_file_path,
         e.c.tool_files,
         e.c.tool_command,
         e.c.tool_command_prefix,
-        e.c.metadata,
     ).select_from(
-        m.join(
+        m.outerjoin(
             e,
             and_(
                 e.c.session_id == m.c.session_id,
+                e.c.event_type == "PreToolUse",
                 e.c.ts > m.c.ts,
-                or_(m.c.wend.is_(None), e.c.ts <= m.c.wend),
-                e.c.event_type.in_(_MARKER_EVENTS),
+                e.c.ts < m.c.wend,
+                e.c.tool_name.in_(_FOLLOW_TOOLS),
             ),
         )
     )
-    out: dict[int, list[Call]] = defaultdict(list)
+    cp = _emit_windows(since, window, Kind.CONTEXT_PRESSURE.value)
+    markers_q = select(cp.c.id, e.c.id, e.c.ts, e.c.event_type, e.c.metadata).select_from(
+        cp.join(
+            e,
+            and_(
+                e.c.session_id == cp.c.session_id,
+                e.c.event_type.in_(sorted(COMPACTION_EVENTS | END_EVENTS | {"SessionStart"})),
+                e.c.ts > cp.c.ts,
+                e.c.ts < cp.c.wend,
+            ),
+        )
+    )
+    # Compactions seen by the transcript tailer count like PreCompact hooks.
+    mm = messages.alias("mm")
+    compactions_q = select(cp.c.id, mm.c.id, mm.c.ts).select_from(
+        cp.join(
+            mm,
+            and_(
+                mm.c.session_id == cp.c.session_id,
+                mm.c.ts > cp.c.ts,
+                mm.c.ts < cp.c.wend,
+                mm.c.kind == "compaction",
+            ),
+        )
+    )
+    refs: dict[int, EmitRef] = {}
+    calls: dict[int, list[Call]] = defaultdict(list)
     with store.engine.connect() as conn:
-        for r in conn.execute(q):
-            files = r.tool_files
-            out[int(r.emit_id)].append(
+        for (
+            emit_id,
+            emit_ts,
+            session_id,
+            kind,
+            key,
+            related,
+            acted,
+            ev_id,
+            ev_ts,
+            tool,
+            path,
+            files,
+            command,
+            prefix,
+        ) in conn.execute(q):
+            if emit_id not in refs:
+                refs[emit_id] = EmitRef(
+                    id=emit_id,
+                    ts=emit_ts,
+                    session_id=session_id,
+                    kind=kind,
+                    subject=split_stable_key(key or "")[2],
+                    related_files=tuple(loads_list(related)) if kind in _FILE_KINDS else (),
+                    acted=bool(acted),
+                )
+            if ev_id is None:
+                continue
+            # tool_files says more than tool_file_path only for multi-file patches; JSON
+            # decoding every row would cost more than the rest of this loop.
+            many = tool == "apply_patch" and files
+            calls[emit_id].append(
                 Call(
-                    ts=int(r.ts),
-                    id=int(r.id),
-                    event_type=r.event_type,
-                    tool_name=r.tool_name,
-                    file_path=r.tool_file_path,
-                    files=tuple(loads_list(files)) if files and files != "[]" else (),
-                    command=r.tool_command,
-                    command_prefix=r.tool_command_prefix,
-                    metadata=r.metadata if r.event_type == "SessionStart" else None,
+                    ev_ts,
+                    ev_id,
+                    "PreToolUse",
+                    tool,
+                    path,
+                    tuple(loads_list(files)) if many else (),
+                    command,
+                    prefix,
                 )
             )
-        # Compactions seen by the transcript tailer count like PreCompact hooks.
-        mm = messages.alias("mm")
-        cq = select(m.c.id.label("emit_id"), mm.c.id, mm.c.ts).select_from(
-            m.join(
-                mm,
-                and_(
-                    mm.c.session_id == m.c.session_id,
-                    mm.c.kind == "compaction",
-                    mm.c.ts > m.c.ts,
-                    or_(m.c.wend.is_(None), mm.c.ts <= m.c.wend),
-                ),
-            )
-        )
-        for r in conn.execute(cq):
-            out[int(r.emit_id)].append(Call(ts=int(r.ts), id=-int(r.id), event_type="PostCompact"))
-    for calls in out.values():
-        calls.sort(key=lambda c: (c.ts, not c.is_tool_call, c.id))
-    return out
+        for emit_id, ev_id, ev_ts, event_type, meta in conn.execute(markers_q):
+            calls[emit_id].append(Call(ts=ev_ts, id=ev_id, event_type=event_type, metadata=meta))
+        for emit_id, msg_id, ts in conn.execute(compactions_q):
+            calls[emit_id].append(Call(ts=ts, id=-msg_id, event_type="PostCompact"))
+    for lst in calls.values():
+        if len(lst) > 1:
+            lst.sort(key=lambda c: (c.ts, not c.is_tool_call, c.id))
+    return list(refs.values()), calls
 
 
 def _test_commands(store: Store, since: int) -> dict[int, tuple[str, ...]]:
-    """test_stuck emits → prefixes of the failing commands whose output named the test."""
+    """test_stuck emits → prefixes of the failing commands (30 min before) whose output
+    named the test. Failures are the rows with a failure_kind (exit or masked; design
+    §2.8), read through the partial index ix_hook_events_session_failures_ts."""
     a = anomaly_emits.alias("a")
     e = hook_events.alias("e")
     q = (
-        select(a.c.id.label("emit_id"), a.c.stable_key, e.c.tool_command_prefix, e.c.test_ids)
+        select(a.c.id, a.c.stable_key, e.c.tool_command_prefix, e.c.test_ids)
         .select_from(
             a.join(
                 e,
                 and_(
                     e.c.session_id == a.c.session_id,
-                    e.c.ts <= a.c.ts,
+                    e.c.failure_kind.is_not(None),
                     e.c.ts >= a.c.ts - TEST_LOOKBACK_MS,
-                    e.c.tool_command_prefix.is_not(None),
-                    or_(e.c.event_type == "PostToolUseFailure", e.c.failure_kind == "masked"),
+                    e.c.ts <= a.c.ts,
                 ),
             )
         )
@@ -629,10 +690,13 @@ def _test_commands(store: Store, since: int) -> dict[int, tuple[str, ...]]:
     )
     found: dict[int, dict[str, None]] = defaultdict(dict)
     with store.engine.connect() as conn:
-        for r in conn.execute(q):
-            subject = split_stable_key(r.stable_key or "")[2]
-            if subject and subject in loads_list(r.test_ids):
-                found[int(r.emit_id)].setdefault(r.tool_command_prefix, None)
+        for emit_id, key, prefix, test_ids in conn.execute(q):
+            if not prefix or not test_ids:
+                continue
+            subject = split_stable_key(key or "")[2]
+            # The substring test is cheap and rules out most rows before JSON decoding.
+            if subject and subject in test_ids and subject in loads_list(test_ids):
+                found[emit_id].setdefault(prefix, None)
     return {k: tuple(v) for k, v in found.items()}
 
 
@@ -640,8 +704,7 @@ def follow_rate(
     store: Store, *, now_ms: int, days: int = DEFAULT_DAYS, window: int = DEFAULT_WINDOW
 ) -> dict[str, Any]:
     since = since_for_days(now_ms, days)
-    refs = _emit_refs(store, since)
-    calls = _calls_after_emits(store, since, window)
+    refs, calls = _follow_inputs(store, since, window)
     tests = _test_commands(store, since)
     verdicts: list[tuple[str, bool]] = []
     for ref in refs:

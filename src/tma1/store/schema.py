@@ -13,6 +13,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 
 metadata = MetaData()
@@ -55,6 +56,15 @@ hook_events = Table(
     Index("ix_hook_events_session_ts", "session_id", "ts"),
     Index("ix_hook_events_project_ts", "project", "ts"),
     Index("ix_hook_events_ts", "ts"),
+    # Migration 0002: the follow-rate gate's "next N tool calls" and "failures before".
+    Index("ix_hook_events_session_type_ts", "session_id", "event_type", "ts"),
+    Index(
+        "ix_hook_events_session_failures_ts",
+        "session_id",
+        "ts",
+        sqlite_where=text("failure_kind IS NOT NULL"),
+        postgresql_where=text("failure_kind IS NOT NULL"),
+    ),
 )
 
 external_changes = Table(
