@@ -294,7 +294,6 @@ class ProjectWatch:
         self.sensor = sensor
         self.project = project
         self.last_event_ms = now
-        self.started_ms = now
         self.stop_event = threading.Event()
         self.ready = threading.Event()
         self.failed: str | None = None
@@ -310,7 +309,6 @@ class ProjectWatch:
         self._sep_git = os.sep + ".git" + os.sep
         self._exclude_file = os.path.join(project, ".git", "info", "exclude")
         self.baseline = False  # True once git told us every file the project has
-        self.changes_seen = 0
         self.thread = threading.Thread(
             target=self._run, name=f"tma1-watch:{os.path.basename(project)}", daemon=True
         )
@@ -470,10 +468,11 @@ class ProjectWatch:
                 for known_path, sig in list(self.known.items()):
                     if known_path.startswith(prefix) and sig != _DELETED:
                         by_path.setdefault(known_path, {CHANGE_DELETED})
+        for path in by_path:  # a new ignore file applies to its whole batch
+            self.ignore.invalidate(path)
         now = self.sensor.clock.now_ms()
         out: list[FileChange] = []
         for path, kinds in sorted(by_path.items()):
-            self.ignore.invalidate(path)
             if not self.wanted(path):
                 continue
             ch = self._classify(path, kinds, now)
