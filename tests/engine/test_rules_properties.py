@@ -30,6 +30,7 @@ def brute_force(reads: list[int], edits: list[int], changes: list[FileChange]) -
     return max(missed) if missed else None
 
 
+@settings(deadline=None)  # a loaded shared machine must not fail a correct example
 @given(reads=times, edits=times, change_ts=times)
 def test_detect_stale_edit_matches_the_seed_read_literally(
     reads: list[int], edits: list[int], change_ts: list[int]
@@ -46,7 +47,7 @@ _text = st.text(
 )
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(_text)
 def test_extractors_never_raise_and_stay_bounded(text: str) -> None:
     ids = extract_test_ids(text)
