@@ -202,6 +202,19 @@ def render(runs: list[SessionRun], labels: dict[str, Any], flaws: list[dict[str,
         "time-window results are indicative only."
     )
     w("")
+    guard = sorted(
+        (sid, n) for sid, kinds in _NOTES_BY_SESSION.items()
+        for n in [kinds.count("modified_since_read")] if n
+    )  # fmt: skip
+    if guard:
+        w(
+            'Claude Code\'s own stale-view guard ("File has been modified since read") '
+            "refused "
+            + ", ".join(f"{n} edit(s) in session `{sid[:8]}`" for sid, n in guard)
+            + ": the situations `stale_file_view` is for do occur in this corpus, but "
+            "without file-change events the rule cannot see them."
+        )
+        w("")
     w(
         "Every emit was judged by reading the session around it (what failed, what the "
         "agent did next, whether the finding was true and worth saying at that moment): "
@@ -341,7 +354,13 @@ def _session_section(r: SessionRun, labels: dict[str, Any], w: Any) -> None:
     w(
         f"{r.agent}, {', '.join(r.files)}; {sum(c.values())} hook events "
         f"({', '.join(f'{k} {v}' for k, v in sorted(c.items()))})."
-        + (f" Refusals in the recording: {dict(notes)}." if notes else "")
+        + (
+            " Calls refused or rejected in the recording (no PostToolUse fired): "
+            + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(notes.items()))
+            + "."
+            if notes
+            else ""
+        )
     )
     w("")
     per_kind = Counter(e["kind"] for e in r.emits)

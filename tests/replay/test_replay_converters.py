@@ -393,3 +393,13 @@ def test_event_log_records_become_items_and_bad_records_are_reported() -> None:
         (8, "not a JSON object"),
         (10, "usage without session_id"),
     ]
+
+
+def test_a_foreign_file_reports_a_bounded_number_of_lines(tmp_path: Path) -> None:
+    junk = tmp_path / "binary.jsonl"
+    junk.write_bytes(b"\x00\xff garbage line\n" * 500)
+    rec = read_records(junk)
+    assert rec.records == []
+    assert len(rec.problems) == 51
+    assert rec.problems[-1].message == "… and 450 more unreadable lines (not listed)"
+    assert detect(rec) is None

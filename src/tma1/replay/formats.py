@@ -31,6 +31,8 @@ CODEX_ROLLOUT = "codex-rollout"
 FORMATS = (EVENTLOG, CLAUDE_TRANSCRIPT, CLAUDE_HOOKLOG, CODEX_ROLLOUT)
 
 _WS = re.compile(r"\s*")
+# A binary or foreign file would otherwise report every one of its lines.
+MAX_LINE_PROBLEMS = 50
 
 
 @dataclass(slots=True)
@@ -87,7 +89,15 @@ def _read_jsonl(text: str, out: Records) -> None:
             return
         except (ValueError, RecursionError):
             pass
-    out.problems.extend(bad)
+    out.problems.extend(bad[:MAX_LINE_PROBLEMS])
+    if len(bad) > MAX_LINE_PROBLEMS:
+        out.problems.append(
+            Problem(
+                out.path,
+                bad[MAX_LINE_PROBLEMS].line,
+                f"… and {len(bad) - MAX_LINE_PROBLEMS} more unreadable lines (not listed)",
+            )
+        )
 
 
 def _read_array(text: str, out: Records) -> None:
