@@ -261,7 +261,7 @@ def test_ignored_touched_and_swap_files_fire_nothing(wlive: LiveServer, repo: Pa
     (repo / "build" / "out.o").write_bytes(b"\x7fELF")
     (repo / "run.log").write_text("log line\n")
     (repo / "src" / "deep").mkdir()
-    (repo / "src" / "deep" / ".gitignore").write_text("cache.bin\n")
+    agent.edit(repo / "src" / "deep" / ".gitignore", "cache.bin\n", tool="Write")
     (repo / "src" / "deep" / "cache.bin").write_bytes(b"xx")
     (repo / ".git" / "info" / "exclude").write_text("scratch.txt\n")
     time.sleep(0.3)  # let notify see the exclude change before the file it excludes
@@ -277,9 +277,13 @@ def test_ignored_touched_and_swap_files_fire_nothing(wlive: LiveServer, repo: Pa
     agent.edit(sentinel, "S = 1\n", tool="Write")
     wait_for(lambda: row_of(wlive, repo, sentinel), "the sentinel")
     paths = sorted(c.path for c in changes(wlive, repo))
-    # The new .gitignore is itself a project file; everything it and the others ignore is not.
+    # The new .gitignore is itself a project file (the agent's); what it and the others
+    # ignore is not recorded at all.
     assert paths == [str(repo / "src" / "deep" / ".gitignore"), str(sentinel)]
+    assert {c.writer_session for c in changes(wlive, repo)} == {agent.sid}
     assert wlive.service.counters.get("files.unchanged") >= 1
+    assert agent.prompt() == ""
+    assert agent.kinds() == set()
 
 
 def test_change_seen_before_its_pre_tool_use_is_still_attributed(
