@@ -400,6 +400,7 @@ def test_a_foreign_file_reports_a_bounded_number_of_lines(tmp_path: Path) -> Non
     junk.write_bytes(b"\x00\xff garbage line\n" * 500)
     rec = read_records(junk)
     assert rec.records == []
-    assert len(rec.problems) == 51
+    assert rec.problems[0].message == "not valid UTF-8; undecodable bytes replaced"
+    assert len(rec.problems) == 1 + 50 + 1
     assert rec.problems[-1].message == "… and 450 more unreadable lines (not listed)"
     assert detect(rec) is None
