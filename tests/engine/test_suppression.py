@@ -410,3 +410,18 @@ def test_preview_called_100_times_changes_nothing_a_delivery_sees(
     assert len(store.emits_since(0)) == 1  # only the Stop delivery above
     got = sess.deliver(UPS)
     assert [(a.subject, a.first_emitted_at) for a in got] == [("t1", sess.clock.now_ms())]
+
+
+def test_delivery_evicts_sessions_idle_for_24h(sess: Session) -> None:
+    f = finding(Kind.TEST_STUCK, subject="t", last_evidence_ts=sess.clock.now_ms())
+    sess.sees(f)
+    assert len(sess.deliver(UPS)) == 1
+    assert sess.d.suppression.state(sess.sid, f.stable_key) is not None
+    sess.rule.findings = []  # the other session's deliveries find nothing
+    sess.clock.advance(IDLE_EVICT_MS - MINUTE_MS)
+    sess.d.deliver("another-session", UPS)
+    assert sess.d.suppression.state(sess.sid, f.stable_key) is not None
+    sess.clock.advance(2 * MINUTE_MS)
+    sess.d.deliver("another-session", UPS)
+    assert sess.d.suppression.state(sess.sid, f.stable_key) is None
+    assert sess.d.counters.get("engine.sessions_evicted") == 1
