@@ -6,6 +6,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tma1.sensors.ignore import IgnoreMatcher, is_editor_temp
 
@@ -88,3 +90,60 @@ def test_invalidate_reloads_a_changed_gitignore(repo: Path) -> None:
     assert m.invalidate(str(repo / ".gitignore"))
     assert m.ignored(target)
     assert not m.invalidate(str(repo / "notes.txt"))
+
+
+# --- generated rules, git as the oracle ----------------------------------------------------
+
+_NAMES = ["a", "b", "c.py", "d.log", "build", "out", "x.tmp"]
+_PATTERNS = [
+    "*.log",
+    "!d.log",
+    "build/",
+    "/out",
+    "out/",
+    "a/*.py",
+    "**/c.py",
+    "!c.py",
+    "b",
+    "!b",
+    "*.tmp",
+    "a/**/x.tmp",
+    "!a/",
+]
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    root_rules=st.lists(st.sampled_from(_PATTERNS), max_size=5),
+    sub_rules=st.lists(st.sampled_from(_PATTERNS), max_size=4),
+    paths=st.lists(
+        st.lists(st.sampled_from(_NAMES), min_size=1, max_size=4).map("/".join),
+        min_size=1,
+        max_size=12,
+        unique=True,
+    ),
+)
+def test_generated_rules_match_git(
+    tmp_path_factory: pytest.TempPathFactory,
+    root_rules: list[str],
+    sub_rules: list[str],
+    paths: list[str],
+) -> None:
+    root = tmp_path_factory.mktemp("gen")
+    git(root, "init", "-q")
+    (root / ".gitignore").write_text("\n".join(root_rules) + "\n")
+    (root / "a").mkdir()
+    (root / "a" / ".gitignore").write_text("\n".join(sub_rules) + "\n")
+    out = subprocess.run(
+        ["git", "-C", str(root), "check-ignore", "--no-index", "--stdin", "-z"],
+        input="\0".join(paths) + "\0",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    oracle = {p for p in out.stdout.split("\0") if p}
+    m = IgnoreMatcher(str(root))
+    mine = {p for p in paths if m.ignored(str(root / p))}
+    assert mine == oracle, (root_rules, sub_rules)
