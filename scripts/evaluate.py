@@ -300,6 +300,7 @@ def render(runs: list[SessionRun], labels: dict[str, Any], flaws: list[dict[str,
         _session_section(r, labels, w)
     stale = sorted(k for k in labels if k not in seen_keys)
     if stale:
+        _before_after(labels, all_emits, seen_keys, w)
         w("## Labels whose emit no longer happens")
         w("")
         w("A rule change removed these emits (or moved them in time); kept for the record.")
@@ -310,6 +311,58 @@ def render(runs: list[SessionRun], labels: dict[str, Any], flaws: list[dict[str,
             w(f"| `{_md(k)}` | {labels[k]['label']} | {_md(labels[k].get('reason', ''))} |")
         w("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _kind_of_key(key: str) -> str:
+    # session|kind|severity|subject|ts — the subject may hold "|" itself.
+    return key.split("|", 2)[1]
+
+
+def _before_after(
+    labels: dict[str, Any], all_emits: list[tuple[SessionRun, dict[str, Any]]],
+    seen_keys: set[str], w: Any,
+) -> None:  # fmt: skip
+    """The labelled emits are the rules as they were when judged ("before"); the emits of
+    this run are "after". Shows what a rule change removed and what it added."""
+    w("## Before and after the rule changes")
+    w("")
+    w(
+        '"Before" is the set of emits the labels were made on; "after" is this run. '
+        "Removed emits keep their judgement; new emits are unlabelled until reviewed."
+    )
+    w("")
+    w("| kind | before: emits | TP | FP | precision | after: emits | TP | FP | new | "
+      "precision (labelled) | removed TP | removed FP |")  # fmt: skip
+    w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    kinds = sorted({_kind_of_key(k) for k in labels} | {e["kind"] for _, e in all_emits})
+    tot: Counter[str] = Counter()
+    for kind in kinds:
+        before = [v["label"] for k, v in labels.items() if _kind_of_key(k) == kind]
+        after = [
+            labels.get(emit_key(r.key, e), {}).get("label", "new")
+            for r, e in all_emits
+            if e["kind"] == kind
+        ]
+        removed = [
+            v["label"] for k, v in labels.items() if _kind_of_key(k) == kind and k not in seen_keys
+        ]
+        c = {
+            "b": len(before), "btp": before.count("tp"), "bfp": before.count("fp"),
+            "a": len(after), "atp": after.count("tp"), "afp": after.count("fp"),
+            "new": after.count("new"), "rtp": removed.count("tp"), "rfp": removed.count("fp"),
+        }  # fmt: skip
+        tot.update(c)
+        w(_ba_row(kind, c))
+    w(_ba_row("**all**", tot))
+    w("")
+
+
+def _ba_row(kind: str, c: Any) -> str:
+    return (
+        f"| {kind} | {c['b']} | {c['btp']} | {c['bfp']} | {_pct(c['btp'], c['btp'] + c['bfp'])} "
+        f"| {c['a']} | {c['atp']} | {c['afp']} | {c['new']} | "
+        f"{_pct(c['atp'], c['atp'] + c['afp'])} | {c['rtp']} | {c['rfp']} |"
+    )
 
 
 def _counts(run: SessionRun) -> Counter[str]:
