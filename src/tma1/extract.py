@@ -164,7 +164,51 @@ def file_of_test_id(test_id: str) -> str | None:
 
 # Shell segments are split at pipes and list operators; each segment's command word is
 # looked up after peeling wrappers (env assignments, `time`, `npx`, `python -m`, …).
-_SEGMENT_SPLIT = re.compile(r"\|\||&&|\|&?|[;()\n]|`|\$\(")
+_OPERATORS = ("||", "&&", "|&", "$(", "|", ";", "(", ")", "\n", "`")
+
+
+def split_shell(command: str) -> list[tuple[str, str]]:
+    """(simple command, the operator after it), splitting only outside quotes.
+
+    An unbalanced quote keeps the rest of the line in one piece (agents' broken greps).
+    """
+    out: list[tuple[str, str]] = []
+    buf: list[str] = []
+    quote: str | None = None
+    i, n = 0, len(command)
+    while i < n:
+        ch = command[i]
+        if quote:
+            if ch == "\\" and quote == '"' and i + 1 < n:
+                buf.append(command[i : i + 2])
+                i += 2
+                continue
+            if ch == quote:
+                quote = None
+            buf.append(ch)
+            i += 1
+            continue
+        if ch in "'\"":
+            quote = ch
+            buf.append(ch)
+            i += 1
+            continue
+        if ch == "\\" and i + 1 < n:
+            buf.append(command[i : i + 2])
+            i += 2
+            continue
+        op = next((o for o in _OPERATORS if command.startswith(o, i)), None)
+        if op and not (op == "|" and buf and buf[-1].endswith(">")):  # `>|` is a redirect
+            out.append(("".join(buf), op))
+            buf = []
+            i += len(op)
+            continue
+        buf.append(ch)
+        i += 1
+    out.append(("".join(buf), ""))
+    return out
+
+
 _WRAPPER = re.compile(
     r"^(?:[A-Za-z_]\w*=\S*\s+|sudo\s+(?:-\S+\s+)*|time\s+|nice\s+|env\s+|command\s+|exec\s+|"
     r"timeout\s+(?:-\S+\s+)*\d+\w?\s+|xvfb-run\s+|dotenv\s+(?:-\S+\s+)*--\s+|"
@@ -194,7 +238,7 @@ _RUNNER_HEAD = re.compile(
 def _segments(command: str) -> list[str]:
     """The simple commands of a shell line, wrappers (env, time, npx, …) peeled off."""
     out = []
-    for segment in _SEGMENT_SPLIT.split(command):
+    for segment, _ in split_shell(command):
         seg = segment.strip().lstrip("&!").strip()
         for _ in range(6):
             m = _WRAPPER.match(seg)
@@ -283,6 +327,42 @@ def runs_only_plumbing(command: str) -> bool:
     """Every part of the command only moves, reads or lists files (git, ls, rm, grep, …)."""
     segs = _segments(command)
     return bool(segs) and all(_PLUMBING_HEAD.match(seg) for seg in segs)
+
+
+_FILTER_HEAD = re.compile(
+    r"^\s*(?:tail|head|grep|egrep|fgrep|rg|tee|less|more|cat|wc|sort|uniq|cut|sed|awk|"
+    r"column|jq)(?=$|\s)"
+)
+_STDERR_MERGE = re.compile(r"\s+(?:\d?>&\d|\d?>\s*/dev/null)(?=\s|$)")
+_SHELL_RUNS_SCRIPT = re.compile(r"^(?:ba|z)?sh\s+(?=\S+\.sh\b|\./|/)")
+
+
+# Formatting steps chained before a check change nothing about what the check checks.
+_FORMATTER = re.compile(
+    r"^(?:cargo\s+fmt|go\s+fmt|gofmt|rustfmt|black|isort|ruff\s+format|clang-format|"
+    r"(?:npx\s+)?prettier\s+(?:--write|-w)|(?:npm|pnpm|yarn)\s+(?:run\s+)?format)(?=$|\s)"
+)
+
+
+@lru_cache(maxsize=4096)
+def command_key(command: str) -> str:
+    """The check a command runs, without how its output is shown.
+
+    `npm run build 2>&1 | tail -20` and `npm run build` are the same check;
+    `bash ./x.sh --json` and `./x.sh --json` too, and `cargo fmt && cargo test` is
+    `cargo test`. Used to see that a failing check has passed since (a success of the
+    same key ends a failure streak).
+    """
+    parts: list[str] = []
+    piped = False
+    for segment, op in split_shell(_STDERR_MERGE.sub("", " ".join(command.split()))):
+        seg = segment.strip()
+        if piped and _FILTER_HEAD.match(seg):
+            pass  # output plumbing: `| tail -20`, `| grep FAIL`
+        elif seg and not _FORMATTER.match(seg):
+            parts.append(_SHELL_RUNS_SCRIPT.sub("", seg).removeprefix("./"))
+        piped = op in ("|", "|&") or (piped and not op)
+    return " ; ".join(parts)
 
 
 # --- failure markers of those tools ---------------------------------------------------

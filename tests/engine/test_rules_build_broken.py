@@ -136,14 +136,22 @@ def test_minus_ten_minutes_edge_counts_only_after_the_first_edit() -> None:
 
 
 def test_the_failure_that_prompted_the_edit_is_not_caused_by_it() -> None:
+    new_error = "internal/config/plugins.go:9:1: undefined: loadPlugins\n"
     events = [
         bash_fail(at(0), BUILD, GO_OUT),
         bash_fail(at(1), BUILD, GO_OUT),
         edit(at(2), PLUGINS),
-        bash_fail(at(3), BUILD, GO_OUT),
+        bash_fail(at(3), BUILD, GO_OUT + new_error),
     ]
     [a] = run(events, at(4))
     assert a.severity == Severity.MEDIUM and "failed 1 time" in a.evidence
+
+
+def test_complaints_the_file_had_before_the_edit_are_not_the_edits_fault() -> None:
+    # Same lint findings as before the edit (lines moved by the edit): already broken.
+    moved = GO_OUT.replace(":4:2:", ":6:2:").replace(":5:2:", ":7:2:")
+    events = [bash_fail(at(0), BUILD, GO_OUT), edit(at(2), PLUGINS), bash_fail(at(3), BUILD, moved)]
+    assert run(events, at(4)) == []
 
 
 def test_failure_at_the_same_ms_as_the_first_edit_counts() -> None:
@@ -252,3 +260,11 @@ def test_long_commands_group_by_60_chars_but_the_suggestion_shows_the_command_ru
     [a] = run([edit(at(0), PLUGINS), bash_fail(at(1), cmd, GO_OUT)], at(2))
     assert a.subject == cmd[:60]
     assert a.suggestion.endswith(f"then re-run `{cmd}`.")
+
+
+def test_a_build_that_passed_since_is_not_broken() -> None:
+    events = [edit(at(0), PLUGINS), *(bash_fail(at(i), BUILD, GO_OUT) for i in (1, 2, 3))]
+    assert len(run(events, at(5))) == 1
+    assert run([*events, bash_ok(at(4), BUILD, "")], at(5)) == []
+    # Another command passing (`git status`) fixes nothing.
+    assert len(run([*events, bash_ok(at(4), "git status")], at(5))) == 1

@@ -109,3 +109,33 @@ def test_events_after_now_are_not_seen() -> None:
 def test_window_of_60_minutes_still_only_counts_30() -> None:
     events = [bash_fail(at(i), LINT) for i in (0, 1, 2)] + [bash_fail(at(40), LINT)]
     assert run(events, at(40) + MINUTE_MS) == []
+
+
+def test_a_pass_of_the_same_check_ends_the_streak() -> None:
+    fails = [bash_fail(at(i), "npm run build 2>&1 | tail -20") for i in (1, 2, 3)]
+    assert len(run(fails, at(5))) == 1
+    # The build passed since (spelled without the pipe): fixed, nothing to report.
+    fixed = [*fails, bash_ok(at(4), "npm run build 2>&1")]
+    assert run(fixed, at(5)) == []
+    # A success of some other command does not fix the build.
+    other = [*fails, bash_ok(at(4), "git status")]
+    assert len(run(other, at(5))) == 1
+    # After the pass, a new streak needs three failures of its own.
+    again = [*fixed, *(bash_fail(at(5 + i), "npm run build") for i in (1, 2))]
+    assert run(again, at(8)) == []
+    [a] = run([*again, bash_fail(at(8), "npm run build")], at(9))
+    assert "failed 3 times" in a.evidence and a.last_evidence_ts == at(8)
+
+
+def test_a_masked_failure_is_no_pass() -> None:
+    cmd = "npm test 2>&1 | tail -5"
+    out = " FAIL  test/a.test.ts > A > works\n Tests  1 failed (1)\n"
+    events = [bash_fail(at(i), cmd, out) for i in (1, 2)] + [bash_masked(at(3), cmd, out)]
+    assert len(run(events, at(4))) == 1
+
+
+def test_commands_that_only_read_or_move_files_are_no_builds() -> None:
+    grep = 'grep -n "update_plan\\|shell\\" src/codex.rs | cat'
+    assert run([bash_fail(at(i), grep, "unexpected EOF") for i in (1, 2, 3)], at(4)) == []
+    checkout = "git checkout main"
+    assert run([bash_fail(at(i), checkout, "error: local changes") for i in (1, 2, 3)], at(4)) == []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rulekit import PROJECT, at, bash_fail, bash_masked, bash_refused, window
+from rulekit import PROJECT, at, bash_fail, bash_masked, bash_ok, bash_refused, window
 
 from tma1.engine.anomaly import Channel, Kind, Severity
 from tma1.engine.rules.test_stuck import test_stuck as rule
@@ -100,3 +100,9 @@ def test_each_stuck_test_is_its_own_finding() -> None:
 def test_bare_fail_is_no_test_id() -> None:
     events = [bash_fail(at(i), "make test", "FAIL\nmake: *** [test] Error 1") for i in (1, 2, 3)]
     assert run(events, at(4)) == []
+
+
+def test_a_passing_run_of_the_same_command_unsticks_the_test() -> None:
+    events = [bash_fail(at(i), PYTEST, PYTEST_OUT) for i in (1, 2, 3)]
+    assert len(run(events, at(5))) == 1
+    assert run([*events, bash_ok(at(4), PYTEST, "2 passed in 0.02s")], at(5)) == []

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from tma1.clock import MINUTE_MS
 from tma1.events import READ_TOOLS, WRITE_TOOLS, FileChange, HookEvent, absolutize
-from tma1.extract import files_read_by
+from tma1.extract import command_key, files_read_by
 
 # The seed's per-rule lookback. A constant, never a setting (seed: "change them in code").
 RULE_WINDOW_MS = 30 * MINUTE_MS
@@ -166,6 +166,29 @@ def shell_failures(events: Iterable[HookEvent]) -> list[HookEvent]:
     without a failure kind.
     """
     return [e for e in events if e.is_shell and e.is_failure]
+
+
+def current_streak(events: Sequence[HookEvent], fails: list[HookEvent]) -> list[HookEvent]:
+    """The failures after the latest success of the same check (prefix or command key).
+
+    A check that has passed since its failures is fixed: those failures are history, not
+    a problem to report (the seed's resolution, applied before a first emit too).
+    """
+    prefixes = {f.tool_command_prefix for f in fails if f.tool_command_prefix}
+    keys = {command_key(f.tool_command) for f in fails if f.tool_command}
+    last = -1
+    for i, e in enumerate(events):
+        if (
+            e.is_shell
+            and e.is_success
+            and e.tool_command
+            and (e.tool_command_prefix in prefixes or command_key(e.tool_command) in keys)
+        ):
+            last = i
+    if last < 0:
+        return fails
+    after = {id(e) for e in events[last + 1 :]}
+    return [f for f in fails if id(f) in after]
 
 
 # --- paths -------------------------------------------------------------------------------

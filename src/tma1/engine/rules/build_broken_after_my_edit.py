@@ -9,6 +9,7 @@ failures mention, and failures count only from the agent's first edit of F in th
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -18,6 +19,7 @@ from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
     basename,
     clock_time,
+    current_streak,
     display_path,
     edits,
     is_source,
@@ -34,14 +36,14 @@ from tma1.events import HookEvent
 from tma1.extract import error_line, has_failure_markers, ref_for_file, runs_only_plumbing
 
 EDIT_DISTANCE_MS = 10 * MINUTE_MS
+_DIGITS = re.compile(r"\d+")
 HIGH_AT = 3
 
 
 @dataclass(slots=True)
 class _Group:
     prefix: str
-    failures: list[HookEvent] = field(default_factory=list)
-    last_fail_by_file: dict[str, int] = field(default_factory=dict)
+    hits: list[tuple[HookEvent, list[str]]] = field(default_factory=list)  # failure, files
 
 
 def build_broken_after_my_edit(
@@ -59,8 +61,9 @@ def build_broken_after_my_edit(
     if not edit_times:
         return []
 
+    all_failures = shell_failures(events)
     groups: dict[str, _Group] = {}
-    for fail in shell_failures(visible(events, now, since)):
+    for fail in (f for f in all_failures if f.ts >= since):
         command = fail.tool_command or ""
         if command and runs_only_plumbing(command):
             continue  # `git stash pop` listing the file is no broken build
@@ -68,17 +71,47 @@ def build_broken_after_my_edit(
         hit = [
             path
             for path, times in edit_times.items()
-            if _caused_by_edit(fail.ts, times) and _names_file(command, output, path)
+            if _caused_by_edit(fail.ts, times)
+            and _names_file(command, output, path)
+            and not _already_broken(output, path, min(times), all_failures)
         ]
-        if not hit:
-            continue
-        prefix = fail.tool_command_prefix or (fail.tool_name or "shell")
-        group = groups.setdefault(prefix, _Group(prefix))
-        group.failures.append(fail)
-        for path in hit:
-            group.last_fail_by_file[path] = fail.ts
+        if hit:
+            prefix = fail.tool_command_prefix or (fail.tool_name or "shell")
+            groups.setdefault(prefix, _Group(prefix)).hits.append((fail, hit))
 
-    return [_finding(window, g) for g in groups.values()]
+    found = []
+    for group in groups.values():
+        # Fixed since: the same check passed after these failures.
+        streak = {id(f) for f in current_streak(events, [f for f, _ in group.hits])}
+        group.hits = [(f, files) for f, files in group.hits if id(f) in streak]
+        if group.hits:
+            found.append(_finding(window, group))
+    return found
+
+
+def _file_lines(output: str, path: str) -> frozenset[str]:
+    """The output's lines about `path`, numbers blanked (edits move line numbers)."""
+    return frozenset(
+        _DIGITS.sub("#", ln.strip()) for ln in output.splitlines() if mentions_path(ln, path)
+    )
+
+
+def _already_broken(output: str, path: str, first_edit: int, failures: list[HookEvent]) -> bool:
+    """Every complaint about the file was made before the agent first touched it.
+
+    A lint run listing a file's old warnings after an edit elsewhere in that file is not
+    a build the edit broke.
+    """
+    before = [f for f in failures if f.ts < first_edit]
+    if not before:
+        return False
+    now_said = _file_lines(output, path)
+    if not now_said:
+        return False
+    said_before: set[str] = set()
+    for f in before:
+        said_before |= _file_lines(_own_output(f.tool_result or ""), path)
+    return now_said <= said_before
 
 
 @lru_cache(maxsize=512)
@@ -108,14 +141,19 @@ def _caused_by_edit(fail_ts: int, edit_times: list[int]) -> bool:
 
 
 def _finding(window: SessionWindow, group: _Group) -> Anomaly:
-    n = len(group.failures)
+    failures = [f for f, _ in group.hits]
+    last_fail_by_file: dict[str, int] = {}
+    for fail, files in group.hits:
+        for path in files:
+            last_fail_by_file[path] = fail.ts
+    n = len(failures)
     high = n >= HIGH_AT
-    latest = group.failures[-1]
+    latest = failures[-1]
     output = latest.tool_result or ""
     # Most recently failing first; among equals, a file the output points into first.
     files = sorted(
-        group.last_fail_by_file,
-        key=lambda p: (-group.last_fail_by_file[p], ref_for_file(output, p) is None),
+        last_fail_by_file,
+        key=lambda p: (-last_fail_by_file[p], ref_for_file(output, p) is None),
     )
     first_file = files[0]
     where = ref_for_file(output, first_file) or display_path(first_file, window.project)
@@ -124,7 +162,7 @@ def _finding(window: SessionWindow, group: _Group) -> Anomaly:
     named = ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
     command = quote(latest.tool_command or group.prefix, 100)
     evidence = (
-        f"{command} failed {plural(n, 'time')} since {clock_time(group.failures[0].ts)} "
+        f"{command} failed {plural(n, 'time')} since {clock_time(failures[0].ts)} "
         f"(last at {clock_time(latest.ts)}), naming {plural(len(files), 'file')} you had "
         f"just edited: {named}."
     )

@@ -2,6 +2,9 @@
 
 Commands are the same when their first 60 characters (whitespace collapsed) are: the
 parser's `tool_command_prefix`. Masked failures (`npm test | tail`) count (design §2.8).
+Only the current streak counts: failures before the latest success of the same check
+(`npm run build` passing after `npm run build 2>&1 | tail` failed) are fixed history.
+Commands that only move or read files (grep, ls, git checkout) are not builds.
 """
 
 from __future__ import annotations
@@ -12,27 +15,31 @@ from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
     clock_time,
+    current_streak,
     quote,
     shell_failures,
     visible,
 )
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import HookEvent
-from tma1.extract import error_line
+from tma1.extract import error_line, runs_only_plumbing
 
 REPEATS = 3
 
 
 def repeated_failed_build(window: SessionWindow, now: int, config: RuleConfig) -> list[Anomaly]:
+    events = visible(window.events, now)
     by_prefix: dict[str, list[HookEvent]] = {}
-    for fail in shell_failures(visible(window.events, now, now - RULE_WINDOW_MS)):
-        if fail.tool_command_prefix:
+    for fail in shell_failures(visible(events, now, now - RULE_WINDOW_MS)):
+        # A grep or `git checkout` failing again builds nothing and harms nothing.
+        if fail.tool_command_prefix and not runs_only_plumbing(fail.tool_command or ""):
             by_prefix.setdefault(fail.tool_command_prefix, []).append(fail)
-    return [
-        _finding(window, prefix, fails)
-        for prefix, fails in by_prefix.items()
-        if len(fails) >= REPEATS
-    ]
+    found = []
+    for prefix, fails in by_prefix.items():
+        streak = current_streak(events, fails)
+        if len(streak) >= REPEATS:
+            found.append(_finding(window, prefix, streak))
+    return found
 
 
 def telling_line(fails: list[HookEvent]) -> str | None:

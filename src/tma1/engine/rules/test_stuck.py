@@ -10,6 +10,7 @@ from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
     clock_time,
+    current_streak,
     norm_path,
     quote,
     shell_failures,
@@ -23,11 +24,18 @@ REPEATS = 3
 
 
 def test_stuck(window: SessionWindow, now: int, config: RuleConfig) -> list[Anomaly]:
+    events = visible(window.events, now)
     by_test: dict[str, list[HookEvent]] = {}
-    for fail in shell_failures(visible(window.events, now, now - RULE_WINDOW_MS)):
+    for fail in shell_failures(visible(events, now, now - RULE_WINDOW_MS)):
         for tid in dict.fromkeys(fail.test_ids):
             by_test.setdefault(tid, []).append(fail)
-    return [_finding(window, tid, fails) for tid, fails in by_test.items() if len(fails) >= REPEATS]
+    found = []
+    for tid, fails in by_test.items():
+        # A run of the same command that passed since means the test passes now.
+        streak = current_streak(events, fails)
+        if len(streak) >= REPEATS:
+            found.append(_finding(window, tid, streak))
+    return found
 
 
 # pytest would collect the rule function above as a test if it imported this module.
