@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import weakref
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -53,6 +55,8 @@ DEFAULT_DAYS = 7
 # test_stuck counts failures of the last 30 min (seed); the failing command is looked for
 # in that same span before the emit.
 TEST_LOOKBACK_MS = 30 * MINUTE_MS
+# Follow-rate verdicts of emits this old are final even if their window never filled up.
+SETTLE_MS = DAY_MS
 
 FOLLOW_ACTIONS: dict[str, str] = {
     Kind.STALE_FILE_VIEW: "a Read of a related file",
@@ -149,6 +153,8 @@ class EmitRef:
     # Whether any tool call at all followed the emit (None: judge from the calls given;
     # the SQL layer passes only the calls of tools that can matter).
     acted: bool | None = None
+    # The (window+1)-th tool call exists: nothing that arrives later can change the verdict.
+    window_closed: bool = False
 
 
 def same_file(a: str, b: str) -> bool:
@@ -511,7 +517,7 @@ _FILE_KINDS = frozenset(
 )
 
 
-def _emit_windows(since: int, window: int, kind: str | None = None) -> Any:
+def _emit_windows(since: int, window: int, kind: str | None = None, after_id: int = 0) -> Any:
     """CTE: the emits since `since` (optionally of one kind) with `wend`, the ts of the
     (`window`+1)-th tool call after the emit (a far future when there is none yet), and
     `acted`, whether any tool call followed the emit at all.
@@ -542,7 +548,7 @@ def _emit_windows(since: int, window: int, kind: str | None = None) -> Any:
         a.c.related_files,
         func.coalesce(window_end, _FAR_FUTURE).label("wend"),
         select(h.c.id).where(after).correlate(a).exists().label("acted"),
-    ).where(a.c.ts >= since)
+    ).where(a.c.ts >= since, a.c.id > after_id)
     if kind is not None:
         q = q.where(a.c.kind == kind)
     # MATERIALIZED: otherwise SQLite flattens the CTE into the join and, without table
@@ -551,14 +557,14 @@ def _emit_windows(since: int, window: int, kind: str | None = None) -> Any:
 
 
 def _follow_inputs(
-    store: Store, since: int, window: int
+    store: Store, since: int, window: int, after_id: int = 0
 ) -> tuple[list[EmitRef], dict[int, list[Call]]]:
     """The emits since `since` and, per emit, the relevant events inside its window: tool
     calls of reading/writing/shell tools, and for context_pressure emits the compactions
     and session ends. One pass over an outer join; rows are unpacked as plain tuples
     because this is the gate's hot loop (10,000 emits in the benchmark)."""
     e = hook_events.alias("e")
-    m = _emit_windows(since, window)
+    m = _emit_windows(since, window, after_id=after_id)
     q = select(
         m.c.id,
         m.c.ts,
@@ -567,6 +573,7 @@ def _follow_inputs(
         m.c.stable_key,
         m.c.related_files,
         m.c.acted,
+        m.c.wend,
         e.c.id,
         e.c.ts,
         e.c.tool_name,
@@ -586,7 +593,7 @@ def _follow_inputs(
             ),
         )
     )
-    cp = _emit_windows(since, window, Kind.CONTEXT_PRESSURE.value)
+    cp = _emit_windows(since, window, Kind.CONTEXT_PRESSURE.value, after_id)
     markers_q = select(cp.c.id, e.c.id, e.c.ts, e.c.event_type, e.c.metadata).select_from(
         cp.join(
             e,
@@ -622,6 +629,7 @@ def _follow_inputs(
             key,
             related,
             acted,
+            wend,
             ev_id,
             ev_ts,
             tool,
@@ -639,6 +647,7 @@ def _follow_inputs(
                     subject=split_stable_key(key or "")[2],
                     related_files=tuple(loads_list(related)) if kind in _FILE_KINDS else (),
                     acted=bool(acted),
+                    window_closed=wend != _FAR_FUTURE,
                 )
             if ev_id is None:
                 continue
@@ -667,7 +676,7 @@ def _follow_inputs(
     return list(refs.values()), calls
 
 
-def _test_commands(store: Store, since: int) -> dict[int, tuple[str, ...]]:
+def _test_commands(store: Store, since: int, after_id: int = 0) -> dict[int, tuple[str, ...]]:
     """test_stuck emits → prefixes of the failing commands (30 min before) whose output
     named the test. Failures are the rows with a failure_kind (exit or masked; design
     §2.8), read through the partial index ix_hook_events_session_failures_ts."""
@@ -686,7 +695,7 @@ def _test_commands(store: Store, since: int) -> dict[int, tuple[str, ...]]:
                 ),
             )
         )
-        .where(a.c.ts >= since, a.c.kind == Kind.TEST_STUCK.value)
+        .where(a.c.ts >= since, a.c.id > after_id, a.c.kind == Kind.TEST_STUCK.value)
     )
     found: dict[int, dict[str, None]] = defaultdict(dict)
     with store.engine.connect() as conn:
@@ -700,18 +709,88 @@ def _test_commands(store: Store, since: int) -> dict[int, tuple[str, ...]]:
     return {k: tuple(v) for k, v in found.items()}
 
 
-def follow_rate(
-    store: Store, *, now_ms: int, days: int = DEFAULT_DAYS, window: int = DEFAULT_WINDOW
-) -> dict[str, Any]:
-    since = since_for_days(now_ms, days)
-    refs, calls = _follow_inputs(store, since, window)
-    tests = _test_commands(store, since)
-    verdicts: list[tuple[str, bool]] = []
+@dataclass
+class _FollowCache:
+    """Verdicts of emits whose window has closed, per store and (days, window).
+
+    A closed window (its (window+1)-th tool call exists) cannot change: events arrive
+    with the server's clock, after everything already stored. An emit older than
+    SETTLE_MS whose session went quiet is settled too (a session resumed a day later could
+    in principle still follow it; we accept that). The dashboard polls the gate every
+    10 s inside the daemon that also answers hooks; without this every poll would redo
+    the whole week. `floor`: every emit with a larger id may still be open.
+    """
+
+    floor: int = 0
+    verdicts: dict[int, tuple[int, str, bool]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_FOLLOW_CACHES: weakref.WeakKeyDictionary[Store, dict[tuple[int, int], _FollowCache]] = (
+    weakref.WeakKeyDictionary()
+)
+_CACHES_LOCK = threading.Lock()
+
+
+def _follow_cache(store: Store, days: int, window: int) -> _FollowCache:
+    with _CACHES_LOCK:
+        per_store = _FOLLOW_CACHES.setdefault(store, {})
+        return per_store.setdefault((days, window), _FollowCache())
+
+
+def _count_emits(store: Store, since: int, up_to_id: int) -> int:
+    q = (
+        select(func.count())
+        .select_from(anomaly_emits)
+        .where(anomaly_emits.c.ts >= since, anomaly_emits.c.id <= up_to_id)
+    )
+    with store.engine.connect() as conn:
+        return int(conn.execute(q).scalar_one())
+
+
+def _judge(store: Store, since: int, window: int, after_id: int) -> list[tuple[EmitRef, bool]]:
+    refs, calls = _follow_inputs(store, since, window, after_id)
+    tests = _test_commands(store, since, after_id)
+    out = []
     for ref in refs:
         if ref.kind == Kind.TEST_STUCK:
             ref = replace(ref, test_commands=tests.get(ref.id, ()))
-        verdicts.append((ref.kind, followed(ref, calls.get(ref.id, []), window)))
-    return follow_report(verdicts, since=since, now_ms=now_ms, days=days, window=window)
+        out.append((ref, followed(ref, calls.get(ref.id, []), window)))
+    return out
+
+
+def follow_rate(
+    store: Store,
+    *,
+    now_ms: int,
+    days: int = DEFAULT_DAYS,
+    window: int = DEFAULT_WINDOW,
+    use_cache: bool = True,
+) -> dict[str, Any]:
+    since = since_for_days(now_ms, days)
+    if not use_cache:
+        judged = _judge(store, since, window, 0)
+        return follow_report(
+            [(r.kind, ok) for r, ok in judged], since=since, now_ms=now_ms, days=days, window=window
+        )
+    cache = _follow_cache(store, days, window)
+    with cache.lock:
+        cached = [(kind, ok) for ts, kind, ok in cache.verdicts.values() if ts >= since]
+        if cache.floor and _count_emits(store, since, cache.floor) != len(cached):
+            # Rows under the floor went away (purge) or appeared (an import): start over.
+            cache.floor, cache.verdicts, cached = 0, {}, []
+        judged = _judge(store, since, window, cache.floor)
+        # Advance the floor over the leading run of closed windows (ids ascending).
+        settled_before = now_ms - SETTLE_MS
+        for ref, ok in sorted(judged, key=lambda j: j[0].id):
+            if not (ref.window_closed or ref.ts < settled_before):
+                break
+            cache.verdicts[ref.id] = (ref.ts, ref.kind, ok)
+            cache.floor = ref.id
+        for emit_id in [i for i, v in cache.verdicts.items() if v[0] < since]:
+            del cache.verdicts[emit_id]  # fell out of the range for good
+        fresh = [(r.kind, ok) for r, ok in judged]
+    return follow_report(cached + fresh, since=since, now_ms=now_ms, days=days, window=window)
 
 
 def follow_report(
