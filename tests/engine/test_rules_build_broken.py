@@ -268,3 +268,10 @@ def test_a_build_that_passed_since_is_not_broken() -> None:
     assert run([*events, bash_ok(at(4), BUILD, "")], at(5)) == []
     # Another command passing (`git status`) fixes nothing.
     assert len(run([*events, bash_ok(at(4), "git status")], at(5))) == 1
+
+
+def test_a_file_named_only_by_a_non_build_step_of_the_command_is_not_blamed() -> None:
+    script = src("check-defaults.js")
+    cmd = 'npm run build 2>&1 | tail -5 && echo "---" && node check-defaults.js'
+    out = "src/utils/matcher.ts(5,30): error TS2307: Cannot find module 'string-similarity'."
+    assert run([edit(at(0), script), bash_fail(at(1), cmd, out)], at(2)) == []

@@ -33,7 +33,14 @@ from tma1.engine.rules._support import (
 )
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import HookEvent
-from tma1.extract import error_line, has_failure_markers, ref_for_file, runs_only_plumbing
+from tma1.extract import (
+    error_line,
+    has_failure_markers,
+    ref_for_file,
+    runs_build_or_test,
+    runs_only_plumbing,
+    split_shell,
+)
 
 EDIT_DISTANCE_MS = 10 * MINUTE_MS
 _DIGITS = re.compile(r"\d+")
@@ -123,14 +130,20 @@ def _own_output(output: str) -> str:
 
 
 def _names_file(command: str, output: str, path: str) -> bool:
-    """The output names the file, or the command does and the output shows it failing.
+    """The output names the file, or a build/test step of the command does and the
+    output shows a build/test failure.
 
     (`npm test x.test.ts` answering `vitest: command not found` names the file, but the
-    failure is the environment's, not the edit's.)
+    failure is the environment's, not the edit's; in `npm run build && node x.js` the
+    build's errors are not about x.js.)
     """
     if mentions_path(output, path):
         return True
-    return mentions(command, basename(path)) and has_failure_markers(output)
+    name = basename(path)
+    return has_failure_markers(output) and any(
+        mentions(segment, name) and runs_build_or_test(segment)
+        for segment, _ in split_shell(command)
+    )
 
 
 def _caused_by_edit(fail_ts: int, edit_times: list[int]) -> bool:
