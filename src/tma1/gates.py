@@ -159,8 +159,10 @@ class EmitRef:
 
 def same_file(a: str, b: str) -> bool:
     """Equal paths, or one is a relative tail of the other (`tests/x.py` vs `/r/tests/x.py`)."""
-    if not a or not b:
-        return False
+    if a == b:
+        return True
+    if not a or not b or (a[0] == "/" and b[0] == "/"):
+        return False  # two different absolute POSIX paths (the common case, kept cheap)
     a, b = a.replace("\\", "/"), b.replace("\\", "/")
     a, b = a.removeprefix("./"), b.removeprefix("./")
     if a == b:
@@ -339,7 +341,7 @@ def _labels_for(store: Store, ids: Sequence[int]) -> dict[int, dict[str, dict[st
         anomaly_labels.c.ts,
     ).where(anomaly_labels.c.emit_id.in_(list(ids)))
     with store.engine.connect() as conn:
-        for r in conn.execute(q):
+        for r in conn.execute(q).all():
             out[int(r.emit_id)][r.source] = {"label": r.label, "note": r.note, "ts": int(r.ts)}
     return out
 
@@ -637,7 +639,7 @@ def _follow_inputs(
             files,
             command,
             prefix,
-        ) in conn.execute(q):
+        ) in conn.execute(q).all():
             if emit_id not in refs:
                 refs[emit_id] = EmitRef(
                     id=emit_id,
@@ -666,9 +668,9 @@ def _follow_inputs(
                     prefix,
                 )
             )
-        for emit_id, ev_id, ev_ts, event_type, meta in conn.execute(markers_q):
+        for emit_id, ev_id, ev_ts, event_type, meta in conn.execute(markers_q).all():
             calls[emit_id].append(Call(ts=ev_ts, id=ev_id, event_type=event_type, metadata=meta))
-        for emit_id, msg_id, ts in conn.execute(compactions_q):
+        for emit_id, msg_id, ts in conn.execute(compactions_q).all():
             calls[emit_id].append(Call(ts=ts, id=-msg_id, event_type="PostCompact"))
     for lst in calls.values():
         if len(lst) > 1:
@@ -699,7 +701,7 @@ def _test_commands(store: Store, since: int, after_id: int = 0) -> dict[int, tup
     )
     found: dict[int, dict[str, None]] = defaultdict(dict)
     with store.engine.connect() as conn:
-        for emit_id, key, prefix, test_ids in conn.execute(q):
+        for emit_id, key, prefix, test_ids in conn.execute(q).all():
             if not prefix or not test_ids:
                 continue
             subject = split_stable_key(key or "")[2]
