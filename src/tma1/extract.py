@@ -438,7 +438,7 @@ def _refs(output: str) -> tuple[Ref, ...]:
 
     text = strip_ansi(output)
     stylish_file: str | None = None
-    for line in text.splitlines():
+    for line in text.replace("file://", "").splitlines():
         for m in _PY_TRACE_REF.finditer(line):
             add(Ref(m.group(1), int(m.group(2)), python=True))
         if 'File "' in line:
@@ -612,6 +612,8 @@ def error_line(output: str, path: str | None = None) -> str | None:
                 return hit
         return None
 
+    if path and base and (hit := _line_about_file(raw, lines, path, base)):
+        return _cut(hit)
     if hit := tier(_TIER_LOCATED):
         if hit.startswith("error"):
             hit += _rustc_location(lines, lines.index(hit))
@@ -627,6 +629,30 @@ def error_line(output: str, path: str | None = None) -> str | None:
             return _cut(hit)
     first = next((ln for ln in lines if not _LOG_LINE.match(ln)), lines[0])
     return _cut(first)
+
+
+def _line_about_file(raw: list[str], lines: list[str], path: str, base: str) -> str | None:
+    """The error the output reports about this file: a located diagnostic naming it, or
+    the error right after a reference to it (a stack frame, a traceback, node's ESM
+    loader)."""
+    about = [ln for ln in lines if base in ln and not _LOG_LINE.match(ln)]
+    own = [ln for ln in about if any(_same_file(r.path, path) for r in refs(ln))]
+    for ln in own or about:
+        if any(p.search(ln) for p in _TIER_LOCATED):
+            return ln
+    for ln in _eslint_stylish_errors(raw):
+        if base in ln:
+            return ln
+    for i, ln in enumerate(raw):
+        if base not in ln or not any(_same_file(r.path, path) for r in refs(ln)):
+            continue
+        block = raw[i + 1 : i + 1 + _DETAIL_WINDOW]
+        if py := _python_exception(["Traceback (most recent call last):", *block]):
+            return py
+        for b in block:
+            if any(p.search(b) for p in _TIER_DETAIL):
+                return b
+    return None
 
 
 def _cut(line: str) -> str:

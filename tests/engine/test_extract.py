@@ -604,6 +604,24 @@ def test_error_line_prefers_the_line_about_a_given_file() -> None:
     assert error_line(out).startswith("internal/config/plugins.go:4:2")
 
 
+def test_error_line_about_a_file_follows_its_stack_frame() -> None:
+    out = (
+        "src/utils/matcher.ts(5,30): error TS2307: Cannot find module 'string-similarity'.\n"
+        "---\n"
+        "file:///home/u/app/check-defaults.js:6\n"
+        "const { apply } = require('./dist/config/defaults.js');\n"
+        "                  ^\n\n"
+        "ReferenceError: require is not defined in ES module scope, you can use import instead\n"
+        "    at file:///home/u/app/check-defaults.js:6:19\n"
+    )
+    assert error_line(out, "/home/u/app/check-defaults.js") == (
+        "ReferenceError: require is not defined in ES module scope, you can use import instead"
+    )
+    assert error_line(out).startswith("src/utils/matcher.ts(5,30): error TS2307")
+    assert ref_for_file(out, "/home/u/app/check-defaults.js") == "/home/u/app/check-defaults.js:6"
+    assert error_line(PY_TRACEBACK, "/app/app/models.py") == "NameError: name 'Base' is not defined"
+
+
 def test_error_line_is_one_bounded_line() -> None:
     line = error_line("error: " + "x" * 1000)
     assert line is not None and len(line) <= 300 and "\n" not in line
