@@ -385,3 +385,58 @@ def test_without_dev_fd_the_token_goes_as_a_header_argument(
     r = agent.fire({"hook_event_name": "SessionStart"})
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
     assert live.store.counts()["tma1_hook_events"] == 1
+
+
+def _spawn(command: str, env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [SH, "-c", command],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+    )
+
+
+def test_an_agent_that_never_closes_stdin_is_not_held_up(
+    live: LiveServer, home: Path, project: Path
+) -> None:
+    """Some agent versions leave the hook's stdin open (seen on SessionEnd after /clear):
+    the script must still return, instead of waiting for the agent's hook timeout."""
+    proc = _spawn(install_for(live, home), agent_env(home), project)
+    assert proc.stdin is not None and proc.stdout is not None
+    t0 = time.monotonic()
+    proc.stdin.write(json.dumps({"session_id": SESSION, "hook_event_name": "SessionEnd"}).encode())
+    proc.stdin.flush()
+    try:
+        rc = proc.wait(timeout=10)
+        elapsed = time.monotonic() - t0
+    finally:
+        proc.stdin.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert rc == 0 and proc.stdout.read() == b""
+    assert elapsed < 3  # the 0.5 s cap covers reading stdin too
+
+
+@pytest.mark.parametrize("server", ["down", "up"])
+def test_a_large_event_never_meets_a_broken_pipe(
+    live: LiveServer, home: Path, project: Path, server: str
+) -> None:
+    """The agent writes after spawning the hook; if the script exited without reading,
+    the agent's write would fail (Codex reports `failed to write hook stdin: Broken pipe`)."""
+    env = agent_env(home)
+    command = install_for(live, home)
+    if server == "down":
+        env["TMA1_PORT"] = str(free_port())
+    proc = _spawn(command, env, project)
+    assert proc.stdin is not None
+    time.sleep(0.3)  # let the script reach its failure path before the agent writes
+    payload = json.dumps(
+        {"session_id": SESSION, "hook_event_name": "PostToolUse", "tool_response": "A" * 2_000_000}
+    ).encode()
+    written = 0
+    while written < len(payload):  # raw writes: Popen.communicate would hide EPIPE
+        written += os.write(proc.stdin.fileno(), payload[written : written + 65_536])
+    proc.stdin.close()
+    assert proc.wait(timeout=10) == 0

@@ -12,8 +12,11 @@
 [ -n "${TMA1_DATA_DIR:-}" ] || TMA1_DATA_DIR=@@DATA_DIR@@
 [ -n "${TMA1_HOOK_TIMEOUT:-}" ] || TMA1_HOOK_TIMEOUT=0.5
 
+# A background job's stdin would be /dev/null: keep the agent's pipe on fd 4 for the drain.
+exec 4<&0
+
 if ! command -v curl >/dev/null 2>&1; then
-  cat >/dev/null 2>&1  # drain stdin so the agent never sees a broken pipe
+  cat <&4 >/dev/null 2>&1 &  # drain stdin so the agent never sees a broken pipe
   exit 0
 fi
 
@@ -27,6 +30,9 @@ case $TMA1_HOST in
   *) url_host=$TMA1_HOST ;;
 esac
 
+# stdin is streamed (--upload-file -, chunked) rather than read whole before connecting,
+# so --max-time bounds the read too: an agent that never closes stdin costs 0.5 s, not the
+# hook's whole timeout.
 # The token goes to curl as a config file on fd 3, not as an argument, so other local
 # users cannot read it from the process list (only where /dev/fd is missing does it fall
 # back to an argument). `Expect:` stops curl from waiting for a 100-continue on large
@@ -43,13 +49,19 @@ post() {
     --connect-timeout 0.25 --max-time "$TMA1_HOOK_TIMEOUT" \
     "$@" \
     -H 'Content-Type: application/json' -H 'Expect:' \
-    --data-binary @- --write-out '%{http_code}' \
+    --upload-file - -X POST --write-out '%{http_code}' \
     "http://$url_host:$TMA1_PORT/api/hooks@@QUERY@@" 3<<TMA1_CURL_CONFIG
 header = "X-TMA1-Token: $token"
 TMA1_CURL_CONFIG
 }
 
-out=$(post 2>/dev/null) || exit 0
+# On failure, whatever curl left unread on stdin is drained in the background: an agent
+# still writing a large event must not get a broken pipe (Codex reports that as a failed
+# hook), and an agent that never closes stdin must not hold this script up.
+out=$(post 2>/dev/null) || {
+  cat <&4 >/dev/null 2>&1 &
+  exit 0
+}
 code=${out#"${out%???}"}
 body=${out%???}
 if [ "$code" = 200 ] && [ -n "$body" ]; then
