@@ -9,6 +9,7 @@ negation further down says (git never descends into an ignored directory).
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -34,6 +35,44 @@ EDITOR_SPEC = GitIgnoreSpec.from_lines(_EDITOR_PATTERNS)
 
 def is_editor_temp(basename: str) -> bool:
     return EDITOR_SPEC.match_file(basename)
+
+
+def _verdict(spec: GitIgnoreSpec, rel: str) -> bool | None:
+    """The last pattern of `spec` that matches `rel` itself decides (True: ignored).
+
+    pathspec also lets a pattern match everything *below* a directory it names; git does
+    not judge a file by its ancestors' patterns that way (an ancestor only matters when it
+    is itself ignored, which `_dir_ignored` checks). So `!d.log` must not re-include
+    `d.log/x.tmp` that `*.tmp` ignores: only a full match of the path counts here.
+    """
+    verdict: bool | None = None
+    for pattern in spec.patterns:
+        regex = getattr(pattern, "regex", None)
+        if pattern.include is None or regex is None:
+            continue
+        if _matches_itself(regex.pattern, regex, rel):
+            verdict = pattern.include
+    return verdict
+
+
+def _matches_itself(source: str, regex: re.Pattern[str], rel: str) -> bool:
+    """Does the pattern match `rel` itself (not merely a directory above it)?
+
+    pathspec searches each compiled pattern in the path; a `ps_d` group marks a match of a
+    directory followed by more path — a match of an ancestor unless that slash is `rel`'s
+    own trailing one. Patterns ending in `/**` compile to a bare prefix ending in `/` that
+    matches what is *inside* the directory (git's `a/**` does not match `a` itself).
+    """
+    if source.startswith("(?P<") and source.endswith(">/)"):
+        return rel.endswith("/")  # "**/", "*/": any directory
+    m = regex.search(rel)
+    if m is None:
+        return False
+    if m.groupdict().get("ps_d") is not None:
+        return m.end() == len(rel)
+    if source.endswith("/"):
+        return m.end() < len(rel.rstrip("/"))
+    return True
 
 
 def _read_spec(path: Path) -> GitIgnoreSpec | None:
@@ -84,18 +123,18 @@ class IgnoreMatcher:
         rel = "/".join(parts) + ("/" if is_dir else "")
         verdict: bool | None = None
         if self._root_excludes is not None:
-            r = self._root_excludes.check_file(rel)
-            if r.include is not None:
-                verdict = r.include
+            r = _verdict(self._root_excludes, rel)
+            if r is not None:
+                verdict = r
         # Shallow to deep: a deeper .gitignore's match overrides a shallower one.
         for depth in range(len(parts)):
             spec = self._spec("/".join(parts[:depth]))
             if spec is None:
                 continue
             sub = "/".join(parts[depth:]) + ("/" if is_dir else "")
-            r = spec.check_file(sub)
-            if r.include is not None:
-                verdict = r.include
+            r = _verdict(spec, sub)
+            if r is not None:
+                verdict = r
         return verdict
 
     def _dir_ignored(self, parts: list[str]) -> bool:
