@@ -419,9 +419,9 @@ def test_an_agent_that_never_closes_stdin_is_not_held_up(
     assert elapsed < 3  # the 0.5 s cap covers reading stdin too
 
 
-@pytest.mark.parametrize("server", ["down", "up"])
+@pytest.mark.parametrize("server", ["down", "up", "refuses-token"])
 def test_a_large_event_never_meets_a_broken_pipe(
-    live: LiveServer, home: Path, project: Path, server: str
+    live: LiveServer, home: Path, project: Path, server: str, tmp_path: Path
 ) -> None:
     """The agent writes after spawning the hook; if the script exited without reading,
     the agent's write would fail (Codex reports `failed to write hook stdin: Broken pipe`)."""
@@ -429,6 +429,10 @@ def test_a_large_event_never_meets_a_broken_pipe(
     command = install_for(live, home)
     if server == "down":
         env["TMA1_PORT"] = str(free_port())
+    elif server == "refuses-token":  # a 403 may come before the body is read
+        (tmp_path / "wrong").mkdir()
+        (tmp_path / "wrong" / "hook-token").write_text("0" * 64 + "\n")
+        env["TMA1_DATA_DIR"] = str(tmp_path / "wrong")
     proc = _spawn(command, env, project)
     assert proc.stdin is not None
     time.sleep(0.3)  # let the script reach its failure path before the agent writes

@@ -55,16 +55,15 @@ header = "X-TMA1-Token: $token"
 TMA1_CURL_CONFIG
 }
 
-# On failure, whatever curl left unread on stdin is drained in the background: an agent
-# still writing a large event must not get a broken pipe (Codex reports that as a failed
-# hook), and an agent that never closes stdin must not hold this script up.
-out=$(post 2>/dev/null) || {
-  cat <&4 >/dev/null 2>&1 &
-  exit 0
-}
+out=$(post 2>/dev/null) || out=000
 code=${out#"${out%???}"}
 body=${out%???}
-if [ "$code" = 200 ] && [ -n "$body" ]; then
-  printf '%s' "$body"
+if [ "$code" = 200 ]; then
+  [ -z "$body" ] || printf '%s' "$body"
+else
+  # Whatever curl left unread on stdin (server down, refused, timed out) is drained in the
+  # background: an agent still writing a large event must not get a broken pipe (Codex
+  # reports that as a failed hook), and one that never closes stdin must not hold us up.
+  cat <&4 >/dev/null 2>&1 &
 fi
 exit 0
