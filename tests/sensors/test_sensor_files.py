@@ -448,3 +448,24 @@ def test_health_lists_the_watched_project(wlive: LiveServer, repo: Path) -> None
     entry = files["projects"][str(repo)]
     assert entry["ready"] is True and entry["failed"] is None
     assert entry["baseline_files"] == 4  # .gitignore, README.md, src/app.py, src/util.py
+
+
+def test_codex_apply_patch_is_attributed(wlive: LiveServer, repo: Path) -> None:
+    """Codex names the files of an apply_patch envelope relative to its cwd."""
+    agent = Agent(wlive, repo, "codex")
+    agent.start()
+    patch = (
+        "*** Begin Patch\n*** Add File: src/added.py\n+A = 1\n"
+        "*** Update File: README.md\n@@\n-# demo\n+# demo, patched\n*** End Patch\n"
+    )
+    base = {"session_id": agent.sid, "cwd": str(repo), "tool_name": "apply_patch"}
+    call = {**base, "tool_input": {"command": patch}, "tool_use_id": "call_1"}
+    assert wlive.hook({**call, "hook_event_name": "PreToolUse"}, params={"source": "codex"})
+    (repo / "src" / "added.py").write_text("A = 1\n")
+    (repo / "README.md").write_text("# demo, patched\n")
+    post = {**call, "hook_event_name": "PostToolUse", "tool_response": "Success. Updated files"}
+    assert wlive.hook(post, params={"source": "codex"}).status_code == 200
+    added = wait_for(lambda: row_of(wlive, repo, repo / "src" / "added.py"), "added.py")
+    readme = wait_for(lambda: row_of(wlive, repo, repo / "README.md"), "README.md")
+    assert (added.change, added.writer_session) == ("added", agent.sid)
+    assert (readme.change, readme.writer_session) == ("modified", agent.sid)
