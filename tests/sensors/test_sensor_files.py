@@ -469,3 +469,36 @@ def test_codex_apply_patch_is_attributed(wlive: LiveServer, repo: Path) -> None:
     readme = wait_for(lambda: row_of(wlive, repo, repo / "README.md"), "README.md")
     assert (added.change, added.writer_session) == ("added", agent.sid)
     assert (readme.change, readme.writer_session) == ("modified", agent.sid)
+
+
+def test_files_over_4_mb_carry_no_hash(tmp_path: Path, sqlite_store: Store) -> None:
+    from tma1.counters import Counters
+
+    repo = make_repo(tmp_path / "repo")
+    sensor = FileSensor(
+        store=sqlite_store,
+        clock=SystemClock(),
+        settings=Settings(data_dir=tmp_path / "data"),
+        counters=Counters(),
+        on_project_change=lambda p: None,
+    )
+    try:
+        sensor.ensure_watch(str(repo))
+        assert sensor.wait_ready(str(repo))
+        big = repo / "data.bin"
+        big.write_bytes(b"\0" * (4 * 1024 * 1024 + 1))
+        small = repo / "small.bin"
+        small.write_bytes(b"\0" * (4 * 1024 * 1024))
+        rows = wait_for(
+            lambda: (
+                len(sqlite_store.project_changes(str(repo), 0)) == 2
+                and sqlite_store.project_changes(str(repo), 0)
+            ),
+            "both files",
+        )
+        by_name = {Path(c.path).name: c for c in rows}
+        assert by_name["data.bin"].content_hash is None
+        assert by_name["data.bin"].size == 4 * 1024 * 1024 + 1
+        assert by_name["small.bin"].content_hash is not None
+    finally:
+        sensor.stop()
