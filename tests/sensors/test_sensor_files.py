@@ -489,14 +489,14 @@ def test_files_over_4_mb_carry_no_hash(tmp_path: Path, sqlite_store: Store) -> N
         big.write_bytes(b"\0" * (4 * 1024 * 1024 + 1))
         small = repo / "small.bin"
         small.write_bytes(b"\0" * (4 * 1024 * 1024))
-        rows = wait_for(
-            lambda: (
-                len(sqlite_store.project_changes(str(repo), 0)) == 2
-                and sqlite_store.project_changes(str(repo), 0)
-            ),
-            "both files",
-        )
-        by_name = {Path(c.path).name: c for c in rows}
+
+        def final_rows() -> dict[str, FileChange] | None:
+            # The newest row of each; a write seen half-done may have left an earlier one.
+            rows = {Path(c.path).name: c for c in sqlite_store.project_changes(str(repo), 0)}
+            done = rows.get("data.bin") and rows["data.bin"].size == big.stat().st_size
+            return rows if done and "small.bin" in rows else None
+
+        by_name = wait_for(final_rows, "both files")
         assert by_name["data.bin"].content_hash is None
         assert by_name["data.bin"].size == 4 * 1024 * 1024 + 1
         assert by_name["small.bin"].content_hash is not None
