@@ -168,11 +168,17 @@ def _md(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def render(runs: list[SessionRun], labels: dict[str, Any], flaws: list[dict[str, str]]) -> str:
+def render(
+    runs: list[SessionRun],
+    labels: dict[str, Any],
+    flaws: list[dict[str, str]],
+    baseline: list[str] | None = None,
+) -> str:
     out: list[str] = []
     w = out.append
     all_emits = [(r, e) for r in runs for e in r.emits]
     seen_keys = {emit_key(r.key, e) for r, e in all_emits}
+    baseline = baseline or []
     files = sorted({f for r in runs for f in r.files})
     w("# Evaluation on real sessions")
     w("")
@@ -298,9 +304,9 @@ def render(runs: list[SessionRun], labels: dict[str, Any], flaws: list[dict[str,
     w("")
     for r in runs:
         _session_section(r, labels, w)
+    _before_after(labels, baseline, all_emits, seen_keys, w)
     stale = sorted(k for k in labels if k not in seen_keys)
     if stale:
-        _before_after(labels, all_emits, seen_keys, w)
         w("## Labels whose emit no longer happens")
         w("")
         w("A rule change removed these emits (or moved them in time); kept for the record.")
@@ -319,37 +325,43 @@ def _kind_of_key(key: str) -> str:
 
 
 def _before_after(
-    labels: dict[str, Any], all_emits: list[tuple[SessionRun, dict[str, Any]]],
-    seen_keys: set[str], w: Any,
-) -> None:  # fmt: skip
-    """The labelled emits are the rules as they were when judged ("before"); the emits of
-    this run are "after". Shows what a rule change removed and what it added."""
+    labels: dict[str, Any],
+    baseline: list[str],
+    all_emits: list[tuple[SessionRun, dict[str, Any]]],
+    seen_keys: set[str],
+    w: Any,
+) -> None:
+    """ "Before" = the baseline run's emits (judged); "after" = this run's. Shows what the
+    rule changes since the baseline removed and what they added."""
+    if not baseline or set(baseline) == seen_keys:
+        return
+    base = {k: labels[k] for k in baseline if k in labels}
     w("## Before and after the rule changes")
     w("")
     w(
-        '"Before" is the set of emits the labels were made on; "after" is this run. '
-        "Removed emits keep their judgement; new emits are unlabelled until reviewed."
+        '"Before" is the first labelling run (the rules as they were when this evaluation '
+        'began; its emits are listed under `baseline` in the labels file); "after" is this '
+        "run. A removed emit keeps its judgement; an emit new since the baseline is judged "
+        "like the others."
     )
     w("")
     w("| kind | before: emits | TP | FP | precision | after: emits | TP | FP | new | "
-      "precision (labelled) | removed TP | removed FP |")  # fmt: skip
+      "precision | removed TP | removed FP |")  # fmt: skip
     w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    kinds = sorted({_kind_of_key(k) for k in labels} | {e["kind"] for _, e in all_emits})
+    kinds = sorted({_kind_of_key(k) for k in base} | {e["kind"] for _, e in all_emits})
     tot: Counter[str] = Counter()
     for kind in kinds:
-        before = [v["label"] for k, v in labels.items() if _kind_of_key(k) == kind]
-        after = [
-            labels.get(emit_key(r.key, e), {}).get("label", "new")
-            for r, e in all_emits
-            if e["kind"] == kind
-        ]
+        before = [v["label"] for k, v in base.items() if _kind_of_key(k) == kind]
+        now = [(emit_key(r.key, e)) for r, e in all_emits if e["kind"] == kind]
+        after = [labels.get(k, {}).get("label", "unlabelled") for k in now]
         removed = [
-            v["label"] for k, v in labels.items() if _kind_of_key(k) == kind and k not in seen_keys
+            v["label"] for k, v in base.items() if _kind_of_key(k) == kind and k not in seen_keys
         ]
         c = {
             "b": len(before), "btp": before.count("tp"), "bfp": before.count("fp"),
             "a": len(after), "atp": after.count("tp"), "afp": after.count("fp"),
-            "new": after.count("new"), "rtp": removed.count("tp"), "rfp": removed.count("fp"),
+            "new": sum(1 for k in now if k not in base),
+            "rtp": removed.count("tp"), "rfp": removed.count("fp"),
         }  # fmt: skip
         tot.update(c)
         w(_ba_row(kind, c))
@@ -476,7 +488,7 @@ def main() -> int:
         for run in runs:
             print_context(run, {} if args.all else labels, args.before, args.after)
         return 0
-    doc = render(runs, labels, flaws)
+    doc = render(runs, labels, flaws, data.get("baseline", {}).get("keys", []))
     if args.check:
         current = args.out.read_text() if args.out.exists() else ""
         if current != doc:
