@@ -172,6 +172,11 @@ def split_shell(command: str) -> list[tuple[str, str]]:
 
     An unbalanced quote keeps the rest of the line in one piece (agents' broken greps).
     """
+    return list(_split_shell(command))
+
+
+@lru_cache(maxsize=4096)
+def _split_shell(command: str) -> tuple[tuple[str, str], ...]:
     out: list[tuple[str, str]] = []
     buf: list[str] = []
     quote: str | None = None
@@ -206,7 +211,7 @@ def split_shell(command: str) -> list[tuple[str, str]]:
         buf.append(ch)
         i += 1
     out.append(("".join(buf), ""))
-    return out
+    return tuple(out)
 
 
 _WRAPPER = re.compile(
@@ -385,6 +390,7 @@ _FAILURE_MARKERS: tuple[re.Pattern[str], ...] = (
 )
 
 
+@lru_cache(maxsize=1024)
 def has_failure_markers(output: str) -> bool:
     """The output carries a test/build tool's failure marker (`0 failed` is not one)."""
     text = strip_ansi(output)

@@ -247,6 +247,10 @@ def _named_files(text: str) -> dict[str, frozenset[str]]:
 
     One pass per output (cached): a rule asks the same outputs about many files.
     """
+    return _scan_named_files(text)
+
+
+def _scan_named_files(text: str) -> dict[str, frozenset[str]]:
     found: dict[str, set[str]] = {}
     for token in _PATH_TOKEN.findall(text):
         token = token.replace("\\", "/").rstrip(".-")
@@ -259,16 +263,16 @@ def _named_files(text: str) -> dict[str, frozenset[str]]:
     return {k: frozenset(v) for k, v in found.items()}
 
 
-def mentions_path(text: str | None, path: str) -> bool:
+def mentions_path(text: str | None, path: str, *, cache: bool = True) -> bool:
     """`text` names the file: its basename, with no directory that contradicts `path`.
 
     `cmd/config.go:142` does not name `internal/config/config.go`; `config.go:3` and
-    `internal/config/config.go:3` do.
+    `internal/config/config.go:3` do. `cache=False` for one-off short texts (lines).
     """
     name = basename(path)
     if not text or not name:
         return False
-    prefixes = _named_files(text).get(name)
+    prefixes = (_named_files if cache else _scan_named_files)(text).get(name)
     if not prefixes:
         return False
     full = "/" + path.replace("\\", "/").lstrip("/")

@@ -69,6 +69,26 @@ def build_broken_after_my_edit(
         return []
 
     all_failures = shell_failures(events)
+    said_before: dict[str, frozenset[str]] = {}  # per file, filled on first need
+
+    def already_broken(output: str, path: str) -> bool:
+        """Every complaint about the file was made before the agent first touched it.
+
+        A lint run listing a file's old warnings after an edit elsewhere in that file is
+        not a build the edit broke.
+        """
+        if path not in said_before:
+            first = min(edit_times[path])
+            said: set[str] = set()
+            for f in all_failures:
+                if f.ts < first:
+                    said |= _file_lines(_own_output(f.tool_result or ""), path)
+            said_before[path] = frozenset(said)
+        if not said_before[path]:
+            return False
+        now_said = _file_lines(output, path)
+        return bool(now_said) and now_said <= said_before[path]
+
     groups: dict[str, _Group] = {}
     for fail in (f for f in all_failures if f.ts >= since):
         command = fail.tool_command or ""
@@ -80,7 +100,7 @@ def build_broken_after_my_edit(
             for path, times in edit_times.items()
             if _caused_by_edit(fail.ts, times)
             and _names_file(command, output, path)
-            and not _already_broken(output, path, min(times), all_failures)
+            and not already_broken(output, path)
         ]
         if hit:
             prefix = fail.tool_command_prefix or (fail.tool_name or "shell")
@@ -96,29 +116,17 @@ def build_broken_after_my_edit(
     return found
 
 
+@lru_cache(maxsize=2048)
 def _file_lines(output: str, path: str) -> frozenset[str]:
     """The output's lines about `path`, numbers blanked (edits move line numbers)."""
+    name = basename(path)
+    if name not in output:
+        return frozenset()
     return frozenset(
-        _DIGITS.sub("#", ln.strip()) for ln in output.splitlines() if mentions_path(ln, path)
+        _DIGITS.sub("#", ln.strip())
+        for ln in output.splitlines()
+        if name in ln and mentions_path(ln, path, cache=False)
     )
-
-
-def _already_broken(output: str, path: str, first_edit: int, failures: list[HookEvent]) -> bool:
-    """Every complaint about the file was made before the agent first touched it.
-
-    A lint run listing a file's old warnings after an edit elsewhere in that file is not
-    a build the edit broke.
-    """
-    before = [f for f in failures if f.ts < first_edit]
-    if not before:
-        return False
-    now_said = _file_lines(output, path)
-    if not now_said:
-        return False
-    said_before: set[str] = set()
-    for f in before:
-        said_before |= _file_lines(_own_output(f.tool_result or ""), path)
-    return now_said <= said_before
 
 
 @lru_cache(maxsize=512)
@@ -140,10 +148,12 @@ def _names_file(command: str, output: str, path: str) -> bool:
     if mentions_path(output, path):
         return True
     name = basename(path)
-    return has_failure_markers(output) and any(
+    if not mentions(command, name):
+        return False
+    return any(
         mentions(segment, name) and runs_build_or_test(segment)
         for segment, _ in split_shell(command)
-    )
+    ) and has_failure_markers(output)
 
 
 def _caused_by_edit(fail_ts: int, edit_times: list[int]) -> bool:
