@@ -132,7 +132,7 @@ def _server_status(settings: Settings) -> str:
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     url = f"http://{host}:{settings.port}"
     try:
-        httpx.get(f"{url}/api/ping", timeout=0.5, trust_env=False).raise_for_status()
+        httpx.get(f"{url}/api/ping", timeout=1.0, trust_env=False).raise_for_status()
     except httpx.HTTPError:
         return f"not running at {url}: start it with `tma1 serve` (hooks stay silent until then)"
     return f"running at {url}"
