@@ -128,6 +128,17 @@ def main() -> int:
         n = timing.count[name]
         print(f"  {name:<20} {n:>6} calls  {secs:7.2f} s  {secs / n * 1e3:7.2f} ms/call")
     print()
+    floor = insert_floor(db_dir)
+    print(
+        "floor: one Store.insert_event (the live path commits each event before the engine "
+        "may see it), single thread, 1,000 events:"
+    )
+    for label, cpu_us, wall_us in floor:
+        print(
+            f"  {label:<24} {cpu_us:5.0f} µs CPU, {wall_us:5.0f} µs wall per event "
+            f"→ at most {1e6 / cpu_us:,.0f} events/s"
+        )
+    print()
     if peak_py is not None:
         print(
             f"peak memory: tracemalloc peak {peak_py / 2**20:.1f} MiB; "
@@ -136,6 +147,41 @@ def main() -> int:
     else:
         print(f"peak memory: max RSS {maxrss_kb / 1024:.1f} MiB")
     return 0
+
+
+def insert_floor(db_dir: str | None) -> list[tuple[str, float, float]]:
+    """What inserting alone costs: the replay cannot be faster than this per event."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import StaticPool
+
+    from tma1.events import parse_payload
+    from tma1.store import Store
+    from tma1.store.db import run_migrations
+
+    payload = {"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+               "tool_input": {"command": "go build ./..."}, "cwd": "/tmp/p"}  # fmt: skip
+    events = [parse_payload(payload, ts=1_000 + i) for i in range(1_000)]
+    out = []
+    with tempfile.TemporaryDirectory(prefix="bench-floor-", dir=db_dir) as tmp:
+        # In-memory SQLite needs one shared connection (StaticPool); make_engine's pool
+        # would give every connection its own empty database.
+        memory = create_engine(
+            "sqlite://", connect_args={"check_same_thread": False}, poolclass=StaticPool
+        )
+        run_migrations(memory)
+        for label, store in (
+            (f"file in {db_dir or tempfile.gettempdir()}", Store.open(f"sqlite:///{tmp}/f.db")),
+            ("sqlite :memory:", Store(memory)),
+        ):
+            c0, w0 = time.process_time(), time.perf_counter()
+            for ev in events:
+                ev.id = None
+                store.insert_event(ev)
+            c1, w1 = time.process_time(), time.perf_counter()
+            store.close()
+            n = len(events)
+            out.append((label, (c1 - c0) / n * 1e6, (w1 - w0) / n * 1e6))
+    return out
 
 
 def _hook_name(body: bytes) -> str:
