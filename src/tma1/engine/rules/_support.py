@@ -168,27 +168,38 @@ def shell_failures(events: Iterable[HookEvent]) -> list[HookEvent]:
     return [e for e in events if e.is_shell and e.is_failure]
 
 
-def current_streak(events: Sequence[HookEvent], fails: list[HookEvent]) -> list[HookEvent]:
-    """The failures after the latest success of the same check (prefix or command key).
+class Streaks:
+    """Where each check last passed, so a rule can keep only the current failure streak.
 
     A check that has passed since its failures is fixed: those failures are history, not
-    a problem to report (the seed's resolution, applied before a first emit too).
+    a problem to report (the seed's resolution, applied before a first emit too). Checks
+    are the same by 60-char prefix or by `command_key` (`npm run build 2>&1 | tail` and
+    `npm run build` are one check). Built once per rule call: O(events).
     """
-    prefixes = {f.tool_command_prefix for f in fails if f.tool_command_prefix}
-    keys = {command_key(f.tool_command) for f in fails if f.tool_command}
-    last = -1
-    for i, e in enumerate(events):
-        if (
-            e.is_shell
-            and e.is_success
-            and e.tool_command
-            and (e.tool_command_prefix in prefixes or command_key(e.tool_command) in keys)
-        ):
-            last = i
-    if last < 0:
-        return fails
-    after = {id(e) for e in events[last + 1 :]}
-    return [f for f in fails if id(f) in after]
+
+    def __init__(self, events: Sequence[HookEvent]) -> None:
+        self._pos = {id(e): i for i, e in enumerate(events)}
+        self._by_prefix: dict[str, int] = {}
+        self._by_key: dict[str, int] = {}
+        for i, e in enumerate(events):
+            if e.is_shell and e.is_success and e.tool_command:
+                if e.tool_command_prefix:
+                    self._by_prefix[e.tool_command_prefix] = i
+                self._by_key[command_key(e.tool_command)] = i
+
+    def current(self, fails: list[HookEvent]) -> list[HookEvent]:
+        """The failures after the latest pass of any of their checks."""
+        last = -1
+        for f in fails:
+            if f.tool_command_prefix:
+                last = max(last, self._by_prefix.get(f.tool_command_prefix, -1))
+            if f.tool_command:
+                last = max(last, self._by_key.get(command_key(f.tool_command), -1))
+        return [f for f in fails if self._pos.get(id(f), -1) > last]
+
+
+def current_streak(events: Sequence[HookEvent], fails: list[HookEvent]) -> list[HookEvent]:
+    return Streaks(events).current(fails)
 
 
 # --- paths -------------------------------------------------------------------------------

@@ -17,9 +17,9 @@ from tma1.clock import MINUTE_MS
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
+    Streaks,
     basename,
     clock_time,
-    current_streak,
     display_path,
     edits,
     is_source,
@@ -106,10 +106,13 @@ def build_broken_after_my_edit(
             prefix = fail.tool_command_prefix or (fail.tool_name or "shell")
             groups.setdefault(prefix, _Group(prefix)).hits.append((fail, hit))
 
+    if not groups:
+        return []
+    streaks = Streaks(events)
     found = []
     for group in groups.values():
         # Fixed since: the same check passed after these failures.
-        streak = {id(f) for f in current_streak(events, [f for f, _ in group.hits])}
+        streak = {id(f) for f in streaks.current([f for f, _ in group.hits])}
         group.hits = [(f, files) for f, files in group.hits if id(f) in streak]
         if group.hits:
             found.append(_finding(window, group))

@@ -14,8 +14,8 @@ from collections import Counter
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
+    Streaks,
     clock_time,
-    current_streak,
     quote,
     shell_failures,
     visible,
@@ -34,9 +34,12 @@ def repeated_failed_build(window: SessionWindow, now: int, config: RuleConfig) -
         # A grep or `git checkout` failing again builds nothing and harms nothing.
         if fail.tool_command_prefix and not runs_only_plumbing(fail.tool_command or ""):
             by_prefix.setdefault(fail.tool_command_prefix, []).append(fail)
+    if not by_prefix:
+        return []
+    streaks = Streaks(events)
     found = []
     for prefix, fails in by_prefix.items():
-        streak = current_streak(events, fails)
+        streak = streaks.current(fails)
         if len(streak) >= REPEATS:
             found.append(_finding(window, prefix, streak))
     return found

@@ -9,8 +9,8 @@ from __future__ import annotations
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
+    Streaks,
     clock_time,
-    current_streak,
     norm_path,
     quote,
     shell_failures,
@@ -29,10 +29,13 @@ def test_stuck(window: SessionWindow, now: int, config: RuleConfig) -> list[Anom
     for fail in shell_failures(visible(events, now, now - RULE_WINDOW_MS)):
         for tid in dict.fromkeys(fail.test_ids):
             by_test.setdefault(tid, []).append(fail)
+    if not by_test:
+        return []
+    streaks = Streaks(events)
     found = []
     for tid, fails in by_test.items():
         # A run of the same command that passed since means the test passes now.
-        streak = current_streak(events, fails)
+        streak = streaks.current(fails)
         if len(streak) >= REPEATS:
             found.append(_finding(window, tid, streak))
     return found
