@@ -444,3 +444,18 @@ def test_a_large_event_never_meets_a_broken_pipe(
         written += os.write(proc.stdin.fileno(), payload[written : written + 65_536])
     proc.stdin.close()
     assert proc.wait(timeout=10) == 0
+
+
+def test_closed_stdin_or_stdout_still_exits_0_silently(
+    live: LiveServer, home: Path, project: Path
+) -> None:
+    command = install_for(live, home)
+    for redirect in ("<&-", ">&-", "<&- >&-"):
+        r = subprocess.run(
+            [SH, "-c", f"{command} {redirect}"],
+            capture_output=True,
+            text=True,
+            env=agent_env(home),
+            timeout=30,
+        )
+        assert (r.returncode, r.stdout, r.stderr) == (0, "", ""), redirect

@@ -12,8 +12,12 @@
 [ -n "${TMA1_DATA_DIR:-}" ] || TMA1_DATA_DIR=@@DATA_DIR@@
 [ -n "${TMA1_HOOK_TIMEOUT:-}" ] || TMA1_HOOK_TIMEOUT=0.5
 
-# A background job's stdin would be /dev/null: keep the agent's pipe on fd 4 for the drain.
-exec 4<&0
+# Nothing this script could say on stderr helps the agent (exit 2 or a message there can
+# even block it), so stderr goes nowhere from here on.
+exec 2>/dev/null
+# A background job's stdin would be /dev/null: keep the agent's pipe on fd 4 for the drain
+# (`command` keeps a closed stdin from ending the script, as a failed `exec` would).
+command exec 4<&0 || exec 4</dev/null
 
 if ! command -v curl >/dev/null 2>&1; then
   cat <&4 >/dev/null 2>&1 &  # drain stdin so the agent never sees a broken pipe
