@@ -145,6 +145,19 @@ def test_cli_text_output_names_each_delivery_and_the_summary(tmp_path: Path) -> 
     assert "[high] repeated_failed_build" in out
     assert "emits per kind" in out and "budget (≤ 5 emits per kind per UTC day)" in out
     assert "follow-rate (a follow action within 5 tool calls" in out
+    # Bodies are one line unless asked for in full.
+    full = run_cli("replay", "--bodies", str(path)).stdout
+    assert '  | {"decision": "block", "reason": "tma1: do not stop yet' in full
+    assert len(full.splitlines()) >= len(out.splitlines())
+
+
+def test_cli_states_the_synthetic_timeline_of_hook_logs() -> None:
+    proc = run_cli("replay", str(FIX / "hooklog_pre.json"), str(FIX / "hooklog_post.json"))
+    assert proc.returncode == 0, proc.stderr
+    assert "hook payload log without timestamps: synthetic timeline from 2025-01-01" in (
+        proc.stdout
+    )
+    assert f"{FIX / 'hooklog_pre.json'}:18: not a hook payload" in proc.stderr
 
 
 def test_replay_db_then_export_then_replay_gives_the_same_deliveries(tmp_path: Path) -> None:
