@@ -5,6 +5,12 @@ Seed: the agent edited source file F in the last 30 min, then a shell failure wi
 finding per failing command (subject = its 60-char prefix) naming every edited file its
 failures mention, and failures count only from the agent's first edit of F in the window
 (the failure that prompted the edit was not caused by it). High at 3+ failures.
+
+What the real sessions taught (docs/evaluation.md): a mention must name F (not another
+directory's file of the same name) in the output, or in a build/test step of the
+command; complaints F already had before the agent first touched it are not the edit's;
+file plumbing (`git stash pop`) is no build; and a check that passed since is fixed —
+only the current failure streak counts.
 """
 
 from __future__ import annotations
