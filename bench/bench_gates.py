@@ -241,6 +241,10 @@ def main() -> None:
         sessions=args.sessions,
         rng=random.Random(args.seed),
     )
+    if store.dialect == "postgresql":
+        # What autovacuum does on its own a little later (visibility map, statistics).
+        with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("VACUUM ANALYZE")
     print(
         f"database: {store.dialect}; seeded {info['events']:,} events and {info['emits']:,} emits "
         f"over 7 days in {info['seed_s']:.1f}s"
@@ -262,6 +266,7 @@ def main() -> None:
     thread.start()
     while not server.started:
         time.sleep(0.01)
+    time.sleep(2)  # let the start-up work (first purge pass, suppression rebuild) finish
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as c:
             _, ping = time_get(c, "/api/ping", args.repeat)

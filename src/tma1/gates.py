@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import and_, case, delete, func, insert, or_, select, update
+from sqlalchemy import and_, case, delete, func, insert, or_, select, true, update
 from sqlalchemy.exc import IntegrityError
 
 from tma1.engine.anomaly import Kind
@@ -535,7 +535,8 @@ def _emit_windows(since: int, window: int, kind: str | None = None, after_id: in
     window_end = (
         select(h.c.ts)
         .where(after)
-        .order_by(h.c.ts, h.c.id)
+        # ts alone: the index order, and ties among calls do not change the ts found.
+        .order_by(h.c.ts)
         .limit(1)
         .offset(window)
         .correlate(a)
@@ -561,10 +562,26 @@ def _emit_windows(since: int, window: int, kind: str | None = None, after_id: in
 def _follow_inputs(
     store: Store, since: int, window: int, after_id: int = 0
 ) -> tuple[list[EmitRef], dict[int, list[Call]]]:
-    """The emits since `since` and, per emit, the relevant events inside its window: tool
-    calls of reading/writing/shell tools, and for context_pressure emits the compactions
-    and session ends. One pass over an outer join; rows are unpacked as plain tuples
-    because this is the gate's hot loop (10,000 emits in the benchmark)."""
+    """The emits since `since` (with an id above `after_id`) and, per emit, the relevant
+    events inside its window: tool calls of reading/writing/shell tools, and for
+    context_pressure emits the compactions and session ends."""
+    if store.dialect == "postgresql":
+        refs, calls = _follow_calls_lateral(store, since, window, after_id)
+    else:
+        refs, calls = _follow_calls_windowed(store, since, window, after_id)
+    _add_markers(store, since, window, after_id, calls)
+    for lst in calls.values():
+        if len(lst) > 1:
+            lst.sort(key=lambda c: (c.ts, not c.is_tool_call, c.id))
+    return list(refs.values()), calls
+
+
+def _follow_calls_windowed(
+    store: Store, since: int, window: int, after_id: int
+) -> tuple[dict[int, EmitRef], dict[int, list[Call]]]:
+    """SQLite: one pass over an outer join of the emits (with their window end) and the
+    calls inside the window. Rows are unpacked as plain tuples: this is the gate's hot
+    loop (10,000 emits in the benchmark)."""
     e = hook_events.alias("e")
     m = _emit_windows(since, window, after_id=after_id)
     q = select(
@@ -592,31 +609,6 @@ def _follow_inputs(
                 e.c.ts > m.c.ts,
                 e.c.ts < m.c.wend,
                 e.c.tool_name.in_(_FOLLOW_TOOLS),
-            ),
-        )
-    )
-    cp = _emit_windows(since, window, Kind.CONTEXT_PRESSURE.value, after_id)
-    markers_q = select(cp.c.id, e.c.id, e.c.ts, e.c.event_type, e.c.metadata).select_from(
-        cp.join(
-            e,
-            and_(
-                e.c.session_id == cp.c.session_id,
-                e.c.event_type.in_(sorted(COMPACTION_EVENTS | END_EVENTS | {"SessionStart"})),
-                e.c.ts > cp.c.ts,
-                e.c.ts < cp.c.wend,
-            ),
-        )
-    )
-    # Compactions seen by the transcript tailer count like PreCompact hooks.
-    mm = messages.alias("mm")
-    compactions_q = select(cp.c.id, mm.c.id, mm.c.ts).select_from(
-        cp.join(
-            mm,
-            and_(
-                mm.c.session_id == cp.c.session_id,
-                mm.c.ts > cp.c.ts,
-                mm.c.ts < cp.c.wend,
-                mm.c.kind == "compaction",
             ),
         )
     )
@@ -668,14 +660,120 @@ def _follow_inputs(
                     prefix,
                 )
             )
+    return refs, calls
+
+
+def _add_markers(
+    store: Store, since: int, window: int, after_id: int, calls: dict[int, list[Call]]
+) -> None:
+    """Compactions and session ends inside the windows of context_pressure emits."""
+    e = hook_events.alias("e")
+    cp = _emit_windows(since, window, Kind.CONTEXT_PRESSURE.value, after_id)
+    markers_q = select(cp.c.id, e.c.id, e.c.ts, e.c.event_type, e.c.metadata).select_from(
+        cp.join(
+            e,
+            and_(
+                e.c.session_id == cp.c.session_id,
+                e.c.event_type.in_(sorted(COMPACTION_EVENTS | END_EVENTS | {"SessionStart"})),
+                e.c.ts > cp.c.ts,
+                e.c.ts < cp.c.wend,
+            ),
+        )
+    )
+    # Compactions seen by the transcript tailer count like PreCompact hooks.
+    mm = messages.alias("mm")
+    compactions_q = select(cp.c.id, mm.c.id, mm.c.ts).select_from(
+        cp.join(
+            mm,
+            and_(
+                mm.c.session_id == cp.c.session_id,
+                mm.c.ts > cp.c.ts,
+                mm.c.ts < cp.c.wend,
+                mm.c.kind == "compaction",
+            ),
+        )
+    )
+    with store.engine.connect() as conn:
         for emit_id, ev_id, ev_ts, event_type, meta in conn.execute(markers_q).all():
-            calls[emit_id].append(Call(ts=ev_ts, id=ev_id, event_type=event_type, metadata=meta))
+            calls[emit_id].append(Call(ev_ts, ev_id, event_type, metadata=meta))
         for emit_id, msg_id, ts in conn.execute(compactions_q).all():
-            calls[emit_id].append(Call(ts=ts, id=-msg_id, event_type="PostCompact"))
-    for lst in calls.values():
-        if len(lst) > 1:
-            lst.sort(key=lambda c: (c.ts, not c.is_tool_call, c.id))
-    return list(refs.values()), calls
+            calls[emit_id].append(Call(ts, -msg_id, "PostCompact"))
+
+
+def _follow_calls_lateral(
+    store: Store, since: int, window: int, after_id: int
+) -> tuple[dict[int, EmitRef], dict[int, list[Call]]]:
+    """PostgreSQL: the first `window`+1 tool calls after each emit in one LATERAL index
+    scan per emit (cheaper there than the window-end subqueries SQLite needs)."""
+    a = anomaly_emits.alias("a")
+    h = hook_events.alias("h")
+    nxt = (
+        select(
+            h.c.id,
+            h.c.ts,
+            h.c.tool_name,
+            h.c.tool_file_path,
+            h.c.tool_files,
+            h.c.tool_command,
+            h.c.tool_command_prefix,
+        )
+        .where(h.c.session_id == a.c.session_id, h.c.event_type == "PreToolUse", h.c.ts > a.c.ts)
+        .order_by(h.c.ts)
+        .limit(window + 1)
+        .lateral("nxt")
+    )
+    q = (
+        select(
+            a.c.id,
+            a.c.ts,
+            a.c.session_id,
+            a.c.kind,
+            a.c.stable_key,
+            a.c.related_files,
+            *nxt.c,
+        )
+        .select_from(a.outerjoin(nxt, true()))
+        .where(a.c.ts >= since, a.c.id > after_id)
+    )
+    rows: dict[int, list[Call]] = defaultdict(list)
+    heads: dict[int, tuple[Any, ...]] = {}
+    with store.engine.connect() as conn:
+        for emit_id, emit_ts, sid, kind, key, related, *ev in conn.execute(q).all():
+            heads.setdefault(emit_id, (emit_ts, sid, kind, key, related))
+            ev_id, ev_ts, tool, path, files, command, prefix = ev
+            if ev_id is None:
+                continue
+            many = tool == "apply_patch" and files
+            rows[emit_id].append(
+                Call(
+                    ev_ts,
+                    ev_id,
+                    "PreToolUse",
+                    tool,
+                    path,
+                    tuple(loads_list(files)) if many else (),
+                    command,
+                    prefix,
+                )
+            )
+    refs: dict[int, EmitRef] = {}
+    calls: dict[int, list[Call]] = defaultdict(list)
+    for emit_id, (emit_ts, sid, kind, key, related) in heads.items():
+        got = sorted(rows.get(emit_id, ()), key=lambda c: (c.ts, c.id))
+        refs[emit_id] = EmitRef(
+            id=emit_id,
+            ts=emit_ts,
+            session_id=sid,
+            kind=kind,
+            subject=split_stable_key(key or "")[2],
+            related_files=tuple(loads_list(related)) if kind in _FILE_KINDS else (),
+            acted=bool(got),
+            window_closed=len(got) > window,
+        )
+        kept = [c for c in got[:window] if c.tool_name in _FOLLOW_TOOLS]
+        if kept:
+            calls[emit_id] = kept
+    return refs, calls
 
 
 def _test_commands(store: Store, since: int, after_id: int = 0) -> dict[int, tuple[str, ...]]:
