@@ -225,7 +225,7 @@ def is_compaction_or_end(call: Call) -> bool:
     return False
 
 
-def test_file_of(test_id: str) -> str | None:
+def guess_test_file(test_id: str) -> str | None:
     """The file part of a test id (`tests/t.py::test_x`, `./spec/a_spec.rb:12`, `a.test.ts`)."""
     head = test_id.split("::", 1)[0].strip()
     head = re.sub(r":\d+$", "", head).removeprefix("./")
@@ -270,7 +270,7 @@ def followed(emit: EmitRef, calls: Sequence[Call], window: int) -> bool:
         return acted and not any(is_rerun(c, (emit.subject,)) for c in tool_calls)
     if kind == Kind.TEST_STUCK:
         files = list(emit.related_files)
-        if tf := file_of_test_id(emit.subject) or test_file_of(emit.subject):
+        if tf := file_of_test_id(emit.subject) or guess_test_file(emit.subject):
             files.append(tf)
         if any(is_read_of(c, files) or is_edit_of(c, files) for c in tool_calls):
             return True

@@ -1,0 +1,170 @@
+"""The pure decisions behind the gates, without a database."""
+
+from __future__ import annotations
+
+import pytest
+
+from tma1.gates import (
+    Call,
+    EmitRef,
+    budget_report,
+    day_label,
+    followed,
+    guess_test_file,
+    is_git_commit,
+    is_read_of,
+    overall_pass,
+    precision_figures,
+    same_file,
+    session_timeline,
+    since_for_days,
+    split_stable_key,
+    window_of,
+)
+
+
+def pre(i: int, tool: str, **kw: object) -> Call:
+    return Call(i * 1000, i, "PreToolUse", tool, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("/r/a.py", "/r/a.py", True),
+        ("/r/a.py", "/s/a.py", False),
+        ("a.py", "/r/a.py", True),
+        ("./src/a.py", "/r/src/a.py", True),
+        ("src/a.py", "/r/xsrc/a.py", False),  # a tail match must start at a separator
+        ("C:\\r\\a.py", "C:/r/a.py", True),
+        ("", "/r/a.py", False),
+    ],
+)
+def test_same_file(a: str, b: str, same: bool) -> None:
+    assert same_file(a, b) is same
+    assert same_file(b, a) is same
+
+
+def test_reads_count_read_tools_and_shell_printing() -> None:
+    files = ["/r/app/models.py"]
+    assert is_read_of(pre(1, "Read", file_path="/r/app/models.py"), files)
+    assert not is_read_of(pre(1, "Edit", file_path="/r/app/models.py"), files)
+    assert is_read_of(pre(1, "Bash", command="sed -n 1,80p app/models.py"), files)
+    assert is_read_of(pre(1, "shell", command="cat '/r/app/models.py'"), files)
+    assert not is_read_of(pre(1, "Bash", command="rm app/models.py"), files)
+    # A PostToolUse of a Read is not a tool call.
+    assert not is_read_of(Call(1, 1, "PostToolUse", "Read", "/r/app/models.py"), files)
+
+
+@pytest.mark.parametrize(
+    ("command", "commit"),
+    [
+        ("git commit -m x", True),
+        ("git add -A && git commit -am 'wip'", True),
+        ("git -C /r commit -m x", True),
+        ("git log --grep commit", False),
+        ("echo git commitment", False),
+    ],
+)
+def test_git_commit(command: str, commit: bool) -> None:
+    assert is_git_commit(pre(1, "Bash", command=command)) is commit
+
+
+@pytest.mark.parametrize(
+    ("test_id", "path"),
+    [
+        ("tests/test_x.py::test_a", "tests/test_x.py"),
+        ("./spec/a_spec.rb:12", "spec/a_spec.rb"),
+        ("src/cart.test.ts", "src/cart.test.ts"),
+        ("TestParse", None),
+        ("test_x (mod.Class)", None),
+    ],
+)
+def test_test_file_of(test_id: str, path: str | None) -> None:
+    assert guess_test_file(test_id) == path
+
+
+def test_stable_key_subject_may_contain_pipes() -> None:
+    key = "repeated_failed_build|high|npm test | tail -30"
+    assert split_stable_key(key) == ("repeated_failed_build", "high", "npm test | tail -30")
+    assert split_stable_key("context_pressure|medium|") == ("context_pressure", "medium", "")
+
+
+def test_window_runs_until_the_next_tool_call() -> None:
+    calls = [pre(1, "Read"), pre(2, "Read"), Call(2500, 99, "PreCompact"), pre(3, "Read")]
+    assert window_of(calls, 2) == calls[:3]  # the compaction before the 3rd call is in
+    assert window_of(calls, 1) == calls[:1]
+    emit = EmitRef(1, 0, "s", "context_pressure", "")
+    assert followed(emit, calls, 2) is True
+    assert followed(emit, calls, 1) is False
+
+
+def test_absence_needs_an_observed_call() -> None:
+    emit = EmitRef(1, 0, "s", "repeated_failed_build", "make test")
+    assert followed(emit, [], 5) is False
+    assert followed(emit, [pre(1, "Read", file_path="/r/Makefile")], 5) is True
+    # The SQL layer passes only relevant calls, and says whether any call happened.
+    assert followed(EmitRef(1, 0, "s", "repeated_failed_build", "make", acted=True), [], 5)
+
+
+def test_budget_report_fills_every_day_and_kind() -> None:
+    day = 86_400_000
+    now = 20 * day + 5
+    since = since_for_days(now, 3)
+    assert since == 18 * day
+    rep = budget_report(
+        [("test_stuck", 20, 6), ("test_stuck", 18, 1), ("unknown_kind", 19, 2)],
+        since=since,
+        now_ms=now,
+        days=3,
+        budget=5,
+    )
+    assert rep["day_labels"] == [day_label(18), day_label(19), day_label(20)]
+    assert len(rep["per_day"]) == 3 * 7  # six kinds and the unknown one
+    assert rep["kinds"]["test_stuck"] == {
+        "total": 7,
+        "max_per_day": 6,
+        "days_over": 1,
+        "pass": False,
+    }
+    assert rep["kinds"]["unknown_kind"]["pass"] is True
+    assert rep["pass"] is False
+
+
+def test_precision_and_overall_pass() -> None:
+    assert precision_figures(["tp"] * 7 + ["fp"] * 3)["pass"] is True  # exactly 70 %
+    assert precision_figures(["tp"] * 2 + ["fp"])["precision"] == 0.6667
+    assert precision_figures([])["pass"] is None
+    assert overall_pass([None, True]) is True
+    assert overall_pass([True, False, None]) is False
+    assert overall_pass([None, None]) is None
+
+
+def test_session_timeline_joins_pre_and_post() -> None:
+    def row(i: int, et: str, use: str | None = None, **kw: object) -> dict[str, object]:
+        base = {
+            "id": i,
+            "ts": i * 10,
+            "event_type": et,
+            "tool_name": "Bash",
+            "tool_use_id": use,
+            "tool_file_path": None,
+            "tool_command": "make",
+            "failure_kind": None,
+            "tool_error_summary": None,
+        }
+        return {**base, **kw}
+
+    items = session_timeline(
+        [
+            row(1, "UserPromptSubmit", tool_name=None, tool_command=None),
+            row(2, "PreToolUse", "u1"),
+            row(3, "PreToolUse", "u2"),
+            row(4, "PostToolUseFailure", "u1", failure_kind="exit", tool_error_summary="boom"),
+            row(5, "PostToolUse", "u2", failure_kind="masked"),
+            row(6, "PostToolUse", None),  # an old log without Pre events
+        ]
+    )
+    assert [i["type"] for i in items] == ["event", "tool", "tool", "tool"]
+    assert (items[1]["failed"], items[1]["error"], items[1]["end_ts"]) == (True, "boom", 40)
+    assert (items[2]["failed"], items[2]["failure_kind"]) == (True, "masked")
+    assert items[3]["failed"] is False and items[3]["end_ts"] == 60
