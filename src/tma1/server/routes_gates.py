@@ -20,6 +20,7 @@ router = APIRouter(tags=["anomalies"])
 KindParam = StrEnum("KindParam", {k: k for k in gates.KINDS})  # type: ignore[misc]
 SeverityParam = StrEnum("SeverityParam", {s: s for s in gates.SEVERITIES})  # type: ignore[misc]
 
+MAX_ID = 2**63 - 1  # ids are 64-bit in both databases
 Days = Annotated[int, Query(ge=1, le=365, description="UTC days back, today included")]
 
 
@@ -48,7 +49,9 @@ def list_anomalies(
     session_id: Annotated[str | None, Query(max_length=200)] = None,
     kind: KindParam | None = None,
     severity: SeverityParam | None = None,
-    since_id: Annotated[int | None, Query(ge=0, description="only emits with a larger id")] = None,
+    since_id: Annotated[
+        int | None, Query(ge=0, le=MAX_ID, description="only emits with a larger id")
+    ] = None,
 ) -> dict[str, Any]:
     store = _service(request).store
     emits = gates.list_emits(
@@ -71,7 +74,7 @@ def list_anomalies(
 def label_anomaly(
     request: Request,
     body: LabelIn,
-    emit_id: Annotated[int, Path(ge=1)],
+    emit_id: Annotated[int, Path(ge=1, le=MAX_ID)],
 ) -> dict[str, Any]:
     svc = _service(request)
     out = gates.set_label(

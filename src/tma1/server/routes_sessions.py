@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Path, Query, Request
 
 from tma1 import gates
 from tma1.service import Service
@@ -36,11 +36,9 @@ def list_sessions(
 )
 def session_detail(
     request: Request,
-    session_id: str,
+    session_id: Annotated[str, Path(min_length=1, max_length=200)],
     limit: Annotated[int, Query(ge=1, le=20_000, description="newest events to show")] = 2000,
 ) -> dict[str, Any]:
-    if len(session_id) > 200:
-        raise HTTPException(status_code=422, detail="session_id is longer than 200 characters")
     detail = gates.session_detail(_service(request).store, session_id, limit=limit)
     if detail is None:
         raise HTTPException(status_code=404, detail=f"no events for session {session_id!r}")
