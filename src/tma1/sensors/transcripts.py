@@ -295,9 +295,21 @@ _CLAUDE_MARKERS = (b'"usage"', b"compact_boundary", b"isCompactSummary")
 _CODEX_MARKERS = (b"token_count", b'"turn_context"', b'"session_meta"', b"compacted")
 
 
-def _wanted(line: bytes, fmt: str) -> bool:
+def wanted_lines(chunk: bytes, fmt: str) -> list[bytes]:
+    """The lines of `chunk` holding a marker, in file order. The markers are found with
+    `bytes.find` over the whole chunk, so the many lines without one cost no Python step."""
     markers = _CODEX_MARKERS if fmt == "codex" else _CLAUDE_MARKERS
-    return any(m in line for m in markers)
+    spans: dict[int, int] = {}
+    for marker in markers:
+        i = chunk.find(marker)
+        while i != -1:
+            start = chunk.rfind(b"\n", 0, i) + 1
+            end = chunk.find(b"\n", i)
+            if end == -1:
+                end = len(chunk)
+            spans[start] = end
+            i = chunk.find(marker, end)
+    return [chunk[a : spans[a]] for a in sorted(spans)]
 
 
 # --- the tailer ---------------------------------------------------------------------------
@@ -486,21 +498,28 @@ class TranscriptTailer:
 
     def _parse(self, state: _FileState, chunk: bytes) -> list[Usage]:
         objs: list[Any] = []
-        for raw in chunk.split(b"\n"):
+        pos = 0
+        while state.fmt is None and pos < len(chunk):
+            # Until the format is known, decode line by line from the top.
+            end = chunk.find(b"\n", pos)
+            end = len(chunk) if end == -1 else end
+            raw, pos = chunk[pos:end], end + 1
             if not raw.strip():
-                continue
-            if state.fmt is not None and not _wanted(raw, state.fmt):
                 continue
             try:
                 obj = json.loads(raw)
             except ValueError:
                 self.counters.inc("transcripts.bad_lines")
                 continue
-            if state.fmt is None:
-                state.fmt = detect_format(obj)
-                if state.fmt is None:
-                    continue
-            objs.append(obj)
+            state.fmt = detect_format(obj)
+            if state.fmt is not None:
+                objs.append(obj)
+        if state.fmt is not None and pos < len(chunk):
+            for raw in wanted_lines(chunk[pos:], state.fmt):
+                try:
+                    objs.append(json.loads(raw))
+                except ValueError:
+                    self.counters.inc("transcripts.bad_lines")
         if not objs:
             return []
         now = self.clock.now_ms()
