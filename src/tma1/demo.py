@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import socket
@@ -35,7 +34,6 @@ from typing import Any, TextIO
 
 import httpx
 
-from tma1.adapters.hookscript import write_script
 from tma1.config import Settings
 from tma1.engine.anomaly import Kind
 
@@ -595,8 +593,38 @@ def run_demo(*, keep: bool = False, port: int | None = None, stream: TextIO | No
         except KeyboardInterrupt:
             out.line("\nstopped.")
             return 130
+        except BrokenPipeError:  # `tma1 demo | head`: the reader left; stop quietly
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return 1
         finally:
             server.stop()
+
+
+def install_into(home: Path, settings: Settings) -> tuple[str, Path]:
+    """`tma1 install --adapter claude-code` into a throw-away HOME; returns the command the
+    agent would run, read back from the settings.json that install wrote."""
+    from tma1.adapters import get_adapters
+    from tma1.adapters.registration import InstallState, plan_all
+
+    home.mkdir()
+    (adapter,) = get_adapters("claude-code", settings, {"HOME": str(home)})
+    state = InstallState.load(settings.data_dir)
+    for reg, change in plan_all(adapter.registrations, state, installing=True):
+        change.apply()
+        reg.record(change, state, installing=True)
+    state.save()
+    settings_json = home / ".claude" / "settings.json"
+    doc = json.loads(settings_json.read_text(encoding="utf-8"))
+    commands = {
+        h["command"]
+        for g in doc["hooks"]["UserPromptSubmit"]
+        for h in g["hooks"]
+        if "tma1-hook" in h.get("command", "")
+    }
+    if len(commands) != 1:
+        raise DemoError(f"install wrote {len(commands)} tma1 hooks into {settings_json}")
+    return commands.pop(), settings_json
 
 
 def _run(out: Out, root: Path, server: DemoServer, *, keep: bool, started: float) -> int:
@@ -608,7 +636,7 @@ def _run(out: Out, root: Path, server: DemoServer, *, keep: bool, started: float
     out.line()
     server.start()
     settings = Settings(data_dir=server.data_dir, port=server.port)
-    script = write_script(settings, "claude-code")
+    command, settings_json = install_into(root / "home", settings)
     env = dict(os.environ)
     env.update(
         TMA1_HOST="127.0.0.1",
@@ -618,13 +646,12 @@ def _run(out: Out, root: Path, server: DemoServer, *, keep: bool, started: float
     )
     out.line(f"  server      {server.url}  {out.dim('(tma1 serve, SQLite in a temporary dir)')}")
     out.line(f"  project     {project}  {out.dim('(a fresh git repository, watched)')}")
-    out.line(f"  hook        {script}")
+    out.line(f"  hook        {command}")
+    out.line(f"  installed   {settings_json}  {out.dim('(tma1 install, in a temporary HOME)')}")
     out.line(f"  transcript  {transcript}")
     out.line(f"  threshold   context_pressure at {CONTEXT_THRESHOLD:,} prompt tokens (demo value)")
     out.line()
-    agent = DemoAgent(
-        command=shlex.quote(str(script)), env=env, project=project, transcript=transcript, out=out
-    )
+    agent = DemoAgent(command=command, env=env, project=project, transcript=transcript, out=out)
     play_session(agent, server)
     missing = report(agent, server, out)
     ms = sorted(agent.hook_ms)
