@@ -490,3 +490,20 @@ def test_format_detection_for_replay() -> None:
     legacy = load_jsonl(base / "codex" / "ocodex-rollout-2025-08-24-legacy-format.jsonl")
     assert parse_usage_objects(legacy) == []
     assert parse_usage_objects([]) == []
+
+
+def test_a_line_longer_than_every_budget(store: Store, tmp_path: Path) -> None:
+    """A tool result of 300 KB on one line: the hook path leaves it to the background
+    reader, which finishes the line even past its own chunk size."""
+    huge = json.dumps({"type": "user", "sessionId": "S", "message": {"content": "x" * 300_000}})
+    f = tmp_path / "huge.jsonl"
+    f.write_text(_assistant("m1", 11) + "\n" + huge + "\n" + _assistant("m2", 22) + "\n")
+    t = tailer(store, [], inline_bytes=64 * 1024, chunk_bytes=128 * 1024)
+    t.notice("S", str(f))
+    assert [u.occupancy for u in stored(store, "S")] == [11]
+    assert t.health()["backlog"] == 1
+    t.notice("S", str(f))  # still stuck inline: no progress, no error
+    assert [u.occupancy for u in stored(store, "S")] == [11]
+    t.catch_up("S", str(f))
+    assert [u.occupancy for u in stored(store, "S")] == [11, 22]
+    assert t._files[str(f)].offset == f.stat().st_size
