@@ -385,3 +385,19 @@ def test_reinstall_after_the_state_file_was_lost_then_uninstall(home: Path) -> N
     assert tma1(home, "install").returncode == 0  # finds its own entries, records no original
     assert tma1(home, "uninstall").returncode == 0
     assert json.loads(path.read_text()) == json.loads(USER_SETTINGS)
+
+
+def test_a_relative_data_dir_is_registered_as_an_absolute_path(home: Path, tmp_path: Path) -> None:
+    r = subprocess.run(
+        tma1_cmd("install"),
+        env=env_for(home, TMA1_DATA_DIR="rel-data"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((home / ".claude" / "settings.json").read_text())
+    (_, handler), *_ = our_handlers(doc, "tma1-hook-claude-code.sh")
+    assert handler["command"] == str(tmp_path / "rel-data" / "hooks" / "tma1-hook-claude-code.sh")
+    assert (tmp_path / "rel-data" / "hook-token").exists()

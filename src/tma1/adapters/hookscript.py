@@ -22,7 +22,8 @@ def script_name(agent: str) -> str:
 
 
 def script_path(settings: Settings, agent: str) -> Path:
-    return settings.data_dir / SCRIPTS_DIR / script_name(agent)
+    # Absolute: agents run hooks from the project's directory, not from ours.
+    return settings.data_dir.expanduser().absolute() / SCRIPTS_DIR / script_name(agent)
 
 
 def template_text() -> str:

@@ -47,8 +47,10 @@ def _settings(args: argparse.Namespace) -> Settings:
     port = getattr(args, "port", None)
     if port is not None and not 1 <= port <= 65_535:
         raise ConfigError(f"--port {port} is out of range (1..65535)")
+    data_dir = args.data_dir or settings.data_dir
     return settings.with_overrides(
-        data_dir=args.data_dir.expanduser().absolute() if args.data_dir else None,
+        # Absolute: the script, the token and the state file must not depend on the cwd.
+        data_dir=data_dir.expanduser().absolute(),
         host=getattr(args, "host", None),
         port=port,
     )
