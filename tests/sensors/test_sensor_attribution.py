@@ -115,6 +115,10 @@ def test_post_without_pre_uses_duration() -> None:
     assert iv is not None and (iv.start, iv.end) == (46_000, 50_000)
     assert a.explain(PROJ, FILE, 46_000) == "S"
     assert a.explain(PROJ, FILE, 45_999) is None
+    # Older versions send no duration: the call is taken to have begun up to 2 s before.
+    b = Attribution()
+    iv = b.note(ev(50_000, "PostToolUse", "Bash", tool_input={"command": "x"}))
+    assert iv is not None and (iv.start, iv.end) == (50_000 - SLACK_MS, 50_000)
 
 
 def test_non_writing_calls_open_nothing_and_prune_forgets() -> None:

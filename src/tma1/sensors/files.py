@@ -187,7 +187,8 @@ class Attribution:
                 iv.end = max(ev.ts, iv.start)
                 return iv
             # A Post without its Pre (Pre hooks not installed, or the Pre was lost): the
-            # call ran for duration_ms before it.
+            # call ran for duration_ms before it; without one, assume up to 2 s (the
+            # watcher may have stored the write before this Post arrived).
             iv = Interval(
                 session_id=ev.session_id,
                 kind="write" if is_write else "shell",
@@ -195,7 +196,7 @@ class Attribution:
                 paths=frozenset(norm_path(p, ev.cwd) for p in ev.tool_files)
                 if is_write
                 else frozenset(),
-                start=ev.ts - max(0, ev.duration_ms or 0),
+                start=ev.ts - (ev.duration_ms if ev.duration_ms else SLACK_MS),
                 end=ev.ts,
                 content_hashes=_written_hashes(ev) if is_write else frozenset(),
             )
