@@ -77,6 +77,8 @@ def test_demo_keep_leaves_the_dashboard_up_until_ctrl_c() -> None:
         url = re.search(r"Dashboard: (http://127\.0\.0\.1:\d+)/", out)
         assert url, out
         assert httpx.get(url.group(1) + "/api/health", timeout=5, trust_env=False).is_success
+        page = httpx.get(url.group(1) + "/", timeout=5, trust_env=False)  # the printed URL
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
         emits = httpx.get(url.group(1) + "/api/anomalies", timeout=5, trust_env=False).json()
         assert {e["kind"] for e in emits["emits"]} == {k.value for k in Kind}
         proc.send_signal(signal.SIGINT)
