@@ -488,7 +488,9 @@ def play_session(agent: DemoAgent, server: DemoServer) -> None:
     agent.stop()
     agent.stop(active=True)
 
-    agent.usage(33_400, "The key is lower-case; re-reading cart.py.")
+    agent.usage(32_600, "Reading the failing test, as tma1 suggested.")
+    agent.read("test_cart.py")
+    agent.usage(33_400, "The test says 'vip', lower-case; re-reading cart.py.")
     agent.read("cart.py")
     agent.edit("cart.py", '"VIP": 0.1', '"vip": 0.1', "the fix")
     agent.usage(34_100, "Re-running the tests.")
