@@ -202,3 +202,15 @@ def test_a_change_seen_late_is_attributed_by_its_write_time(store: Store, tmp_pa
         "AGENT",
         None,
     ]
+
+
+def test_turn_end_closes_calls_whose_post_never_came() -> None:
+    a = Attribution()
+    a.note(bash(10_000, "PreToolUse", sid="S", tid="lost"))
+    a.note(bash(5_000, "PreToolUse", sid="OTHER", tid="running"))
+    a.note(ev(20_000, "Stop", "", sid="S"))
+    assert a.explain(PROJ, FILE, 20_000 + SLACK_MS) == "S"
+    # After S's turn ended only OTHER's call can still be writing.
+    assert a.explain(PROJ, FILE, 20_000 + SLACK_MS + 1) == "OTHER"
+    a.note(ev(30_000, "UserPromptSubmit", "", sid="OTHER"))
+    assert a.explain(PROJ, FILE, 33_000) is None

@@ -69,6 +69,8 @@ TIMEOUT_MS = 5_000
 RETRY_MS = 10 * MINUTE_MS
 # A file's mtime stands in for the write time when it is this recent (attribution only).
 WRITTEN_AT_MAX_MS = 10 * SECOND_MS
+# Events after which none of the session's tool calls can still be running.
+TURN_ENDS = frozenset({"Stop", "UserPromptSubmit", "SessionEnd"})
 
 _DELETED = "\0deleted"
 
@@ -156,6 +158,9 @@ class Attribution:
     def note(self, ev: HookEvent) -> Interval | None:
         """Track `ev`; return the interval it opened or closed (None if it is no tool call
         that writes)."""
+        if ev.event_type in TURN_ENDS:
+            self._close_session(ev.session_id, ev.ts)
+            return None
         is_write = ev.tool_name in WRITE_TOOLS and bool(ev.tool_files)
         is_shell = ev.is_shell and ev.project is not None
         if not (is_write or is_shell):
@@ -202,6 +207,14 @@ class Attribution:
             )
             self._index(iv)
             return iv
+
+    def _close_session(self, session_id: str, ts: int) -> None:
+        """The turn is over, so every call of the session has ended, Post or not (Claude
+        Code before 2.0.5x fired no hook at all for a failed Bash)."""
+        with self._lock:
+            for key in [k for k in self._open if k[0] == session_id]:
+                for iv in self._open.pop(key):
+                    iv.end = max(ts, iv.start)
 
     def _index(self, iv: Interval) -> None:
         if iv.kind == "write":
