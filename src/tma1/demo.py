@@ -603,6 +603,10 @@ def run_demo(*, keep: bool = False, port: int | None = None, stream: TextIO | No
             server.stop()
 
 
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def install_into(home: Path, settings: Settings) -> tuple[str, Path]:
     """`tma1 install --adapter claude-code` into a throw-away HOME; returns the command the
     agent would run, read back from the settings.json that install wrote."""
@@ -675,6 +679,10 @@ def _run(out: Out, root: Path, server: DemoServer, *, keep: bool, started: float
             "The server keeps running for the dashboard; press Ctrl-C to stop it "
             "(the demo's temporary files are deleted then)."
         )
+        # Ctrl-C, or `kill` (SIGTERM), ends the wait and the cleanup below runs. SIGINT is
+        # set explicitly: a shell starts background jobs with it ignored.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
             assert server.proc is not None
             server.proc.wait()

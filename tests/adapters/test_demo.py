@@ -54,7 +54,8 @@ def test_demo_shows_all_six_kinds_then_cleans_up() -> None:
     assert project and not Path(project.group(1)).exists()
 
 
-def test_demo_keep_leaves_the_dashboard_up_until_ctrl_c() -> None:
+@pytest.mark.parametrize("stop_with", [signal.SIGINT, signal.SIGTERM])
+def test_demo_keep_leaves_the_dashboard_up_until_ctrl_c(stop_with: signal.Signals) -> None:
     proc = subprocess.Popen(
         tma1_cmd("demo", "--keep"),
         stdout=subprocess.PIPE,
@@ -81,7 +82,7 @@ def test_demo_keep_leaves_the_dashboard_up_until_ctrl_c() -> None:
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
         emits = httpx.get(url.group(1) + "/api/anomalies", timeout=5, trust_env=False).json()
         assert {e["kind"] for e in emits["emits"]} == {k.value for k in Kind}
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop_with)
         assert proc.wait(timeout=30) == 0
         with pytest.raises(httpx.ConnectError):
             httpx.get(url.group(1) + "/api/health", timeout=2, trust_env=False)
