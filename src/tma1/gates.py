@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import and_, case, delete, func, insert, or_, select, true, update
+from sqlalchemy import and_, delete, func, insert, select, true, update
 from sqlalchemy.exc import IntegrityError
 
 from tma1.engine.anomaly import Kind
@@ -1044,79 +1044,86 @@ def gate_table(gates: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 # --- sessions ---------------------------------------------------------------------------------
 
-_FAILURE = or_(
-    hook_events.c.event_type == "PostToolUseFailure", hook_events.c.failure_kind == "masked"
-)
-
-
-def _count_when(cond: Any) -> Any:
-    return func.coalesce(func.sum(case((cond, 1), else_=0)), 0)
-
-
-def _session_columns() -> list[Any]:
-    ev = hook_events
-    return [
-        func.max(ev.c.project).label("project"),
-        func.max(ev.c.agent_source).label("agent_source"),
-        func.min(ev.c.ts).label("start_ts"),
-        func.max(ev.c.ts).label("last_ts"),
-        _count_when(ev.c.event_type == "PreToolUse").label("pre"),
-        _count_when(ev.c.event_type.in_(("PostToolUse", "PostToolUseFailure"))).label("post"),
-        _count_when(_FAILURE).label("failures"),
-    ]
-
-
-def _session_summary(session_id: str, r: Any, n_emits: int) -> dict[str, Any]:
-    return {
-        "session_id": session_id,
-        "project": r.project,
-        "agent_source": r.agent_source,
-        "start_ts": int(r.start_ts),
-        "last_ts": int(r.last_ts),
-        "duration_ms": int(r.last_ts) - int(r.start_ts),
-        # Old Claude Code logs have only Post events; count whichever side is fuller.
-        "tool_calls": max(int(r.pre), int(r.post)),
-        "failures": int(r.failures),
-        "anomalies": n_emits,
-    }
-
 
 def list_sessions(
-    store: Store, *, limit: int = 100, since_ts: int | None = None
+    store: Store, *, limit: int = 100, since_ts: int | None = None, session_id: str | None = None
 ) -> list[dict[str, Any]]:
-    """Newest first (by last event)."""
+    """Newest first (by last event), in the shape of `session_summary`.
+
+    The Sessions tab polls this every 10 s inside the daemon, so it avoids one big GROUP
+    BY over every event row: it picks the sessions from the (session_id, ts) index, then
+    counts only theirs from the (session_id, event_type, ts) and failures indexes.
+    """
     ev = hook_events
-    q = select(ev.c.session_id, *_session_columns()).group_by(ev.c.session_id)
+    last = func.max(ev.c.ts)
+    pick = select(ev.c.session_id, func.min(ev.c.ts), last).group_by(ev.c.session_id)
     if since_ts is not None:
-        q = q.having(func.max(ev.c.ts) >= since_ts)
-    q = q.order_by(func.max(ev.c.ts).desc(), ev.c.session_id).limit(limit)
+        pick = pick.having(last >= since_ts)
+    if session_id is not None:
+        pick = pick.where(ev.c.session_id == session_id)
+    pick = pick.order_by(last.desc(), ev.c.session_id).limit(limit)
     with store.engine.connect() as conn:
-        rows = list(conn.execute(q))
-        ids = [r.session_id for r in rows]
-        emit_counts: dict[str, int] = {}
-        if ids:
-            eq = (
-                select(anomaly_emits.c.session_id, func.count().label("n"))
-                .where(anomaly_emits.c.session_id.in_(ids))
-                .group_by(anomaly_emits.c.session_id)
+        spans = {sid: (int(lo), int(hi)) for sid, lo, hi in conn.execute(pick).all()}
+        if not spans:
+            return []
+        ids = list(spans)
+        by_type: dict[str, dict[str, int]] = defaultdict(dict)
+        tq = (
+            select(ev.c.session_id, ev.c.event_type, func.count())
+            .where(
+                ev.c.session_id.in_(ids),
+                ev.c.event_type.in_(("PreToolUse", "PostToolUse", "PostToolUseFailure")),
             )
-            emit_counts = {r.session_id: int(r.n) for r in conn.execute(eq)}
-    return [_session_summary(r.session_id, r, emit_counts.get(r.session_id, 0)) for r in rows]
+            .group_by(ev.c.session_id, ev.c.event_type)
+        )
+        for sid, et, n in conn.execute(tq).all():
+            by_type[sid][et] = int(n)
+        fq = (
+            select(ev.c.session_id, func.count())
+            .where(ev.c.session_id.in_(ids), ev.c.failure_kind.is_not(None))
+            .group_by(ev.c.session_id)
+        )
+        failures = {sid: int(n) for sid, n in conn.execute(fq).all()}
+        newest = select(func.max(ev.c.id)).where(ev.c.session_id.in_(ids)).group_by(ev.c.session_id)
+        who = {
+            sid: (project, agent)
+            for sid, project, agent in conn.execute(
+                select(ev.c.session_id, ev.c.project, ev.c.agent_source).where(ev.c.id.in_(newest))
+            ).all()
+        }
+        eq = (
+            select(anomaly_emits.c.session_id, func.count())
+            .where(anomaly_emits.c.session_id.in_(ids))
+            .group_by(anomaly_emits.c.session_id)
+        )
+        emit_counts = {sid: int(n) for sid, n in conn.execute(eq).all()}
+    out = []
+    for sid, (lo, hi) in spans.items():
+        t = by_type.get(sid, {})
+        project, agent = who.get(sid, (None, None))
+        out.append(
+            {
+                "session_id": sid,
+                "project": project,
+                "agent_source": agent,
+                "start_ts": lo,
+                "last_ts": hi,
+                "duration_ms": hi - lo,
+                # Old Claude Code logs have only Post events; count the fuller side.
+                "tool_calls": max(
+                    t.get("PreToolUse", 0),
+                    t.get("PostToolUse", 0) + t.get("PostToolUseFailure", 0),
+                ),
+                "failures": failures.get(sid, 0),
+                "anomalies": emit_counts.get(sid, 0),
+            }
+        )
+    return out
 
 
 def session_summary(store: Store, session_id: str) -> dict[str, Any] | None:
-    ev = hook_events
-    q = select(*_session_columns(), func.count().label("n")).where(ev.c.session_id == session_id)
-    with store.engine.connect() as conn:
-        r = conn.execute(q).one()
-        if not r.n:
-            return None
-        n_emits = conn.execute(
-            select(func.count())
-            .select_from(anomaly_emits)
-            .where(anomaly_emits.c.session_id == session_id)
-        ).scalar_one()
-    return _session_summary(session_id, r, int(n_emits))
+    found = list_sessions(store, limit=1, session_id=session_id)
+    return found[0] if found else None
 
 
 def session_timeline(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
