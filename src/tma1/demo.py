@@ -581,6 +581,8 @@ def run_demo(*, keep: bool = False, port: int | None = None, stream: TextIO | No
         out.line("tma1 demo needs curl (the hook script posts with it); install it first.")
         return 1
     started = time.monotonic()
+    # `kill` must not orphan the server (it runs in its own session) or leave files behind.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     with _workspace() as root:
         data_dir = root / "data"
         data_dir.mkdir()
@@ -679,10 +681,9 @@ def _run(out: Out, root: Path, server: DemoServer, *, keep: bool, started: float
             "The server keeps running for the dashboard; press Ctrl-C to stop it "
             "(the demo's temporary files are deleted then)."
         )
-        # Ctrl-C, or `kill` (SIGTERM), ends the wait and the cleanup below runs. SIGINT is
-        # set explicitly: a shell starts background jobs with it ignored.
+        # Ctrl-C, or `kill` (SIGTERM), ends the wait and the cleanup runs. SIGINT is set
+        # explicitly: a shell starts background jobs with it ignored.
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
             assert server.proc is not None
             server.proc.wait()
