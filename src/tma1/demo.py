@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -582,7 +583,8 @@ def run_demo(*, keep: bool = False, port: int | None = None, stream: TextIO | No
         return 1
     started = time.monotonic()
     # `kill` must not orphan the server (it runs in its own session) or leave files behind.
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_interrupt)
     with _workspace() as root:
         data_dir = root / "data"
         data_dir.mkdir()
@@ -683,7 +685,8 @@ def _run(out: Out, root: Path, server: DemoServer, *, keep: bool, started: float
         )
         # Ctrl-C, or `kill` (SIGTERM), ends the wait and the cleanup runs. SIGINT is set
         # explicitly: a shell starts background jobs with it ignored.
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             assert server.proc is not None
             server.proc.wait()
