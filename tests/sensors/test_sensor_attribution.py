@@ -214,3 +214,25 @@ def test_turn_end_closes_calls_whose_post_never_came() -> None:
     assert a.explain(PROJ, FILE, 20_000 + SLACK_MS + 1) == "OTHER"
     a.note(ev(30_000, "UserPromptSubmit", "", sid="OTHER"))
     assert a.explain(PROJ, FILE, 33_000) is None
+
+
+def test_pre_noted_while_its_change_is_being_inserted(store: Store, tmp_path: Path) -> None:
+    """The interleaving that slips between explain and remember: the Pre is noted (and
+    finds nothing to claim) while the watcher thread is inserting the change."""
+    clock = ManualClock(start_ms=300_000)
+    sensor = _sensor(store, tmp_path, clock, [])
+    real_insert = store.insert_changes
+
+    def insert_then_hook(changes: list[FileChange]) -> list[int]:
+        ids = real_insert(changes)
+        sensor.on_event(edit(299_990, "PreToolUse", sid="MID"))  # the hook thread, meanwhile
+        return ids
+
+    store.insert_changes = insert_then_hook  # type: ignore[method-assign]
+    try:
+        sensor.store_changes(
+            PROJ, [FileChange(ts=300_000, project=PROJ, path=FILE, change="modified")]
+        )
+    finally:
+        store.insert_changes = real_insert  # type: ignore[method-assign]
+    assert [c.writer_session for c in store.project_changes(PROJ, 0)] == ["MID"]

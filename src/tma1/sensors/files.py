@@ -562,11 +562,6 @@ class ProjectWatch:
 
 
 @dataclass
-class _Refusal:
-    logged: bool = False
-
-
-@dataclass
 class FileSensor:
     store: Store
     clock: Clock
@@ -674,13 +669,24 @@ class FileSensor:
         ]
         ids = self.store.insert_changes(attributed)
         self.counters.inc("files.changes", len(ids))
+        late: dict[str, list[int]] = {}
         with self._recent_lock:
             for row_id, c in zip(ids, attributed, strict=True):
-                if c.writer_session is None:
+                if c.writer_session is not None:
+                    continue
+                # An interval noted while this batch was being inserted has not seen these
+                # rows in `_recent` yet: ask again now that no claim can slip in between.
+                who = self._explain(c, hints.get(c.path))
+                if who is not None:
+                    late.setdefault(who, []).append(row_id)
+                else:
                     self._recent.append(
                         _Pending(row_id, c.ts, project, c.path, c.content_hash, hints.get(c.path))
                     )
             self._trim_recent(self.clock.now_ms())
+        for who, row_ids in late.items():
+            self.store.set_change_writer(row_ids, who)
+            self.counters.inc("files.late_attributed", len(row_ids))
         self.on_project_change(project)
 
     def _trim_recent(self, now: int) -> None:
