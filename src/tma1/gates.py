@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import and_, delete, func, insert, select, true, update
+from sqlalchemy import and_, delete, func, insert, or_, select, true, update
 from sqlalchemy.exc import IntegrityError
 
 from tma1.engine.anomaly import Kind
@@ -519,6 +519,28 @@ _FILE_KINDS = frozenset(
 )
 
 
+# Per kind, the tools whose calls its follow action looks at (see `followed`).
+_READ_OR_SHELL = tuple(sorted(READ_TOOLS | SHELL_TOOLS))
+_SHELL = tuple(sorted(SHELL_TOOLS))
+_TOOLS_BY_KIND: dict[str, tuple[str, ...]] = {
+    Kind.STALE_FILE_VIEW.value: _READ_OR_SHELL,
+    Kind.BUILD_BROKEN_AFTER_MY_EDIT.value: _READ_OR_SHELL,
+    Kind.EXTERNAL_MODIFIED_DURING_SESSION.value: _READ_OR_SHELL,
+    Kind.REPEATED_FAILED_BUILD.value: _SHELL,
+    Kind.CONTEXT_PRESSURE.value: _SHELL,
+    Kind.TEST_STUCK.value: _FOLLOW_TOOLS,
+}
+
+
+def _relevant_call(kind: Any, tool_name: Any) -> Any:
+    """SQL: this tool call can matter to this kind's follow action (fewer rows to fetch;
+    the window itself is bounded by `wend`, which counts every tool)."""
+    groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for k, tools in _TOOLS_BY_KIND.items():
+        groups[tools].append(k)
+    return or_(*(and_(kind.in_(kinds), tool_name.in_(tools)) for tools, kinds in groups.items()))
+
+
 def _emit_windows(since: int, window: int, kind: str | None = None, after_id: int = 0) -> Any:
     """CTE: the emits since `since` (optionally of one kind) with `wend`, the ts of the
     (`window`+1)-th tool call after the emit (a far future when there is none yet), and
@@ -608,7 +630,7 @@ def _follow_calls_windowed(
                 e.c.event_type == "PreToolUse",
                 e.c.ts > m.c.ts,
                 e.c.ts < m.c.wend,
-                e.c.tool_name.in_(_FOLLOW_TOOLS),
+                _relevant_call(m.c.kind, e.c.tool_name),
             ),
         )
     )
