@@ -62,6 +62,11 @@ def iso_to_ms(value: Any) -> int | None:
     return int(dt.timestamp() * 1000)
 
 
+def _ts(obj: dict[str, Any], default_ts: int) -> int:
+    ts = iso_to_ms(obj.get("timestamp"))
+    return default_ts if ts is None else ts
+
+
 def _int(value: Any) -> int:
     if isinstance(value, bool):
         return 0
@@ -110,12 +115,11 @@ def parse_claude_usage_lines(
         sid = session_id or obj.get("sessionId")
         if not isinstance(sid, str) or not sid:
             continue
-        ts = iso_to_ms(obj.get("timestamp"))
-        ts = default_ts if ts is None else ts
         if (kind == "system" and obj.get("subtype") == "compact_boundary") or (
             # Claude Code 1.0.x notes a compaction only as the summary it starts over with.
             kind == "user" and obj.get("isCompactSummary") is True
         ):
+            ts = _ts(obj, default_ts)
             key = f"compact:{obj.get('uuid') or ts}"
             if key in seen:
                 continue
@@ -144,7 +148,7 @@ def parse_claude_usage_lines(
         cc = _int(usage.get("cache_creation_input_tokens"))
         out.append(
             Usage(
-                ts=ts,
+                ts=_ts(obj, default_ts),
                 session_id=sid,
                 occupancy=inp + cr + cc,
                 input_tokens=inp,
@@ -194,8 +198,6 @@ def parse_codex_usage_lines(
         if not isinstance(obj, dict):
             continue
         kind, payload = _codex_payload(obj)
-        ts = iso_to_ms(obj.get("timestamp"))
-        ts = default_ts if ts is None else ts
         if kind == "session_meta":
             pid = payload.get("id")
             if isinstance(pid, str) and state.session_id is None:
@@ -215,7 +217,7 @@ def parse_codex_usage_lines(
             state.last_total = None
             out.append(
                 Usage(
-                    ts=ts,
+                    ts=_ts(obj, default_ts),
                     session_id=sid,
                     occupancy=0,
                     kind="compaction",
@@ -235,9 +237,11 @@ def parse_codex_usage_lines(
         total = info.get("total_token_usage")
         total_key: tuple[int, ...] | None = None
         if isinstance(total, dict):
-            total_key = tuple(
-                _int(total.get(k))
-                for k in ("input_tokens", "cached_input_tokens", "output_tokens", "total_tokens")
+            total_key = (
+                _int(total.get("input_tokens")),
+                _int(total.get("cached_input_tokens")),
+                _int(total.get("output_tokens")),
+                _int(total.get("total_tokens")),
             )
             if total_key == state.last_total:
                 continue  # the same request reported again
@@ -246,7 +250,7 @@ def parse_codex_usage_lines(
         cached = min(inp, _int(last.get("cached_input_tokens")))
         out.append(
             Usage(
-                ts=ts,
+                ts=_ts(obj, default_ts),
                 session_id=sid,
                 occupancy=inp,
                 input_tokens=inp - cached,
@@ -312,6 +316,30 @@ def wanted_lines(chunk: bytes, fmt: str) -> list[bytes]:
     return [chunk[a : spans[a]] for a in sorted(spans)]
 
 
+_REQUEST_ID = b'"requestId":"'
+
+
+def _request_id(line: bytes) -> bytes | None:
+    """The top-level requestId of a Claude line, read without decoding it. Inside a JSON
+    string the quotes would be escaped, so the raw sequence only occurs as a key."""
+    i = line.find(_REQUEST_ID)
+    if i < 0:
+        return None
+    start = i + len(_REQUEST_ID)
+    end = line.find(b'"', start)
+    return line[start:end] if end > start else None
+
+
+def _is_main_usage(obj: Any) -> bool:
+    return (
+        isinstance(obj, dict)
+        and obj.get("type") == "assistant"
+        and obj.get("isSidechain") is not True
+        and isinstance(obj.get("message"), dict)
+        and isinstance(obj["message"].get("usage"), dict)
+    )
+
+
 # --- the tailer ---------------------------------------------------------------------------
 
 
@@ -328,6 +356,7 @@ class _FileState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     rows: int = 0
     tail: bytes = b""  # the last bytes consumed, to notice an in-place rewrite
+    requests: set[bytes] = field(default_factory=set)  # Claude requestIds already counted
 
 
 class TranscriptTailer:
@@ -516,10 +545,17 @@ class TranscriptTailer:
                 objs.append(obj)
         if state.fmt is not None and pos < len(chunk):
             for raw in wanted_lines(chunk[pos:], state.fmt):
+                rid = _request_id(raw) if state.fmt == "claude" else None
+                if rid is not None and rid in state.requests:
+                    continue  # another line of a response already counted: not decoded
                 try:
-                    objs.append(json.loads(raw))
+                    obj = json.loads(raw)
                 except ValueError:
                     self.counters.inc("transcripts.bad_lines")
+                    continue
+                objs.append(obj)
+                if rid is not None and _is_main_usage(obj):
+                    state.requests.add(rid)
         if not objs:
             return []
         now = self.clock.now_ms()
@@ -529,6 +565,7 @@ class TranscriptTailer:
             )
         if len(state.seen) > MAX_SEEN_KEYS:
             state.seen.clear()
+            state.requests.clear()
         return parse_claude_usage_lines(
             objs, session_id=state.session_id, seen=state.seen, default_ts=now
         )
