@@ -159,7 +159,7 @@ def _claude_corpus(out: Path, target_mb: int) -> tuple[int, int]:
     with out.open("wb") as fh:
         for k in range(copies):
             # Each copy's responses get their own ids, so dedup does not skip them.
-            fh.write(data.replace(b'"msg_', b'"msg_%d_' % k))
+            fh.write(data.replace(b'"msg_', b'"msg_%d_' % k).replace(b'"req_', b'"req_%d_' % k))
     return copies, out.stat().st_size
 
 

@@ -330,6 +330,25 @@ def _request_id(line: bytes) -> bytes | None:
     return line[start:end] if end > start else None
 
 
+def _codex_repeat(state: _FileState, raw: bytes) -> bool:
+    """True when `raw` repeats the previous line of its kind byte for byte after the
+    timestamp (so parsing it would change nothing)."""
+    i = raw.find(b'"payload"')
+    if i < 0:
+        return False
+    if b"compacted" in raw:
+        state.codex_raw.clear()  # after a compaction the same numbers count again
+        return False
+    kind = b"turn" if b'"turn_context"' in raw[:i] else b"token" if b"token_count" in raw else None
+    if kind is None:
+        return False
+    body = raw[i:]
+    if state.codex_raw.get(kind) == body:
+        return True
+    state.codex_raw[kind] = body
+    return False
+
+
 def _is_main_usage(obj: Any) -> bool:
     return (
         isinstance(obj, dict)
@@ -357,6 +376,9 @@ class _FileState:
     rows: int = 0
     tail: bytes = b""  # the last bytes consumed, to notice an in-place rewrite
     requests: set[bytes] = field(default_factory=set)  # Claude requestIds already counted
+    # The last raw payload of each Codex line kind: Codex writes every token_count twice
+    # and repeats the same turn_context each turn.
+    codex_raw: dict[bytes, bytes] = field(default_factory=dict)
 
 
 class TranscriptTailer:
@@ -548,6 +570,8 @@ class TranscriptTailer:
                 rid = _request_id(raw) if state.fmt == "claude" else None
                 if rid is not None and rid in state.requests:
                     continue  # another line of a response already counted: not decoded
+                if state.fmt == "codex" and _codex_repeat(state, raw):
+                    continue
                 try:
                     obj = json.loads(raw)
                 except ValueError:
