@@ -507,3 +507,43 @@ def test_a_line_longer_than_every_budget(store: Store, tmp_path: Path) -> None:
     t.catch_up("S", str(f))
     assert [u.occupancy for u in stored(store, "S")] == [11, 22]
     assert t._files[str(f)].offset == f.stat().st_size
+
+
+def test_codex_tailer_skips_byte_repeats_but_not_across_a_compaction(
+    store: Store, tmp_path: Path
+) -> None:
+    def token(total: int, last: int, ts: str) -> str:
+        usage = {"input_tokens": last, "cached_input_tokens": 0, "output_tokens": 1}
+        info = {
+            "total_token_usage": {**usage, "input_tokens": total, "total_tokens": total},
+            "last_token_usage": usage,
+        }
+        return json.dumps(
+            {"timestamp": ts, "type": "event_msg", "payload": {"type": "token_count", "info": info}}
+        )
+
+    compacted = json.dumps(
+        {"timestamp": "2025-01-01T00:00:03Z", "type": "compacted", "payload": {"message": "s"}}
+    )
+    lines = [
+        token(100, 100, "2025-01-01T00:00:01Z"),
+        token(100, 100, "2025-01-01T00:00:02Z"),  # Codex's repeat
+        compacted,
+        token(100, 100, "2025-01-01T00:00:04Z"),  # same bytes, but after the compaction
+        token(150, 50, "2025-01-01T00:00:05Z"),
+    ]
+    f = tmp_path / "rollout.jsonl"
+    f.write_text("\n".join(lines) + "\n")
+    t = tailer(store, [])
+    t.catch_up("S", str(f), "codex")
+    whole = parse_codex_usage_lines([json.loads(x) for x in lines], session_id="S")
+    got = stored(store, "S")
+    assert [(u.kind, u.occupancy, u.ts) for u in got] == [
+        (u.kind, u.occupancy, u.ts) for u in whole
+    ]
+    assert [(u.kind, u.occupancy) for u in got] == [
+        ("usage", 100),
+        ("compaction", 0),
+        ("usage", 100),
+        ("usage", 50),
+    ]
