@@ -122,7 +122,17 @@ def test_findings_delivered_before_kill9_are_not_delivered_again(
     sessions = [f"crash-{uuid.uuid4().hex[:6]}-{i}" for i in range(8)]
     control = f"crash-control-{uuid.uuid4().hex[:6]}"
     windows_ms: list[float] = []
+    # Background agents keep the server (and the emit writer's database) busy, so the
+    # window is measured under load, not on an idle server.
+    halt = threading.Event()
+    load = threading.Thread(
+        target=run_agents,
+        args=(srv.url, srv.token),
+        kwargs={"agents": 3, "duration_s": 60, "stop_event": halt},
+        daemon=True,
+    )
     try:
+        load.start()
         fail_three_times(srv, control)  # never told before the crash
         for s in sessions:
             fail_three_times(srv, s)
@@ -137,11 +147,14 @@ def test_findings_delivered_before_kill9_are_not_delivered_again(
                 assert time.monotonic() < deadline, "emit row never written"
                 time.sleep(0.002)
             windows_ms.append((time.perf_counter() - answered) * 1000)
+        halt.set()
+        load.join(30)
         srv.kill9()
         srv = ServeProcess.start(tmp_path / "data", database_url=db_url)
         again = {s: stop(srv, s) for s in sessions}
         control_body = stop(srv, control)
     finally:
+        halt.set()
         srv.kill9()
         store.close()
     print(
