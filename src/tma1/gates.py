@@ -865,10 +865,17 @@ _FOLLOW_CACHES: weakref.WeakKeyDictionary[Store, dict[tuple[int, int], _FollowCa
 _CACHES_LOCK = threading.Lock()
 
 
+_MAX_CACHES_PER_STORE = 8
+
+
 def _follow_cache(store: Store, days: int, window: int) -> _FollowCache:
     with _CACHES_LOCK:
         per_store = _FOLLOW_CACHES.setdefault(store, {})
-        return per_store.setdefault((days, window), _FollowCache())
+        cache = per_store.pop((days, window), None) or _FollowCache()
+        per_store[(days, window)] = cache  # most recently used last
+        while len(per_store) > _MAX_CACHES_PER_STORE:
+            del per_store[next(iter(per_store))]  # parameters nobody asks for any more
+        return cache
 
 
 def _count_emits(store: Store, since: int, up_to_id: int) -> int:

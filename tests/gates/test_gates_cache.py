@@ -80,3 +80,12 @@ def test_settled_emit_keeps_its_verdict_and_days_out_of_range_drop(store: Store)
     later = NOW + 8 * DAY_MS
     assert gates.follow_rate(store, now_ms=later)["kinds"]["stale_file_view"]["emits"] == 0
     assert gates._follow_cache(store, 7, 5).verdicts == {}
+
+
+def test_caches_per_store_are_bounded(store: Store) -> None:
+    Session(store, "s", ts=NOW - 60_000).emit("stale_file_view", F, [F]).read(F).flush()
+    for window in range(1, 13):
+        assert gates.follow_rate(store, now_ms=NOW, window=window)["overall"]["followed"] == 1
+    kept = gates._FOLLOW_CACHES[store]
+    assert len(kept) == gates._MAX_CACHES_PER_STORE
+    assert (7, 12) in kept and (7, 1) not in kept  # the least recently used went first
