@@ -409,6 +409,11 @@ def test_sessions_list_and_timeline_markers(server: LiveServer, page: Any) -> No
     assert page.locator(".timeline .tl-tool.failed").count() == 5
     assert page.locator(".timeline .tl-tool").count() == 12
     assert page.locator("ol.events li.ev-anomaly").count() == 4
+    # A marker leads to its finding in the list below.
+    marker = page.locator(".timeline .tl-marker.anomaly").first
+    emit_id = marker.get_attribute("data-id")
+    marker.click()
+    page.wait_for_selector(f'li.ev-anomaly.flash[data-id="{emit_id}"]')
     shot(page, "session-timeline")
     # A new failing call and a finding show up on the open timeline (10 s poll, 1 s here).
     s = Seeder(server.store, "9f1c2e7a-web-session", SystemClock().now_ms(), "/home/dev/webapp")

@@ -571,7 +571,17 @@
         class: `tl-marker anomaly sev-${e.severity}`,
         title: `${humanKind(e.kind)} (${e.severity}) · ${fmtFull(e.ts)}\n${e.evidence}`,
         dataset: { id: String(e.id) },
+        role: "button",
+        tabindex: "0",
         text: "◆",
+        onclick: () => {
+          const li = document.querySelector(`li.ev-anomaly[data-id="${CSS.escape(String(e.id))}"]`);
+          if (!li) return;
+          li.scrollIntoView({ block: "nearest", behavior: "smooth" });
+          li.classList.remove("flash");
+          void li.offsetWidth; // restart the animation
+          li.classList.add("flash");
+        },
       });
       m.style.left = at(e.ts);
       lanes.anomalies.append(m);
@@ -597,7 +607,7 @@
       if (m.emit) {
         const e = m.emit;
         list.append(
-          el("li", { class: `ev ev-anomaly sev-${e.severity}` },
+          el("li", { class: `ev ev-anomaly sev-${e.severity}`, dataset: { id: String(e.id) } },
             el("span", { class: "ev-time", text: fmtTime(e.ts) }),
             el("span", { class: `sev sev-${e.severity}`, text: e.severity }),
             el("strong", { text: humanKind(e.kind) }),
