@@ -337,7 +337,8 @@
         empty.append(emptyHelp("No anomalies yet — nothing has gone wrong, or no agent is wired."));
       }
     }
-    $("emit-count").textContent = `${emits.length} shown`;
+    const byAgent = emits.some((e) => e.label_source === "agent");
+    $("emit-count").textContent = `${emits.length} shown${byAgent ? " · dashed label = the agent's verdict" : ""}`;
   }
 
   async function refreshAnomalies() {
