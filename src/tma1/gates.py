@@ -187,11 +187,20 @@ def _shell_reads(command: str, files: Sequence[str]) -> bool:
     return any(same_file(arg, f) for arg in args for f in files)
 
 
+def _touches(call: Call, files: Sequence[str]) -> bool:
+    for p in call.touched():
+        if p in files:  # the common case: the same absolute path
+            return True
+        if any(same_file(p, f) for f in files):
+            return True
+    return False
+
+
 def is_read_of(call: Call, files: Sequence[str]) -> bool:
     if not call.is_tool_call or not files:
         return False
     if call.tool_name in READ_TOOLS:
-        return any(same_file(p, f) for p in call.touched() for f in files)
+        return _touches(call, files)
     if call.is_shell and call.command:
         return _shell_reads(call.command, files)
     return False
@@ -200,7 +209,7 @@ def is_read_of(call: Call, files: Sequence[str]) -> bool:
 def is_edit_of(call: Call, files: Sequence[str]) -> bool:
     if not call.is_tool_call or call.tool_name not in WRITE_TOOLS or not files:
         return False
-    return any(same_file(p, f) for p in call.touched() for f in files)
+    return _touches(call, files)
 
 
 def is_rerun(call: Call, prefixes: Iterable[str]) -> bool:
@@ -831,14 +840,20 @@ def _test_commands(store: Store, since: int, after_id: int = 0) -> dict[int, tup
         .where(a.c.ts >= since, a.c.id > after_id, a.c.kind == Kind.TEST_STUCK.value)
     )
     found: dict[int, dict[str, None]] = defaultdict(dict)
+    decoded: dict[str, list[str]] = {}  # a failure sits in the lookback of several emits
     with store.engine.connect() as conn:
         for emit_id, key, prefix, test_ids in conn.execute(q).all():
-            if not prefix or not test_ids:
+            if not prefix or not test_ids or prefix in found[emit_id]:
                 continue
             subject = split_stable_key(key or "")[2]
             # The substring test is cheap and rules out most rows before JSON decoding.
-            if subject and subject in test_ids and subject in loads_list(test_ids):
-                found[emit_id].setdefault(prefix, None)
+            if not subject or subject not in test_ids:
+                continue
+            ids = decoded.get(test_ids)
+            if ids is None:
+                ids = decoded[test_ids] = loads_list(test_ids)
+            if subject in ids:
+                found[emit_id][prefix] = None
     return {k: tuple(v) for k, v in found.items()}
 
 
