@@ -362,10 +362,12 @@ class Ingest:
 
     def _one_by_one(self, events: list[HookEvent]) -> bool:
         stored: list[HookEvent] = []
+        settled = 0  # stored or refused: either way the queue moved on
         for i, ev in enumerate(events):
             try:
                 self.store.insert_event(ev)
                 stored.append(ev)
+                settled += 1
             except Exception as exc:
                 if is_transient(exc):
                     with self._lock:
@@ -373,13 +375,14 @@ class Ingest:
                             self._queue.appendleft((e, _size(e)))
                             self._queued_bytes += _size(e)
                     break
+                settled += 1
                 self.counters.inc("ingest.rejected_by_db")
                 log.error("the database refused a queued event (dropped): %s", exc)
         if stored:
             self.counters.inc("ingest.flushed", len(stored))
             self._recovered()
             self._stored(stored)
-        return len(stored) > 0 or not events
+        return settled > 0 or not events
 
     def _stored(self, events: Sequence[HookEvent]) -> None:
         if self.on_stored is None:

@@ -174,3 +174,15 @@ def test_values_longer_than_their_column_are_cut_on_both_backends(live: LiveServ
         [row] = conn.execute(select(hook_events)).all()
     assert row.session_id == "s" * 200 and row.tool_use_id == "x" * 200
     assert row.permission_mode == "p" * 64
+
+
+def test_budget_and_queue_settings_come_from_the_environment() -> None:
+    from tma1.config import ConfigError, load_settings
+
+    s = load_settings({"TMA1_HOOK_DB_BUDGET_MS": "250", "TMA1_INGEST_QUEUE_MAX": "5"})
+    assert (s.hook_db_budget_ms, s.ingest_queue_max) == (250, 5)
+    assert load_settings({}).hook_db_budget_ms == 400
+    with pytest.raises(ConfigError, match="TMA1_HOOK_DB_BUDGET_MS"):
+        load_settings({"TMA1_HOOK_DB_BUDGET_MS": "5"})
+    with pytest.raises(ConfigError, match="TMA1_INGEST_QUEUE_MAX"):
+        load_settings({"TMA1_INGEST_QUEUE_MAX": "lots"})
