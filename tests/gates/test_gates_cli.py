@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 
-from conftest import tma1_cmd
+import httpx
+from conftest import LiveServer, tma1_cmd
 from gateseed import Session, emit_row
 
 from tma1.clock import SystemClock
@@ -97,3 +98,19 @@ def test_gates_strict_fails_on_budget_and_validates_options(store: Store, db_url
     assert "max 3/day" in r.stdout
     bad = _run(db_url, "gates", "--days", "0")
     assert bad.returncode == 2 and "out of range" in bad.stderr
+
+
+def test_cli_labels_while_the_server_runs(live: LiveServer) -> None:
+    """The CLI writes the same database the running daemon reads (SQLite WAL or PG)."""
+    now = live.service.clock.now_ms()
+    live.store.insert_emits([emit_row(ts=now, session_id="both", kind="test_stuck")])
+    url = live.settings.effective_database_url
+    out = _run(url, "label", "1", "tp", "--note", "from the terminal")
+    assert out.returncode == 0, out.stderr
+    emit = httpx.get(f"{live.url}/api/anomalies").json()["emits"][0]
+    assert (emit["label"], emit["label_note"]) == ("tp", "from the terminal")
+    # …and a label from the dashboard's API shows in the CLI.
+    r = httpx.post(f"{live.url}/api/anomalies/1/label", json={"label": "fp"})
+    assert r.status_code == 200
+    js = json.loads(_run(url, "anomalies", "--json").stdout)
+    assert js["emits"][0]["label"] == "fp"
