@@ -62,6 +62,12 @@ def prefill(db_url: str, n: int) -> None:
     store.close()
 
 
+def server_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(values: list[float], p: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
@@ -138,11 +144,22 @@ def main() -> int:
             f"p50 ratio hooks/ping: {ratio:.2f}x  (targets: p50 <= 3 ms, p99 <= 15 ms, ratio <= 3x)"
         )
 
+        _, ping_wall = run_clients(url, token, args.clients, args.ingest, "ping", "pingrate")
+        cpu0 = server_cpu_s(proc.pid)
         _, wall = run_clients(url, token, args.clients, args.ingest, "hook", "ingest")
+        cpu = server_cpu_s(proc.pid) - cpu0
         sent = args.clients * args.ingest
         print(
             f"\nsustained ingest: {sent:,} events in {wall:.2f}s = {sent / wall:,.0f} events/s "
             "(target >= 1,500)"
+        )
+        print(
+            f"  same clients against GET /api/ping: {sent / ping_wall:,.0f} requests/s "
+            "(the load generator shares the 2 cores with the server)"
+        )
+        print(
+            f"  server CPU per ingested event: {cpu / sent * 1000:.3f} ms "
+            f"-> one core's capacity: {sent / cpu:,.0f} events/s"
         )
     finally:
         proc.terminate()

@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import fields
-from queue import SimpleQueue
+from queue import Empty, SimpleQueue
 from typing import Any
 
 from sqlalchemy import String, Text
@@ -60,6 +60,7 @@ DEFAULT_MAX_EVENTS = 10_000
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 MAX_WORKERS = 32
 FLUSH_BATCH = 200
+GROUP_COMMIT_MAX = 64
 BACKOFF_MIN_S = 0.05
 BACKOFF_MAX_S = 2.0
 DRAIN_S = 10.0
@@ -218,16 +219,43 @@ class Ingest:
             job = self._jobs.get()
             if job is None:
                 return
-            event, fut = job
+            # Group commit: hooks that arrived while the last commit ran share the next one.
+            # Each still returns only after its own row is committed.
+            jobs = [job]
+            stop_after = False
+            while len(jobs) < GROUP_COMMIT_MAX:
+                try:
+                    more = self._jobs.get_nowait()
+                except Empty:
+                    break
+                if more is None:
+                    stop_after = True
+                    break
+                jobs.append(more)
             try:
-                if fut.set_running_or_notify_cancel():
-                    try:
-                        fut.set_result(self.store.insert_event(event))
-                    except BaseException as exc:
-                        fut.set_exception(exc)
+                self._commit_group(jobs)
             finally:
                 with self._lock:
-                    self._inflight -= 1
+                    self._inflight -= len(jobs)
+            if stop_after:
+                return
+
+    def _commit_group(self, jobs: list[tuple[HookEvent, Future[int]]]) -> None:
+        live = [(ev, fut) for ev, fut in jobs if fut.set_running_or_notify_cancel()]
+        if len(live) > 1:
+            try:
+                self.store.insert_events([ev for ev, _ in live], with_ids=True)
+            except Exception:
+                pass  # one bad row must not fail its neighbours: retry them one by one
+            else:
+                for ev, fut in live:
+                    fut.set_result(ev.id or 0)
+                return
+        for ev, fut in live:
+            try:
+                fut.set_result(self.store.insert_event(ev))
+            except BaseException as exc:
+                fut.set_exception(exc)
 
     def _late(self, event: HookEvent, fut: Future[int]) -> None:
         exc = fut.exception()

@@ -289,6 +289,12 @@ def row_to_change(row: Any) -> FileChange:
     )
 
 
+_INSERT_EVENT = insert(hook_events)
+_INSERT_EVENT_RETURNING = insert(hook_events).returning(
+    hook_events.c.id, sort_by_parameter_order=True
+)
+
+
 class Store:
     """All reads and writes. Thread-safe: each call takes its own pooled connection."""
 
@@ -312,16 +318,25 @@ class Store:
     # --- writes ---------------------------------------------------------------------
 
     def insert_event(self, ev: HookEvent) -> int:
+        # One statement object with bound parameters: `.values(**row)` would build and
+        # compile a new statement per call, three times the cost of the insert itself.
         with self.engine.begin() as conn:
-            result = conn.execute(insert(hook_events).values(**event_row(ev)))
+            result = conn.execute(_INSERT_EVENT, event_row(ev))
             ev.id = int(result.inserted_primary_key[0])  # type: ignore[index]
         return ev.id
 
-    def insert_events(self, evs: Sequence[HookEvent]) -> None:
+    def insert_events(self, evs: Sequence[HookEvent], *, with_ids: bool = False) -> None:
+        """Insert in one transaction; `with_ids` sets each event's id (RETURNING)."""
         if not evs:
             return
+        rows = [event_row(e) for e in evs]
         with self.engine.begin() as conn:
-            conn.execute(insert(hook_events), [event_row(e) for e in evs])
+            if with_ids:
+                result = conn.execute(_INSERT_EVENT_RETURNING, rows)
+                for ev, row in zip(evs, result.all(), strict=True):
+                    ev.id = int(row[0])
+            else:
+                conn.execute(_INSERT_EVENT, rows)
 
     def insert_change(self, ch: FileChange) -> int:
         with self.engine.begin() as conn:
