@@ -62,7 +62,7 @@ FOLLOW_ACTIONS: dict[str, str] = {
     Kind.STALE_FILE_VIEW: "a Read of a related file",
     Kind.BUILD_BROKEN_AFTER_MY_EDIT: "a Read of a related file",
     Kind.EXTERNAL_MODIFIED_DURING_SESSION: "a Read of a related file",
-    Kind.REPEATED_FAILED_BUILD: "no re-run of the same failing command prefix",
+    Kind.REPEATED_FAILED_BUILD: "no re-run of the same failing command before an edit",
     Kind.TEST_STUCK: "a Read/Edit of the failing test's file, or no re-run of the test command",
     Kind.CONTEXT_PRESSURE: "a compaction, a session end or a git commit",
 }
@@ -218,6 +218,21 @@ def is_rerun(call: Call, prefixes: Iterable[str]) -> bool:
     return call.command_prefix in set(prefixes)
 
 
+def blind_rerun(tool_calls: Sequence[Call], prefixes: Iterable[str]) -> bool:
+    """A re-run of the failing command before any edit: the agent retried without a fix.
+
+    Design §2.13 says "no re-run"; but the finding's own suggestion is "fix it, then run
+    it once more", and an agent that does exactly that must not score as ignoring it.
+    """
+    wanted = tuple(prefixes)
+    for call in tool_calls:
+        if call.tool_name in WRITE_TOOLS:
+            return False
+        if is_rerun(call, wanted):
+            return True
+    return False
+
+
 def is_git_commit(call: Call) -> bool:
     return call.is_tool_call and call.is_shell and bool(_GIT_COMMIT.search(call.command or ""))
 
@@ -276,7 +291,7 @@ def followed(emit: EmitRef, calls: Sequence[Call], window: int) -> bool:
     ):
         return any(is_read_of(c, emit.related_files) for c in tool_calls)
     if kind == Kind.REPEATED_FAILED_BUILD:
-        return acted and not any(is_rerun(c, (emit.subject,)) for c in tool_calls)
+        return acted and not blind_rerun(tool_calls, (emit.subject,))
     if kind == Kind.TEST_STUCK:
         files = list(emit.related_files)
         if tf := file_of_test_id(emit.subject) or guess_test_file(emit.subject):
@@ -535,7 +550,8 @@ _TOOLS_BY_KIND: dict[str, tuple[str, ...]] = {
     Kind.STALE_FILE_VIEW.value: _READ_OR_SHELL,
     Kind.BUILD_BROKEN_AFTER_MY_EDIT.value: _READ_OR_SHELL,
     Kind.EXTERNAL_MODIFIED_DURING_SESSION.value: _READ_OR_SHELL,
-    Kind.REPEATED_FAILED_BUILD.value: _SHELL,
+    # Writes too: a re-run after an edit is the suggestion followed (blind_rerun).
+    Kind.REPEATED_FAILED_BUILD.value: tuple(sorted(set(_SHELL) | WRITE_TOOLS)),
     Kind.CONTEXT_PRESSURE.value: _SHELL,
     Kind.TEST_STUCK.value: _FOLLOW_TOOLS,
 }

@@ -62,7 +62,9 @@ def test_build_broken_follow_is_a_read_of_an_edited_file(
     assert (got["emits"], got["followed"], got["rate"]) == (2, 1, 0.5)
 
 
-def test_repeated_failed_build_follow_is_no_rerun(live: LiveServer, clock: ManualClock) -> None:
+def test_repeated_failed_build_follow_is_no_blind_rerun(
+    live: LiveServer, clock: ManualClock
+) -> None:
     cmd = "make test"
     fail = "Exit code 2\nmake: *** [test] Error 1"
     # followed: investigates for five calls; the re-run is the 6th call, outside the window.
@@ -82,9 +84,15 @@ def test_repeated_failed_build_follow_is_no_rerun(live: LiveServer, clock: Manua
     for _ in range(3):
         s.bash(cmd, fail=fail)
     s.emit("repeated_failed_build", cmd).hook("Stop").flush()
+    # followed: fixes something first, then runs the command once more (the suggestion).
+    s = _session(live, clock, "rf-fix-then-rerun")
+    for _ in range(3):
+        s.bash(cmd, fail=fail)
+    s.emit("repeated_failed_build", cmd).read("/repo/foo.c").edit("/repo/foo.c").bash(cmd)
+    s.flush()
     got = _rate(live, "repeated_failed_build")
-    assert (got["emits"], got["followed"]) == (3, 1)
-    assert got["rate"] == round(1 / 3, 4)
+    assert (got["emits"], got["followed"]) == (4, 2)
+    assert got["rate"] == 0.5
     assert got["pass"] is True
 
 
