@@ -11,6 +11,8 @@ import argparse
 import json
 import os
 import random
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -107,8 +109,10 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=1500, help="per client, per endpoint")
     ap.add_argument("--ingest", type=int, default=2000, help="per client for the ingest run")
     ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--wrk", type=int, default=10, help="seconds of wrk load (0: skip)")
     args = ap.parse_args()
 
+    wrk_total = 0
     tmp = Path(tempfile.mkdtemp(prefix="tma1-bench-"))
     db_url = f"sqlite:///{tmp / 'tma1.db'}"
     t0 = time.perf_counter()
@@ -161,6 +165,33 @@ def main() -> int:
             f"  server CPU per ingested event: {cpu / sent * 1000:.3f} ms "
             f"-> one core's capacity: {sent / cpu:,.0f} events/s"
         )
+        if args.wrk and shutil.which("wrk"):
+            # A C load generator leaves the cores to the server: the server's own ceiling.
+            cpu0 = server_cpu_s(proc.pid)
+            out = subprocess.run(
+                [
+                    "wrk",
+                    "-t2",
+                    "-c4",
+                    f"-d{args.wrk}s",
+                    "-s",
+                    str(Path(__file__).parent / "wrk_hooks.lua"),
+                    url,
+                    "--",
+                    token,
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            cpu = server_cpu_s(proc.pid) - cpu0
+            total = int(re.search(r"wrk: (\d+) requests", out).group(1))  # type: ignore[union-attr]
+            rate = re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)  # type: ignore[union-attr]
+            print(
+                f"\nwrk (2 threads, 4 connections, {args.wrk} s): {total:,} hooks, "
+                f"{float(rate):,.0f} events/s; server CPU {cpu / total * 1000:.3f} ms/event"
+            )
+            wrk_total = total
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -176,6 +207,16 @@ def main() -> int:
             .where(hook_events.c.tool_use_id.like("ingest-%"))
         ).scalar_one()
     print(f"events found in the database afterwards: {found:,} of {sent:,}")
+    if wrk_total:
+        with store.engine.connect() as conn:
+            wrk_found = conn.execute(
+                select(func.count())
+                .select_from(hook_events)
+                .where(hook_events.c.tool_use_id.like("wrk-%"))
+            ).scalar_one()
+        print(f"wrk events found in the database afterwards: {wrk_found:,} of {wrk_total:,}")
+        if wrk_found < wrk_total:
+            return 1
     return 0 if found == sent else 1
 
 

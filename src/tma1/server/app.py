@@ -49,6 +49,8 @@ def create_app(service: Service, *, hook_token: str | None) -> FastAPI:
     )
     app.state.service = service
     app.state.hook_token = hook_token
+    # Added first = runs inside: the Host/Origin checks come before the hook fast path.
+    app.add_middleware(routes_hooks.HookFastPath)
     app.add_middleware(LocalOnlyMiddleware)
 
     @app.exception_handler(Exception)
