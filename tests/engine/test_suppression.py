@@ -425,3 +425,19 @@ def test_delivery_evicts_sessions_idle_for_24h(sess: Session) -> None:
     sess.d.deliver("another-session", UPS)
     assert sess.d.suppression.state(sess.sid, f.stable_key) is None
     assert sess.d.counters.get("engine.sessions_evicted") == 1
+
+
+def test_stale_file_view_resolves_on_a_shell_read_codex_style(sess: Session) -> None:
+    path = f"{PROJECT}/pkg/a.go"
+    f = finding(
+        Kind.STALE_FILE_VIEW,
+        subject=path,
+        related_files=(path,),
+        last_evidence_ts=sess.clock.now_ms(),
+    )
+    sess.sees(f)
+    assert [a.subject for a in sess.deliver(UPS)] == [path]
+    sess.event(bash_ok(sess.sid, "cat pkg/b.go"))  # another file resolves nothing
+    assert sess.d.preview(sess.sid)["findings"][0]["decision"] == "suppressed"
+    sess.event(bash_ok(sess.sid, "sed -n '1,80p' pkg/a.go"))
+    assert sess.d.preview(sess.sid)["findings"][0]["decision"] == "resolved"

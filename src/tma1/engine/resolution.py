@@ -7,7 +7,7 @@ a finding re-emits only on evidence newer than the resolving event.
 
 | kind                              | resolving event                                        |
 |-----------------------------------|--------------------------------------------------------|
-| stale_file_view                   | a Read (PreToolUse, or its PostToolUse) of a related file |
+| stale_file_view                   | a Read of a related file (or a shell read: `cat f`)   |
 | build_broken_after_my_edit        | any successful shell PostToolUse                       |
 | repeated_failed_build             | any successful shell PostToolUse                       |
 | test_stuck                        | any successful shell PostToolUse                       |
@@ -26,6 +26,7 @@ from collections.abc import Callable
 from tma1.engine.anomaly import Anomaly, Kind
 from tma1.engine.window import SessionWindow
 from tma1.events import READ_TOOLS, HookEvent
+from tma1.extract import files_read_by
 
 ResolutionCheck = Callable[[Anomaly, SessionWindow, int], "int | None"]
 
@@ -39,9 +40,16 @@ def _norm(path: str, base: str | None = None) -> str:
 
 
 def _reads_related(ev: HookEvent, related: frozenset[str], project: str | None) -> bool:
-    if ev.tool_name not in READ_TOOLS or ev.event_type not in ("PreToolUse", "PostToolUse"):
+    if ev.event_type not in ("PreToolUse", "PostToolUse"):
         return False
-    files = ev.tool_files or ([ev.tool_file_path] if ev.tool_file_path else [])
+    if ev.tool_name in READ_TOOLS:
+        files = ev.tool_files or ([ev.tool_file_path] if ev.tool_file_path else [])
+    elif ev.is_shell and ev.tool_command:
+        # `cat f` / `sed -n 1,80p f` is how Codex reads: the rule counts it as a Read, so
+        # the resolution check must too, or a Codex re-read would never resolve.
+        files = files_read_by(ev.tool_command)
+    else:
+        return False
     return any(_norm(f, ev.cwd or project) in related for f in files)
 
 
