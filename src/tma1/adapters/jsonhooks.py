@@ -69,17 +69,22 @@ def dumps(doc: Doc, fmt: JsonFormat = DEFAULT_FORMAT) -> str:
     return text + "\n" if fmt.trailing_newline else text
 
 
-def parse_document(path: Path, data: bytes | None) -> Doc:
-    """The file as a dict ({} when absent or blank). Refuses anything we can't edit safely."""
+def decode_text(path: Path, data: bytes | None) -> str:
+    """The file's text ("" when absent); a file that is not UTF-8 is refused untouched."""
     if data is None:
-        return {}
+        return ""
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InstallError(
             f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
             "fix or move it and run again. Nothing was changed."
         ) from None
+
+
+def parse_json_object(path: Path, data: bytes | None) -> Doc:
+    """A JSON object file as a dict ({} when absent or blank); anything else is refused."""
+    text = decode_text(path, data)
     if not text.strip():
         return {}
     try:
@@ -94,6 +99,13 @@ def parse_document(path: Path, data: bytes | None) -> Doc:
             f"{path} holds a JSON {type(doc).__name__}, not an object; "
             "fix or move it and run again. Nothing was changed."
         )
+    return doc
+
+
+def parse_document(path: Path, data: bytes | None) -> Doc:
+    """The hooks file as a dict ({} when absent or blank). Refuses anything we can't edit
+    safely."""
+    doc = parse_json_object(path, data)
     hooks = doc.get("hooks")
     if hooks is not None and not isinstance(hooks, dict):
         raise InstallError(

@@ -82,16 +82,7 @@ def codex_config_path(env: Mapping[str, str] | None = None) -> Path:
     return (Path(base).expanduser() if base else home / ".codex") / "config.toml"
 
 
-def _decode(path: Path, data: bytes | None) -> str:
-    if data is None:
-        return ""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InstallError(
-            f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
-            "fix or move it and run again. Nothing was changed."
-        ) from None
+_decode = jsonhooks.decode_text  # one UTF-8 refusal message for both files
 
 
 # --- Claude Code: JSON ------------------------------------------------------------------
@@ -102,21 +93,7 @@ def claude_entry(cmd: McpCommand) -> dict[str, Any]:
 
 
 def parse_claude(path: Path, data: bytes | None) -> Doc:
-    text = _decode(path, data)
-    if not text.strip():
-        return {}
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InstallError(
-            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-            "fix or move it and run again. Nothing was changed."
-        ) from None
-    if not isinstance(doc, dict):
-        raise InstallError(
-            f"{path} holds a JSON {type(doc).__name__}, not an object; "
-            "fix or move it and run again. Nothing was changed."
-        )
+    doc = jsonhooks.parse_json_object(path, data)
     servers = doc.get(CLAUDE_KEY)
     if servers is not None and not isinstance(servers, dict):
         raise InstallError(
