@@ -290,6 +290,21 @@ def row_to_change(row: Any) -> FileChange:
 
 
 _INSERT_EVENT = insert(hook_events)
+_INSERT_CHANGE = insert(external_changes)
+
+
+def _change_row(ch: FileChange) -> dict[str, Any]:
+    return {
+        "ts": ch.ts,
+        "project": ch.project,
+        "path": ch.path,
+        "change": ch.change,
+        "size": ch.size,
+        "content_hash": ch.content_hash,
+        "writer_session": ch.writer_session,
+    }
+
+
 _INSERT_EVENT_RETURNING = insert(hook_events).returning(
     hook_events.c.id, sort_by_parameter_order=True
 )
@@ -339,25 +354,18 @@ class Store:
                 conn.execute(_INSERT_EVENT, rows)
 
     def insert_change(self, ch: FileChange) -> int:
-        with self.engine.begin() as conn:
-            result = conn.execute(
-                insert(external_changes).values(
-                    ts=ch.ts,
-                    project=ch.project,
-                    path=ch.path,
-                    change=ch.change,
-                    size=ch.size,
-                    content_hash=ch.content_hash,
-                    writer_session=ch.writer_session,
-                )
-            )
-            return int(result.inserted_primary_key[0])  # type: ignore[index]
+        return self.insert_changes([ch])[0]
 
     def insert_changes(self, changes: Sequence[FileChange]) -> list[int]:
         """Several changes in one transaction (a watcher batch); their ids, in order."""
         ids: list[int] = []
         if not changes:
             return ids
+        with self.engine.begin() as conn:
+            for ch in changes:
+                result = conn.execute(_INSERT_CHANGE, _change_row(ch))
+                ids.append(int(result.inserted_primary_key[0]))  # type: ignore[index]
+        return ids
         with self.engine.begin() as conn:
             for ch in changes:
                 result = conn.execute(
