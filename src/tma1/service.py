@@ -123,6 +123,22 @@ class Service:
             payload = json.loads(text)
         except (ValueError, RecursionError) as exc:
             return self.reject("invalid_json", str(exc)[:200])
+        return self._handle_payload(payload, source=source, envelope=envelope)
+
+    def handle_payload(
+        self, payload: object, *, source: str | None = None, envelope: str | None = None
+    ) -> str:
+        """`handle_hook` for a payload that is already decoded (replay feeds these; the
+        1 MB body limit is the caller's to apply). Never raises."""
+        self.counters.inc("requests")
+        try:
+            return self._handle_payload(payload, source=source, envelope=envelope)
+        except Exception:
+            self.counters.inc("errors.internal")
+            log.exception("hook handling failed; answering empty")
+            return ""
+
+    def _handle_payload(self, payload: object, *, source: str | None, envelope: str | None) -> str:
         agent = "codex" if (source or "").lower() == "codex" else "claude-code"
         try:
             event = parse_payload(payload, ts=self.clock.now_ms(), source=agent)
