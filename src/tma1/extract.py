@@ -162,9 +162,9 @@ def file_of_test_id(test_id: str) -> str | None:
 
 # --- does a command run a test runner or build tool? (design §2.8) -------------------
 
-# Shell segments are split at pipes and list operators; each segment's command word is
-# looked up after peeling wrappers (env assignments, `time`, `npx`, `python -m`, …).
-_OPERATORS = ("||", "&&", "|&", "$(", "|", ";", "(", ")", "\n", "`")
+# Shell segments are split at pipes and list operators (`||`, `&&`, `|&`, `$(`, `|`, `;`,
+# `(`, `)`, newline, backquote); each segment's command word is looked up after peeling
+# wrappers (env assignments, `time`, `npx`, `python -m`, …).
 
 
 def split_shell(command: str) -> list[tuple[str, str]]:
@@ -175,41 +175,28 @@ def split_shell(command: str) -> list[tuple[str, str]]:
     return list(_split_shell(command))
 
 
+# One token at a time: a quoted string (to its closing quote, or to the end of the line
+# when it has none), an escaped character, an operator, or a run of ordinary characters.
+# A regex step per token, not a Python step per character: Codex sends whole patches as
+# commands.
+_SHELL_TOKEN = re.compile(
+    r"""'[^']*'?|"(?:\\.|[^"\\])*"?|\\.|(\|\||&&|\|&|\$\(|[|;()\n`])|[^'"\\|&;()$\n`]+|.""",
+    re.DOTALL,
+)
+
+
 @lru_cache(maxsize=4096)
 def _split_shell(command: str) -> tuple[tuple[str, str], ...]:
     out: list[tuple[str, str]] = []
     buf: list[str] = []
-    quote: str | None = None
-    i, n = 0, len(command)
-    while i < n:
-        ch = command[i]
-        if quote:
-            if ch == "\\" and quote == '"' and i + 1 < n:
-                buf.append(command[i : i + 2])
-                i += 2
-                continue
-            if ch == quote:
-                quote = None
-            buf.append(ch)
-            i += 1
-            continue
-        if ch in "'\"":
-            quote = ch
-            buf.append(ch)
-            i += 1
-            continue
-        if ch == "\\" and i + 1 < n:
-            buf.append(command[i : i + 2])
-            i += 2
-            continue
-        op = next((o for o in _OPERATORS if command.startswith(o, i)), None)
-        if op and not (op == "|" and buf and buf[-1].endswith(">")):  # `>|` is a redirect
+    for m in _SHELL_TOKEN.finditer(command):
+        op = m.group(1)
+        # `>|` is a redirect, not a pipe.
+        if op and not (op == "|" and buf and buf[-1].endswith(">")):
             out.append(("".join(buf), op))
             buf = []
-            i += len(op)
-            continue
-        buf.append(ch)
-        i += 1
+        else:
+            buf.append(m.group(0))
     out.append(("".join(buf), ""))
     return tuple(out)
 

@@ -12,6 +12,8 @@ import re
 
 import pytest
 from conftest import require_sessions
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tma1.extract import (
     command_key,
@@ -843,6 +845,72 @@ def test_files_read_by(command: str, files: list[str]) -> None:
 )
 def test_command_key_sees_the_same_check(a: str, b: str, same: bool) -> None:
     assert (command_key(a) == command_key(b)) is same
+
+
+_REFERENCE_OPERATORS = ("||", "&&", "|&", "$(", "|", ";", "(", ")", "\n", "`")
+
+
+def reference_split_shell(command: str) -> list[tuple[str, str]]:
+    """The splitter's rules, one character at a time (the obvious, slow way)."""
+    out: list[tuple[str, str]] = []
+    buf: list[str] = []
+    quote: str | None = None
+    i, n = 0, len(command)
+    while i < n:
+        ch = command[i]
+        if quote:
+            if ch == "\\" and quote == '"' and i + 1 < n:
+                buf.append(command[i : i + 2])
+                i += 2
+                continue
+            if ch == quote:
+                quote = None
+            buf.append(ch)
+            i += 1
+            continue
+        if ch in "'\"":
+            quote = ch
+            buf.append(ch)
+            i += 1
+            continue
+        if ch == "\\" and i + 1 < n:
+            buf.append(command[i : i + 2])
+            i += 2
+            continue
+        op = next((o for o in _REFERENCE_OPERATORS if command.startswith(o, i)), None)
+        if op and not (op == "|" and buf and buf[-1].endswith(">")):
+            out.append(("".join(buf), op))
+            buf = []
+            i += len(op)
+            continue
+        buf.append(ch)
+        i += 1
+    out.append(("".join(buf), ""))
+    return out
+
+
+_SHELLISH = st.text(alphabet=st.sampled_from(list("ab >|&;()$`'\"\\\n-=")), max_size=40)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_SHELLISH)
+def test_split_shell_matches_the_character_by_character_rules(command: str) -> None:
+    assert split_shell(command) == reference_split_shell(command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo a >| out.txt && ls",
+        "echo \\>|x",
+        'a "b\\"c|d" | e',
+        "x 'unclosed | y",
+        "trailing backslash \\",
+        "$(cmd) $HOME & bg && fg |& tee",
+    ],
+)
+def test_split_shell_edge_cases_match_the_reference(command: str) -> None:
+    assert split_shell(command) == reference_split_shell(command)
 
 
 def test_split_shell_respects_quotes() -> None:

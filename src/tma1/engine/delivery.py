@@ -25,7 +25,7 @@ from tma1.clock import MINUTE_MS, Clock
 from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.engine.anomaly import Anomaly, Channel, delivery_order
-from tma1.engine.detector import Detector, Rule
+from tma1.engine.detector import Detector, Rule, WindowSource
 from tma1.engine.digest import (
     DIGEST_MAX_FINDINGS,
     POST_TOOL_USE_MAX_FINDINGS,
@@ -87,6 +87,7 @@ class Delivery:
         settings: Settings,
         counters: Counters,
         rules: Mapping[str, Rule] | None = None,
+        source: WindowSource | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -95,7 +96,12 @@ class Delivery:
         # Read once, at start-up (TMA1_CONTEXT_PRESSURE_THRESHOLD via Settings).
         self.config = RuleConfig(context_pressure_threshold=settings.context_pressure_threshold)
         self.detector = Detector(
-            store=store, clock=clock, config=self.config, counters=counters, rules=rules
+            store=store,
+            clock=clock,
+            config=self.config,
+            counters=counters,
+            rules=rules,
+            source=source,
         )
         self.suppression = Suppression()
         self.emitlog = EmitLog(store=store, counters=counters)

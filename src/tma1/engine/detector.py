@@ -12,6 +12,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from tma1.clock import Clock
 from tma1.counters import Counters
@@ -23,6 +24,15 @@ from tma1.store import Store
 log = logging.getLogger("tma1.engine")
 
 Rule = Callable[[SessionWindow, int, RuleConfig], list[Anomaly]]
+
+
+class WindowSource(Protocol):
+    """Where windows come from when not from the store: replay keeps every session in
+    memory (`tma1.replay.memory`) and hands the Detector the same `SessionWindow` the
+    store would have given at `now`."""
+
+    def window(self, session_id: str, now: int) -> SessionWindow: ...
+
 
 CACHE_TTL_MS = 30_000
 FULL_RELOAD_MS = 10 * 60_000  # a backstop only: hook events are never updated in place
@@ -137,11 +147,13 @@ class Detector:
         config: RuleConfig,
         counters: Counters,
         rules: Mapping[str, Rule] | None = None,
+        source: WindowSource | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.config = config
         self.counters = counters
+        self.source = source
         self._rules: dict[str, Rule] | None = dict(rules) if rules is not None else None
         self._lock = threading.Lock()
         self._cache: dict[str, Detection] = {}
@@ -178,6 +190,8 @@ class Detector:
     def load_window(self, session_id: str, now: int) -> SessionWindow:
         """One session's window: its events (incrementally, see `_events`), the project's
         file changes, the latest occupancy and the session start (cached)."""
+        if self.source is not None:
+            return self.source.window(session_id, now)
         events = self._events(session_id, now)
         project = next((e.project for e in reversed(events) if e.project), None)
         if project is None:

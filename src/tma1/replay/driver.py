@@ -30,7 +30,8 @@ from typing import Any
 from tma1 import gates
 from tma1.clock import ManualClock
 from tma1.config import DEFAULT_CONTEXT_PRESSURE_THRESHOLD, Settings
-from tma1.engine.delivery import CHANNEL_FOR_HOOK
+from tma1.counters import Counters
+from tma1.engine.delivery import CHANNEL_FOR_HOOK, Delivery
 from tma1.replay import claude_hooklog, claude_transcript, codex_rollout, eventlog
 from tma1.replay.formats import (
     CLAUDE_HOOKLOG,
@@ -41,8 +42,10 @@ from tma1.replay.formats import (
     detect,
     read_records,
 )
+from tma1.replay.memory import BufferedIngest, MemoryWindows
 from tma1.replay.model import FILE_CHANGE, HOOK, USAGE, Converted, Note, Problem, ReplayItem
-from tma1.service import build_service
+from tma1.sensors import Sensors
+from tma1.service import Service
 from tma1.store import Store
 
 log = logging.getLogger("tma1.replay")
@@ -221,7 +224,28 @@ def replay_items(
     start = items[0].ts if items else 0
     clock = ManualClock(start)
     store = Store.open(database_url)
-    service = build_service(settings, clock=clock, store=store)
+    windows = MemoryWindows()
+    counters = Counters()
+    delivery = Delivery(
+        store=store, clock=clock, settings=settings, counters=counters, source=windows
+    )
+    ingest = BufferedIngest(store=store, counters=counters, windows=windows)
+    service = Service(
+        settings=settings,
+        store=store,
+        clock=clock,
+        counters=counters,
+        delivery=delivery,
+        sensors=Sensors(
+            store=store,
+            clock=clock,
+            settings=settings,
+            counters=counters,
+            on_project_change=delivery.invalidate_project,
+            on_session_change=delivery.invalidate,
+        ),
+        ingest=ingest,
+    )
     deliveries: list[DeliveryRecord] = []
     service.start()
     try:
@@ -229,12 +253,10 @@ def replay_items(
             if item.ts > clock.now_ms():
                 clock.set(item.ts)
             if item.kind == HOOK and item.payload is not None:
-                payload = {k: v for k, v in item.payload.items() if k != "transcript_path"}
-                body = service.handle_hook(
-                    json.dumps(payload, ensure_ascii=False).encode("utf-8"),
-                    source=item.source,
-                    envelope=item.envelope,
-                )
+                payload = item.payload
+                if "transcript_path" in payload:
+                    payload = {k: v for k, v in payload.items() if k != "transcript_path"}
+                body = service.handle_payload(payload, source=item.source, envelope=item.envelope)
                 if body:
                     hook = item.hook_event or ""
                     channel = CHANNEL_FOR_HOOK.get(hook)
@@ -249,13 +271,14 @@ def replay_items(
                         )
                     )
             elif item.kind == FILE_CHANGE and item.change is not None:
-                store.insert_change(item.change)
-                service.delivery.invalidate_project(item.change.project)
+                ingest.add_change(item.change)
+                delivery.invalidate_project(item.change.project)
             elif item.kind == USAGE and item.usage is not None:
-                store.insert_usages([item.usage])
-                service.delivery.invalidate(item.usage.session_id)
+                ingest.add_usage(item.usage)
+                delivery.invalidate(item.usage.session_id)
     finally:
         service.stop()  # flushes the emit log
+        ingest.flush()
     try:
         emits = store.emits_since(0)
         attach_findings(deliveries, emits)

@@ -1,0 +1,140 @@
+"""Replay's store for the engine: every session kept in memory, written to SQL once.
+
+Live, each hook event is committed before the engine may see it and the Detector reads
+its window back from the database. A replay knows every event in advance and nothing
+else writes to its database, so it keeps the windows in memory instead
+(`MemoryWindows`, a `WindowSource`) and writes the whole run in one transaction at the
+end (`BufferedIngest.flush`). The engine sees exactly what the store would have handed
+it at each `now`:
+
+- events of the last 60 minutes, ts ascending, with the ids SQLite gives them in a
+  fresh database (one per event, in order), and in the store's lean form — no
+  `tool_input`, and `tool_result` only on unsuccessful results (`Store.window_events`);
+- the project's file changes of the last 90 minutes, the latest usage, the first event
+  of the session; the project falls back to the newest one the session ever named.
+
+Items arrive in time order and the virtual clock never goes back, so every item held is
+at or before `now`: appending keeps each list sorted, and a window is a slice found by
+bisection.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+
+from tma1.counters import Counters
+from tma1.engine.window import CHANGES_WINDOW_MS, EVENTS_WINDOW_MS, SessionWindow
+from tma1.events import FileChange, HookEvent, Usage
+from tma1.ingest import Ingest, scrub
+from tma1.store import Store
+
+WRITE_BATCH = 5_000
+
+
+def lean(ev: HookEvent) -> HookEvent:
+    """The event as `Store.window_events` reads it back (see there)."""
+    failed = ev.event_type == "PostToolUseFailure" or ev.tool_success is False
+    return HookEvent(
+        ev.ts, ev.session_id, ev.event_type, ev.hook_event_name, ev.agent_source,
+        ev.tool_name, ev.tool_use_id, None, ev.tool_result if failed else None,
+        ev.tool_file_path, ev.tool_files, ev.tool_command, ev.tool_command_prefix,
+        ev.tool_success, ev.failure_kind, ev.tool_error_summary, ev.test_ids, ev.cwd,
+        ev.project, ev.transcript_path, ev.permission_mode, ev.duration_ms, ev.metadata,
+        ev.id,
+    )  # fmt: skip
+
+
+class MemoryWindows:
+    """A `WindowSource` over what the replay has fed so far."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, list[HookEvent]] = {}
+        self._event_ts: dict[str, list[int]] = {}
+        self._project: dict[str, str] = {}
+        self._changes: dict[str, list[FileChange]] = {}
+        self._change_ts: dict[str, list[int]] = {}
+        self._usage: dict[str, Usage] = {}
+
+    def add_event(self, ev: HookEvent) -> None:
+        self._events.setdefault(ev.session_id, []).append(ev)
+        self._event_ts.setdefault(ev.session_id, []).append(ev.ts)
+        if ev.project:
+            self._project[ev.session_id] = ev.project
+
+    def add_change(self, ch: FileChange) -> None:
+        self._changes.setdefault(ch.project, []).append(ch)
+        self._change_ts.setdefault(ch.project, []).append(ch.ts)
+
+    def add_usage(self, u: Usage) -> None:
+        self._usage[u.session_id] = u
+
+    def window(self, session_id: str, now: int) -> SessionWindow:
+        events = self._events.get(session_id, [])
+        lo = bisect_left(self._event_ts.get(session_id, []), now - EVENTS_WINDOW_MS)
+        project = self._project.get(session_id)
+        changes: list[FileChange] = []
+        if project and project in self._changes:
+            held = self._changes[project]
+            changes = held[bisect_left(self._change_ts[project], now - CHANGES_WINDOW_MS) :]
+        return SessionWindow(
+            session_id=session_id,
+            project=project,
+            events=events[lo:],
+            changes=changes,
+            usage=self._usage.get(session_id),
+            session_start_ts=events[0].ts if events else None,
+        )
+
+
+class BufferedIngest(Ingest):
+    """The ingest of a replay: every event is "committed" at once, into memory.
+
+    Events are scrubbed as live ingest does, numbered as a fresh SQLite database would
+    number them, handed to `windows` in lean form, and kept whole for `flush`.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        counters: Counters,
+        windows: MemoryWindows,
+        on_stored: Callable[[Sequence[HookEvent]], None] | None = None,
+    ) -> None:
+        super().__init__(store=store, counters=counters, on_stored=on_stored)
+        self.windows = windows
+        self.events: list[HookEvent] = []
+        self.changes: list[FileChange] = []
+        self.usages: list[Usage] = []
+
+    def submit(self, event: HookEvent) -> bool:
+        scrub(event)
+        event.id = len(self.events) + 1
+        self.events.append(event)
+        self.windows.add_event(lean(event))
+        return True
+
+    def add_change(self, ch: FileChange) -> None:
+        self.changes.append(ch)
+        self.windows.add_change(ch)
+
+    def add_usage(self, u: Usage) -> None:
+        self.usages.append(u)
+        self.windows.add_usage(u)
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> int:
+        return 0
+
+    def flush(self) -> None:
+        """Write everything fed so far to the store, in one transaction per table."""
+        for i in range(0, len(self.events), WRITE_BATCH):
+            self.store.insert_events(self.events[i : i + WRITE_BATCH])
+        if self.changes:
+            self.store.insert_changes(self.changes)
+        if self.usages:
+            self.store.insert_usages(self.usages)
+        self.events, self.changes, self.usages = [], [], []
