@@ -309,6 +309,79 @@ _INSERT_EVENT_RETURNING = insert(hook_events).returning(
     hook_events.c.id, sort_by_parameter_order=True
 )
 
+# The hook path's insert on SQLite, at the driver level: the SQL is SQLAlchemy's compiled
+# `insert(hook_events)`, cached per dialect, executed with tuples on the cursor of the
+# SQLAlchemy connection (inside its transaction). Per event this costs a third of
+# `conn.execute(insert, dict)`, whose per-call result and parameter machinery was most
+# of the insert (bench/bench_hooks.py, docs/benchmarks.md).
+_EVENT_COLUMNS = tuple(c.name for c in hook_events.columns if c.name != "id")
+
+
+@functools.cache
+def _event_insert_sql(dialect: Any) -> tuple[str, tuple[Any, ...]]:
+    """(SQL with positional parameters in `_EVENT_COLUMNS` order, bind processors)."""
+    compiled = insert(hook_events).compile(dialect=dialect, column_keys=list(_EVENT_COLUMNS))
+    if tuple(compiled.positiontup or ()) != _EVENT_COLUMNS:
+        raise RuntimeError(f"unexpected parameter order: {compiled.positiontup}")
+    processors = tuple(
+        hook_events.c[name].type.dialect_impl(dialect).bind_processor(dialect)
+        for name in _EVENT_COLUMNS
+    )
+    return compiled.string, processors
+
+
+def event_values(ev: HookEvent) -> tuple[Any, ...]:
+    """`event_row` as a tuple in `_EVENT_COLUMNS` order."""
+    return (
+        ev.ts,
+        ev.session_id,
+        ev.event_type,
+        ev.hook_event_name,
+        ev.agent_source,
+        ev.tool_name,
+        ev.tool_use_id,
+        ev.tool_input,
+        ev.tool_result,
+        ev.tool_file_path,
+        "[]" if not ev.tool_files else _json(ev.tool_files),
+        ev.tool_command,
+        ev.tool_command_prefix,
+        ev.tool_success,
+        ev.failure_kind,
+        ev.tool_error_summary,
+        "[]" if not ev.test_ids else _json(ev.test_ids),
+        ev.cwd,
+        ev.project,
+        ev.transcript_path,
+        ev.permission_mode,
+        ev.duration_ms,
+        _json(ev.metadata) if ev.metadata else None,
+    )
+
+
+def _insert_events_sqlite(conn: Connection, evs: Sequence[HookEvent], *, with_ids: bool) -> None:
+    sql, processors = _event_insert_sql(conn.dialect)
+    rows = [event_values(e) for e in evs]
+    active = [(i, p) for i, p in enumerate(processors) if p is not None]
+    if active:
+        for n, row in enumerate(rows):
+            values = list(row)
+            for i, p in active:
+                values[i] = p(values[i])
+            rows[n] = tuple(values)
+    cursor = conn.connection.cursor()
+    try:
+        if with_ids:
+            # One execute per row: `lastrowid` is exact per statement, whatever rowids
+            # the table already holds (an executemany reports only the last one).
+            for ev, row in zip(evs, rows, strict=True):
+                cursor.execute(sql, row)
+                ev.id = int(cursor.lastrowid)
+        else:
+            cursor.executemany(sql, rows)
+    finally:
+        cursor.close()
+
 
 class Store:
     """All reads and writes. Thread-safe: each call takes its own pooled connection."""
@@ -333,19 +406,20 @@ class Store:
     # --- writes ---------------------------------------------------------------------
 
     def insert_event(self, ev: HookEvent) -> int:
-        # One statement object with bound parameters: `.values(**row)` would build and
-        # compile a new statement per call, three times the cost of the insert itself.
-        with self.engine.begin() as conn:
-            result = conn.execute(_INSERT_EVENT, event_row(ev))
-            ev.id = int(result.inserted_primary_key[0])  # type: ignore[index]
-        return ev.id
+        self.insert_events((ev,), with_ids=True)
+        return ev.id  # type: ignore[return-value]
 
     def insert_events(self, evs: Sequence[HookEvent], *, with_ids: bool = False) -> None:
-        """Insert in one transaction; `with_ids` sets each event's id (RETURNING)."""
+        """Insert in one transaction; `with_ids` sets each event's id."""
         if not evs:
             return
-        rows = [event_row(e) for e in evs]
         with self.engine.begin() as conn:
+            if conn.dialect.name == "sqlite":
+                _insert_events_sqlite(conn, evs, with_ids=with_ids)
+                return
+            # PostgreSQL: one multi-row INSERT … RETURNING (SQLAlchemy's insertmanyvalues),
+            # one round trip for the whole group.
+            rows = [event_row(e) for e in evs]
             if with_ids:
                 result = conn.execute(_INSERT_EVENT_RETURNING, rows)
                 for ev, row in zip(evs, result.all(), strict=True):
