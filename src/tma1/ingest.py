@@ -74,6 +74,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def _clean_str(s: str) -> str:
     if "\x00" in s:
         s = s.replace("\x00", _REPLACEMENT)
+    if s.isascii():  # O(1), and no surrogate: skip encoding a copy of every output
+        return s
     try:
         s.encode("utf-8")
     except UnicodeEncodeError:
@@ -104,16 +106,20 @@ def scrub(event: HookEvent) -> HookEvent:
 
     NUL and lone surrogates become U+FFFD; values longer than their column are cut to fit.
     """
-    for f in fields(event):
-        value = getattr(event, f.name)
-        if isinstance(value, str | list | dict):
-            cleaned = _clean(value)
-            limit = _COLUMN_LIMITS.get(f.name)
-            if limit and isinstance(cleaned, str) and len(cleaned) > limit:
-                cleaned = cleaned[:limit]
-            if cleaned is not value:
-                setattr(event, f.name, cleaned)
+    for name in _EVENT_FIELDS:
+        value = getattr(event, name)
+        if not value or not isinstance(value, str | list | dict):
+            continue  # None, "", [], {} and numbers need nothing
+        cleaned = _clean(value)
+        limit = _COLUMN_LIMITS.get(name)
+        if limit and isinstance(cleaned, str) and len(cleaned) > limit:
+            cleaned = cleaned[:limit]
+        if cleaned is not value:
+            setattr(event, name, cleaned)
     return event
+
+
+_EVENT_FIELDS = tuple(f.name for f in fields(HookEvent))
 
 
 def _size(event: HookEvent) -> int:
