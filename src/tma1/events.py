@@ -134,6 +134,29 @@ def to_text(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
+def clip(value: Any, n: int, depth: int = 3) -> Any:
+    """`value` with strings longer than `n` characters cut to `n + 1`.
+
+    What this is for: the first `n` characters of its JSON text (and of the text itself,
+    for a string) are those of `value`'s, and it is longer than `n` exactly when `value`'s
+    is, so `cap_text(to_text(clip(v, n)), n) == cap_text(to_text(v), n)` — without
+    encoding the 100 KB file a tool response can carry only to keep 16 KB of it. That
+    holds whichever long strings are cut, so only dict values down to `depth` are looked
+    at (where tools put file contents); lists of short lines are cheaper to encode whole
+    than to walk.
+    """
+    if isinstance(value, str):
+        return value[: n + 1] if len(value) > n else value
+    if isinstance(value, dict) and depth > 0:
+        return {k: clip(v, n, depth - 1) for k, v in value.items()}
+    return value
+
+
+def capped_text(value: Any, limit: int) -> str | None:
+    """`cap_text(to_text(value), limit)`, encoding no more than the cap needs."""
+    return cap_text(to_text(clip(value, limit)), limit)
+
+
 def collapse_ws(text: str) -> str:
     return " ".join(text.split())
 
@@ -200,12 +223,17 @@ def absolutize(path: str, cwd: str | None) -> str:
     return os.path.normpath(os.path.join(cwd, path))
 
 
-def _response_text(resp: Any) -> str | None:
-    """The human-readable output of a tool response (stdout + stderr for Bash)."""
+def _response_text(resp: Any, clip_at: int | None = None) -> str | None:
+    """The human-readable output of a tool response (stdout + stderr for Bash).
+
+    `clip_at`: the caller keeps at most that many bytes, so structured parts are encoded
+    only that far (see `clip`); strings are returned whole either way."""
     if resp is None:
         return None
     if isinstance(resp, str):
         return resp
+    if clip_at is not None:
+        resp = clip(resp, clip_at)
     if isinstance(resp, dict):
         parts = [resp.get(k) for k in ("stdout", "stderr", "output", "error", "content")]
         texts = [p if isinstance(p, str) else to_text(p) for p in parts if p not in (None, "")]
@@ -229,11 +257,14 @@ _REFUSALS = (
 )
 
 
+_REFUSAL_HEAD = 400
+
+
 def is_refusal(text: str | None) -> bool:
     """A call refused by a hook, by the user, or by validation is not a failure."""
     if not text:
         return False
-    head = text[:400]
+    head = text[:_REFUSAL_HEAD]
     return any(r in head for r in _REFUSALS)
 
 
@@ -304,7 +335,7 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
         agent_source=source,
         tool_name=tool_name,
         tool_use_id=payload.get("tool_use_id"),
-        tool_input=cap_text(to_text(tool_input_raw), TOOL_INPUT_CAP),
+        tool_input=capped_text(tool_input_raw, TOOL_INPUT_CAP),
         cwd=cwd,
         project=project_for(cwd) if cwd else None,
         transcript_path=payload.get("transcript_path"),
@@ -337,8 +368,13 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
     resp = payload.get("tool_response", payload.get("tool_result"))
     if ev.event_type == "PostToolUseFailure":
         err = payload.get("error")
-        text = to_text(err) if err is not None else _response_text(resp)
-        ev.tool_result = cap_text(text, TOOL_RESULT_CAP)
+        # Only the capped text is kept (and a refusal is told by its first 400 characters).
+        text = (
+            capped_text(err, TOOL_RESULT_CAP)
+            if err is not None
+            else cap_text(_response_text(resp, TOOL_RESULT_CAP), TOOL_RESULT_CAP)
+        )
+        ev.tool_result = text
         ev.tool_success = False
         ev.failure_kind = "exit"
         if is_refusal(text):
@@ -346,9 +382,11 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
             ev.event_type = "PostToolUse"
             ev.failure_kind = None
     elif ev.event_type == "PostToolUse":
-        text = _response_text(resp)
+        # A shell's whole output is searched for masked failures; other tools' results are
+        # only kept capped.
+        text = _response_text(resp, None if ev.tool_command else TOOL_RESULT_CAP)
         ev.tool_result = cap_text(text, TOOL_RESULT_CAP)
-        if is_refusal(text if isinstance(resp, str) else to_text(resp)):
+        if is_refusal(text if isinstance(resp, str) else to_text(clip(resp, _REFUSAL_HEAD))):
             ev.tool_success = False
         elif response_failure(resp):
             ev.event_type = "PostToolUseFailure"
@@ -366,7 +404,7 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
 
     extra = {k: v for k, v in payload.items() if k not in _KNOWN_FIELDS}
     if extra:
-        meta_text = to_text(extra) or ""
+        meta_text = to_text(clip(extra, METADATA_CAP)) or ""
         if len(meta_text.encode("utf-8", "surrogatepass")) > METADATA_CAP:
             extra = _shrink_metadata(extra)
         ev.metadata = extra

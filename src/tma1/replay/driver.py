@@ -195,60 +195,65 @@ def default_db_dir() -> str | None:
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
-def replay_items(
-    items: Sequence[ReplayItem],
-    *,
-    threshold: int = DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
-    db: str | Path | None = None,
-    database_url: str | None = None,
-) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
-    """Feed `items` (time-ordered) through a fresh Service: deliveries, emit-log rows,
-    summary and counters. `db`/`database_url` keep the database for inspection; without
-    them it lives in a temporary directory (on tmpfs when there is one)."""
-    tmp: tempfile.TemporaryDirectory[str] | None = None
-    if database_url is None:
-        if db is None:
-            tmp = tempfile.TemporaryDirectory(prefix="tma1-replay-", dir=default_db_dir())
-            db = Path(tmp.name) / "replay.db"
-        database_url = f"sqlite:///{Path(db).resolve()}"
-    data_dir = Path(tmp.name) if tmp else Path(tempfile.gettempdir())
-    settings = Settings(
-        data_dir=data_dir,
-        database_url=database_url,
-        watch_files=False,
-        require_token=False,
-        context_pressure_threshold=threshold,
-        data_ttl_seconds=NEVER_EXPIRE_S,
-        hook_db_budget_ms=REPLAY_DB_BUDGET_MS,
-    )
-    start = items[0].ts if items else 0
-    clock = ManualClock(start)
-    store = Store.open(database_url)
-    windows = MemoryWindows()
-    counters = Counters()
-    delivery = Delivery(
-        store=store, clock=clock, settings=settings, counters=counters, source=windows
-    )
-    ingest = BufferedIngest(store=store, counters=counters, windows=windows)
-    service = Service(
-        settings=settings,
-        store=store,
-        clock=clock,
-        counters=counters,
-        delivery=delivery,
-        sensors=Sensors(
+class Replayer:
+    """One replay, in three steps a caller can time: `feed` runs items through the engine,
+    `write` puts what was fed into the database, `finish` reads the emit log back and
+    sums it up (tma1.gates) and closes everything."""
+
+    def __init__(
+        self,
+        *,
+        start_ts: int,
+        threshold: int = DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
+        db: str | Path | None = None,
+        database_url: str | None = None,
+    ) -> None:
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if database_url is None:
+            if db is None:
+                self._tmp = tempfile.TemporaryDirectory(prefix="tma1-replay-", dir=default_db_dir())
+                db = Path(self._tmp.name) / "replay.db"
+            database_url = f"sqlite:///{Path(db).resolve()}"
+        settings = Settings(
+            data_dir=Path(self._tmp.name) if self._tmp else Path(tempfile.gettempdir()),
+            database_url=database_url,
+            watch_files=False,
+            require_token=False,
+            context_pressure_threshold=threshold,
+            data_ttl_seconds=NEVER_EXPIRE_S,
+            hook_db_budget_ms=REPLAY_DB_BUDGET_MS,
+        )
+        self.clock = clock = ManualClock(start_ts)
+        self.store = store = Store.open(database_url)
+        windows = MemoryWindows()
+        counters = Counters()
+        self.delivery = delivery = Delivery(
+            store=store, clock=clock, settings=settings, counters=counters, source=windows
+        )
+        self.ingest = BufferedIngest(store=store, counters=counters, windows=windows)
+        self.service = Service(
+            settings=settings,
             store=store,
             clock=clock,
-            settings=settings,
             counters=counters,
-            on_project_change=delivery.invalidate_project,
-            on_session_change=delivery.invalidate,
-        ),
-        ingest=ingest,
-    )
-    deliveries: list[DeliveryRecord] = []
-    service.start()
-    try:
+            delivery=delivery,
+            sensors=Sensors(
+                store=store,
+                clock=clock,
+                settings=settings,
+                counters=counters,
+                on_project_change=delivery.invalidate_project,
+                on_session_change=delivery.invalidate,
+            ),
+            ingest=self.ingest,
+        )
+        self.deliveries: list[DeliveryRecord] = []
+        self.service.start()
+        self._stopped = False
+
+    def feed(self, items: Iterable[ReplayItem]) -> None:
+        """Each item at its own time, the way it went in live (see the module's doc)."""
+        clock, service, delivery, ingest = self.clock, self.service, self.delivery, self.ingest
         for item in items:
             if item.ts > clock.now_ms():
                 clock.set(item.ts)
@@ -260,7 +265,7 @@ def replay_items(
                 if body:
                     hook = item.hook_event or ""
                     channel = CHANNEL_FOR_HOOK.get(hook)
-                    deliveries.append(
+                    self.deliveries.append(
                         DeliveryRecord(
                             ts=clock.now_ms(),
                             session_id=item.session_id,
@@ -276,19 +281,61 @@ def replay_items(
             elif item.kind == USAGE and item.usage is not None:
                 ingest.add_usage(item.usage)
                 delivery.invalidate(item.usage.session_id)
-    finally:
-        service.stop()  # flushes the emit log
-        ingest.flush()
+
+    def write(self) -> None:
+        """Stop the engine (its emit log is flushed) and write every event, change and
+        usage fed so far to the database."""
+        if not self._stopped:
+            self._stopped = True
+            self.service.stop()
+        self.ingest.flush()
+
+    def finish(
+        self, items: Sequence[ReplayItem]
+    ) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
+        """Deliveries with their findings, emit-log rows, summary and counters."""
+        try:
+            self.write()
+            emits = self.store.emits_since(0)
+            attach_findings(self.deliveries, emits)
+            summary = summarize(self.store, emits, items)
+        finally:
+            self.close()
+        counters = {k: v for k, v in self.service.counters.snapshot("").items() if v}
+        return self.deliveries, emits, summary, counters
+
+    def close(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            self.service.stop()
+        self.store.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
+def replay_items(
+    items: Sequence[ReplayItem],
+    *,
+    threshold: int = DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
+    db: str | Path | None = None,
+    database_url: str | None = None,
+) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
+    """Feed `items` (time-ordered) through a fresh engine: deliveries, emit-log rows,
+    summary and counters. `db`/`database_url` keep the database for inspection; without
+    them it lives in a temporary directory (on tmpfs when there is one)."""
+    replayer = Replayer(
+        start_ts=items[0].ts if items else 0,
+        threshold=threshold,
+        db=db,
+        database_url=database_url,
+    )
     try:
-        emits = store.emits_since(0)
-        attach_findings(deliveries, emits)
-        summary = summarize(store, emits, items)
-    finally:
-        store.close()
-        if tmp is not None:
-            tmp.cleanup()
-    counters = {k: v for k, v in service.counters.snapshot("").items() if v}
-    return deliveries, emits, summary, counters
+        replayer.feed(items)
+    except BaseException:
+        replayer.close()
+        raise
+    return replayer.finish(items)
 
 
 def attach_findings(deliveries: list[DeliveryRecord], emits: Sequence[dict[str, Any]]) -> None:
