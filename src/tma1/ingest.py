@@ -5,7 +5,12 @@ Policy (docs/reliability.md, "Database slow or gone"):
 1. **Normal path.** The insert runs on an ingest worker and the hook waits for its commit,
    at most `budget_ms` (TMA1_HOOK_DB_BUDGET_MS, default 400 ms). Committed in time → the
    engine sees the event and answers; the event is committed before the response is
-   written (the invariant of the hook path).
+   written (the invariant of the hook path). Hooks that arrive while a commit runs share
+   the next one (group commit); each is still answered only after its own row is
+   committed. An HTTP hook (`submit_async`) waits on the event loop, with no thread of
+   its own: the worker that committed its row also computes its answer (`after`) and
+   hands it back to the loop — one thread hop per hook instead of three
+   (docs/benchmarks.md, "Hook ingest").
 2. **Slow database.** The budget runs out: the hook answers 200 with an empty body (the
    engine cannot see an event that is not committed). The insert keeps running; if it
    later fails, the event goes to the queue. It is never inserted twice.
@@ -33,6 +38,8 @@ Every counter is reported by `GET /api/health` under `ingest`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import re
 import threading
@@ -54,6 +61,10 @@ from tma1.store import Store
 from tma1.store.schema import hook_events
 
 log = logging.getLogger("tma1.ingest")
+
+# States of a hook waiting on the event loop (`_LoopJob.state`), changed under Ingest._lock:
+# the worker's commit and the loop's budget timer race, and exactly one of them wins.
+_PENDING, _COMMITTED, _EXPIRED = 0, 1, 2
 
 DEFAULT_BUDGET_MS = 400
 DEFAULT_MAX_EVENTS = 10_000
@@ -135,6 +146,43 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first[:200]}"
 
 
+class _SyncJob:
+    """A hook whose thread blocks on `fut` (Service.handle_hook, the replay driver)."""
+
+    __slots__ = ("event", "fut")
+
+    def __init__(self, event: HookEvent) -> None:
+        self.event = event
+        self.fut: Future[int] = Future()
+
+
+class _LoopJob:
+    """A hook awaiting `fut` on the event loop `loop` (an HTTP request).
+
+    `after` runs on the worker once the row is committed and returns the answer; the
+    answer reaches the loop through `call_soon_threadsafe`.
+    """
+
+    __slots__ = ("after", "event", "fut", "loop", "state")
+
+    def __init__(
+        self,
+        event: HookEvent,
+        loop: asyncio.AbstractEventLoop,
+        after: Callable[[HookEvent], str],
+    ) -> None:
+        self.event = event
+        self.loop = loop
+        self.fut: asyncio.Future[str] = loop.create_future()
+        self.after = after
+        self.state = _PENDING
+
+
+def _set_answer(fut: asyncio.Future[str], answer: str) -> None:
+    if not fut.done():  # the request may have been cancelled (a server stopping)
+        fut.set_result(answer)
+
+
 def is_transient(exc: BaseException) -> bool:
     """An outage (retry later) as opposed to a row the database refuses (never retry)."""
     if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
@@ -180,17 +228,24 @@ class Ingest:
         self._down = False  # the breaker: True while the database is known to be down
         self._down_since: float | None = None
         self._last_error = ""
-        self._inflight = 0
+        self._inflight = 0  # hooks between submit and their answer (insert + `after`)
         self._workers = 0
-        self._jobs: SimpleQueue[tuple[HookEvent, Future[int]] | None] = SimpleQueue()
+        self._jobs: SimpleQueue[_SyncJob | _LoopJob | None] = SimpleQueue()
+        # SQLite takes one writer at a time, and a writer that finds the file locked
+        # sleeps in SQLite's busy handler (1, 2, 5, 10 … ms) instead of waking when the
+        # lock is free. Workers queue on this lock instead: the next one starts the
+        # moment the last commit ends, with every hook that arrived meanwhile.
+        self._write_lock: contextlib.AbstractContextManager[object] = (
+            threading.Lock() if store.dialect == "sqlite" else contextlib.nullcontext()
+        )
         self._flusher: threading.Thread | None = None
         self._stopping = threading.Event()
         self._stopped = False
 
     # --- the hook path ----------------------------------------------------------------
 
-    def submit(self, event: HookEvent) -> bool:
-        """True when the event is committed now; False when it was queued or dropped."""
+    def _admit(self, event: HookEvent) -> bool:
+        """Scrub `event` and take a worker slot; False: it went to the queue instead."""
         scrub(event)
         with self._lock:
             direct = not self._down and self._inflight < MAX_WORKERS and not self._stopped
@@ -204,15 +259,20 @@ class Ingest:
         if not direct:
             self.counters.inc("ingest.bypassed")
             self._enqueue(event)
+        return direct
+
+    def submit(self, event: HookEvent) -> bool:
+        """True when the event is committed now; False when it was queued or dropped."""
+        if not self._admit(event):
             return False
-        fut: Future[int] = Future()
-        self._jobs.put((event, fut))
+        job = _SyncJob(event)
+        self._jobs.put(job)
+        fut = job.fut
         try:
             fut.result(timeout=self.budget_s)
             return True
         except FutureTimeout:
-            self.counters.inc("ingest.budget_exceeded")
-            self._trip(f"insert took longer than {self.budget_s * 1000:.0f} ms")
+            self._over_budget()
             # The insert keeps going; whoever finishes it decides where the event ends up.
             fut.add_done_callback(lambda f: self._late(event, f))
             return False
@@ -220,48 +280,121 @@ class Ingest:
             self._failed(event, exc)
             return False
 
+    async def submit_async(self, event: HookEvent, after: Callable[[HookEvent], str]) -> str:
+        """`submit` for a hook on the event loop, and its answer.
+
+        Committed within the budget → `after(event)` (run on the worker) is the answer;
+        queued, dropped or over budget → "" (the engine cannot see an uncommitted event).
+        """
+        if not self._admit(event):
+            return ""
+        loop = asyncio.get_running_loop()
+        job = _LoopJob(event, loop, after)
+        self._jobs.put(job)
+        timer = loop.call_later(self.budget_s, self._expire, job)
+        try:
+            return await job.fut
+        finally:
+            timer.cancel()
+
+    def _expire(self, job: _LoopJob) -> None:
+        """The budget ran out for a hook on the loop (runs on the loop)."""
+        with self._lock:
+            if job.state != _PENDING:
+                return  # committed in time: its answer is on the way
+            job.state = _EXPIRED
+        self._over_budget()
+        _set_answer(job.fut, "")
+
+    def _over_budget(self) -> None:
+        self.counters.inc("ingest.budget_exceeded")
+        self._trip(f"insert took longer than {self.budget_s * 1000:.0f} ms")
+
     def _work(self) -> None:
         while True:
             job = self._jobs.get()
             if job is None:
                 return
-            # Group commit: hooks that arrived while the last commit ran share the next one.
-            # Each still returns only after its own row is committed.
-            jobs = [job]
+            jobs: list[_SyncJob | _LoopJob] = [job]
             stop_after = False
-            while len(jobs) < GROUP_COMMIT_MAX:
-                try:
-                    more = self._jobs.get_nowait()
-                except Empty:
-                    break
-                if more is None:
-                    stop_after = True
-                    break
-                jobs.append(more)
             try:
-                self._commit_group(jobs)
+                with self._write_lock:
+                    # Group commit: hooks that arrived while the last commit ran share
+                    # this one. Each is still answered only after its own row is committed.
+                    while len(jobs) < GROUP_COMMIT_MAX:
+                        try:
+                            more = self._jobs.get_nowait()
+                        except Empty:
+                            break
+                        if more is None:
+                            stop_after = True
+                            break
+                        jobs.append(more)
+                    outcomes = self._commit_group(jobs)
+                self._settle(outcomes)
+            except BaseException:  # never leave a hook waiting, nor the count wrong
+                log.exception("ingest worker failed on a group of %d hooks", len(jobs))
             finally:
                 with self._lock:
                     self._inflight -= len(jobs)
             if stop_after:
                 return
 
-    def _commit_group(self, jobs: list[tuple[HookEvent, Future[int]]]) -> None:
-        live = [(ev, fut) for ev, fut in jobs if fut.set_running_or_notify_cancel()]
+    def _commit_group(
+        self, jobs: list[_SyncJob | _LoopJob]
+    ) -> list[tuple[_SyncJob | _LoopJob, BaseException | None]]:
+        """Insert the group's rows; each job with None (committed) or its error."""
+        live = [j for j in jobs if isinstance(j, _LoopJob) or j.fut.set_running_or_notify_cancel()]
         if len(live) > 1:
             try:
-                self.store.insert_events([ev for ev, _ in live], with_ids=True)
+                self.store.insert_events([j.event for j in live], with_ids=True)
             except Exception:
                 pass  # one bad row must not fail its neighbours: retry them one by one
             else:
-                for ev, fut in live:
-                    fut.set_result(ev.id or 0)
-                return
-        for ev, fut in live:
+                return [(j, None) for j in live]
+        outcomes: list[tuple[_SyncJob | _LoopJob, BaseException | None]] = []
+        for j in live:
             try:
-                fut.set_result(self.store.insert_event(ev))
+                self.store.insert_event(j.event)
+                outcomes.append((j, None))
             except BaseException as exc:
-                fut.set_exception(exc)
+                outcomes.append((j, exc))
+        return outcomes
+
+    def _settle(self, outcomes: list[tuple[_SyncJob | _LoopJob, BaseException | None]]) -> None:
+        """Hand each committed or failed hook its outcome (outside the write lock)."""
+        for job, exc in outcomes:
+            if isinstance(job, _SyncJob):
+                if exc is None:
+                    job.fut.set_result(job.event.id or 0)
+                else:
+                    job.fut.set_exception(exc)
+                continue
+            with self._lock:
+                state = job.state
+                if state == _PENDING:
+                    job.state = _COMMITTED
+            if state == _EXPIRED:  # answered empty already; as `_late` for a sync hook
+                if exc is None:
+                    self.counters.inc("ingest.late_commits")
+                    self._recovered()
+                    self._stored([job.event])
+                else:
+                    self._failed(job.event, exc)
+                continue
+            answer = ""
+            try:
+                if exc is None:
+                    answer = job.after(job.event)
+                else:
+                    self._failed(job.event, exc)  # queued (or counted) before the answer
+            except Exception:
+                self.counters.inc("errors.internal")
+                log.exception("answering a stored hook failed; answering empty")
+            finally:
+                # The loop may be closed: then nobody waits for this answer any more.
+                with contextlib.suppress(RuntimeError):
+                    job.loop.call_soon_threadsafe(_set_answer, job.fut, answer)
 
     def _late(self, event: HookEvent, fut: Future[int]) -> None:
         exc = fut.exception()

@@ -6,6 +6,7 @@ never raises: any failure is logged, counted, and answered with an empty body.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -112,18 +113,61 @@ class Service:
             log.exception("hook handling failed; answering empty")
             return ""
 
+    async def handle_hook_async(
+        self, body: bytes, *, source: str | None = None, envelope: str | None = None
+    ) -> str:
+        """`handle_hook` for the HTTP server: awaited on the event loop. Never raises.
+
+        Parsing runs on the loop; the insert, and once it is committed the sensors and the
+        engine (`_answer`), run on the ingest worker (tma1.ingest.Ingest.submit_async), so
+        a hook costs one thread hop and the event is still committed before the answer.
+        """
+        self.counters.inc("requests")
+        try:
+            event = self._event_from_body(body, source)
+            if event is None:
+                return ""
+            assert self.ingest is not None
+            if envelope is None:
+                return await self.ingest.submit_async(event, self._answer)
+            return await self.ingest.submit_async(
+                event, functools.partial(self._answer, envelope=envelope)
+            )
+        except Exception:
+            self.counters.inc("errors.internal")
+            log.exception("hook handling failed; answering empty")
+            return ""
+
     def _handle(self, body: bytes, *, source: str | None, envelope: str | None) -> str:
+        event = self._event_from_body(body, source)
+        if event is None:
+            return ""
+        return self._submit(event, envelope)
+
+    def _event_from_body(self, body: bytes, source: str | None) -> HookEvent | None:
+        """The event of a hook body; None when it is rejected (counted and logged)."""
         if len(body) > MAX_BODY_BYTES:
-            return self.reject("body_too_large", f"{len(body)} bytes > {MAX_BODY_BYTES}")
+            self.reject("body_too_large", f"{len(body)} bytes > {MAX_BODY_BYTES}")
+            return None
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError as exc:
-            return self.reject("invalid_utf8", str(exc))
+            self.reject("invalid_utf8", str(exc))
+            return None
         try:
             payload = json.loads(text)
         except (ValueError, RecursionError) as exc:
-            return self.reject("invalid_json", str(exc)[:200])
-        return self._handle_payload(payload, source=source, envelope=envelope)
+            self.reject("invalid_json", str(exc)[:200])
+            return None
+        return self._event_from_payload(payload, source)
+
+    def _event_from_payload(self, payload: object, source: str | None) -> HookEvent | None:
+        agent = "codex" if source is not None and source.lower() == "codex" else "claude-code"
+        try:
+            return parse_payload(payload, ts=self.clock.now_ms(), source=agent)
+        except PayloadError as exc:
+            self.reject(exc.reason, exc.detail)
+            return None
 
     def handle_payload(
         self, payload: object, *, source: str | None = None, envelope: str | None = None
@@ -139,16 +183,21 @@ class Service:
             return ""
 
     def _handle_payload(self, payload: object, *, source: str | None, envelope: str | None) -> str:
-        agent = "codex" if (source or "").lower() == "codex" else "claude-code"
-        try:
-            event = parse_payload(payload, ts=self.clock.now_ms(), source=agent)
-        except PayloadError as exc:
-            return self.reject(exc.reason, exc.detail)
+        event = self._event_from_payload(payload, source)
+        if event is None:
+            return ""
+        return self._submit(event, envelope)
+
+    def _submit(self, event: HookEvent, envelope: str | None) -> str:
         assert self.ingest is not None
         # Committed within the budget, or queued (tma1.ingest): the engine cannot see a
         # queued event, so it gets the empty answer.
         if not self.ingest.submit(event):
             return ""
+        return self._answer(event, envelope=envelope)
+
+    def _answer(self, event: HookEvent, envelope: str | None = None) -> str:
+        """What the agent hears about a committed event (sensors and engine first)."""
         self.counters.inc("events.stored")
         self._notify(event)
         if self.settings.disable_injection:

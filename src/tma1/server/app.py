@@ -13,6 +13,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tma1 import __version__
 from tma1.server import (
@@ -30,6 +31,28 @@ log = logging.getLogger("tma1.server")
 STATIC_DIR = Path(__file__).parent / "static"
 
 
+class Tma1App(FastAPI):
+    """FastAPI, with `POST /api/hooks` answered before FastAPI's own stack.
+
+    The agent's path skips FastAPI's middleware, routing and response classes, which cost
+    more CPU than storing the event; it still goes through LocalOnlyMiddleware (see
+    `create_app`). Everything else is plain FastAPI.
+    """
+
+    hook_entry: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            self.hook_entry is not None
+            and scope["type"] == "http"
+            and scope["path"] == "/api/hooks"
+            and scope["method"] == "POST"
+        ):
+            await self.hook_entry(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
 def create_app(service: Service, *, hook_token: str | None) -> FastAPI:
     """`hook_token` None disables the token check (only for in-process tests)."""
 
@@ -41,7 +64,7 @@ def create_app(service: Service, *, hook_token: str | None) -> FastAPI:
         finally:
             service.stop()
 
-    app = FastAPI(
+    app = Tma1App(
         title="tma1",
         version=__version__,
         lifespan=lifespan,
@@ -49,9 +72,9 @@ def create_app(service: Service, *, hook_token: str | None) -> FastAPI:
     )
     app.state.service = service
     app.state.hook_token = hook_token
-    # Added first = runs inside: the Host/Origin checks come before the hook fast path.
-    app.add_middleware(routes_hooks.HookFastPath)
     app.add_middleware(LocalOnlyMiddleware)
+    # The hook path: the same Host/Origin checks, then the hook endpoint itself.
+    app.hook_entry = LocalOnlyMiddleware(routes_hooks.HookEndpoint(service, hook_token))
 
     @app.exception_handler(Exception)
     async def _unhandled(request: Request, exc: Exception) -> PlainTextResponse:

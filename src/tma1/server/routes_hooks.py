@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hmac
 import logging
+from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from tma1.service import MAX_BODY_BYTES, Service
 
@@ -39,16 +39,22 @@ _HOOK_BODY_DOC = {
 }
 
 
-async def _read_capped(request: Request, limit: int) -> tuple[bytes, int]:
+async def _read_capped(receive: Receive, limit: int) -> tuple[bytes, int]:
     """The body up to `limit`+1 bytes, and the total size (the rest is drained, not kept)."""
     chunks: list[bytes] = []
     kept = total = 0
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break  # the client went away
+        chunk = message.get("body", b"")
         total += len(chunk)
         if kept <= limit:
             chunks.append(chunk)
             kept += len(chunk)
-    return b"".join(chunks), total
+        if not message.get("more_body", False):
+            break
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks), total
 
 
 @router.post(
@@ -65,55 +71,85 @@ async def _read_capped(request: Request, limit: int) -> tuple[bytes, int]:
 async def post_hook(
     request: Request, source: str | None = None, envelope: str | None = None
 ) -> Response:
-    # Normally HookFastPath answers before routing; this route documents the endpoint in
-    # the OpenAPI schema and answers identically if the fast path is not installed.
-    return await answer_hook(request)
+    # The app answers POST /api/hooks before routing (tma1.server.app.Tma1App); this route
+    # documents the endpoint in the OpenAPI schema and answers identically when reached.
+    status, body, media = await answer_hook(
+        request.app.state.service, request.app.state.hook_token, request.scope, request.receive
+    )
+    return Response(body, status_code=status, media_type=media)
 
 
-async def answer_hook(request: Request) -> Response:
-    service: Service = request.app.state.service
-    expected: str | None = request.app.state.hook_token
+_FORBIDDEN = b"forbidden: missing or wrong X-TMA1-Token\n"
+
+
+def _query(scope: Scope) -> dict[str, str]:
+    qs = scope.get("query_string", b"")
+    if not qs:
+        return {}
+    # As Starlette's QueryParams: blank values kept, the last of a repeated name wins.
+    return dict(parse_qsl(qs.decode("latin-1"), keep_blank_values=True))
+
+
+async def answer_hook(
+    service: Service, expected: str | None, scope: Scope, receive: Receive
+) -> tuple[int, bytes, str]:
+    """(status, body, media type) of a hook request. 200 unless the token is wrong."""
     if expected is not None:
-        given = request.headers.get("x-tma1-token", "")
-        if not hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode()):
+        given = b""
+        for name, value in scope["headers"]:
+            if name == b"x-tma1-token":
+                given = value
+                break
+        if not hmac.compare_digest(given, expected.encode()):
             service.counters.inc("rejected.bad_token")
             log.warning("hook refused: missing or wrong X-TMA1-Token")
-            return Response(
-                "forbidden: missing or wrong X-TMA1-Token\n",
-                status_code=403,
-                media_type="text/plain",
-            )
-    body, total = await _read_capped(request, MAX_BODY_BYTES)
+            return 403, _FORBIDDEN, "text/plain"
+    body, total = await _read_capped(receive, MAX_BODY_BYTES)
     if total > MAX_BODY_BYTES:
         service.reject("body_too_large", f"{total} bytes > {MAX_BODY_BYTES}")
         service.counters.inc("requests")
-        return Response(b"", media_type="text/plain")
-    query = request.query_params
-    answer = await run_in_threadpool(
-        service.handle_hook, body, source=query.get("source"), envelope=query.get("envelope")
+        return 200, b"", "text/plain"
+    query = _query(scope)
+    answer = await service.handle_hook_async(
+        body, source=query.get("source"), envelope=query.get("envelope")
     )
     media = "application/json" if answer.startswith("{") else "text/plain"
-    return Response(answer.encode("utf-8"), media_type=media)
+    return 200, answer.encode("utf-8"), media
 
 
-class HookFastPath:
-    """ASGI middleware that answers `POST /api/hooks` before FastAPI's routing.
+_CONTENT_TYPE = {
+    "text/plain": b"text/plain; charset=utf-8",
+    "application/json": b"application/json",
+}
 
-    On the agent's path FastAPI's per-request routing and dependency solving cost more CPU
-    than storing the event (bench/bench_hooks.py); everything else still goes through the
-    app. Installed inside LocalOnlyMiddleware, so the Host/Origin checks still apply.
+
+class HookEndpoint:
+    """The ASGI app that answers `POST /api/hooks`, ahead of FastAPI's stack.
+
+    On the agent's path FastAPI's middleware, routing and response classes cost more CPU
+    than storing the event (bench/bench_hooks.py): this answers with plain ASGI messages.
+    Mounted behind LocalOnlyMiddleware by `tma1.server.app.create_app`, so the Host/Origin
+    checks still apply.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    def __init__(self, service: Service, hook_token: str | None) -> None:
+        self.service = service
+        self.hook_token = hook_token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != "/api/hooks" or scope["method"] != "POST":
-            await self.app(scope, receive, send)
-            return
         try:
-            response = await answer_hook(Request(scope, receive))
+            status, body, media = await answer_hook(self.service, self.hook_token, scope, receive)
         except Exception:  # the hook path answers 200, whatever happens
-            log.exception("hook fast path failed; answering empty")
-            response = Response(b"", media_type="text/plain")
-        await response(scope, receive, send)
+            log.exception("hook endpoint failed; answering empty")
+            status, body, media = 200, b"", "text/plain"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-length", str(len(body)).encode()),
+                    (b"content-type", _CONTENT_TYPE[media]),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
