@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from enginekit import PROJECT, Scripted, bash_fail, bash_ok, finding, payload, read, store_event
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tma1.clock import MINUTE_MS, ManualClock
 from tma1.counters import Counters
@@ -179,23 +181,35 @@ def test_the_default_rule_set_is_loaded_lazily(
 
 def test_window_events_read_what_rules_need(store: Store, clock: ManualClock) -> None:
     now = clock.now_ms()
-    ok = store_event(store, bash_ok(SID, "ls", "a.txt"), now - 3)
-    fail = store_event(store, bash_fail(SID, "make", "Exit code 2\nx.go:3: boom"), now - 2)
+    extra = {"transcript_path": "/t.jsonl", "permission_mode": "default", "duration_ms": 7,
+             "model": "m"}  # fmt: skip
+    ok = store_event(store, {**bash_ok(SID, "ls", "a.txt"), **extra}, now - 3)
+    fail = store_event(
+        store, {**bash_fail(SID, "make", "Exit code 2\nx.go:3: boom"), **extra}, now - 2
+    )
     masked = store_event(
         store,
-        bash_ok(SID, "pytest | tail", "FAILED tests/t.py::test_a - x\n1 failed"),
+        {**bash_ok(SID, "pytest | tail", "FAILED tests/t.py::test_a - x\n1 failed"), **extra},
         now - 1,
     )
     full = {e.id: e for e in store.session_events(SID, 0)}
     lean = store.window_events(SID, 0)
     assert [e.id for e in lean] == [ok.id, fail.id, masked.id]
+    skipped = {
+        "tool_input": None,
+        "tool_result": None,
+        "transcript_path": None,
+        "permission_mode": None,
+        "duration_ms": None,
+        "metadata": {},
+    }
     for e in lean:
         # Every field as the full read has it (the lean read builds events positionally),
-        # except the two columns it deliberately skips.
+        # except the columns it deliberately skips.
         assert e.tool_input is None and full[e.id].tool_input is not None
-        assert replace(e, tool_input=None, tool_result=None) == replace(
-            full[e.id], tool_input=None, tool_result=None
-        )
+        assert e.transcript_path is None and full[e.id].transcript_path is not None
+        assert e.metadata == {} and full[e.id].metadata
+        assert replace(e, **skipped) == replace(full[e.id], **skipped)
     assert [e.tool_result is not None for e in lean] == [False, True, True]
     assert lean[1].tool_result == full[fail.id].tool_result
 
@@ -286,3 +300,11 @@ def test_postgresql_rows_committed_out_of_id_order_are_not_missed(
     det.invalidate(SID)
     files = [e.tool_file_path for e in det.detect(SID).window.events]
     assert files == [None, "/slow", "/quick"] and quick.id is not None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.text(max_size=12), max_size=3))
+def test_the_window_reads_stored_path_lists_back_exactly(paths: list[str]) -> None:
+    from tma1.store.db import _json, _path_list
+
+    assert _path_list(_json(paths)) == paths

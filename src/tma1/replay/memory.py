@@ -8,8 +8,9 @@ end (`BufferedIngest.flush`). The engine sees exactly what the store would have 
 it at each `now`:
 
 - events of the last 60 minutes, ts ascending, with the ids SQLite gives them in a
-  fresh database (one per event, in order), and in the store's lean form — no
-  `tool_input`, and `tool_result` only on unsuccessful results (`Store.window_events`);
+  fresh database (one per event, in order), and in the store's lean form (no
+  `tool_input` or `metadata`, `tool_result` only on unsuccessful results:
+  `Store.window_events`);
 - the project's file changes of the last 90 minutes, the latest usage, the first event
   of the session; the project falls back to the newest one the session ever named.
 
@@ -40,8 +41,7 @@ def lean(ev: HookEvent) -> HookEvent:
         ev.tool_name, ev.tool_use_id, None, ev.tool_result if failed else None,
         ev.tool_file_path, ev.tool_files, ev.tool_command, ev.tool_command_prefix,
         ev.tool_success, ev.failure_kind, ev.tool_error_summary, ev.test_ids, ev.cwd,
-        ev.project, ev.transcript_path, ev.permission_mode, ev.duration_ms, ev.metadata,
-        ev.id,
+        ev.project, None, None, None, {}, ev.id,
     )  # fmt: skip
 
 

@@ -15,6 +15,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import (
     Engine,
+    bindparam,
     case,
     create_engine,
     delete,
@@ -253,25 +254,67 @@ _WINDOW_COLUMNS = (
     "test_ids",
     "cwd",
     "project",
-    "transcript_path",
-    "permission_mode",
-    "duration_ms",
-    "metadata",
 )
+
+
+@functools.cache
+def _window_sql(
+    dialect: Any, with_after: bool
+) -> tuple[str, tuple[str, ...], dict[str, Any], tuple[tuple[int, Any], ...]]:
+    """The window read compiled once per dialect: (SQL, parameter names in order, the
+    values of the parameters the query fixes, result processors by column index)."""
+    c = hook_events.c
+    failed = or_(c.event_type == "PostToolUseFailure", c.tool_success.is_(False))
+    cols = [c[name] for name in _WINDOW_COLUMNS]
+    cols[_WINDOW_COLUMNS.index("tool_result")] = case((failed, c.tool_result), else_=null()).label(
+        "tool_result"
+    )
+    q = select(*cols).where(c.session_id == bindparam("session_id"), c.ts >= bindparam("since"))
+    if with_after:
+        q = q.where(c.id > bindparam("after"))
+    compiled = q.order_by(c.ts, c.id).compile(dialect=dialect)
+    names = tuple(compiled.positiontup or compiled.params)
+    defaults = {k: v for k, v in compiled.params.items() if v is not None}
+    processors = tuple(
+        (i, proc)
+        for i, name in enumerate(_WINDOW_COLUMNS)
+        # `_window_event` makes tool_success a bool itself (SQLite's is 0/1).
+        if name != "tool_success"
+        and (proc := hook_events.c[name].type.dialect_impl(dialect).result_processor(dialect, None))
+        is not None
+    )
+    return compiled.string, names, defaults, processors
+
+
+def _processed(row: tuple[Any, ...], processors: tuple[tuple[int, Any], ...]) -> tuple[Any, ...]:
+    values = list(row)
+    for i, proc in processors:
+        values[i] = proc(values[i])
+    return tuple(values)
+
+
+def _path_list(text: str | None) -> list[str]:
+    """A JSON list of paths as stored (`_json`); `["one/plain/path"]` without the decoder."""
+    if not text or text == "[]":
+        return []
+    if text.startswith('["') and text.endswith('"]'):
+        inner = text[2:-2]
+        if '"' not in inner and "\\" not in inner:
+            return [inner]
+    loaded = _loads(text, [])
+    return loaded if isinstance(loaded, list) else []
 
 
 def _window_event(row: Any) -> HookEvent:
     (id_, ts, sid, etype, hook, agent, tool, tuid, result, fpath, files, cmd, prefix, ok,
-     fkind, summary, tids, cwd, project, tpath, pmode, dur, meta) = row  # fmt: skip
+     fkind, summary, tids, cwd, project) = row  # fmt: skip
     # Positional, in HookEvent's field order: this runs for every row of every window.
+    # SQLite hands booleans back as 0/1.
     return HookEvent(
-        ts, sid, etype, hook, agent, tool, tuid, None, result, fpath,
-        [] if files == "[]" or not files else _loads(files, []),
-        cmd, prefix, ok, fkind, summary,
+        ts, sid, etype, hook, agent, tool, tuid, None, result, fpath, _path_list(files),
+        cmd, prefix, None if ok is None else bool(ok), fkind, summary,
         [] if tids == "[]" or not tids else _loads(tids, []),
-        cwd, project, tpath, pmode, dur,
-        _loads(meta, {}) if meta else {},
-        id_,
+        cwd, project, None, None, None, {}, id_,
     )  # fmt: skip
 
 
@@ -527,20 +570,31 @@ class Store:
         self, session_id: str, since_ts: int, *, after_id: int | None = None
     ) -> list[HookEvent]:
         """The engine's lean read of a session's events with `ts >= since_ts` (and `id >
-        after_id`), ordered by (ts, id). Rules read derived fields only, so this skips
-        `tool_input` (None) and keeps `tool_result` only for unsuccessful results (the
-        failure output the rules quote); everything else is as `session_events` returns."""
-        c = hook_events.c
-        failed = or_(c.event_type == "PostToolUseFailure", c.tool_success.is_(False))
-        cols = [c[name] for name in _WINDOW_COLUMNS]
-        cols[_WINDOW_COLUMNS.index("tool_result")] = case(
-            (failed, c.tool_result), else_=null()
-        ).label("tool_result")
-        q = select(*cols).where(c.session_id == session_id, c.ts >= since_ts)
-        if after_id is not None:
-            q = q.where(c.id > after_id)
+        after_id`), ordered by (ts, id). Rules read derived fields only, so this leaves out
+        what no rule, resolution check or digest reads — `tool_input`, `transcript_path`,
+        `permission_mode`, `duration_ms` (None) and `metadata` ({}) — and keeps
+        `tool_result` only for unsuccessful results (the failure output the rules quote);
+        everything else is as `session_events` returns. (The event being answered is not
+        read back: its `stop_hook_active` comes from the hook itself.)"""
+        sql, names, defaults, processors = _window_sql(self.engine.dialect, after_id is not None)
+        given = {"session_id": session_id, "since": since_ts, "after": after_id}
+        values = [given[n] if n in given else defaults[n] for n in names]
+        params: Any = (
+            tuple(values)
+            if self.engine.dialect.positional
+            else dict(zip(names, values, strict=True))
+        )
+        # The DBAPI cursor, not a Result: this read runs for every detection, and the
+        # generic row machinery costs more than the rows (bench/bench_engine.py).
         with self.engine.connect() as conn:
-            rows = conn.execute(q.order_by(c.ts, c.id)).all()
+            cursor = conn.connection.cursor()
+            try:
+                cursor.execute(sql, params)
+                rows = cursor.fetchall()
+            finally:
+                cursor.close()
+        if processors:
+            rows = [_processed(r, processors) for r in rows]
         return [_window_event(r) for r in rows]
 
     def project_changes(
