@@ -95,6 +95,9 @@ def build_broken_after_my_edit(
         now_said = _file_lines(output, path)
         return bool(now_said) and now_said <= said_before[path]
 
+    # A file can only be named where its basename occurs at all: a substring test rules
+    # out most (failure, file) pairs before the word-boundary and path checks.
+    edited = [(path, basename(path), times) for path, times in edit_times.items()]
     groups: dict[str, _Group] = {}
     for fail in (f for f in all_failures if f.ts >= since):
         command = fail.tool_command or ""
@@ -103,8 +106,9 @@ def build_broken_after_my_edit(
         output = _own_output(fail.tool_result or "")
         hit = [
             path
-            for path, times in edit_times.items()
-            if _caused_by_edit(fail.ts, times)
+            for path, name, times in edited
+            if (name in output or name in command)
+            and _caused_by_edit(fail.ts, times)
             and _names_file(command, output, path)
             and not already_broken(output, path)
         ]
