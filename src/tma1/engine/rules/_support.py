@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 
 from tma1.clock import MINUTE_MS
-from tma1.events import READ_TOOLS, WRITE_TOOLS, FileChange, HookEvent, absolutize
+from tma1.events import READ_TOOLS, SHELL_TOOLS, WRITE_TOOLS, FileChange, HookEvent, absolutize
 from tma1.extract import command_key, files_read_by
 
 # The seed's per-rule lookback. A constant, never a setting (seed: "change them in code").
@@ -182,7 +182,10 @@ class Streaks:
         self._by_prefix: dict[str, int] = {}
         self._by_key: dict[str, int] = {}
         for i, e in enumerate(events):
-            if e.is_shell and e.is_success and e.tool_command:
+            # `is_shell and is_success`, spelled out: this loop sees every event.
+            if e.tool_success is True and e.event_type == "PostToolUse" and e.tool_command:
+                if e.tool_name not in SHELL_TOOLS:
+                    continue
                 if e.tool_command_prefix:
                     self._by_prefix[e.tool_command_prefix] = i
                 self._by_key[command_key(e.tool_command)] = i
