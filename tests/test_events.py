@@ -351,14 +351,17 @@ def test_project_is_git_toplevel_never_a_basename(tmp_path: Any) -> None:
 # --- capping without encoding what is cut anyway ---------------------------------------
 
 _JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=60),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner),
-    max_leaves=12,
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=60),
+    lambda inner: (
+        st.lists(inner, max_size=6)
+        | st.dictionaries(st.text(max_size=5) | st.integers().map(str), inner, max_size=6)
+    ),
+    max_leaves=30,
 )
 
 
-@settings(max_examples=1500, deadline=None)
-@given(_JSON, st.integers(min_value=1, max_value=80))
+@settings(max_examples=3000, deadline=None)
+@given(_JSON, st.integers(min_value=0, max_value=120))
 def test_capped_text_is_the_cap_of_the_whole_text(value: Any, limit: int) -> None:
     assert capped_text(value, limit) == cap_text(to_text(value), limit)
 

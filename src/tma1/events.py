@@ -134,22 +134,44 @@ def to_text(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def clip(value: Any, n: int, depth: int = 3) -> Any:
-    """`value` with strings longer than `n` characters cut to `n + 1`.
+def clip(value: Any, n: int) -> Any:
+    """`value` cut down to what the first `n` characters of its JSON text need.
 
-    What this is for: the first `n` characters of its JSON text (and of the text itself,
-    for a string) are those of `value`'s, and it is longer than `n` exactly when `value`'s
-    is, so `cap_text(to_text(clip(v, n)), n) == cap_text(to_text(v), n)` — without
-    encoding the 100 KB file a tool response can carry only to keep 16 KB of it. That
-    holds whichever long strings are cut, so only dict values down to `depth` are looked
-    at (where tools put file contents); lists of short lines are cheaper to encode whole
-    than to walk.
+    Strings longer than `n` are cut to `n + 1` characters, and a list or dict stops at
+    the first item that starts after `n` characters of text. The JSON text of the result
+    starts with the same `n` characters as `value`'s (for a string: the string itself),
+    and is longer than `n` exactly when `value`'s is, so
+    `cap_text(to_text(clip(v, n)), n) == cap_text(to_text(v), n)` — without encoding the
+    100 KB file a tool response can carry only to keep 16 KB of it.
     """
+    return _clip(value, n, 0)[0]
+
+
+def _clip(value: Any, n: int, used: int) -> tuple[Any, int]:
+    """(`value` cut down, a lower bound of the text written once it is): `used` counts
+    only string characters and quotes, never more than the encoder writes."""
     if isinstance(value, str):
-        return value[: n + 1] if len(value) > n else value
-    if isinstance(value, dict) and depth > 0:
-        return {k: clip(v, n, depth - 1) for k, v in value.items()}
-    return value
+        if len(value) > n:
+            return value[: n + 1], used + n + 3
+        return value, used + len(value) + 2
+    if isinstance(value, dict):
+        out: dict[Any, Any] = {}
+        for k, v in value.items():
+            if used > n:
+                break  # the text so far already fills the cap: nothing after it is kept
+            if isinstance(k, str):
+                used += len(k) + 2
+            out[k], used = _clip(v, n, used)
+        return out, used
+    if isinstance(value, list | tuple):
+        items: list[Any] = []
+        for v in value:
+            if used > n:
+                break
+            kept, used = _clip(v, n, used)
+            items.append(kept)
+        return items, used
+    return value, used
 
 
 def capped_text(value: Any, limit: int) -> str | None:
