@@ -1,5 +1,7 @@
--- wrk script for bench/bench_hooks.py --wrk: every request a distinct hook event
--- (tool_use_id "wrk-<thread>-<n>"), so the rows can be counted afterwards.
+-- wrk script for bench/bench_hooks.py: every request a distinct hook event, the same mix
+-- as the Python clients' payload() (Read/Edit/Bash; PreToolUse and PostToolUse
+-- alternating, PostToolUse with a tool_response), tool_use_id "wrk-<thread>-<n>" so the
+-- rows can be counted afterwards.
 local counter = 0
 local thread_id = 0
 local ok, other = 0, 0
@@ -14,12 +16,26 @@ function init(args)
   wrk.headers["Content-Type"] = "application/json"
 end
 
+local tools = {
+  function(i) return "Read", string.format('{"file_path":"/repo/src/a%d.py"}', i) end,
+  function(i)
+    return "Edit", string.format(
+      '{"file_path":"/repo/src/a%d.py","old_string":"x","new_string":"y"}', i)
+  end,
+  function(i) return "Bash", string.format('{"command":"pytest -q tests/%d"}', i) end,
+}
+local post_fields = ',"tool_response":{"stdout":"' .. string.rep("ok ", 20) ..
+  '","stderr":"","interrupted":false}'
+
 function request()
   counter = counter + 1
+  local tool, input = tools[counter % 3 + 1](counter % 50)
+  local post = counter % 2 == 1
   local body = string.format(
-    '{"session_id":"wrk-%d-%d","hook_event_name":"PreToolUse","tool_name":"Read",' ..
-    '"tool_input":{"file_path":"/repo/src/a%d.py"},"cwd":"/repo","tool_use_id":"wrk-%d-%d"}',
-    id, counter % 8, counter % 50, id, counter)
+    '{"session_id":"wrk-%d-%d","hook_event_name":"%s","tool_name":"%s",' ..
+    '"tool_input":%s,"cwd":"/repo","tool_use_id":"wrk-%d-%d"%s}',
+    id, counter % 8, post and "PostToolUse" or "PreToolUse", tool, input, id, counter,
+    post and post_fields or "")
   return wrk.format("POST", "/api/hooks", nil, body)
 end
 

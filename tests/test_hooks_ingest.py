@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -181,3 +182,53 @@ def test_nul_characters_do_not_lose_the_event(live: LiveServer) -> None:
     assert row["tool_result"] == "a\ufffdb"
     h = httpx.get(f"{live.url}/api/health").json()
     assert h["errors"] == {}
+
+
+def test_a_streamed_body_is_read_whole_and_the_answer_is_plain_http(live: LiveServer) -> None:
+    payload = json.dumps(
+        {
+            "session_id": "s-chunked",
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": "make"},
+            "tool_response": {"stdout": "y" * 200_000, "exitCode": 0},
+        }
+    ).encode()
+
+    def chunks(data: bytes, size: int) -> Iterator[bytes]:
+        for i in range(0, len(data), size):
+            yield data[i : i + size]
+
+    headers = {"X-TMA1-Token": live.token, "Content-Type": "application/json"}
+    # Chunked transfer encoding: the server receives the body in many ASGI messages.
+    r = httpx.post(
+        f"{live.url}/api/hooks?source=codex&source=claude-code",
+        content=chunks(payload, 7_000),
+        headers=headers,
+        timeout=10,
+    )
+    assert (r.status_code, r.content) == (200, b"")
+    assert r.headers["content-type"] == "text/plain; charset=utf-8"
+    assert r.headers["content-length"] == "0"
+    [row] = rows(live)
+    assert row["session_id"] == "s-chunked" and row["tool_command"] == "make"
+    assert row["agent_source"] == "claude-code"  # the last of a repeated parameter wins
+    assert row["tool_result"] is not None and len(row["tool_result"]) > 10_000
+
+    # Over 1 MB in chunks: drained, refused quietly, the connection still usable.
+    big = json.dumps({"session_id": "s", "hook_event_name": "Stop", "x": "z" * 1_100_000})
+    with httpx.Client(timeout=10) as client:
+        r = client.post(
+            f"{live.url}/api/hooks", content=chunks(big.encode(), 64_000), headers=headers
+        )
+        assert (r.status_code, r.content) == (200, b"")
+        r = client.post(
+            f"{live.url}/api/hooks?source=codex",
+            content=json.dumps({"session_id": "s-after", "hook_event_name": "Stop"}),
+            headers=headers,
+        )
+        assert r.status_code == 200
+    assert [row["session_id"] for row in rows(live)] == ["s-chunked", "s-after"]
+    assert rows(live)[1]["agent_source"] == "codex"
+    health = httpx.get(f"{live.url}/api/health").json()
+    assert health["rejected"] == {"body_too_large": 1}
