@@ -380,3 +380,17 @@ def test_a_huge_read_result_is_capped_like_the_whole_text() -> None:
     assert ev.tool_result == cap_text(whole, TOOL_RESULT_CAP)
     assert ev.tool_input == cap_text(to_text(p["tool_input"]), TOOL_INPUT_CAP)
     assert ev.tool_result is not None and ev.tool_result.endswith("…[truncated]")
+
+
+def _reference_cap(text: str, limit: int) -> str:
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    marker = "…[truncated]"
+    return data[: max(0, limit - len(marker.encode()))].decode("utf-8", "ignore") + marker
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab é€𝄞\ud800")), max_size=80), st.integers(0, 90))
+def test_cap_text_cuts_at_the_byte_limit_like_encoding_everything(text: str, limit: int) -> None:
+    assert cap_text(text, limit) == _reference_cap(text, limit)

@@ -118,8 +118,13 @@ def cap_text(text: str | None, limit: int) -> str | None:
     """Cut to at most `limit` UTF-8 bytes without splitting a character."""
     if text is None:
         return None
-    data = text.encode("utf-8", "surrogatepass")
-    if len(data) <= limit:
+    n = len(text)
+    if n * 4 <= limit:
+        return text  # at most 4 bytes a character: it fits without encoding it
+    # More than `limit` characters is more than `limit` bytes, and the cut is inside the
+    # first `limit` characters: encode only those.
+    data = (text if n <= limit else text[:limit]).encode("utf-8", "surrogatepass")
+    if n <= limit and len(data) <= limit:
         return text
     marker = "…[truncated]"
     cut = data[: max(0, limit - len(marker.encode()))]

@@ -377,11 +377,29 @@ _FAILURE_MARKERS: tuple[re.Pattern[str], ...] = (
 )
 
 
+def _may_have_failure_markers(text: str) -> bool:
+    """False only when no marker can match: each needs one of these words. Fourteen
+    regex scans of a long passing output cost 40 times this test."""
+    low = text.lower()
+    if not low.isascii():
+        # The regexes' IGNORECASE also takes `ı` and `İ` (lowered to `i̇`) for `i`.
+        low = low.replace("ı", "i").replace("\u0307", "")
+    return (
+        "fail" in low
+        or "error" in low
+        or "***" in text
+        or "Traceback" in text
+        or "npm ERR!" in text
+        or "panic: " in text
+        or ".go:" in text
+    )
+
+
 @lru_cache(maxsize=1024)
 def has_failure_markers(output: str) -> bool:
     """The output carries a test/build tool's failure marker (`0 failed` is not one)."""
     text = strip_ansi(output)
-    return any(p.search(text) for p in _FAILURE_MARKERS)
+    return _may_have_failure_markers(text) and any(p.search(text) for p in _FAILURE_MARKERS)
 
 
 def is_masked_failure(command: str | None, output: str | None) -> bool:

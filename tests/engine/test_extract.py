@@ -12,7 +12,7 @@ import re
 
 import pytest
 from conftest import require_sessions
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tma1.extract import (
@@ -1014,3 +1014,28 @@ def test_real_sessions_go_and_typescript() -> None:
     # Nothing that only reads logs or git counts as a masked failure.
     for c, _ in masked:
         assert not c.startswith(("git ", "grep ", "cat ")), c
+
+
+# Pieces of every marker, odd case and odd letters included, in any order.
+_MARKERISH = st.lists(
+    st.sampled_from(
+        ["FAIL", "fail", "FAİL", "faıl", "ED", "ed", "ing", "ures!", "1 ", "0 ", "error",
+         "ERROR", "errors", "[ERROR]", "[E0308]", "error TS2304:", ":", "x.rs:3", "x.go:1:2: ",
+         "Traceback (most recent call last):", "make", "ninja[2]", ": ***", "npm ERR!",
+         "BUILD FAILED", "test result: FAILED", "panic: ", "--- ", " ", "\n", "\x1b[31m",
+         "ok", "passed"]
+    ),
+    max_size=8,
+).map("".join)  # fmt: skip
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_MARKERISH)
+@example("1 FAİLED")
+@example("2 faıling")
+@example("ERRORS: 3 errors")
+def test_the_quick_marker_test_never_hides_a_marker(output: str) -> None:
+    from tma1.extract import _FAILURE_MARKERS
+
+    whole = any(p.search(strip_ansi(output)) for p in _FAILURE_MARKERS)
+    assert has_failure_markers(output) is whole
