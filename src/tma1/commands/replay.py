@@ -30,6 +30,16 @@ def _threshold(raw: str) -> int:
     return value
 
 
+def _jobs(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number") from None
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"{value} is out of range (1..64)")
+    return value
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "replay",
@@ -56,6 +66,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="keep the replay's SQLite database in FILE (must not exist; default: temporary)",
     )
     p.add_argument("--bodies", action="store_true", help="print every delivery body in full")
+    p.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=None,
+        help="processes to replay in (sessions that share no project run apart; same "
+        "result); default: one per CPU core",
+    )
     p.set_defaults(func=run_replay)
 
     e = sub.add_parser(
@@ -83,7 +100,10 @@ def run_replay(args: argparse.Namespace) -> int:
         raise ConfigError(f"--db {args.db} exists; give a new file (replay starts from empty)")
     # The engine logs each rejected or odd payload; the report says it once, at the end.
     logging.getLogger("tma1").setLevel(logging.ERROR)
-    result = replay_paths(args.paths, threshold=args.threshold, db=args.db)
+    from tma1.replay.shards import default_jobs
+
+    jobs = args.jobs if args.jobs is not None else default_jobs()
+    result = replay_paths(args.paths, threshold=args.threshold, db=args.db, jobs=jobs)
     if args.json:
         json.dump(result_json(result), sys.stdout, ensure_ascii=False, indent=2)
         print()

@@ -32,7 +32,7 @@ from tma1.clock import ManualClock
 from tma1.config import DEFAULT_CONTEXT_PRESSURE_THRESHOLD, Settings
 from tma1.counters import Counters
 from tma1.engine.delivery import CHANNEL_FOR_HOOK, Delivery
-from tma1.replay import claude_hooklog, claude_transcript, codex_rollout, eventlog
+from tma1.replay import claude_hooklog, claude_transcript, codex_rollout, eventlog, shards
 from tma1.replay.formats import (
     CLAUDE_HOOKLOG,
     CLAUDE_TRANSCRIPT,
@@ -207,6 +207,7 @@ class Replayer:
         threshold: int = DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
         db: str | Path | None = None,
         database_url: str | None = None,
+        migrate: bool = True,
     ) -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if database_url is None:
@@ -224,7 +225,7 @@ class Replayer:
             hook_db_budget_ms=REPLAY_DB_BUDGET_MS,
         )
         self.clock = clock = ManualClock(start_ts)
-        self.store = store = Store.open(database_url)
+        self.store = store = Store.open(database_url, migrate=migrate)
         windows = MemoryWindows()
         counters = Counters()
         self.delivery = delivery = Delivery(
@@ -320,10 +321,17 @@ def replay_items(
     threshold: int = DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
     db: str | Path | None = None,
     database_url: str | None = None,
+    jobs: int = 1,
 ) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
     """Feed `items` (time-ordered) through a fresh engine: deliveries, emit-log rows,
     summary and counters. `db`/`database_url` keep the database for inspection; without
-    them it lives in a temporary directory (on tmpfs when there is one)."""
+    them it lives in a temporary directory (on tmpfs when there is one). `jobs` > 1 runs
+    sessions that share no project in parallel processes (`tma1.replay.shards`), with the
+    same result, when the database is SQLite and the replay is long enough to gain."""
+    if jobs > 1 and database_url is None and shards.can_fork():
+        plan = shards.plan(items, jobs)
+        if len(plan) > 1:
+            return _replay_sharded(items, plan, threshold=threshold, db=db)
     replayer = Replayer(
         start_ts=items[0].ts if items else 0,
         threshold=threshold,
@@ -336,6 +344,22 @@ def replay_items(
         replayer.close()
         raise
     return replayer.finish(items)
+
+
+def _replay_sharded(
+    items: Sequence[ReplayItem], plan: shards.Plan, *, threshold: int, db: str | Path | None
+) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
+    with tempfile.TemporaryDirectory(prefix="tma1-replay-", dir=default_db_dir()) as tmp:
+        path = Path(db).resolve() if db else Path(tmp) / "replay.db"
+        target = Store.open(f"sqlite:///{path}")  # migrated once, before the children
+        try:
+            deliveries, counters = shards.run(plan, threshold=threshold, db=path)
+            emits = target.emits_since(0)
+            attach_findings(deliveries, emits)
+            summary = summarize(target, emits, items)
+        finally:
+            target.close()
+    return deliveries, emits, summary, counters
 
 
 def attach_findings(deliveries: list[DeliveryRecord], emits: Sequence[dict[str, Any]]) -> None:
@@ -409,12 +433,13 @@ def replay_paths(
     threshold: int = DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
     db: str | Path | None = None,
     database_url: str | None = None,
+    jobs: int = 1,
 ) -> ReplayResult:
     t0 = time.perf_counter()
     inputs, problems = load(paths)
     items, dups = merge_items(inputs)
     deliveries, emits, summary, counters = replay_items(
-        items, threshold=threshold, db=db, database_url=database_url
+        items, threshold=threshold, db=db, database_url=database_url, jobs=jobs
     )
     return ReplayResult(
         inputs=inputs,

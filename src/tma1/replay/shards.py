@@ -1,0 +1,157 @@
+"""Replay on several cores.
+
+A session never sees another session's events: its window holds its own events, the file
+changes of its project and its own usage, and suppression is kept per session. So sessions
+that share no project can be replayed apart and give the same deliveries. `plan` groups
+sessions with the projects they worked in (a file change belongs to every session of its
+project) and packs the groups into shards of about the same number of hook events; each
+shard runs in a forked child, through the same `Replayer` as a serial replay, into its own
+database; SQLite lets one of them write at a time, so a child that finishes while the
+other writes waits its turn (busy timeout). The parent then sums up as a serial replay
+does.
+
+Used for SQLite targets where `fork` exists (Linux, the BSDs); anything else runs serially.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import traceback
+from collections import Counter
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from tma1.events import project_for
+from tma1.replay.model import FILE_CHANGE, HOOK, ReplayItem
+
+# Below this many hook events per shard, forking costs more than it saves.
+MIN_EVENTS_PER_SHARD = 1_000
+
+Shard = list[tuple[int, ReplayItem]]
+Plan = list[Shard]
+
+
+def can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def default_jobs() -> int:
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def plan(items: Sequence[ReplayItem], jobs: int) -> Plan:
+    """Items (with their position in `items`) split into at most `jobs` shards, in time
+    order within each; sessions that share a project stay in one shard."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        root = x
+        while parent.setdefault(root, root) != root:
+            root = parent[root]
+        while parent[x] != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    def union(a: str, b: str) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[ra] = rb
+
+    node: list[str] = []
+    for item in items:
+        if item.kind == FILE_CHANGE and item.change is not None:
+            node.append("p:" + item.change.project)
+            continue
+        session = "s:" + item.session_id
+        node.append(session)
+        if item.kind == HOOK and item.payload is not None:
+            cwd = item.payload.get("cwd")
+            if isinstance(cwd, str) and cwd:
+                union(session, "p:" + project_for(cwd))
+        else:
+            find(session)
+    size: Counter[str] = Counter()
+    roots = [find(n) for n in node]
+    for item, root in zip(items, roots, strict=True):
+        if item.kind == HOOK:
+            size[root] += 1
+    n = max(1, min(jobs, sum(size.values()) // MIN_EVENTS_PER_SHARD or 1))
+    load = [0] * n
+    shard_of: dict[str, int] = {}
+    # Largest group first into the emptiest shard: close to even for a handful of groups.
+    for root, count in sorted(size.items(), key=lambda kv: (-kv[1], kv[0])):
+        i = load.index(min(load))
+        shard_of[root] = i
+        load[i] += count
+    out: Plan = [[] for _ in range(n)]
+    for pos, (item, root) in enumerate(zip(items, roots, strict=True)):
+        out[shard_of.get(root, 0)].append((pos, item))
+    return [s for s in out if s]
+
+
+def _run_shard(shard: Shard, db: Path, threshold: int, conn: Connection) -> None:
+    """The child: replay one shard into `db`; send (deliveries by position, counters)."""
+    from tma1.replay.driver import Replayer
+
+    try:
+        replayer = Replayer(start_ts=shard[0][1].ts, threshold=threshold, db=db, migrate=False)
+        try:
+            placed: list[tuple[int, Any]] = []
+            for pos, item in shard:
+                before = len(replayer.deliveries)
+                replayer.feed((item,))
+                placed.extend((pos, d) for d in replayer.deliveries[before:])
+            replayer.write()
+            counters = dict(replayer.service.counters.snapshot(""))
+        finally:
+            replayer.close()
+        conn.send(("ok", placed, counters))
+    except BaseException:
+        conn.send(("error", traceback.format_exc(), {}))
+    finally:
+        conn.close()
+
+
+def run(shards: Plan, *, threshold: int, db: Path) -> tuple[list[Any], dict[str, int]]:
+    """Replay each shard in a child process into the (migrated) SQLite database `db`.
+
+    Returns the deliveries in the order a serial replay gives them, and the summed
+    counters. Raises RuntimeError when a child fails (its traceback in the message)."""
+    ctx = multiprocessing.get_context("fork")
+    # The children only read what the parent built; without this, the parent's garbage
+    # collector bookkeeping would make them copy every page of it.
+    gc.freeze()
+    children = []
+    try:
+        for i, shard in enumerate(shards):
+            recv, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(
+                target=_run_shard, args=(shard, db, threshold, send), name=f"tma1-replay-{i}"
+            )
+            proc.start()
+            send.close()
+            children.append((proc, recv))
+    finally:
+        gc.unfreeze()
+    placed: list[tuple[int, Any]] = []
+    total: Counter[str] = Counter()
+    failure = ""
+    for proc, recv in children:
+        try:
+            status, payload, counters = recv.recv()
+        except EOFError:
+            status, payload, counters = "error", f"{proc.name} exited without a result", {}
+        proc.join()
+        if status != "ok":
+            failure = failure or str(payload)
+            continue
+        placed.extend(payload)
+        total.update(counters)
+    if failure:
+        raise RuntimeError(f"a replay shard failed:\n{failure}")
+    placed.sort(key=lambda pd: pd[0])
+    return [d for _, d in placed], {k: v for k, v in total.items() if v}

@@ -1,0 +1,158 @@
+"""Replay on several processes (`tma1.replay.shards`): the same deliveries, emits and
+summary as one process, sessions of a project kept together, a failing child reported."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import require_sessions, tma1_cmd
+from test_replay_driver import FIX, Transcript
+
+from tma1.events import project_for
+from tma1.replay import driver, shards
+from tma1.replay.model import FILE_CHANGE, HOOK
+
+
+def _sessions(tmp_path: Path) -> list[Path]:
+    """Four sessions in three projects; two of them share /work/a and fail the same way."""
+    paths = []
+    for n, (sid, cwd) in enumerate(
+        [("a-1", "/work/a"), ("a-2", "/work/a"), ("b-1", "/work/b"), ("c-1", "/work/c")]
+    ):
+        t = Transcript(sid=sid, cwd=cwd)
+        t.prompt(n, "make it build")
+        for k in range(3):
+            t.bash(10 + n + 40 * k, "go build ./...", "Exit code 1\n./main.go:7:2: x", error=True)
+        t.say(200 + n, "I could not fix it.", occupancy=150_000)
+        t.prompt(260 + n, "try again")
+        paths.append(t.write(tmp_path / f"{sid}.jsonl"))
+    return paths
+
+
+def _comparable(result: tuple[Any, ...]) -> tuple[Any, ...]:
+    deliveries, emits, summary, _counters = result
+    return (
+        [(d.ts, d.session_id, d.hook_event, d.channel, d.body, d.findings) for d in deliveries],
+        [{k: v for k, v in e.items() if k != "id"} for e in emits],
+        summary,
+    )
+
+
+@pytest.fixture
+def every_shard_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shard even tiny replays (a shard normally needs 1,000 hook events to pay off)."""
+    monkeypatch.setattr(shards, "MIN_EVENTS_PER_SHARD", 1)
+
+
+def test_plan_keeps_a_project_together_and_each_shard_in_time_order(
+    tmp_path: Path, every_shard_counts: None
+) -> None:
+    inputs, _ = driver.load([*_sessions(tmp_path), FIX / "eventlog.jsonl"])
+    items, _ = driver.merge_items(inputs)
+    plan = shards.plan(items, 3)
+    assert len(plan) == 3
+    positions = sorted(pos for shard in plan for pos, _ in shard)
+    assert positions == list(range(len(items)))
+    where: dict[str, int] = {}
+    for i, shard in enumerate(plan):
+        assert [pos for pos, _ in shard] == sorted(pos for pos, _ in shard)
+        for _, item in shard:
+            if item.kind == HOOK:
+                assert where.setdefault(item.session_id, i) == i
+    assert where["a-1"] == where["a-2"]
+    assert len({where["a-1"], where["b-1"], where["c-1"]}) == 3
+    project_shard: dict[str, int] = {}
+    for i, shard in enumerate(plan):
+        for _, item in shard:
+            if item.kind == HOOK and item.payload and item.payload.get("cwd"):
+                assert project_shard.setdefault(project_for(item.payload["cwd"]), i) == i
+    changes = [(i, it) for i, sh in enumerate(plan) for _, it in sh if it.kind == FILE_CHANGE]
+    assert changes  # the event log brings file changes
+    for i, item in changes:
+        assert item.change is not None
+        assert project_shard.get(item.change.project, i) == i
+
+
+def test_a_sharded_replay_gives_what_one_process_gives(
+    tmp_path: Path, every_shard_counts: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inputs, _ = driver.load(_sessions(tmp_path))
+    items, _ = driver.merge_items(inputs)
+    serial = driver.replay_items(items, jobs=1)
+    ran: list[int] = []
+    real_run = shards.run
+
+    def counted(plan: shards.Plan, **kw: Any) -> Any:
+        ran.append(len(plan))
+        return real_run(plan, **kw)
+
+    monkeypatch.setattr(shards, "run", counted)
+    sharded = driver.replay_items(items, jobs=3)
+    assert ran == [3]
+    assert _comparable(sharded) == _comparable(serial)
+    assert len(serial[0]) >= 4  # every session's Stop was blocked: there is something to compare
+    assert serial[3]["events.stored"] == sharded[3]["events.stored"]
+
+
+def test_a_sharded_replay_keeps_its_database_when_asked(
+    tmp_path: Path, every_shard_counts: None
+) -> None:
+    inputs, _ = driver.load(_sessions(tmp_path))
+    items, _ = driver.merge_items(inputs)
+    db = tmp_path / "kept.db"
+    _deliveries, emits, _summary, counters = driver.replay_items(items, jobs=2, db=db)
+    from tma1.store import Store
+
+    store = Store.open(f"sqlite:///{db}", migrate=False)
+    try:
+        assert store.counts()["tma1_hook_events"] == counters["events.stored"]
+        assert len(store.emits_since(0)) == len(emits) > 0
+    finally:
+        store.close()
+
+
+def test_a_failing_shard_is_reported(
+    tmp_path: Path, every_shard_counts: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inputs, _ = driver.load(_sessions(tmp_path))
+    items, _ = driver.merge_items(inputs)
+
+    def broken(self: driver.Replayer, items: Any) -> None:
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(driver.Replayer, "feed", broken)  # the forked children inherit it
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        driver.replay_items(items, jobs=2)
+
+
+def test_cli_jobs_option(tmp_path: Path) -> None:
+    paths = [str(p) for p in _sessions(tmp_path)]
+    bad = subprocess.run(
+        [*tma1_cmd(), "replay", "--jobs", "0", *paths], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "--jobs" in bad.stderr
+    one = subprocess.run(
+        [*tma1_cmd(), "replay", "--json", "--jobs", "1", *paths], capture_output=True, text=True
+    )
+    two = subprocess.run(
+        [*tma1_cmd(), "replay", "--json", "--jobs", "2", *paths], capture_output=True, text=True
+    )
+    assert one.returncode == two.returncode == 0
+    first, second = json.loads(one.stdout), json.loads(two.stdout)
+    for doc in (first, second):
+        doc.pop("elapsed_s", None)
+    assert first == second and first["deliveries"]
+
+
+def test_the_corpus_replays_the_same_on_two_processes() -> None:
+    corpus = require_sessions()
+    inputs, _ = driver.load([corpus])
+    items, _ = driver.merge_items(inputs)
+    assert len(shards.plan(items, 2)) == 2
+    assert _comparable(driver.replay_items(items, jobs=2)) == _comparable(
+        driver.replay_items(items, jobs=1)
+    )
