@@ -45,6 +45,9 @@ class Service:
     _purger: threading.Thread | None = None
     # Budgeted insert + outage queue (tma1.ingest); built from settings when not given.
     ingest: Ingest | None = None
+    # False: events carry no tool input and no successful output (tma1.events.parse_payload);
+    # replay sets it when nobody keeps its database.
+    parse_texts: bool = True
 
     def __post_init__(self) -> None:
         if self.ingest is None:
@@ -164,7 +167,9 @@ class Service:
     def _event_from_payload(self, payload: object, source: str | None) -> HookEvent | None:
         agent = "codex" if source is not None and source.lower() == "codex" else "claude-code"
         try:
-            return parse_payload(payload, ts=self.clock.now_ms(), source=agent)
+            return parse_payload(
+                payload, ts=self.clock.now_ms(), source=agent, texts=self.parse_texts
+            )
         except PayloadError as exc:
             self.reject(exc.reason, exc.detail)
             return None

@@ -25,6 +25,7 @@ def _sessions(tmp_path: Path) -> list[Path]:
     ):
         t = Transcript(sid=sid, cwd=cwd)
         t.prompt(n, "make it build")
+        t.bash(4 + n, "ls", "main.go", error=False)
         for k in range(3):
             t.bash(10 + n + 40 * k, "go build ./...", "Exit code 1\n./main.go:7:2: x", error=True)
         t.say(200 + n, "I could not fix it.", occupancy=150_000)
@@ -156,3 +157,29 @@ def test_the_corpus_replays_the_same_on_two_processes() -> None:
     assert _comparable(driver.replay_items(items, jobs=2)) == _comparable(
         driver.replay_items(items, jobs=1)
     )
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_texts_are_left_out_only_where_nobody_keeps_the_database(
+    tmp_path: Path, every_shard_counts: None, jobs: int
+) -> None:
+    """Without --db, events are stored without their tool input and successful output:
+    the result is the same as with every text kept, and a kept database has them all."""
+    from tma1.store import Store
+
+    inputs, _ = driver.load(_sessions(tmp_path))
+    items, _ = driver.merge_items(inputs)
+    db = tmp_path / f"kept-{jobs}.db"
+    assert _comparable(driver.replay_items(items, jobs=jobs, db=db)) == _comparable(
+        driver.replay_items(items, jobs=jobs)
+    )
+    store = Store.open(f"sqlite:///{db}", migrate=False)
+    try:
+        sessions = {i.session_id for i in items if i.kind == HOOK}
+        stored = [e for s in sorted(sessions) for e in store.session_events(s, 0)]
+    finally:
+        store.close()
+    pres = [e for e in stored if e.event_type == "PreToolUse"]
+    oks = [e for e in stored if e.event_type == "PostToolUse" and e.tool_success]
+    assert pres and all(e.tool_input for e in pres)
+    assert oks and all(e.tool_result for e in oks)

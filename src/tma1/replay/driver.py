@@ -198,7 +198,11 @@ def default_db_dir() -> str | None:
 class Replayer:
     """One replay, in three steps a caller can time: `feed` runs items through the engine,
     `write` puts what was fed into the database, `finish` reads the emit log back and
-    sums it up (tma1.gates) and closes everything."""
+    sums it up (tma1.gates) and closes everything.
+
+    `keep_texts=False` parses and stores events without their tool input and the output
+    of successful results (`parse_payload(texts=False)`): no rule and no gate reads them,
+    and encoding them is most of a replay's cost. For a database nobody keeps."""
 
     def __init__(
         self,
@@ -208,6 +212,7 @@ class Replayer:
         db: str | Path | None = None,
         database_url: str | None = None,
         migrate: bool = True,
+        keep_texts: bool = True,
     ) -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if database_url is None:
@@ -247,6 +252,7 @@ class Replayer:
                 on_session_change=delivery.invalidate,
             ),
             ingest=self.ingest,
+            parse_texts=keep_texts,
         )
         self.deliveries: list[DeliveryRecord] = []
         self.service.start()
@@ -328,6 +334,8 @@ def replay_items(
     them it lives in a temporary directory (on tmpfs when there is one). `jobs` > 1 runs
     sessions that share no project in parallel processes (`tma1.replay.shards`), with the
     same result, when the database is SQLite and the replay is long enough to gain."""
+    # The database is thrown away unless it was asked for: then only the summary reads it.
+    keep_texts = db is not None or database_url is not None
     if jobs > 1 and database_url is None and shards.can_fork():
         plan = shards.plan(items, jobs)
         if len(plan) > 1:
@@ -337,6 +345,7 @@ def replay_items(
         threshold=threshold,
         db=db,
         database_url=database_url,
+        keep_texts=keep_texts,
     )
     try:
         replayer.feed(items)
@@ -353,7 +362,9 @@ def _replay_sharded(
         path = Path(db).resolve() if db else Path(tmp) / "replay.db"
         target = Store.open(f"sqlite:///{path}")  # migrated once, before the children
         try:
-            deliveries, counters = shards.run(plan, threshold=threshold, db=path)
+            deliveries, counters = shards.run(
+                plan, threshold=threshold, db=path, keep_texts=db is not None
+            )
             emits = target.emits_since(0)
             attach_findings(deliveries, emits)
             summary = summarize(target, emits, items)

@@ -93,12 +93,18 @@ def plan(items: Sequence[ReplayItem], jobs: int) -> Plan:
     return [s for s in out if s]
 
 
-def _run_shard(shard: Shard, db: Path, threshold: int, conn: Connection) -> None:
+def _run_shard(shard: Shard, db: Path, threshold: int, keep_texts: bool, conn: Connection) -> None:
     """The child: replay one shard into `db`; send (deliveries by position, counters)."""
     from tma1.replay.driver import Replayer
 
     try:
-        replayer = Replayer(start_ts=shard[0][1].ts, threshold=threshold, db=db, migrate=False)
+        replayer = Replayer(
+            start_ts=shard[0][1].ts,
+            threshold=threshold,
+            db=db,
+            migrate=False,
+            keep_texts=keep_texts,
+        )
         try:
             placed: list[tuple[int, Any]] = []
             for pos, item in shard:
@@ -116,7 +122,9 @@ def _run_shard(shard: Shard, db: Path, threshold: int, conn: Connection) -> None
         conn.close()
 
 
-def run(shards: Plan, *, threshold: int, db: Path) -> tuple[list[Any], dict[str, int]]:
+def run(
+    shards: Plan, *, threshold: int, db: Path, keep_texts: bool = True
+) -> tuple[list[Any], dict[str, int]]:
     """Replay each shard in a child process into the (migrated) SQLite database `db`.
 
     Returns the deliveries in the order a serial replay gives them, and the summed
@@ -130,7 +138,9 @@ def run(shards: Plan, *, threshold: int, db: Path) -> tuple[list[Any], dict[str,
         for i, shard in enumerate(shards):
             recv, send = ctx.Pipe(duplex=False)
             proc = ctx.Process(
-                target=_run_shard, args=(shard, db, threshold, send), name=f"tma1-replay-{i}"
+                target=_run_shard,
+                args=(shard, db, threshold, keep_texts, send),
+                name=f"tma1-replay-{i}",
             )
             proc.start()
             send.close()
