@@ -104,6 +104,17 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def _dirty(value: Any) -> bool:
+    """Whether `_clean` would change anything (almost never: check before copying)."""
+    if isinstance(value, str):
+        return "\x00" in value or (not value.isascii() and _SURROGATE.search(value) is not None)
+    if isinstance(value, list):
+        return any(_dirty(v) for v in value)
+    if isinstance(value, dict):
+        return any(_dirty(k) or _dirty(v) for k, v in value.items())
+    return False
+
+
 # Bounded columns (String(n)): PostgreSQL refuses a longer value where SQLite would keep it.
 _COLUMN_LIMITS = {
     c.name: c.type.length
@@ -121,7 +132,7 @@ def scrub(event: HookEvent) -> HookEvent:
         value = getattr(event, name)
         if not value or not isinstance(value, str | list | dict):
             continue  # None, "", [], {} and numbers need nothing
-        cleaned = _clean(value)
+        cleaned = _clean(value) if _dirty(value) else value
         limit = _COLUMN_LIMITS.get(name)
         if limit and isinstance(cleaned, str) and len(cleaned) > limit:
             cleaned = cleaned[:limit]

@@ -1,0 +1,57 @@
+"""`tma1.ingest.scrub`: what any backend can store — NUL and lone surrogates replaced,
+bounded columns cut — checked against cleaning every value the plain way."""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tma1.events import HookEvent
+from tma1.ingest import _COLUMN_LIMITS, _clean, scrub
+
+_TEXT = st.text(alphabet=st.sampled_from(list("ab\x00é\ud800\udfff€ ")), max_size=12)
+_LONG = st.text(alphabet=st.sampled_from(list("ab\x00é\ud800")), min_size=0, max_size=300)
+_META = st.dictionaries(
+    _TEXT, st.recursive(st.none() | st.integers() | _TEXT, lambda i: st.lists(i, max_size=3))
+)
+
+
+def _reference(ev: HookEvent) -> HookEvent:
+    out = {}
+    for f in fields(ev):
+        value = getattr(ev, f.name)
+        if isinstance(value, str | list | dict):
+            value = _clean(value)
+            limit = _COLUMN_LIMITS.get(f.name)
+            if limit and isinstance(value, str) and len(value) > limit:
+                value = value[:limit]
+        out[f.name] = value
+    return HookEvent(**out)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_TEXT, _LONG, _LONG, st.lists(_TEXT, max_size=3), _META, st.one_of(st.none(), _LONG))
+def test_scrub_cleans_like_cleaning_every_value(
+    sid: str, tuid: str, result: str, files: list[str], meta: dict[str, Any], prefix: str | None
+) -> None:
+    ev = HookEvent(
+        ts=1,
+        session_id=sid or "s",
+        event_type="PostToolUse",
+        hook_event_name="PostToolUse",
+        tool_use_id=tuid,
+        tool_result=result,
+        tool_files=files,
+        tool_command_prefix=prefix,
+        metadata=meta,
+    )
+    expected = _reference(replace(ev))
+    assert scrub(ev) == expected
+    for f in fields(ev):
+        value = getattr(ev, f.name)
+        if isinstance(value, str):
+            assert "\x00" not in value
+            value.encode("utf-8")  # no lone surrogate left
