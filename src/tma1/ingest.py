@@ -128,20 +128,28 @@ def scrub(event: HookEvent) -> HookEvent:
 
     NUL and lone surrogates become U+FFFD; values longer than their column are cut to fit.
     """
-    for name in _EVENT_FIELDS:
+    for name, limit in _EVENT_FIELDS:
         value = getattr(event, name)
-        if not value or not isinstance(value, str | list | dict):
-            continue  # None, "", [], {} and numbers need nothing
-        cleaned = _clean(value) if _dirty(value) else value
-        limit = _COLUMN_LIMITS.get(name)
-        if limit and isinstance(cleaned, str) and len(cleaned) > limit:
-            cleaned = cleaned[:limit]
+        if not value:
+            continue  # None, "", [], {}, 0 and False need nothing
+        if value.__class__ is str:
+            # `_dirty` spelled out for the common case: every event has a dozen strings.
+            if "\x00" in value or (not value.isascii() and _SURROGATE.search(value)):
+                cleaned = _clean_str(value)
+            else:
+                cleaned = value
+            if limit and len(cleaned) > limit:
+                cleaned = cleaned[:limit]
+        elif isinstance(value, list | dict) and _dirty(value):
+            cleaned = _clean(value)
+        else:
+            continue
         if cleaned is not value:
             setattr(event, name, cleaned)
     return event
 
 
-_EVENT_FIELDS = tuple(f.name for f in fields(HookEvent))
+_EVENT_FIELDS = tuple((f.name, _COLUMN_LIMITS.get(f.name, 0)) for f in fields(HookEvent))
 
 
 def _size(event: HookEvent) -> int:
