@@ -252,8 +252,8 @@ class Ingest:
         self._jobs: SimpleQueue[_SyncJob | _LoopJob | None] = SimpleQueue()
         # SQLite takes one writer at a time, and a writer that finds the file locked
         # sleeps in SQLite's busy handler (1, 2, 5, 10 … ms) instead of waking when the
-        # lock is free. Workers queue on this lock instead: the next one starts the
-        # moment the last commit ends, with every hook that arrived meanwhile.
+        # lock is free. Workers queue on this lock instead (see `_work`): the next one
+        # starts the moment the last commit ends, with every hook that arrived meanwhile.
         self._write_lock: contextlib.AbstractContextManager[object] = (
             threading.Lock() if store.dialect == "sqlite" else contextlib.nullcontext()
         )
@@ -331,15 +331,18 @@ class Ingest:
 
     def _work(self) -> None:
         while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            jobs: list[_SyncJob | _LoopJob] = [job]
+            jobs: list[_SyncJob | _LoopJob] = []
             stop_after = False
             try:
                 with self._write_lock:
-                    # Group commit: hooks that arrived while the last commit ran share
-                    # this one. Each is still answered only after its own row is committed.
+                    # Group commit. On SQLite one worker at a time takes hooks off the
+                    # queue and commits them: hooks that arrive during a commit wait in
+                    # the queue, and the next worker takes them all as one group. Each is
+                    # still answered only after its own row is committed.
+                    job = self._jobs.get()
+                    if job is None:
+                        return
+                    jobs.append(job)
                     while len(jobs) < GROUP_COMMIT_MAX:
                         try:
                             more = self._jobs.get_nowait()
@@ -350,12 +353,15 @@ class Ingest:
                             break
                         jobs.append(more)
                     outcomes = self._commit_group(jobs)
+                # The answers (sensors, engine) are computed outside the lock, while the
+                # next worker commits the next group.
                 self._settle(outcomes)
-            except BaseException:  # never leave a hook waiting, nor the count wrong
+            except BaseException:  # never leave the in-flight count wrong
                 log.exception("ingest worker failed on a group of %d hooks", len(jobs))
             finally:
-                with self._lock:
-                    self._inflight -= len(jobs)
+                if jobs:
+                    with self._lock:
+                        self._inflight -= len(jobs)
             if stop_after:
                 return
 
@@ -370,11 +376,13 @@ class Ingest:
             except Exception:
                 pass  # one bad row must not fail its neighbours: retry them one by one
             else:
+                self.counters.inc("ingest.commits")
                 return [(j, None) for j in live]
         outcomes: list[tuple[_SyncJob | _LoopJob, BaseException | None]] = []
         for j in live:
             try:
                 self.store.insert_event(j.event)
+                self.counters.inc("ingest.commits")
                 outcomes.append((j, None))
             except BaseException as exc:
                 outcomes.append((j, exc))
@@ -649,6 +657,7 @@ class Ingest:
             }
         counts = self.counters.snapshot("ingest.")
         for key in (
+            "commits",  # transactions of the direct path (a group commit is one)
             "queued",
             "flushed",
             "bypassed",
