@@ -1,11 +1,11 @@
-"""Replay's store for the engine: every session kept in memory, written to SQL once.
+"""Replay's store for the engine: every session kept in memory, written to SQL in batches.
 
 Live, each hook event is committed before the engine may see it and the Detector reads
 its window back from the database. A replay knows every event in advance and nothing
 else writes to its database, so it keeps the windows in memory instead
-(`MemoryWindows`, a `WindowSource`) and writes the whole run in one transaction at the
-end (`BufferedIngest.flush`). The engine sees exactly what the store would have handed
-it at each `now`:
+(`MemoryWindows`, a `WindowSource`) and writes events to the database in batches of
+`WRITE_BATCH`, one transaction each, as it goes (`BufferedIngest.flush`). The engine sees
+exactly what the store would have handed it at each `now`:
 
 - events of the last 60 minutes, ts ascending, with the ids SQLite gives them in a
   fresh database (one per event, in order), and in the store's lean form (no
@@ -30,7 +30,7 @@ from tma1.events import FileChange, HookEvent, Usage
 from tma1.ingest import Ingest, scrub
 from tma1.store import Store
 
-WRITE_BATCH = 5_000
+WRITE_BATCH = 500
 
 
 def lean(ev: HookEvent) -> HookEvent:
@@ -107,12 +107,18 @@ class BufferedIngest(Ingest):
         self.events: list[HookEvent] = []
         self.changes: list[FileChange] = []
         self.usages: list[Usage] = []
+        self._fed = 0
 
     def submit(self, event: HookEvent) -> bool:
         scrub(event)
-        event.id = len(self.events) + 1
+        self._fed += 1
+        event.id = self._fed
         self.events.append(event)
         self.windows.add_event(lean(event))
+        if len(self.events) >= WRITE_BATCH:
+            # Written as the replay goes: parallel replays then rarely wait for each other
+            # at the end (SQLite has one writer at a time), and the whole events are freed.
+            self.flush()
         return True
 
     def add_change(self, ch: FileChange) -> None:
@@ -130,9 +136,9 @@ class BufferedIngest(Ingest):
         return 0
 
     def flush(self) -> None:
-        """Write everything fed so far to the store, in one transaction per table."""
-        for i in range(0, len(self.events), WRITE_BATCH):
-            self.store.insert_events(self.events[i : i + WRITE_BATCH])
+        """Write everything fed and not yet written to the store."""
+        if self.events:
+            self.store.insert_events(self.events)
         if self.changes:
             self.store.insert_changes(self.changes)
         if self.usages:
