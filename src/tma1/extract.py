@@ -269,7 +269,7 @@ def _files_read_by(command: str) -> tuple[str, ...]:
     out: dict[str, None] = {}
     for seg in _segments(command):
         try:
-            tokens = shlex.split(seg)
+            tokens = _words(seg)
         except ValueError:
             continue
         name = tokens[0].rsplit("/", 1)[-1] if tokens else ""
@@ -295,6 +295,18 @@ def _files_read_by(command: str) -> tuple[str, ...]:
         for p in positional:
             out.setdefault(p, None)
     return tuple(out)
+
+
+# Nothing shlex treats specially, and no character str.split() takes for a space and
+# shlex does not (\v \f \x1c-\x1f).
+_PLAIN_WORDS = re.compile(r"[^'\"\\\x0b\x0c\x1c-\x1f]*")
+
+
+def _words(segment: str) -> list[str]:
+    """`shlex.split(segment)`; a segment without quotes or backslashes is just its words."""
+    if segment.isascii() and _PLAIN_WORDS.fullmatch(segment):
+        return segment.split()
+    return shlex.split(segment)
 
 
 def runs_build_or_test(command: str) -> bool:

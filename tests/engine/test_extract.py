@@ -1039,3 +1039,19 @@ def test_the_quick_marker_test_never_hides_a_marker(output: str) -> None:
 
     whole = any(p.search(strip_ansi(output)) for p in _FAILURE_MARKERS)
     assert has_failure_markers(output) is whole
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab -\t\n\r\x0b\x0c\x1c\x1f'\"\\#é|")), max_size=30))
+def test_words_are_what_shlex_splits(segment: str) -> None:
+    import shlex
+
+    from tma1.extract import _words
+
+    try:
+        expected = shlex.split(segment)
+    except ValueError:
+        with pytest.raises(ValueError):
+            _words(segment)
+        return
+    assert _words(segment) == expected

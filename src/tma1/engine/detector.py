@@ -155,6 +155,8 @@ class Detector:
         self.counters = counters
         self.source = source
         self._rules: dict[str, Rule] | None = dict(rules) if rules is not None else None
+        # Per rule set (a new set replaces the dict): channel → whether any rule serves it.
+        self._serves: tuple[dict[str, Rule], dict[str, bool]] | None = None
         self._lock = threading.Lock()
         self._cache: dict[str, Detection] = {}
         self._epoch = 0
@@ -267,7 +269,14 @@ class Detector:
 
     def serves(self, channel: str) -> bool:
         """Whether any rule can produce findings for `channel` (else skip detection)."""
-        return any(rule_serves(k, channel) for k in self.rules)
+        rules = self.rules
+        known = self._serves
+        if known is None or known[0] is not rules:
+            known = self._serves = (rules, {})
+        hit = known[1].get(channel)
+        if hit is None:
+            hit = known[1][channel] = any(rule_serves(k, channel) for k in rules)
+        return hit
 
     def detect(
         self, session_id: str, now: int | None = None, *, channel: str | None = None
