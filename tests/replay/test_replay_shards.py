@@ -12,7 +12,6 @@ import pytest
 from conftest import require_sessions, tma1_cmd
 from test_replay_driver import FIX, Transcript
 
-from tma1.events import project_for
 from tma1.replay import driver, shards
 from tma1.replay.model import FILE_CHANGE, HOOK
 
@@ -34,6 +33,20 @@ def _sessions(tmp_path: Path) -> list[Path]:
     return paths
 
 
+def _changes(tmp_path: Path) -> Path:
+    """Someone edits /work/a while a-1 and a-2 work there."""
+    path = tmp_path / "changes.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"type": "file_change", "ts": f"2025-02-03T10:0{m}:30Z",
+                        "project": "/work/a", "path": "/work/a/main.go",
+                        "change": "modified"}) + "\n"
+            for m in range(4)
+        )
+    )  # fmt: skip
+    return path
+
+
 def _comparable(result: tuple[Any, ...]) -> tuple[Any, ...]:
     deliveries, emits, summary, _counters = result
     return (
@@ -49,13 +62,15 @@ def every_shard_counts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(shards, "MIN_EVENTS_PER_SHARD", 1)
 
 
-def test_plan_keeps_a_project_together_and_each_shard_in_time_order(
+def test_plan_keeps_a_project_with_file_changes_together_and_each_shard_in_time_order(
     tmp_path: Path, every_shard_counts: None
 ) -> None:
-    inputs, _ = driver.load([*_sessions(tmp_path), FIX / "eventlog.jsonl"])
+    inputs, _ = driver.load([*_sessions(tmp_path), FIX / "eventlog.jsonl", _changes(tmp_path)])
     items, _ = driver.merge_items(inputs)
-    plan = shards.plan(items, 3)
-    assert len(plan) == 3
+    plan = shards.plan(items, 4)
+    # a-1 + a-2 (they see /work/a's change), b-1, c-1, e1 (with /work/eproj's changes):
+    # four groups for four shards.
+    assert len(plan) == 4
     positions = sorted(pos for shard in plan for pos, _ in shard)
     assert positions == list(range(len(items)))
     where: dict[str, int] = {}
@@ -65,23 +80,28 @@ def test_plan_keeps_a_project_together_and_each_shard_in_time_order(
             if item.kind == HOOK:
                 assert where.setdefault(item.session_id, i) == i
     assert where["a-1"] == where["a-2"]
-    assert len({where["a-1"], where["b-1"], where["c-1"]}) == 3
-    project_shard: dict[str, int] = {}
+    assert len({where["a-1"], where["b-1"], where["c-1"], where["e1"]}) == 4
     for i, shard in enumerate(plan):
         for _, item in shard:
-            if item.kind == HOOK and item.payload and item.payload.get("cwd"):
-                assert project_shard.setdefault(project_for(item.payload["cwd"]), i) == i
-    changes = [(i, it) for i, sh in enumerate(plan) for _, it in sh if it.kind == FILE_CHANGE]
-    assert changes  # the event log brings file changes
-    for i, item in changes:
-        assert item.change is not None
-        assert project_shard.get(item.change.project, i) == i
+            if item.kind == FILE_CHANGE:
+                assert item.change is not None
+                owner = {"/work/a": where["a-1"], "/work/eproj": where["e1"]}
+                assert owner[item.change.project] == i
+
+
+def test_sessions_of_a_project_without_file_changes_may_go_apart(
+    tmp_path: Path, every_shard_counts: None
+) -> None:
+    inputs, _ = driver.load(_sessions(tmp_path))
+    items, _ = driver.merge_items(inputs)
+    plan = shards.plan(items, 4)
+    assert len(plan) == 4  # a-1 and a-2 share /work/a, which nothing outside changed
 
 
 def test_a_sharded_replay_gives_what_one_process_gives(
     tmp_path: Path, every_shard_counts: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    inputs, _ = driver.load(_sessions(tmp_path))
+    inputs, _ = driver.load([*_sessions(tmp_path), FIX / "eventlog.jsonl", _changes(tmp_path)])
     items, _ = driver.merge_items(inputs)
     serial = driver.replay_items(items, jobs=1)
     ran: list[int] = []

@@ -1,14 +1,14 @@
 """Replay on several cores.
 
 A session never sees another session's events: its window holds its own events, the file
-changes of its project and its own usage, and suppression is kept per session. So sessions
-that share no project can be replayed apart and give the same deliveries. `plan` groups
-sessions with the projects they worked in (a file change belongs to every session of its
-project) and packs the groups into shards of about the same number of hook events; each
-shard runs in a forked child, through the same `Replayer` as a serial replay, into its own
-database; SQLite lets one of them write at a time, so a child that finishes while the
-other writes waits its turn (busy timeout). The parent then sums up as a serial replay
-does.
+changes of its project and its own usage, and suppression is kept per session. So
+sessions that share no file changes can be replayed apart and give the same deliveries.
+`plan` groups sessions with the projects whose file changes they see, and packs the
+groups into shards of about the same work (hook events; a Stop or a prompt, which runs
+the rules, counts five). The first shard runs in this process and each other one in a
+forked child at the same time, through the same `Replayer` as a serial replay, into the
+replay database (SQLite lets one writer in at a time; events go in batches, so the
+others rarely wait). The caller then sums up as a serial replay does.
 
 Used for SQLite targets where `fork` exists (Linux, the BSDs); anything else runs serially.
 """
@@ -31,6 +31,9 @@ from tma1.replay.model import FILE_CHANGE, HOOK, ReplayItem
 # Below this many hook events per shard, forking costs more than it saves.
 MIN_EVENTS_PER_SHARD = 1_000
 
+_ANSWERED = frozenset({"Stop", "UserPromptSubmit"})
+_ANSWERED_WEIGHT = 5
+
 Shard = list[tuple[int, ReplayItem]]
 Plan = list[Shard]
 
@@ -45,7 +48,7 @@ def default_jobs() -> int:
 
 def plan(items: Sequence[ReplayItem], jobs: int) -> Plan:
     """Items (with their position in `items`) split into at most `jobs` shards, in time
-    order within each; sessions that share a project stay in one shard."""
+    order within each; sessions of a project with file changes stay in one shard."""
     parent: dict[str, str] = {}
 
     def find(x: str) -> str:
@@ -61,6 +64,9 @@ def plan(items: Sequence[ReplayItem], jobs: int) -> Plan:
         if ra != rb:
             parent[ra] = rb
 
+    # Only file changes tie sessions together: without any in a project, its sessions
+    # replay apart (a recorded transcript carries none).
+    changed = {i.change.project for i in items if i.kind == FILE_CHANGE and i.change is not None}
     node: list[str] = []
     for item in items:
         if item.kind == FILE_CHANGE and item.change is not None:
@@ -68,18 +74,20 @@ def plan(items: Sequence[ReplayItem], jobs: int) -> Plan:
             continue
         session = "s:" + item.session_id
         node.append(session)
-        if item.kind == HOOK and item.payload is not None:
-            cwd = item.payload.get("cwd")
-            if isinstance(cwd, str) and cwd:
-                union(session, "p:" + project_for(cwd))
+        cwd = item.payload.get("cwd") if item.kind == HOOK and item.payload else None
+        if changed and isinstance(cwd, str) and cwd and (project := project_for(cwd)) in changed:
+            union(session, "p:" + project)
         else:
             find(session)
     size: Counter[str] = Counter()
+    events = 0
     roots = [find(n) for n in node]
     for item, root in zip(items, roots, strict=True):
         if item.kind == HOOK:
-            size[root] += 1
-    n = max(1, min(jobs, sum(size.values()) // MIN_EVENTS_PER_SHARD or 1))
+            events += 1
+            # An answered hook runs the rules over the window: about five events' work.
+            size[root] += _ANSWERED_WEIGHT if item.hook_event in _ANSWERED else 1
+    n = max(1, min(jobs, events // MIN_EVENTS_PER_SHARD or 1))
     load = [0] * n
     shard_of: dict[str, int] = {}
     # Largest group first into the emptiest shard: close to even for a handful of groups.
@@ -93,28 +101,35 @@ def plan(items: Sequence[ReplayItem], jobs: int) -> Plan:
     return [s for s in out if s]
 
 
-def _run_shard(shard: Shard, db: Path, threshold: int, keep_texts: bool, conn: Connection) -> None:
-    """The child: replay one shard into `db`; send (deliveries by position, counters)."""
+def replay_shard(
+    shard: Shard, db: Path, threshold: int, keep_texts: bool
+) -> tuple[list[tuple[int, Any]], dict[str, int]]:
+    """Replay one shard into `db`: (deliveries with their item's position, counters)."""
     from tma1.replay.driver import Replayer
 
+    replayer = Replayer(
+        start_ts=shard[0][1].ts,
+        threshold=threshold,
+        db=db,
+        migrate=False,
+        keep_texts=keep_texts,
+    )
     try:
-        replayer = Replayer(
-            start_ts=shard[0][1].ts,
-            threshold=threshold,
-            db=db,
-            migrate=False,
-            keep_texts=keep_texts,
-        )
-        try:
-            placed: list[tuple[int, Any]] = []
-            for pos, item in shard:
-                before = len(replayer.deliveries)
-                replayer.feed((item,))
-                placed.extend((pos, d) for d in replayer.deliveries[before:])
-            replayer.write()
-            counters = dict(replayer.service.counters.snapshot(""))
-        finally:
-            replayer.close()
+        placed: list[tuple[int, Any]] = []
+        for pos, item in shard:
+            before = len(replayer.deliveries)
+            replayer.feed((item,))
+            placed.extend((pos, d) for d in replayer.deliveries[before:])
+        replayer.write()
+        counters = dict(replayer.service.counters.snapshot(""))
+    finally:
+        replayer.close()
+    return placed, counters
+
+
+def _child(shard: Shard, db: Path, threshold: int, keep_texts: bool, conn: Connection) -> None:
+    try:
+        placed, counters = replay_shard(shard, db, threshold, keep_texts)
         conn.send(("ok", placed, counters))
     except BaseException:
         conn.send(("error", traceback.format_exc(), {}))
@@ -125,20 +140,21 @@ def _run_shard(shard: Shard, db: Path, threshold: int, keep_texts: bool, conn: C
 def run(
     shards: Plan, *, threshold: int, db: Path, keep_texts: bool = True
 ) -> tuple[list[Any], dict[str, int]]:
-    """Replay each shard in a child process into the (migrated) SQLite database `db`.
+    """Replay the shards into the (migrated) SQLite database `db`: the first in this
+    process, each other one in a forked child at the same time.
 
     Returns the deliveries in the order a serial replay gives them, and the summed
-    counters. Raises RuntimeError when a child fails (its traceback in the message)."""
+    counters. Raises RuntimeError when a shard fails (a child's traceback in the message)."""
     ctx = multiprocessing.get_context("fork")
     # The children only read what the parent built; without this, the parent's garbage
     # collector bookkeeping would make them copy every page of it.
     gc.freeze()
     children = []
     try:
-        for i, shard in enumerate(shards):
+        for i, shard in enumerate(shards[1:], start=1):
             recv, send = ctx.Pipe(duplex=False)
             proc = ctx.Process(
-                target=_run_shard,
+                target=_child,
                 args=(shard, db, threshold, keep_texts, send),
                 name=f"tma1-replay-{i}",
             )
@@ -150,6 +166,12 @@ def run(
     placed: list[tuple[int, Any]] = []
     total: Counter[str] = Counter()
     failure = ""
+    try:
+        mine, counters = replay_shard(shards[0], db, threshold, keep_texts)
+        placed.extend(mine)
+        total.update(counters)
+    except Exception:
+        failure = traceback.format_exc()
     for proc, recv in children:
         try:
             status, payload, counters = recv.recv()
