@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -213,6 +214,7 @@ class Replayer:
         database_url: str | None = None,
         migrate: bool = True,
         keep_texts: bool = True,
+        write_lock: AbstractContextManager[Any] | None = None,
     ) -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if database_url is None:
@@ -236,7 +238,9 @@ class Replayer:
         self.delivery = delivery = Delivery(
             store=store, clock=clock, settings=settings, counters=counters, source=windows
         )
-        self.ingest = BufferedIngest(store=store, counters=counters, windows=windows)
+        self.ingest = BufferedIngest(
+            store=store, counters=counters, windows=windows, write_lock=write_lock
+        )
         self.service = Service(
             settings=settings,
             store=store,

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
 from tma1.counters import Counters
 from tma1.engine.window import CHANGES_WINDOW_MS, EVENTS_WINDOW_MS, SessionWindow
@@ -101,8 +103,12 @@ class BufferedIngest(Ingest):
         counters: Counters,
         windows: MemoryWindows,
         on_stored: Callable[[Sequence[HookEvent]], None] | None = None,
+        write_lock: AbstractContextManager[Any] | None = None,
     ) -> None:
         super().__init__(store=store, counters=counters, on_stored=on_stored)
+        # Parallel replays share one SQLite file: taking turns on a lock is quicker than
+        # SQLite's busy handler, which sleeps up to 100 ms between tries.
+        self.write_lock: AbstractContextManager[Any] = write_lock or nullcontext()
         self.windows = windows
         self.events: list[HookEvent] = []
         self.changes: list[FileChange] = []
@@ -137,10 +143,13 @@ class BufferedIngest(Ingest):
 
     def flush(self) -> None:
         """Write everything fed and not yet written to the store."""
-        if self.events:
-            self.store.insert_events(self.events)
-        if self.changes:
-            self.store.insert_changes(self.changes)
-        if self.usages:
-            self.store.insert_usages(self.usages)
+        if not (self.events or self.changes or self.usages):
+            return
+        with self.write_lock:
+            if self.events:
+                self.store.insert_events(self.events)
+            if self.changes:
+                self.store.insert_changes(self.changes)
+            if self.usages:
+                self.store.insert_usages(self.usages)
         self.events, self.changes, self.usages = [], [], []

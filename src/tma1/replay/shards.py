@@ -102,7 +102,7 @@ def plan(items: Sequence[ReplayItem], jobs: int) -> Plan:
 
 
 def replay_shard(
-    shard: Shard, db: Path, threshold: int, keep_texts: bool
+    shard: Shard, db: Path, threshold: int, keep_texts: bool, lock: Any = None
 ) -> tuple[list[tuple[int, Any]], dict[str, int]]:
     """Replay one shard into `db`: (deliveries with their item's position, counters)."""
     from tma1.replay.driver import Replayer
@@ -113,6 +113,7 @@ def replay_shard(
         db=db,
         migrate=False,
         keep_texts=keep_texts,
+        write_lock=lock,
     )
     try:
         placed: list[tuple[int, Any]] = []
@@ -127,9 +128,11 @@ def replay_shard(
     return placed, counters
 
 
-def _child(shard: Shard, db: Path, threshold: int, keep_texts: bool, conn: Connection) -> None:
+def _child(
+    shard: Shard, db: Path, threshold: int, keep_texts: bool, lock: Any, conn: Connection
+) -> None:
     try:
-        placed, counters = replay_shard(shard, db, threshold, keep_texts)
+        placed, counters = replay_shard(shard, db, threshold, keep_texts, lock)
         conn.send(("ok", placed, counters))
     except BaseException:
         conn.send(("error", traceback.format_exc(), {}))
@@ -149,13 +152,14 @@ def run(
     # The children only read what the parent built; without this, the parent's garbage
     # collector bookkeeping would make them copy every page of it.
     gc.freeze()
+    lock = ctx.Lock()
     children = []
     try:
         for i, shard in enumerate(shards[1:], start=1):
             recv, send = ctx.Pipe(duplex=False)
             proc = ctx.Process(
                 target=_child,
-                args=(shard, db, threshold, keep_texts, send),
+                args=(shard, db, threshold, keep_texts, lock, send),
                 name=f"tma1-replay-{i}",
             )
             proc.start()
@@ -167,7 +171,7 @@ def run(
     total: Counter[str] = Counter()
     failure = ""
     try:
-        mine, counters = replay_shard(shards[0], db, threshold, keep_texts)
+        mine, counters = replay_shard(shards[0], db, threshold, keep_texts, lock)
         placed.extend(mine)
         total.update(counters)
     except Exception:
