@@ -27,7 +27,7 @@ import weakref
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import date
 from typing import Any, NamedTuple
 
 from sqlalchemy import and_, case, delete, func, insert, or_, select, true, update
@@ -83,8 +83,12 @@ def since_for_days(now_ms: int, days: int) -> int:
     return day_start(now_ms) - (days - 1) * DAY_MS
 
 
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+
+
 def day_label(day_index: int) -> str:
-    return datetime.fromtimestamp(day_index * DAY_MS / 1000, tz=UTC).strftime("%Y-%m-%d")
+    """The UTC date of a day index (days since the epoch): `2026-11-30`."""
+    return date.fromordinal(_EPOCH_ORDINAL + day_index).isoformat()
 
 
 def split_stable_key(key: str) -> tuple[str, str, str]:
@@ -496,13 +500,12 @@ def budget_report(
             kinds.append(kind)  # an unknown kind in the log still shows up
     first = since // DAY_MS
     day_idx = [first + i for i in range(days)]
+    labels = [day_label(d) for d in day_idx]
     per_day = []
-    for d in day_idx:
+    for d, label in zip(day_idx, labels, strict=True):
         for kind in kinds:
             n = counts.get((kind, d), 0)
-            per_day.append(
-                {"day": day_label(d), "kind": kind, "count": n, "over_budget": n > budget}
-            )
+            per_day.append({"day": label, "kind": kind, "count": n, "over_budget": n > budget})
     per_kind: dict[str, dict[str, Any]] = {}
     for kind in kinds:
         series = [counts.get((kind, d), 0) for d in day_idx]
@@ -518,7 +521,7 @@ def budget_report(
         "budget": budget,
         "since": since,
         "until": now_ms,
-        "day_labels": [day_label(d) for d in day_idx],
+        "day_labels": labels,
         "per_day": per_day,
         "kinds": per_kind,
         "pass": all(k["pass"] for k in per_kind.values()),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tma1.gates import (
     Call,
@@ -168,3 +170,13 @@ def test_session_timeline_joins_pre_and_post() -> None:
     assert (items[1]["failed"], items[1]["error"], items[1]["end_ts"]) == (True, "boom", 40)
     assert (items[2]["failed"], items[2]["failure_kind"]) == (True, "masked")
     assert items[3]["failed"] is False and items[3]["end_ts"] == 60
+
+
+@given(st.integers(min_value=-10_000, max_value=2_900_000))
+def test_day_label_is_the_utc_date_of_the_day(day: int) -> None:
+    from datetime import UTC, datetime
+
+    from tma1.gates import day_label
+
+    expected = datetime.fromtimestamp(day * 86_400, tz=UTC).strftime("%Y-%m-%d")
+    assert day_label(day) == expected
