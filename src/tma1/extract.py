@@ -371,47 +371,63 @@ def command_key(command: str) -> str:
 
 # --- failure markers of those tools ---------------------------------------------------
 
-_FAILURE_MARKERS: tuple[re.Pattern[str], ...] = (
-    re.compile(r"^\s*(?:FAILURES!|FAIL(?:ED)?\b)", re.MULTILINE),
-    re.compile(r"^\s*--- FAIL\b", re.MULTILINE),
-    re.compile(r"\b[1-9]\d* (?:failed|failing|failures?|errors?)\b", re.IGNORECASE),
-    re.compile(r"^\s*error(?:\[\w+\])?:", re.MULTILINE | re.IGNORECASE),
-    re.compile(r"\berror TS\d+:"),
-    re.compile(r"^\S+:\d+(?::\d+)?:\s*(?:fatal\s+)?error\b", re.MULTILINE),
-    re.compile(r"^[\w./\-]+\.go:\d+:\d+: \S", re.MULTILINE),
-    re.compile(r"^Traceback \(most recent call last\):", re.MULTILINE),
-    re.compile(r"^(?:g?make|ninja)(?:\[\d+\])?: \*\*\*", re.MULTILINE),
-    re.compile(r"^\s*\[ERROR\]", re.MULTILINE),
-    re.compile(r"^npm ERR!", re.MULTILINE),
-    re.compile(r"\bBUILD FAILED\b"),
-    re.compile(r"\btest result: FAILED\b"),
-    re.compile(r"^panic: ", re.MULTILINE),
+# Each marker with the words it cannot match without: a regex scans the output only when
+# one of its words is in it (a long passing output then costs a few substring tests, not
+# fourteen scans). Words of IGNORECASE markers are looked up in the lowered text.
+_GUARDED_MARKERS: tuple[tuple[tuple[str, ...], bool, re.Pattern[str]], ...] = (
+    (("FAIL",), False, re.compile(r"^\s*(?:FAILURES!|FAIL(?:ED)?\b)", re.MULTILINE)),
+    (("--- FAIL",), False, re.compile(r"^\s*--- FAIL\b", re.MULTILINE)),
+    (
+        ("fail", "error"),
+        True,
+        re.compile(r"\b[1-9]\d* (?:failed|failing|failures?|errors?)\b", re.IGNORECASE),
+    ),
+    (("error",), True, re.compile(r"^\s*error(?:\[\w+\])?:", re.MULTILINE | re.IGNORECASE)),
+    (("error TS",), False, re.compile(r"\berror TS\d+:")),
+    (
+        ("error",),
+        False,
+        re.compile(r"^\S+:\d+(?::\d+)?:\s*(?:fatal\s+)?error\b", re.MULTILINE),
+    ),
+    ((".go:",), False, re.compile(r"^[\w./\-]+\.go:\d+:\d+: \S", re.MULTILINE)),
+    (
+        ("Traceback (most recent call last):",),
+        False,
+        re.compile(r"^Traceback \(most recent call last\):", re.MULTILINE),
+    ),
+    ((": ***",), False, re.compile(r"^(?:g?make|ninja)(?:\[\d+\])?: \*\*\*", re.MULTILINE)),
+    (("[ERROR]",), False, re.compile(r"^\s*\[ERROR\]", re.MULTILINE)),
+    (("npm ERR!",), False, re.compile(r"^npm ERR!", re.MULTILINE)),
+    (("BUILD FAILED",), False, re.compile(r"\bBUILD FAILED\b")),
+    (("test result: FAILED",), False, re.compile(r"\btest result: FAILED\b")),
+    (("panic: ",), False, re.compile(r"^panic: ", re.MULTILINE)),
 )
+_FAILURE_MARKERS: tuple[re.Pattern[str], ...] = tuple(p for _, _, p in _GUARDED_MARKERS)
 
 
-def _may_have_failure_markers(text: str) -> bool:
-    """False only when no marker can match: each needs one of these words. Fourteen
-    regex scans of a long passing output cost 40 times this test."""
+def _lowered(text: str) -> str:
     low = text.lower()
     if not low.isascii():
-        # The regexes' IGNORECASE also takes `ı` and `İ` (lowered to `i̇`) for `i`.
+        # IGNORECASE also takes `ı` and `İ` (which lower() makes `i̇`) for `i`.
         low = low.replace("ı", "i").replace("\u0307", "")
-    return (
-        "fail" in low
-        or "error" in low
-        or "***" in text
-        or "Traceback" in text
-        or "npm ERR!" in text
-        or "panic: " in text
-        or ".go:" in text
-    )
+    return low
 
 
 @lru_cache(maxsize=1024)
 def has_failure_markers(output: str) -> bool:
     """The output carries a test/build tool's failure marker (`0 failed` is not one)."""
     text = strip_ansi(output)
-    return _may_have_failure_markers(text) and any(p.search(text) for p in _FAILURE_MARKERS)
+    low: str | None = None
+    for words, lowered, pattern in _GUARDED_MARKERS:
+        if lowered:
+            if low is None:
+                low = _lowered(text)
+            hay = low
+        else:
+            hay = text
+        if any(w in hay for w in words) and pattern.search(text):
+            return True
+    return False
 
 
 def is_masked_failure(command: str | None, output: str | None) -> bool:
@@ -551,6 +567,19 @@ _TIER_GENERIC = (
     re.compile(r"\b(?:undefined|cannot find|not found|no such|denied)\b", re.IGNORECASE),
     re.compile(r"\bfail(?:ed|ure)?\b", re.IGNORECASE),
 )
+
+
+def any_of(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str]:
+    """One regex that matches where any of `patterns` would (IGNORECASE kept per part)."""
+    parts = []
+    for p in patterns:
+        if p.flags & ~(re.UNICODE | re.IGNORECASE):
+            raise ValueError(f"any_of cannot combine flags {p.flags} of {p.pattern!r}")
+        parts.append(f"(?i:{p.pattern})" if p.flags & re.IGNORECASE else f"(?:{p.pattern})")
+    return re.compile("|".join(parts))
+
+
+_ANY_OF = {t: any_of(t) for t in (_TIER_LOCATED, _TIER_DETAIL, _TIER_TEST, _TIER_GENERIC)}
 _NOISE = re.compile(
     r"^(?:Exit code:? -?\d+|Command exited with non-zero status code -?\d+|"
     r"Process exited with code -?\d+|FAIL(?:ED)?|=+(?: [A-Za-z ]+ =+)?|-+|\^+|~+|"
@@ -625,13 +654,17 @@ def error_line(output: str, path: str | None = None) -> str | None:
                     return c
         return candidates[0]
 
+    usable = [ln for ln in lines if not _LOG_LINE.match(ln)]
+
     def tier(patterns: tuple[re.Pattern[str], ...], by_pattern: bool = False) -> str | None:
         """First matching line; with `by_pattern`, the earlier pattern outranks the line."""
-        usable = [ln for ln in lines if not _LOG_LINE.match(ln)]
-        if not by_pattern:
-            return pick([ln for ln in usable if any(p.search(ln) for p in patterns)])
+        # One search a line for the whole tier; only its hits are searched pattern by
+        # pattern (a 16 KB output is hundreds of lines).
+        hits = [ln for ln in usable if _ANY_OF[patterns].search(ln)]
+        if not by_pattern or not hits:
+            return pick(hits)
         for p in patterns:
-            if hit := pick([ln for ln in usable if p.search(ln)]):
+            if hit := pick([ln for ln in hits if p.search(ln)]):
                 return hit
         return None
 

@@ -1041,6 +1041,21 @@ def test_the_quick_marker_test_never_hides_a_marker(output: str) -> None:
     assert has_failure_markers(output) is whole
 
 
+@pytest.mark.parametrize(
+    "line",
+    ["FAILURES!", "  --- FAIL: TestX", "3 failed", "Error: x", "a.ts(1,2): error TS2304: x",
+     "x.rs:3:error: it broke", "a.go:1:2: x", "Traceback (most recent call last):",
+     "make: *** [x] Error 1", "[ERROR] x", "npm ERR! x", "BUILD FAILED", "test result: FAILED.",
+     "panic: x"],
+)  # fmt: skip
+def test_each_marker_alone_is_found(line: str) -> None:
+    from tma1.extract import _FAILURE_MARKERS
+
+    # Found, with its marker's words guarding the scan: a wrong word would hide it.
+    assert has_failure_markers(f"ok\n{line}\nmore")
+    assert any(p.search(f"ok\n{line}\nmore") for p in _FAILURE_MARKERS)
+
+
 @settings(max_examples=3000, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("ab -\t\n\r\x0b\x0c\x1c\x1f'\"\\#é|")), max_size=30))
 def test_words_are_what_shlex_splits(segment: str) -> None:
@@ -1055,3 +1070,26 @@ def test_words_are_what_shlex_splits(segment: str) -> None:
             _words(segment)
         return
     assert _words(segment) == expected
+
+
+_LINEISH = st.lists(
+    st.sampled_from(
+        ["error", "Error", "ERROR", "E   ", "FAILED ", "FAIL", "x.py", "::t", " - ", "--- FAIL: ",
+         "● ", "✕ ", "test ", " ... FAILED", "rspec ", "a/b.go:1:2: ", "src/x.ts(1,2)",
+         ": error TS1: ", ":3:4 - ", "npm ERR! ", "code", "make: ***", "ninja[1]: ***",
+         "Undefined", "not found", "panic: ", "thread 'x' panicked at", "Failed asserting that",
+         "Failure/Error: ", "[warn] Code style issues", " > ", "1 failed", "2 failing",
+         ": t (", "error[E0308]: ", "x.c:1: fatal error: ", " line 3, col 4, Error - ",
+         "warning:", " ", "  ", "ok", "a"]
+    ),
+    max_size=6,
+).map("".join)  # fmt: skip
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_LINEISH)
+def test_one_regex_per_error_tier_matches_where_any_of_its_patterns_does(line: str) -> None:
+    from tma1.extract import _ANY_OF
+
+    for patterns, combined in _ANY_OF.items():
+        assert bool(combined.search(line)) == any(p.search(line) for p in patterns)
