@@ -232,7 +232,10 @@ class Replayer:
             hook_db_budget_ms=REPLAY_DB_BUDGET_MS,
         )
         self.clock = clock = ManualClock(start_ts)
-        self.store = store = Store.open(database_url, migrate=migrate)
+        if self._tmp is not None:
+            self.store = store = Store.scratch(Path(self._tmp.name) / "replay.db")
+        else:
+            self.store = store = Store.open(database_url, migrate=migrate)
         windows = MemoryWindows()
         counters = Counters()
         self.delivery = delivery = Delivery(
@@ -364,7 +367,8 @@ def _replay_sharded(
 ) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
     with tempfile.TemporaryDirectory(prefix="tma1-replay-", dir=default_db_dir()) as tmp:
         path = Path(db).resolve() if db else Path(tmp) / "replay.db"
-        target = Store.open(f"sqlite:///{path}")  # migrated once, before the children
+        # Made once, before the children: migrated when kept, else straight from the schema.
+        target = Store.open(f"sqlite:///{path}") if db else Store.scratch(path)
         try:
             deliveries, counters = shards.run(
                 plan, threshold=threshold, db=path, keep_texts=db is not None

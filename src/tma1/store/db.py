@@ -38,6 +38,7 @@ from tma1.store.schema import (
     external_changes,
     hook_events,
     messages,
+    metadata,
 )
 
 log = logging.getLogger("tma1.store")
@@ -437,6 +438,18 @@ class Store:
         engine = make_engine(url)
         if migrate:
             run_migrations(engine)
+        return cls(engine)
+
+    @classmethod
+    def scratch(cls, path: str | Path) -> Store:
+        """A new SQLite database that nobody keeps (a replay without --db): the tables of
+        `tma1.store.schema` are created directly. The migrations give the same schema
+        (tests/test_store_schema.py) at three times the cost, and nothing will ever be
+        migrated here."""
+        if Path(path).exists():
+            raise FileExistsError(f"{path} exists; a scratch database starts empty")
+        engine = make_engine(f"sqlite:///{path}")
+        metadata.create_all(engine)
         return cls(engine)
 
     @property
