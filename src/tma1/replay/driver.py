@@ -346,7 +346,7 @@ def replay_items(
     if jobs > 1 and database_url is None and shards.can_fork():
         plan = shards.plan(items, jobs)
         if len(plan) > 1:
-            return _replay_sharded(items, plan, threshold=threshold, db=db)
+            return _replay_sharded(items, plan, threshold=threshold, db=db, jobs=jobs)
     replayer = Replayer(
         start_ts=items[0].ts if items else 0,
         threshold=threshold,
@@ -363,7 +363,12 @@ def replay_items(
 
 
 def _replay_sharded(
-    items: Sequence[ReplayItem], plan: shards.Plan, *, threshold: int, db: str | Path | None
+    items: Sequence[ReplayItem],
+    plan: shards.Plan,
+    *,
+    threshold: int,
+    db: str | Path | None,
+    jobs: int,
 ) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
     with tempfile.TemporaryDirectory(prefix="tma1-replay-", dir=default_db_dir()) as tmp:
         path = Path(db).resolve() if db else Path(tmp) / "replay.db"
@@ -371,7 +376,7 @@ def _replay_sharded(
         target = Store.open(f"sqlite:///{path}") if db else Store.scratch(path)
         try:
             deliveries, counters = shards.run(
-                plan, threshold=threshold, db=path, keep_texts=db is not None
+                plan, threshold=threshold, db=path, keep_texts=db is not None, jobs=jobs
             )
             emits = target.emits_since(0)
             attach_findings(deliveries, emits)

@@ -28,8 +28,11 @@ from typing import Any
 from tma1.events import project_for
 from tma1.replay.model import FILE_CHANGE, HOOK, ReplayItem
 
-# Below this many hook events per shard, forking costs more than it saves.
+# Below this many hook events per process, forking costs more than it saves.
 MIN_EVENTS_PER_SHARD = 1_000
+# Shards per process: whoever finishes first takes the next one, which evens out what the
+# weights misjudge, for one more engine set-up (a few ms) each.
+SHARDS_PER_WORKER = 2
 
 _ANSWERED = frozenset({"Stop", "UserPromptSubmit"})
 _ANSWERED_WEIGHT = 5
@@ -87,7 +90,8 @@ def plan(items: Sequence[ReplayItem], jobs: int) -> Plan:
             events += 1
             # An answered hook runs the rules over the window: about five events' work.
             size[root] += _ANSWERED_WEIGHT if item.hook_event in _ANSWERED else 1
-    n = max(1, min(jobs, events // MIN_EVENTS_PER_SHARD or 1))
+    workers = max(1, min(jobs, events // MIN_EVENTS_PER_SHARD or 1))
+    n = workers * SHARDS_PER_WORKER if workers > 1 else 1
     load = [0] * n
     shard_of: dict[str, int] = {}
     # Largest group first into the emptiest shard: close to even for a handful of groups.
@@ -98,7 +102,9 @@ def plan(items: Sequence[ReplayItem], jobs: int) -> Plan:
     out: Plan = [[] for _ in range(n)]
     for pos, (item, root) in enumerate(zip(items, roots, strict=True)):
         out[shard_of.get(root, 0)].append((pos, item))
-    return [s for s in out if s]
+    # Heaviest first: the workers take them in this order, each the next one when done.
+    order = sorted(range(n), key=lambda i: -load[i])
+    return [out[i] for i in order if out[i]]
 
 
 def replay_shard(
@@ -128,11 +134,34 @@ def replay_shard(
     return placed, counters
 
 
+def _work(
+    shards: Plan, next_shard: Any, db: Path, threshold: int, keep_texts: bool, lock: Any
+) -> tuple[list[tuple[int, Any]], dict[str, int]]:
+    """Replay shards, each time the next one nobody has taken, until none is left."""
+    placed: list[tuple[int, Any]] = []
+    total: Counter[str] = Counter()
+    while True:
+        with next_shard.get_lock():
+            i = next_shard.value
+            next_shard.value += 1
+        if i >= len(shards):
+            return placed, dict(total)
+        mine, counters = replay_shard(shards[i], db, threshold, keep_texts, lock)
+        placed.extend(mine)
+        total.update(counters)
+
+
 def _child(
-    shard: Shard, db: Path, threshold: int, keep_texts: bool, lock: Any, conn: Connection
+    shards: Plan,
+    next_shard: Any,
+    db: Path,
+    threshold: int,
+    keep_texts: bool,
+    lock: Any,
+    conn: Connection,
 ) -> None:
     try:
-        placed, counters = replay_shard(shard, db, threshold, keep_texts, lock)
+        placed, counters = _work(shards, next_shard, db, threshold, keep_texts, lock)
         conn.send(("ok", placed, counters))
     except BaseException:
         conn.send(("error", traceback.format_exc(), {}))
@@ -141,25 +170,26 @@ def _child(
 
 
 def run(
-    shards: Plan, *, threshold: int, db: Path, keep_texts: bool = True
+    shards: Plan, *, threshold: int, db: Path, keep_texts: bool = True, jobs: int = 2
 ) -> tuple[list[Any], dict[str, int]]:
-    """Replay the shards into the (migrated) SQLite database `db`: the first in this
-    process, each other one in a forked child at the same time.
+    """Replay the shards into the (migrated) SQLite database `db` on `jobs` processes:
+    this one and forked children, each taking the next shard (heaviest first) when done.
 
     Returns the deliveries in the order a serial replay gives them, and the summed
     counters. Raises RuntimeError when a shard fails (a child's traceback in the message)."""
     ctx = multiprocessing.get_context("fork")
+    lock = ctx.Lock()
+    next_shard = ctx.Value("i", 0)
     # The children only read what the parent built; without this, the parent's garbage
     # collector bookkeeping would make them copy every page of it.
     gc.freeze()
-    lock = ctx.Lock()
     children = []
     try:
-        for i, shard in enumerate(shards[1:], start=1):
+        for i in range(1, max(1, min(jobs, len(shards)))):
             recv, send = ctx.Pipe(duplex=False)
             proc = ctx.Process(
                 target=_child,
-                args=(shard, db, threshold, keep_texts, lock, send),
+                args=(shards, next_shard, db, threshold, keep_texts, lock, send),
                 name=f"tma1-replay-{i}",
             )
             proc.start()
@@ -171,7 +201,7 @@ def run(
     total: Counter[str] = Counter()
     failure = ""
     try:
-        mine, counters = replay_shard(shards[0], db, threshold, keep_texts, lock)
+        mine, counters = _work(shards, next_shard, db, threshold, keep_texts, lock)
         placed.extend(mine)
         total.update(counters)
     except Exception:
