@@ -194,8 +194,9 @@ def render(
     w(
         "Each session is replayed on its own with `tma1 replay` machinery: the recorded "
         "session is converted into the hook payloads the agent would have sent "
-        "(`src/tma1/replay/`), each payload goes through `Service.handle_hook` — the live "
-        "path — with a virtual clock set to its recorded time, and token usage goes in as "
+        "(`src/tma1/replay/`), each payload goes through `Service.handle_payload` — the live "
+        "path once a hook body is decoded — with a virtual clock set to its recorded time, "
+        "and token usage goes in as "
         "the transcript tailer stores it. Default settings: context_pressure threshold "
         f"100,000 tokens, budget {BUDGET} emits per kind per UTC day, follow-rate window 5 "
         "tool calls. What a recording cannot show, the replay cannot see: there are no "

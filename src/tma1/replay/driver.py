@@ -1,17 +1,24 @@
 """Replay: run recorded sessions through the live code path with a virtual clock.
 
 The engine is a pure function of events and time (design §2.1), so yesterday's sessions
-can be run again: a real `Service` (store, ingest, detector, suppression, emit log) is built
-with a `ManualClock`; each recorded item, in time order, sets the clock to its timestamp
-and goes in the way it went in live — hook payloads through `Service.handle_hook` (the very
-function `POST /api/hooks` calls), file changes as the watcher stores them, token usage as
-the transcript tailer stores it. Every non-empty answer is a delivery.
+can be run again: a real `Service` (ingest, detector, suppression, emit log) is built with
+a `ManualClock`; each recorded item, in time order, sets the clock to its timestamp and
+goes in the way it went in live — hook payloads through `Service.handle_payload` (what
+`POST /api/hooks` runs once the body is decoded), file changes and token usage as the
+watcher and the transcript tailer store them. Every non-empty answer is a delivery.
 
-Two things differ from live on purpose:
+What differs from live, on purpose:
+- the engine reads its session windows from memory (`tma1.replay.memory`), not back from
+  the database: the same events, in the same lean form, at the same `now`; the database
+  is written in batches as the replay goes, for the summary (tma1.gates) and `--db`;
+- without `--db` nobody keeps the database, so events are parsed and stored without
+  their tool input and the output of successful results (no rule or gate reads them);
+- sessions that share no file changes can replay on several processes (`--jobs`,
+  `tma1.replay.shards`), with the same result;
 - `transcript_path` is taken out of hook payloads: the usage of the time is in the
   recording, and the transcript on disk today is not what it was then;
-- data never expires (TTL) and the ingest budget is generous: a replay of last month must
-  not purge itself, and must not depend on how busy this machine is.
+- data never expires (TTL): a replay of last month must not purge itself;
+- the 1 MB body limit of the HTTP route is not applied (the payloads are not bodies).
 """
 
 from __future__ import annotations
