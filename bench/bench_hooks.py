@@ -154,6 +154,15 @@ def count_rows(db_url: str, like: str) -> int:
         store.close()
 
 
+def commits(url: str) -> int:
+    """Transactions of the server's direct insert path so far (group commits count one)."""
+    return int(httpx.get(f"{url}/api/health", timeout=10).json()["ingest"].get("commits", 0))
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def verdict(ok: bool) -> str:
     return "met" if ok else "NOT MET"
 
@@ -170,6 +179,7 @@ def main() -> int:
     if args.wrk > 0 and not use_wrk:
         print("wrk not found: the wrk runs are skipped")
 
+    print(f"start: {load()} ({os.cpu_count()} cores)")
     tmp = Path(tempfile.mkdtemp(prefix="tma1-bench-"))
     db_url = f"sqlite:///{tmp / 'tma1.db'}"
     t0 = time.perf_counter()
@@ -229,9 +239,11 @@ def main() -> int:
         if use_wrk:
             print(f"\n== wrk clients: {n} connections, {args.wrk} s per endpoint ==")
             wrk_ping = run_wrk(url, "/api/ping", token, args.wrk, n)
+            commits0 = commits(url)
             cpu0 = server_cpu_s(proc.pid)
             wrk_hook = run_wrk(url, "/api/hooks", token, args.wrk, n)
             cpu = server_cpu_s(proc.pid) - cpu0
+            group = wrk_hook["requests"] / max(1, commits(url) - commits0)
             print(f"{'endpoint':<22}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'req/s':>9}")
             for name, f in (("GET /api/ping", wrk_ping), ("POST /api/hooks", wrk_hook)):
                 print(
@@ -242,7 +254,8 @@ def main() -> int:
             print(
                 f"sustained ingest (the hook run): {wrk_hook['requests']:,.0f} events in "
                 f"{args.wrk} s = {wrk_hook['rate']:,.0f} events/s; server CPU "
-                f"{cpu / wrk_hook['requests'] * 1000:.3f} ms/event"
+                f"{cpu / wrk_hook['requests'] * 1000:.3f} ms/event, "
+                f"{group:.1f} events a commit"
             )
             verdicts += [
                 ("wrk clients: hooks p50 <= 3 ms", wrk_hook["p50"] <= 3.0),
@@ -275,6 +288,7 @@ def main() -> int:
             )
         )
     verdicts.append(("every event found in the database afterwards", all_found))
+    print(f"\nend: {load()}")
     print("\n== targets ==")
     for name, ok in verdicts:
         print(f"  {verdict(ok):<8} {name}")

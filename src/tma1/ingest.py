@@ -202,9 +202,10 @@ class _LoopJob:
         self.state = _PENDING
 
 
-def _set_answer(fut: asyncio.Future[str], answer: str) -> None:
-    if not fut.done():  # the request may have been cancelled (a server stopping)
-        fut.set_result(answer)
+def _set_answers(answers: list[tuple[asyncio.Future[str], str]]) -> None:
+    for fut, answer in answers:
+        if not fut.done():  # the request may have been cancelled (a server stopping)
+            fut.set_result(answer)
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -254,7 +255,10 @@ class Ingest:
         self._last_error = ""
         self._inflight = 0  # hooks between submit and their answer (insert + `after`)
         self._workers = 0
-        self._jobs: SimpleQueue[_SyncJob | _LoopJob | None] = SimpleQueue()
+        self._jobs: SimpleQueue[_SyncJob | list[_LoopJob] | None] = SimpleQueue()
+        # Hooks submitted on an event loop in one turn of it, handed to the workers
+        # together (one wake-up of a worker, not one per hook): loop -> jobs.
+        self._handover: dict[asyncio.AbstractEventLoop, list[_LoopJob]] = {}
         # SQLite takes one writer at a time, and a writer that finds the file locked
         # sleeps in SQLite's busy handler (1, 2, 5, 10 … ms) instead of waking when the
         # lock is free. Workers queue on this lock instead (see `_work`): the next one
@@ -314,12 +318,23 @@ class Ingest:
             return ""
         loop = asyncio.get_running_loop()
         job = _LoopJob(event, loop, after)
-        self._jobs.put(job)
+        with self._lock:
+            batch = self._handover.get(loop)
+            if batch is None:
+                self._handover[loop] = [job]
+                loop.call_soon(self._hand_over, loop)
+            else:
+                batch.append(job)
         timer = loop.call_later(self.budget_s, self._expire, job)
         try:
             return await job.fut
         finally:
             timer.cancel()
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            batch = self._handover.pop(loop)
+        self._jobs.put(batch)
 
     def _expire(self, job: _LoopJob) -> None:
         """The budget ran out for a hook on the loop (runs on the loop)."""
@@ -328,7 +343,8 @@ class Ingest:
                 return  # committed in time: its answer is on the way
             job.state = _EXPIRED
         self._over_budget()
-        _set_answer(job.fut, "")
+        if not job.fut.done():
+            job.fut.set_result("")
 
     def _over_budget(self) -> None:
         self.counters.inc("ingest.budget_exceeded")
@@ -337,6 +353,7 @@ class Ingest:
     def _work(self) -> None:
         while True:
             jobs: list[_SyncJob | _LoopJob] = []
+            answers: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[str], str]]] = {}
             stop_after = False
             try:
                 with self._write_lock:
@@ -344,29 +361,38 @@ class Ingest:
                     # queue and commits them: hooks that arrive during a commit wait in
                     # the queue, and the next worker takes them all as one group. Each is
                     # still answered only after its own row is committed.
-                    job = self._jobs.get()
-                    if job is None:
+                    item = self._jobs.get()
+                    if item is None:
                         return
-                    jobs.append(job)
-                    while len(jobs) < GROUP_COMMIT_MAX:
+                    while True:
+                        if isinstance(item, list):
+                            jobs.extend(item)
+                        else:
+                            jobs.append(item)
+                        if len(jobs) >= GROUP_COMMIT_MAX:
+                            break
                         try:
-                            more = self._jobs.get_nowait()
+                            item = self._jobs.get_nowait()
                         except Empty:
                             break
-                        if more is None:
+                        if item is None:
                             stop_after = True
                             break
-                        jobs.append(more)
                     outcomes = self._commit_group(jobs)
                 # The answers (sensors, engine) are computed outside the lock, while the
                 # next worker commits the next group.
-                self._settle(outcomes)
+                self._settle(outcomes, answers)
             except BaseException:  # never leave the in-flight count wrong
                 log.exception("ingest worker failed on a group of %d hooks", len(jobs))
             finally:
                 if jobs:
                     with self._lock:
                         self._inflight -= len(jobs)
+                # Then one hand-back per loop for the whole group: a hook that has its
+                # answer is no longer in flight. A closed loop has nobody waiting.
+                for loop, batch in answers.items():
+                    with contextlib.suppress(RuntimeError):
+                        loop.call_soon_threadsafe(_set_answers, batch)
             if stop_after:
                 return
 
@@ -393,8 +419,13 @@ class Ingest:
                 outcomes.append((j, exc))
         return outcomes
 
-    def _settle(self, outcomes: list[tuple[_SyncJob | _LoopJob, BaseException | None]]) -> None:
-        """Hand each committed or failed hook its outcome (outside the write lock)."""
+    def _settle(
+        self,
+        outcomes: list[tuple[_SyncJob | _LoopJob, BaseException | None]],
+        answers: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[str], str]]],
+    ) -> None:
+        """Hand each committed or failed hook its outcome (outside the write lock); the
+        answers of loop hooks are collected in `answers`, for `_work` to hand back."""
         for job, exc in outcomes:
             if isinstance(job, _SyncJob):
                 if exc is None:
@@ -424,9 +455,7 @@ class Ingest:
                 self.counters.inc("errors.internal")
                 log.exception("answering a stored hook failed; answering empty")
             finally:
-                # The loop may be closed: then nobody waits for this answer any more.
-                with contextlib.suppress(RuntimeError):
-                    job.loop.call_soon_threadsafe(_set_answer, job.fut, answer)
+                answers.setdefault(job.loop, []).append((job.fut, answer))
 
     def _late(self, event: HookEvent, fut: Future[int]) -> None:
         exc = fut.exception()
