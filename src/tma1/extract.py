@@ -20,6 +20,16 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text)
 
 
+def any_of(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str]:
+    """One regex that matches where any of `patterns` would (IGNORECASE kept per part)."""
+    parts = []
+    for p in patterns:
+        if p.flags & ~(re.UNICODE | re.IGNORECASE):
+            raise ValueError(f"any_of cannot combine flags {p.flags} of {p.pattern!r}")
+        parts.append(f"(?i:{p.pattern})" if p.flags & re.IGNORECASE else f"(?:{p.pattern})")
+    return re.compile("|".join(parts))
+
+
 # --- test identifiers (design §2.11) -------------------------------------------------
 #
 # Ids are as specific as the output allows, one per failing test: a test inside a file
@@ -45,6 +55,13 @@ _RSPEC = re.compile(r"^rspec\s+(\S+:\d+)(?:\s|$)")
 _PHPUNIT = re.compile(r"^\d+\) ((?:[\w\\]+\\)?\w+::\w+)")
 _MOCHA_FAILING = re.compile(r"^\s*\d+ failing\b")
 _MOCHA_HEAD = re.compile(r"^(\s*)\d+\) (.+)$")
+# A line no pattern of `extract_test_ids` matches at its start adds nothing: one match
+# rules it out (most lines of a long failure output).
+_ANY_TEST_LINE = any_of(
+    (_GO_TEST, _GO_PKG_FAIL, _GO_PKG_DONE, _PYTEST_SUMMARY, _PYTEST_VERBOSE, _UNITTEST,
+     _JS_FAIL, _JEST_DOT, _X_BULLET, _CARGO, _CARGO_STDOUT, _RSPEC, _PHPUNIT, _MOCHA_FAILING,
+     _MOCHA_HEAD)
+)  # fmt: skip
 
 _DURATION_TAIL = re.compile(r"\s+(?:\(\s*\d+(?:\.\d+)?\s*m?s\s*\)|\d+(?:\.\d+)?\s*m?s)$")
 _VITEST_PROJECT_TAIL = re.compile(r"\s+\[\s*[^\]]+\s*\]$")
@@ -86,7 +103,7 @@ def extract_test_ids(output: str) -> list[str]:
                     mocha_parts = None
                 continue
             mocha_parts = None
-        if not line.strip():
+        if not line.strip() or not _ANY_TEST_LINE.match(line):
             continue
         if m := _GO_TEST.match(line):
             add(m.group(1), specific)
@@ -567,16 +584,6 @@ _TIER_GENERIC = (
     re.compile(r"\b(?:undefined|cannot find|not found|no such|denied)\b", re.IGNORECASE),
     re.compile(r"\bfail(?:ed|ure)?\b", re.IGNORECASE),
 )
-
-
-def any_of(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str]:
-    """One regex that matches where any of `patterns` would (IGNORECASE kept per part)."""
-    parts = []
-    for p in patterns:
-        if p.flags & ~(re.UNICODE | re.IGNORECASE):
-            raise ValueError(f"any_of cannot combine flags {p.flags} of {p.pattern!r}")
-        parts.append(f"(?i:{p.pattern})" if p.flags & re.IGNORECASE else f"(?:{p.pattern})")
-    return re.compile("|".join(parts))
 
 
 _ANY_OF = {t: any_of(t) for t in (_TIER_LOCATED, _TIER_DETAIL, _TIER_TEST, _TIER_GENERIC)}

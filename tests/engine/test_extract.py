@@ -1093,3 +1093,29 @@ def test_one_regex_per_error_tier_matches_where_any_of_its_patterns_does(line: s
 
     for patterns, combined in _ANY_OF.items():
         assert bool(combined.search(line)) == any(p.search(line) for p in patterns)
+
+
+_TEST_LINEISH = st.lists(
+    st.sampled_from(
+        ["--- FAIL: ", "TestX", "FAIL", "ok", "?", " ", "  ", "\t", "github.com/a/b",
+         "[build failed]",
+         "0.01s", "FAILED ", "ERROR ", "tests/t.py", "::test_a", " - boom", "ERROR: ", "test_a",
+         " (pkg.mod)", "x.test.ts", " > ", "| web |", "● ", "✕ ", "× ", "test ", "a::b",
+         " ... FAILED", "---- a::b stdout ----", "rspec ", "./spec/x_spec.rb:12", "1) ",
+         "Ns\\FooTest::testBar", "2 failing", "a"]
+    ),
+    max_size=5,
+).map("".join)  # fmt: skip
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_TEST_LINEISH)
+def test_the_test_line_filter_lets_every_test_line_through(line: str) -> None:
+    from tma1 import extract
+
+    patterns = (extract._GO_TEST, extract._GO_PKG_FAIL, extract._GO_PKG_DONE,
+                extract._PYTEST_SUMMARY, extract._PYTEST_VERBOSE, extract._UNITTEST,
+                extract._JS_FAIL, extract._JEST_DOT, extract._X_BULLET, extract._CARGO,
+                extract._CARGO_STDOUT, extract._RSPEC, extract._PHPUNIT,
+                extract._MOCHA_FAILING, extract._MOCHA_HEAD)  # fmt: skip
+    assert bool(extract._ANY_TEST_LINE.match(line)) == any(p.match(line) for p in patterns)
