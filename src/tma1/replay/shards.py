@@ -19,7 +19,7 @@ import gc
 import multiprocessing
 import os
 import traceback
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -50,61 +50,65 @@ def default_jobs() -> int:
 
 
 def plan(items: Sequence[ReplayItem], jobs: int) -> Plan:
-    """Items (with their position in `items`) split into at most `jobs` shards, in time
-    order within each; sessions of a project with file changes stay in one shard."""
-    parent: dict[str, str] = {}
-
-    def find(x: str) -> str:
-        root = x
-        while parent.setdefault(root, root) != root:
-            root = parent[root]
-        while parent[x] != root:
-            parent[x], x = root, parent[x]
-        return root
-
-    def union(a: str, b: str) -> None:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[ra] = rb
-
+    """Items (with their position in `items`) split into shards for `jobs` processes, in
+    time order within each, heaviest shard first; sessions of a project with file changes
+    stay in one shard."""
     # Only file changes tie sessions together: without any in a project, its sessions
     # replay apart (a recorded transcript carries none).
     changed = {i.change.project for i in items if i.kind == FILE_CHANGE and i.change is not None}
-    node: list[str] = []
-    for item in items:
-        if item.kind == FILE_CHANGE and item.change is not None:
-            node.append("p:" + item.change.project)
-            continue
-        session = "s:" + item.session_id
-        node.append(session)
-        cwd = item.payload.get("cwd") if item.kind == HOOK and item.payload else None
-        if changed and isinstance(cwd, str) and cwd and (project := project_for(cwd)) in changed:
-            union(session, "p:" + project)
-        else:
-            find(session)
-    size: Counter[str] = Counter()
+    positions: dict[str, list[int]] = defaultdict(list)  # "s:<session>" | "p:<project>"
+    weight: Counter[str] = Counter()
+    links: set[tuple[str, str]] = set()
     events = 0
-    roots = [find(n) for n in node]
-    for item, root in zip(items, roots, strict=True):
-        if item.kind == HOOK:
-            events += 1
-            # An answered hook runs the rules over the window: about five events' work.
-            size[root] += _ANSWERED_WEIGHT if item.hook_event in _ANSWERED else 1
+    for pos, item in enumerate(items):
+        if item.kind == FILE_CHANGE and item.change is not None:
+            positions["p:" + item.change.project].append(pos)
+            continue
+        key = "s:" + item.session_id
+        positions[key].append(pos)
+        if item.kind != HOOK:
+            continue
+        events += 1
+        # An answered hook runs the rules over the window: about five events' work.
+        weight[key] += _ANSWERED_WEIGHT if item.hook_event in _ANSWERED else 1
+        if changed and item.payload:
+            cwd = item.payload.get("cwd")
+            if isinstance(cwd, str) and cwd and (project := project_for(cwd)) in changed:
+                links.add((key, "p:" + project))
+
+    parent = {k: k for k in positions}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in links:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[ra] = rb
+    groups: dict[str, list[str]] = defaultdict(list)
+    for k in positions:
+        groups[find(k)].append(k)
+    group_weight = {root: sum(weight[k] for k in keys) for root, keys in groups.items()}
+
     workers = max(1, min(jobs, events // MIN_EVENTS_PER_SHARD or 1))
     n = workers * SHARDS_PER_WORKER if workers > 1 else 1
     load = [0] * n
-    shard_of: dict[str, int] = {}
+    members: list[list[str]] = [[] for _ in range(n)]
     # Largest group first into the emptiest shard: close to even for a handful of groups.
-    for root, count in sorted(size.items(), key=lambda kv: (-kv[1], kv[0])):
+    for root in sorted(groups, key=lambda r: (-group_weight[r], r)):
         i = load.index(min(load))
-        shard_of[root] = i
-        load[i] += count
-    out: Plan = [[] for _ in range(n)]
-    for pos, (item, root) in enumerate(zip(items, roots, strict=True)):
-        out[shard_of.get(root, 0)].append((pos, item))
+        members[i].extend(groups[root])
+        load[i] += group_weight[root]
+    out: Plan = []
     # Heaviest first: the workers take them in this order, each the next one when done.
-    order = sorted(range(n), key=lambda i: -load[i])
-    return [out[i] for i in order if out[i]]
+    for i in sorted(range(n), key=lambda i: -load[i]):
+        mine = sorted(p for k in members[i] for p in positions[k])
+        if mine:
+            out.append([(p, items[p]) for p in mine])
+    return out
 
 
 def replay_shard(
