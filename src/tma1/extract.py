@@ -667,7 +667,8 @@ def error_line(output: str, path: str | None = None) -> str | None:
         """First matching line; with `by_pattern`, the earlier pattern outranks the line."""
         # One search a line for the whole tier; only its hits are searched pattern by
         # pattern (a 16 KB output is hundreds of lines).
-        hits = [ln for ln in usable if _ANY_OF[patterns].search(ln)]
+        search = _ANY_OF[patterns].search  # once: a tuple of patterns is slow to hash
+        hits = [ln for ln in usable if search(ln)]
         if not by_pattern or not hits:
             return pick(hits)
         for p in patterns:
