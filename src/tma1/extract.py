@@ -326,6 +326,7 @@ def _words(segment: str) -> list[str]:
     return shlex.split(segment)
 
 
+@lru_cache(maxsize=4096)
 def runs_build_or_test(command: str) -> bool:
     """True when some segment of the shell command runs a test runner or build tool.
 
@@ -344,6 +345,7 @@ _PLUMBING_HEAD = re.compile(
 )
 
 
+@lru_cache(maxsize=4096)
 def runs_only_plumbing(command: str) -> bool:
     """Every part of the command only moves, reads or lists files (git, ls, rm, grep, …)."""
     segs = _segments(command)
