@@ -131,12 +131,16 @@ def cap_text(text: str | None, limit: int) -> str | None:
     return cut.decode("utf-8", "ignore") + marker
 
 
+# One encoder: json.dumps with any option builds a new JSONEncoder per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
 def to_text(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, default=str)
+    return _ENCODER.encode(value)
 
 
 def clip(value: Any, n: int) -> Any:

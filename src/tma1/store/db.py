@@ -163,8 +163,12 @@ def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+# One encoder: json.dumps with any option builds a new JSONEncoder per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+    return _ENCODER.encode(value)
 
 
 def _loads(text: str | None, default: Any) -> Any:
