@@ -1,7 +1,9 @@
 """The running tma1: store, clock, engine and sensors wired together.
 
-The HTTP layer is thin; everything a hook does happens in `Service.handle_hook`, which
-never raises: any failure is logged, counted, and answered with an empty body.
+The HTTP layer is thin; everything a hook does happens in `Service.handle_hook_async`
+(the server, on its event loop) or `Service.handle_hook` (in-process callers, in their own
+thread). Both follow the same steps, and neither raises: any failure is logged, counted,
+and answered with an empty body.
 """
 
 from __future__ import annotations
