@@ -264,6 +264,28 @@ def _named_files(text: str) -> dict[str, frozenset[str]]:
     return _scan_named_files(text)
 
 
+_PATH_CHAR = re.compile(r"[\w.\-/\\@+~]")
+
+
+def _heads_naming(text: str, name: str) -> frozenset[str]:
+    """`_scan_named_files(text).get(name)`, looking only at the tokens around each
+    occurrence of `name` (a line of output: one or two, not every token)."""
+    heads: set[str] = set()
+    seen_starts: set[int] = set()
+    at = text.find(name)
+    while at != -1:
+        start = at
+        while start and _PATH_CHAR.match(text, start - 1):
+            start -= 1
+        if start not in seen_starts:
+            seen_starts.add(start)
+            m = _PATH_TOKEN.match(text, start)
+            if m:
+                heads |= _scan_named_files(m.group(0)).get(name, frozenset())
+        at = text.find(name, at + 1)
+    return frozenset(heads)
+
+
 def _scan_named_files(text: str) -> dict[str, frozenset[str]]:
     found: dict[str, set[str]] = {}
     for token in _PATH_TOKEN.findall(text):
@@ -284,9 +306,9 @@ def mentions_path(text: str | None, path: str, *, cache: bool = True) -> bool:
     `internal/config/config.go:3` do. `cache=False` for one-off short texts (lines).
     """
     name = basename(path)
-    if not text or not name:
+    if not text or not name or name not in text:
         return False
-    prefixes = (_named_files if cache else _scan_named_files)(text).get(name)
+    prefixes = _named_files(text).get(name) if cache else _heads_naming(text, name)
     if not prefixes:
         return False
     full = "/" + path.replace("\\", "/").lstrip("/")
