@@ -255,21 +255,13 @@ def mentions(text: str | None, name: str) -> bool:
 _PATH_TOKEN = re.compile(r"[\w.\-/\\@+~]+")
 
 
-@lru_cache(maxsize=512)
-def _named_files(text: str) -> dict[str, frozenset[str]]:
-    """Every file name the text mentions → the directory prefixes it was written with.
-
-    One pass per output (cached): a rule asks the same outputs about many files.
-    """
-    return _scan_named_files(text)
-
-
 _PATH_CHAR = re.compile(r"[\w.\-/\\@+~]")
 
 
 def _heads_naming(text: str, name: str) -> frozenset[str]:
     """`_scan_named_files(text).get(name)`, looking only at the tokens around each
-    occurrence of `name` (a line of output: one or two, not every token)."""
+    occurrence of `name`: a rule asks a 16 KB output about dozens of files, and most of
+    them it does not name at all."""
     heads: set[str] = set()
     seen_starts: set[int] = set()
     at = text.find(name)
@@ -299,16 +291,16 @@ def _scan_named_files(text: str) -> dict[str, frozenset[str]]:
     return {k: frozenset(v) for k, v in found.items()}
 
 
-def mentions_path(text: str | None, path: str, *, cache: bool = True) -> bool:
+def mentions_path(text: str | None, path: str) -> bool:
     """`text` names the file: its basename, with no directory that contradicts `path`.
 
     `cmd/config.go:142` does not name `internal/config/config.go`; `config.go:3` and
-    `internal/config/config.go:3` do. `cache=False` for one-off short texts (lines).
+    `internal/config/config.go:3` do.
     """
     name = basename(path)
     if not text or not name or name not in text:
         return False
-    prefixes = _named_files(text).get(name) if cache else _heads_naming(text, name)
+    prefixes = _heads_naming(text, name)
     if not prefixes:
         return False
     full = "/" + path.replace("\\", "/").lstrip("/")

@@ -138,7 +138,7 @@ def _file_lines(output: str, path: str) -> frozenset[str]:
     return frozenset(
         _DIGITS.sub("#", ln.strip())
         for ln in output.splitlines()
-        if name in ln and mentions_path(ln, path, cache=False)
+        if name in ln and mentions_path(ln, path)
     )
 
 
