@@ -308,3 +308,11 @@ def test_the_window_reads_stored_path_lists_back_exactly(paths: list[str]) -> No
     from tma1.store.db import _json, _path_list
 
     assert _path_list(_json(paths)) == paths
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.text(max_size=12), max_size=2))
+def test_stored_path_lists_are_the_json_of_the_list(paths: list[str]) -> None:
+    from tma1.store.db import _json, _json_paths
+
+    assert _json_paths(paths) == _json(paths)

@@ -171,6 +171,17 @@ def _json(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
+def _json_paths(paths: list[str]) -> str:
+    """`_json(paths)`; one plain path (nearly every event) without the encoder."""
+    if not paths:
+        return "[]"
+    if len(paths) == 1:
+        p = paths[0]
+        if p.__class__ is str and p.isprintable() and '"' not in p and "\\" not in p:
+            return '["' + p + '"]'
+    return _ENCODER.encode(paths)
+
+
 def _loads(text: str | None, default: Any) -> Any:
     if not text:
         return default
@@ -391,7 +402,7 @@ def event_values(ev: HookEvent) -> tuple[Any, ...]:
         ev.tool_input,
         ev.tool_result,
         ev.tool_file_path,
-        "[]" if not ev.tool_files else _json(ev.tool_files),
+        _json_paths(ev.tool_files),
         ev.tool_command,
         ev.tool_command_prefix,
         ev.tool_success,
