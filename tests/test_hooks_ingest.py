@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -232,3 +234,27 @@ def test_a_streamed_body_is_read_whole_and_the_answer_is_plain_http(live: LiveSe
     assert rows(live)[1]["agent_source"] == "codex"
     health = httpx.get(f"{live.url}/api/health").json()
     assert health["rejected"] == {"body_too_large": 1}
+
+
+def test_a_body_cut_off_by_the_client_is_no_event(live: LiveServer) -> None:
+    # The hook script's time cap can end an upload half-way: what arrived is not an event.
+    head = (
+        f"POST /api/hooks HTTP/1.1\r\nHost: 127.0.0.1:{live.port}\r\n"
+        f"X-TMA1-Token: {live.token}\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n"
+    ).encode()
+    part = b'{"session_id": "s-cut", "hook_event_name": "Stop"'
+    with socket.create_connection(("127.0.0.1", live.port), timeout=10) as sock:
+        sock.sendall(head + f"{len(part):x}\r\n".encode() + part + b"\r\n")
+        time.sleep(0.2)  # the server has read the first chunk and waits for more
+    deadline = time.monotonic() + 10
+    rejected: dict[str, int] = {}
+    while time.monotonic() < deadline:
+        rejected = httpx.get(f"{live.url}/api/health").json()["rejected"]
+        if rejected:
+            break
+        time.sleep(0.05)
+    assert rejected == {"client_disconnected": 1}
+    assert rows(live) == []
+    assert live.hook({"session_id": "s-next", "hook_event_name": "Stop"}).status_code == 200
+    assert [r["session_id"] for r in rows(live)] == ["s-next"]

@@ -39,14 +39,15 @@ _HOOK_BODY_DOC = {
 }
 
 
-async def _read_capped(receive: Receive, limit: int) -> tuple[bytes, int]:
-    """The body up to `limit`+1 bytes, and the total size (the rest is drained, not kept)."""
+async def _read_capped(receive: Receive, limit: int) -> tuple[bytes, int] | None:
+    """The body up to `limit`+1 bytes, and the total size (the rest is drained, not kept);
+    None when the client went away before the end of the body."""
     chunks: list[bytes] = []
     kept = total = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            break  # the client went away
+            return None
         chunk = message.get("body", b"")
         total += len(chunk)
         if kept <= limit:
@@ -104,7 +105,13 @@ async def answer_hook(
             service.counters.inc("rejected.bad_token")
             log.warning("hook refused: missing or wrong X-TMA1-Token")
             return 403, _FORBIDDEN, "text/plain"
-    body, total = await _read_capped(receive, MAX_BODY_BYTES)
+    read = await _read_capped(receive, MAX_BODY_BYTES)
+    if read is None:
+        # Half a body is no event (e.g. the hook script's time cap cut the upload).
+        service.reject("client_disconnected", "the client went away before the end of the body")
+        service.counters.inc("requests")
+        return 200, b"", "text/plain"
+    body, total = read
     if total > MAX_BODY_BYTES:
         service.reject("body_too_large", f"{total} bytes > {MAX_BODY_BYTES}")
         service.counters.inc("requests")
