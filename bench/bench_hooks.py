@@ -176,6 +176,7 @@ def main() -> int:
     ap.add_argument("--ingest", type=int, default=2000, help="per client for the ingest run")
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--wrk", type=int, default=10, help="seconds per wrk run (0: skip wrk)")
+    ap.add_argument("--keep", action="store_true", help="keep the data dir (the database)")
     args = ap.parse_args()
     use_wrk = args.wrk > 0 and shutil.which("wrk") is not None
     if args.wrk > 0 and not use_wrk:
@@ -299,6 +300,10 @@ def main() -> int:
     print("\n== targets ==")
     for name, ok in verdicts:
         print(f"  {verdict(ok):<8} {name}")
+    if args.keep:
+        print(f"data dir kept: {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
     return 0 if all_found else 1
 
 
