@@ -222,6 +222,7 @@ class Replayer:
         migrate: bool = True,
         keep_texts: bool = True,
         write_lock: AbstractContextManager[Any] | None = None,
+        store: Store | None = None,
     ) -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if database_url is None:
@@ -239,7 +240,12 @@ class Replayer:
             hook_db_budget_ms=REPLAY_DB_BUDGET_MS,
         )
         self.clock = clock = ManualClock(start_ts)
-        if self._tmp is not None:
+        # A store handed in (one per process of a parallel replay: its compiled statements
+        # are reused shard after shard) is the caller's to close.
+        self._own_store = store is None
+        if store is not None:
+            self.store = store
+        elif self._tmp is not None:
             self.store = store = Store.scratch(Path(self._tmp.name) / "replay.db")
         else:
             self.store = store = Store.open(database_url, migrate=migrate)
@@ -329,7 +335,8 @@ class Replayer:
         if not self._stopped:
             self._stopped = True
             self.service.stop()
-        self.store.close()
+        if self._own_store:
+            self.store.close()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

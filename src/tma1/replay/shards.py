@@ -27,6 +27,7 @@ from typing import Any
 
 from tma1.events import project_for
 from tma1.replay.model import FILE_CHANGE, HOOK, ReplayItem
+from tma1.store import Store
 
 # Below this many hook events per process, forking costs more than it saves.
 MIN_EVENTS_PER_SHARD = 1_000
@@ -112,9 +113,15 @@ def plan(items: Sequence[ReplayItem], jobs: int) -> Plan:
 
 
 def replay_shard(
-    shard: Shard, db: Path, threshold: int, keep_texts: bool, lock: Any = None
+    shard: Shard,
+    db: Path,
+    threshold: int,
+    keep_texts: bool,
+    lock: Any = None,
+    store: Store | None = None,
 ) -> tuple[list[tuple[int, Any]], dict[str, int]]:
-    """Replay one shard into `db`: (deliveries with their item's position, counters)."""
+    """Replay one shard into `db` (through `store` when given): (deliveries with their
+    item's position, counters)."""
     from tma1.replay.driver import Replayer
 
     replayer = Replayer(
@@ -124,6 +131,7 @@ def replay_shard(
         migrate=False,
         keep_texts=keep_texts,
         write_lock=lock,
+        store=store,
     )
     try:
         placed: list[tuple[int, Any]] = []
@@ -144,15 +152,19 @@ def _work(
     """Replay shards, each time the next one nobody has taken, until none is left."""
     placed: list[tuple[int, Any]] = []
     total: Counter[str] = Counter()
-    while True:
-        with next_shard.get_lock():
-            i = next_shard.value
-            next_shard.value += 1
-        if i >= len(shards):
-            return placed, dict(total)
-        mine, counters = replay_shard(shards[i], db, threshold, keep_texts, lock)
-        placed.extend(mine)
-        total.update(counters)
+    store = Store.open(f"sqlite:///{db}", migrate=False)
+    try:
+        while True:
+            with next_shard.get_lock():
+                i = next_shard.value
+                next_shard.value += 1
+            if i >= len(shards):
+                return placed, dict(total)
+            mine, counters = replay_shard(shards[i], db, threshold, keep_texts, lock, store)
+            placed.extend(mine)
+            total.update(counters)
+    finally:
+        store.close()
 
 
 def _child(
