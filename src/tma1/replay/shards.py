@@ -15,7 +15,6 @@ Used for SQLite targets where `fork` exists (Linux, the BSDs); anything else run
 
 from __future__ import annotations
 
-import gc
 import multiprocessing
 import os
 import traceback
@@ -196,23 +195,19 @@ def run(
     ctx = multiprocessing.get_context("fork")
     lock = ctx.Lock()
     next_shard = ctx.Value("i", 0)
-    # The children only read what the parent built; without this, the parent's garbage
-    # collector bookkeeping would make them copy every page of it.
-    gc.freeze()
+    # The caller (replay_items) has the garbage collector leave the items alone
+    # (gc.freeze): the children inherit that, so they neither scan nor copy those pages.
     children = []
-    try:
-        for i in range(1, max(1, min(jobs, len(shards)))):
-            recv, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(
-                target=_child,
-                args=(shards, next_shard, db, threshold, keep_texts, lock, send),
-                name=f"tma1-replay-{i}",
-            )
-            proc.start()
-            send.close()
-            children.append((proc, recv))
-    finally:
-        gc.unfreeze()
+    for i in range(1, max(1, min(jobs, len(shards)))):
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(
+            target=_child,
+            args=(shards, next_shard, db, threshold, keep_texts, lock, send),
+            name=f"tma1-replay-{i}",
+        )
+        proc.start()
+        send.close()
+        children.append((proc, recv))
     placed: list[tuple[int, Any]] = []
     total: Counter[str] = Counter()
     failure = ""

@@ -64,6 +64,9 @@ def build_broken_after_my_edit(
 ) -> list[Anomaly]:
     since = now - RULE_WINDOW_MS
     events = visible(window.events, now)
+    all_failures = shell_failures(events)
+    if not any(f.ts >= since for f in all_failures):
+        return []  # no recent failure: nothing any edit could have broken
     edit_times: dict[str, list[int]] = {}
     for call in edits(events):
         if call.ts < since:
@@ -74,7 +77,6 @@ def build_broken_after_my_edit(
     if not edit_times:
         return []
 
-    all_failures = shell_failures(events)
     said_before: dict[str, frozenset[str]] = {}  # per file, filled on first need
 
     def already_broken(output: str, path: str) -> bool:

@@ -70,8 +70,14 @@ def detect_stale_edit(
 
 
 def stale_file_view(window: SessionWindow, now: int, config: RuleConfig) -> list[Anomaly]:
-    events = visible(window.events, now)
     project = window.project
+    external: dict[str, list[FileChange]] = {}
+    for c in window.changes:
+        if c.ts <= now and c.writer_session != window.session_id:
+            external.setdefault(norm_path(c.path, project), []).append(c)
+    if not external:
+        return []  # no edit is stale without a change it missed
+    events = visible(window.events, now)
     edit_times: dict[str, list[int]] = {}
     # Only recent edits are judged: an old stale edit is history, not something to act on.
     for call in edits(events):
@@ -85,10 +91,6 @@ def stale_file_view(window: SessionWindow, now: int, config: RuleConfig) -> list
     for call in (*reads(events), *shell_reads(events)):
         for f in call.files:
             read_times.setdefault(norm_path(f, project), []).append(call.ts)
-    external: dict[str, list[FileChange]] = {}
-    for c in window.changes:
-        if c.ts <= now and c.writer_session != window.session_id:
-            external.setdefault(norm_path(c.path, project), []).append(c)
 
     found: list[Anomaly] = []
     for path, times in edit_times.items():
