@@ -169,14 +169,19 @@ def test_cli_jobs_option(tmp_path: Path) -> None:
     assert first == second and first["deliveries"]
 
 
-def test_the_corpus_replays_the_same_on_two_processes() -> None:
+def test_the_corpus_replays_the_same_on_two_processes_and_with_its_database_kept(
+    tmp_path: Path,
+) -> None:
     corpus = require_sessions()
     inputs, _ = driver.load([corpus])
     items, _ = driver.merge_items(inputs)
     assert len(shards.plan(items, 2)) == 2 * shards.SHARDS_PER_WORKER
-    assert _comparable(driver.replay_items(items, jobs=2)) == _comparable(
-        driver.replay_items(items, jobs=1)
-    )
+    # Kept: every event with its texts, one process. Not kept: lean events, and only the
+    # sessions that were told something written for the summary.
+    kept = _comparable(driver.replay_items(items, jobs=1, db=tmp_path / "kept.db"))
+    assert kept[0] and kept[2]["follow_rate"]["kinds"]
+    assert _comparable(driver.replay_items(items, jobs=1)) == kept
+    assert _comparable(driver.replay_items(items, jobs=2)) == kept
 
 
 @pytest.mark.parametrize("jobs", [1, 2])

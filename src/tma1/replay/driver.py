@@ -209,9 +209,11 @@ class Replayer:
     `write` puts what was fed into the database, `finish` reads the emit log back and
     sums it up (tma1.gates) and closes everything.
 
-    `keep_texts=False` parses and stores events without their tool input and the output
-    of successful results (`parse_payload(texts=False)`): no rule and no gate reads them,
-    and encoding them is most of a replay's cost. For a database nobody keeps."""
+    `keep_texts=False` is for a database nobody keeps: events are parsed without their
+    tool input and the output of successful results (`parse_payload(texts=False)`; no
+    rule and no gate reads them, and encoding them is most of a replay's cost), and only
+    what the summary reads is written — the events and usage of the sessions that were
+    told something (`BufferedIngest.keep_all`)."""
 
     def __init__(
         self,
@@ -256,7 +258,11 @@ class Replayer:
             store=store, clock=clock, settings=settings, counters=counters, source=windows
         )
         self.ingest = BufferedIngest(
-            store=store, counters=counters, windows=windows, write_lock=write_lock
+            store=store,
+            counters=counters,
+            windows=windows,
+            write_lock=write_lock,
+            keep_all=keep_texts,
         )
         self.service = Service(
             settings=settings,
@@ -311,12 +317,12 @@ class Replayer:
                 delivery.invalidate(item.usage.session_id)
 
     def write(self) -> None:
-        """Stop the engine (its emit log is flushed) and write every event, change and
-        usage fed so far to the database."""
+        """Stop the engine (its emit log is flushed) and write what was fed to the
+        database: everything, or with `keep_texts` False what the summary reads."""
         if not self._stopped:
             self._stopped = True
             self.service.stop()
-        self.ingest.flush()
+        self.ingest.flush(told={d.session_id for d in self.deliveries})
 
     def finish(
         self, items: Sequence[ReplayItem]

@@ -22,7 +22,7 @@ bisection.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -104,8 +104,13 @@ class BufferedIngest(Ingest):
         windows: MemoryWindows,
         on_stored: Callable[[Sequence[HookEvent]], None] | None = None,
         write_lock: AbstractContextManager[Any] | None = None,
+        keep_all: bool = True,
     ) -> None:
         super().__init__(store=store, counters=counters, on_stored=on_stored)
+        # False: the database only serves the summary (tma1.gates), which reads the events
+        # and usage of the sessions that were told something: only those are written, at
+        # the end (`flush(told=...)`).
+        self.keep_all = keep_all
         # Parallel replays share one SQLite file: taking turns on a lock is quicker than
         # SQLite's busy handler, which sleeps up to 100 ms between tries.
         self.write_lock: AbstractContextManager[Any] = write_lock or nullcontext()
@@ -121,7 +126,7 @@ class BufferedIngest(Ingest):
         event.id = self._fed
         self.events.append(event)
         self.windows.add_event(lean(event))
-        if len(self.events) >= WRITE_BATCH:
+        if self.keep_all and len(self.events) >= WRITE_BATCH:
             # Written as the replay goes: parallel replays then rarely wait for each other
             # at the end (SQLite has one writer at a time), and the whole events are freed.
             self.flush()
@@ -141,8 +146,14 @@ class BufferedIngest(Ingest):
     def stop(self) -> int:
         return 0
 
-    def flush(self) -> None:
-        """Write everything fed and not yet written to the store."""
+    def flush(self, told: Set[str] | None = None) -> None:
+        """Write what was fed and not yet written to the store; with `keep_all` False,
+        only the events and usage of the sessions in `told` (nothing when None)."""
+        if not self.keep_all:
+            told = told or set()
+            self.events = [e for e in self.events if e.session_id in told]
+            self.usages = [u for u in self.usages if u.session_id in told]
+            self.changes = []
         if not (self.events or self.changes or self.usages):
             return
         with self.write_lock:
