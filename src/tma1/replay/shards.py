@@ -30,9 +30,10 @@ from tma1.store import Store
 
 # Below this many hook events per process, forking costs more than it saves.
 MIN_EVENTS_PER_SHARD = 1_000
-# Shards per process: whoever finishes first takes the next one, which evens out what the
-# weights misjudge, for one more engine set-up (a few ms) each.
-SHARDS_PER_WORKER = 2
+# Shards per process. More than one lets whoever finishes first take the next one, which
+# evens out what the weights misjudge, but each costs an engine set-up and colder caches:
+# on the corpus, 1 measured best (bench/bench_replay.py; 2 and 3 were 5 % and 20 % slower).
+SHARDS_PER_WORKER = 1
 
 _ANSWERED = frozenset({"Stop", "UserPromptSubmit"})
 _ANSWERED_WEIGHT = 5
