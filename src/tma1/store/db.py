@@ -310,7 +310,8 @@ def _processed(row: tuple[Any, ...], processors: tuple[tuple[int, Any], ...]) ->
 
 
 def _path_list(text: str | None) -> list[str]:
-    """A JSON list of paths as stored (`_json`); `["one/plain/path"]` without the decoder."""
+    """A JSON list of strings as stored (`_json`: paths, test ids); `["one plain string"]`
+    without the decoder."""
     if not text or text == "[]":
         return []
     if text.startswith('["') and text.endswith('"]'):
@@ -329,7 +330,7 @@ def _window_event(row: Any) -> HookEvent:
     return HookEvent(
         ts, sid, etype, hook, agent, tool, tuid, None, result, fpath, _path_list(files),
         cmd, prefix, None if ok is None else bool(ok), fkind, summary,
-        [] if tids == "[]" or not tids else _loads(tids, []),
+        _path_list(tids),
         cwd, project, None, None, None, {}, id_,
     )  # fmt: skip
 
