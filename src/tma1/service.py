@@ -21,6 +21,7 @@ from tma1.clock import Clock, SystemClock
 from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.engine.delivery import Delivery
+from tma1.engine.detector import WindowSource
 from tma1.events import HookEvent, PayloadError, parse_payload
 from tma1.ingest import Ingest
 from tma1.sensors import Sensors
@@ -256,13 +257,22 @@ class Service:
 
 
 def build_service(
-    settings: Settings, *, clock: Clock | None = None, store: Store | None = None
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    store: Store | None = None,
+    source: WindowSource | None = None,
+    make_ingest: Callable[[Counters], Ingest] | None = None,
+    parse_texts: bool = True,
 ) -> Service:
-    """Wire the real components for `settings` (migrations run here)."""
+    """Wire the real components for `settings` (migrations run here). Replay hands in its
+    in-memory windows (`source`), its ingest (`make_ingest`) and `parse_texts`."""
     clock = clock or SystemClock()
     store = store or Store.open(settings.effective_database_url)
     counters = Counters()
-    delivery = Delivery(store=store, clock=clock, settings=settings, counters=counters)
+    delivery = Delivery(
+        store=store, clock=clock, settings=settings, counters=counters, source=source
+    )
     sensors = Sensors(
         store=store,
         clock=clock,
@@ -278,4 +288,6 @@ def build_service(
         counters=counters,
         delivery=delivery,
         sensors=sensors,
+        ingest=make_ingest(counters) if make_ingest is not None else None,
+        parse_texts=parse_texts,
     )

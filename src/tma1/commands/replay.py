@@ -14,30 +14,30 @@ import argparse
 import json
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tma1.config import DEFAULT_CONTEXT_PRESSURE_THRESHOLD, ConfigError
 
 
-def _threshold(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number") from None
-    if not 1 <= value <= 100_000_000:
-        raise argparse.ArgumentTypeError(f"{value} is out of range (1..100000000)")
-    return value
+def _whole_number(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: a whole number in [lo, hi], or a message naming what is wrong."""
+
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is out of range ({lo}..{hi})")
+        return value
+
+    return parse
 
 
-def _jobs(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number") from None
-    if not 1 <= value <= 64:
-        raise argparse.ArgumentTypeError(f"{value} is out of range (1..64)")
-    return value
+_threshold = _whole_number(1, 100_000_000)
+_jobs = _whole_number(1, 64)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

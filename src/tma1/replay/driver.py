@@ -39,8 +39,7 @@ from typing import Any
 from tma1 import gates
 from tma1.clock import ManualClock
 from tma1.config import DEFAULT_CONTEXT_PRESSURE_THRESHOLD, Settings
-from tma1.counters import Counters
-from tma1.engine.delivery import CHANNEL_FOR_HOOK, Delivery
+from tma1.engine.delivery import CHANNEL_FOR_HOOK
 from tma1.replay import claude_hooklog, claude_transcript, codex_rollout, eventlog, shards
 from tma1.replay.formats import (
     CLAUDE_HOOKLOG,
@@ -53,8 +52,7 @@ from tma1.replay.formats import (
 )
 from tma1.replay.memory import BufferedIngest, MemoryWindows
 from tma1.replay.model import FILE_CHANGE, HOOK, USAGE, Converted, Note, Problem, ReplayItem
-from tma1.sensors import Sensors
-from tma1.service import Service
+from tma1.service import build_service
 from tma1.store import Store
 
 log = logging.getLogger("tma1.replay")
@@ -253,34 +251,23 @@ class Replayer:
         else:
             self.store = store = Store.open(database_url, migrate=migrate)
         windows = MemoryWindows()
-        counters = Counters()
-        self.delivery = delivery = Delivery(
-            store=store, clock=clock, settings=settings, counters=counters, source=windows
-        )
-        self.ingest = BufferedIngest(
-            store=store,
-            counters=counters,
-            windows=windows,
-            write_lock=write_lock,
-            keep_all=keep_texts,
-        )
-        self.service = Service(
-            settings=settings,
-            store=store,
+        self.service = build_service(
+            settings,
             clock=clock,
-            counters=counters,
-            delivery=delivery,
-            sensors=Sensors(
+            store=store,
+            source=windows,
+            make_ingest=lambda counters: BufferedIngest(
                 store=store,
-                clock=clock,
-                settings=settings,
                 counters=counters,
-                on_project_change=delivery.invalidate_project,
-                on_session_change=delivery.invalidate,
+                windows=windows,
+                write_lock=write_lock,
+                keep_all=keep_texts,
             ),
-            ingest=self.ingest,
             parse_texts=keep_texts,
         )
+        self.delivery = self.service.delivery
+        assert isinstance(self.service.ingest, BufferedIngest)
+        self.ingest: BufferedIngest = self.service.ingest
         self.deliveries: list[DeliveryRecord] = []
         self.service.start()
         self._stopped = False
