@@ -3,8 +3,10 @@ a real uvicorn server on a loopback port, and the tma1 CLI as a subprocess."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import sqlite3
 import sys
 import threading
 import time
@@ -15,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from sqlalchemy import create_engine, text
 
 from tma1.clock import ManualClock
 from tma1.config import Settings
@@ -206,8 +209,9 @@ def settings(tmp_path: Path, db_url: str) -> Settings:
     # A generous insert budget: behaviour tests must not turn into outage tests when a
     # loaded CI machine stalls a commit past the production 400 ms (tests/reliability/
     # exercises the budget on purpose).
-    return Settings(data_dir=tmp_path / "data", database_url=db_url, watch_files=False,
-                    hook_db_budget_ms=30_000)
+    return Settings(
+        data_dir=tmp_path / "data", database_url=db_url, watch_files=False, hook_db_budget_ms=30_000
+    )
 
 
 @pytest.fixture
@@ -226,3 +230,25 @@ def require_sessions() -> Path:
     if not SESSIONS.is_dir():
         pytest.skip("../shared/data/sessions is absent")
     return SESSIONS
+
+
+@contextlib.contextmanager
+def writers_blocked(db_url: str) -> Iterator[None]:
+    """Hold the table's write lock from another connection until the block exits."""
+    if db_url.startswith("sqlite"):
+        conn = sqlite3.connect(db_url.split("///", 1)[1], timeout=10, isolation_level=None)
+        conn.execute("BEGIN EXCLUSIVE")
+        try:
+            yield
+        finally:
+            conn.execute("ROLLBACK")
+            conn.close()
+        return
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        conn.execute(text("LOCK TABLE tma1_hook_events IN EXCLUSIVE MODE"))
+        try:
+            yield
+        finally:
+            conn.rollback()
+    engine.dispose()

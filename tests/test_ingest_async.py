@@ -4,13 +4,11 @@ on a real SQLite file and a real PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import sqlite3
 import threading
-from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import create_engine, select, text
+from conftest import writers_blocked
+from sqlalchemy import select
 
 from tma1.counters import Counters
 from tma1.events import HookEvent, parse_payload
@@ -43,28 +41,6 @@ def stored(store: Store) -> dict[str, int]:
     with store.engine.connect() as conn:
         rows = conn.execute(select(hook_events.c.tool_use_id, hook_events.c.id))
         return {r[0]: r[1] for r in rows}
-
-
-@contextlib.contextmanager
-def writers_blocked(db_url: str) -> Iterator[None]:
-    """Hold the table's write lock from another connection until the block exits."""
-    if db_url.startswith("sqlite"):
-        conn = sqlite3.connect(db_url.split("///", 1)[1], timeout=10, isolation_level=None)
-        conn.execute("BEGIN EXCLUSIVE")
-        try:
-            yield
-        finally:
-            conn.execute("ROLLBACK")
-            conn.close()
-        return
-    engine = create_engine(db_url)
-    with engine.connect() as conn:
-        conn.execute(text("LOCK TABLE tma1_hook_events IN EXCLUSIVE MODE"))
-        try:
-            yield
-        finally:
-            conn.rollback()
-    engine.dispose()
 
 
 def test_event_values_are_event_row_in_column_order() -> None:

@@ -6,41 +6,17 @@ still read), PostgreSQL `LOCK TABLE … IN EXCLUSIVE MODE` (blocks writers, not 
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import LiveServer, start_live_server
+from conftest import LiveServer, start_live_server, writers_blocked
 from sqlalchemy import create_engine, select, text
 
 from tma1.clock import ManualClock
 from tma1.config import Settings
 from tma1.store.schema import hook_events
-
-
-@contextlib.contextmanager
-def writers_blocked(db_url: str) -> Iterator[None]:
-    """Hold the table's write lock from another connection until the block exits."""
-    if db_url.startswith("sqlite"):
-        conn = sqlite3.connect(db_url.split("///", 1)[1], timeout=10, isolation_level=None)
-        conn.execute("BEGIN EXCLUSIVE")
-        try:
-            yield
-        finally:
-            conn.execute("ROLLBACK")
-            conn.close()
-        return
-    engine = create_engine(db_url)
-    with engine.connect() as conn:
-        conn.execute(text("LOCK TABLE tma1_hook_events IN EXCLUSIVE MODE"))
-        try:
-            yield
-        finally:
-            conn.rollback()
-    engine.dispose()
 
 
 def add_poison_rule(db_url: str) -> None:

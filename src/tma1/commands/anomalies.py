@@ -15,20 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tma1.commands._args import whole_number
 from tma1.config import ConfigError, load_settings, validate_database_url
-
-
-def _positive(lo: int, hi: int) -> Any:
-    def parse(raw: str) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number") from None
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{value} is out of range ({lo}..{hi})")
-        return value
-
-    return parse
 
 
 def _db_options(p: argparse.ArgumentParser) -> None:
@@ -47,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--session", help="only this session id")
     p.add_argument("--kind", choices=gates.KINDS, help="only this kind")
     p.add_argument("--severity", choices=gates.SEVERITIES, help="only this severity")
-    p.add_argument("--limit", type=_positive(1, 10_000), default=50, help="rows (default 50)")
+    p.add_argument("--limit", type=whole_number(1, 10_000), default=50, help="rows (default 50)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _db_options(p)
     p.set_defaults(func=run_anomalies)
@@ -57,9 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="print the three validation gates (budget, follow-rate, precision)",
         description="Print kind × gate with value, target and pass/fail.",
     )
-    g.add_argument("--days", type=_positive(1, 365), default=gates.DEFAULT_DAYS)
-    g.add_argument("--budget", type=_positive(0, 100_000), default=gates.DEFAULT_BUDGET)
-    g.add_argument("--window", type=_positive(1, 100), default=gates.DEFAULT_WINDOW)
+    g.add_argument("--days", type=whole_number(1, 365), default=gates.DEFAULT_DAYS)
+    g.add_argument("--budget", type=whole_number(0, 100_000), default=gates.DEFAULT_BUDGET)
+    g.add_argument("--window", type=whole_number(1, 100), default=gates.DEFAULT_WINDOW)
     g.add_argument("--strict", action="store_true", help="exit 1 when any gate fails")
     g.add_argument("--json", action="store_true", help="print the full JSON of the gates")
     _db_options(g)
@@ -70,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="label an emit as a true (tp) or false (fp) positive",
         description="Label an emit TP or FP, or clear its label (feeds the precision gate).",
     )
-    lab.add_argument("id", type=_positive(1, 2**63 - 1), help="emit id (see `tma1 anomalies`)")
+    lab.add_argument("id", type=whole_number(1, 2**63 - 1), help="emit id (see `tma1 anomalies`)")
     lab.add_argument("label", choices=("tp", "fp", "clear"))
     lab.add_argument("--note", help="why")
     lab.add_argument("--source", choices=gates.LABEL_SOURCES, default="human")

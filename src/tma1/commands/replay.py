@@ -14,30 +14,14 @@ import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tma1.commands._args import whole_number
 from tma1.config import DEFAULT_CONTEXT_PRESSURE_THRESHOLD, ConfigError
 
-
-def _whole_number(lo: int, hi: int) -> Callable[[str], int]:
-    """An argparse type: a whole number in [lo, hi], or a message naming what is wrong."""
-
-    def parse(raw: str) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number") from None
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{value} is out of range ({lo}..{hi})")
-        return value
-
-    return parse
-
-
-_threshold = _whole_number(1, 100_000_000)
-_jobs = _whole_number(1, 64)
+_threshold = whole_number(1, 100_000_000)
+_jobs = whole_number(1, 64)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
