@@ -135,12 +135,17 @@ def cap_text(text: str | None, limit: int) -> str | None:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
+def json_text(value: Any) -> str:
+    """`json.dumps(value, ensure_ascii=False, default=str)`, through one shared encoder."""
+    return _ENCODER.encode(value)
+
+
 def to_text(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, str):
         return value
-    return _ENCODER.encode(value)
+    return json_text(value)
 
 
 def clip(value: Any, n: int) -> Any:

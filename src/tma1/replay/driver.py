@@ -197,7 +197,8 @@ def iso(ts: int) -> str:
 
 
 def default_db_dir() -> str | None:
-    """tmpfs when there is one: replay writes every event, and nothing needs to survive."""
+    """tmpfs when there is one: the replay database is written as it goes, and nothing in
+    it needs to survive."""
     shm = Path("/dev/shm")
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
@@ -306,9 +307,7 @@ class Replayer:
     def write(self) -> None:
         """Stop the engine (its emit log is flushed) and write what was fed to the
         database: everything, or with `keep_texts` False what the summary reads."""
-        if not self._stopped:
-            self._stopped = True
-            self.service.stop()
+        self._stop()
         self.ingest.flush(told={d.session_id for d in self.deliveries})
 
     def finish(
@@ -317,18 +316,19 @@ class Replayer:
         """Deliveries with their findings, emit-log rows, summary and counters."""
         try:
             self.write()
-            emits = self.store.emits_since(0)
-            attach_findings(self.deliveries, emits)
-            summary = summarize(self.store, emits, items)
+            emits, summary = sum_up(self.store, self.deliveries, items)
         finally:
             self.close()
         counters = {k: v for k, v in self.service.counters.snapshot("").items() if v}
         return self.deliveries, emits, summary, counters
 
-    def close(self) -> None:
+    def _stop(self) -> None:
         if not self._stopped:
             self._stopped = True
             self.service.stop()
+
+    def close(self) -> None:
+        self._stop()
         if self._own_store:
             self.store.close()
         if self._tmp is not None:
@@ -380,7 +380,9 @@ def _replay_items(
     if jobs > 1 and database_url is None and shards.can_fork():
         plan = shards.plan(items, jobs)
         if len(plan) > 1:
-            return _replay_sharded(items, plan, threshold=threshold, db=db, jobs=jobs)
+            return _replay_sharded(
+                items, plan, threshold=threshold, db=db, jobs=jobs, keep_texts=keep_texts
+            )
     replayer = Replayer(
         start_ts=items[0].ts if items else 0,
         threshold=threshold,
@@ -403,6 +405,7 @@ def _replay_sharded(
     threshold: int,
     db: str | Path | None,
     jobs: int,
+    keep_texts: bool,
 ) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
     with tempfile.TemporaryDirectory(prefix="tma1-replay-", dir=default_db_dir()) as tmp:
         path = Path(db).resolve() if db else Path(tmp) / "replay.db"
@@ -410,14 +413,21 @@ def _replay_sharded(
         target = Store.open(f"sqlite:///{path}") if db else Store.scratch(path)
         try:
             deliveries, counters = shards.run(
-                plan, threshold=threshold, db=path, keep_texts=db is not None, jobs=jobs
+                plan, threshold=threshold, db=path, keep_texts=keep_texts, jobs=jobs
             )
-            emits = target.emits_since(0)
-            attach_findings(deliveries, emits)
-            summary = summarize(target, emits, items)
+            emits, summary = sum_up(target, deliveries, items)
         finally:
             target.close()
     return deliveries, emits, summary, counters
+
+
+def sum_up(
+    store: Store, deliveries: list[DeliveryRecord], items: Sequence[ReplayItem]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The emit log read back, each delivery given its findings, and the summary."""
+    emits = store.emits_since(0)
+    attach_findings(deliveries, emits)
+    return emits, summarize(store, emits, items)
 
 
 def attach_findings(deliveries: list[DeliveryRecord], emits: Sequence[dict[str, Any]]) -> None:

@@ -30,7 +30,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-from tma1.events import FileChange, HookEvent, Usage
+from tma1.events import FileChange, HookEvent, Usage, json_text
 from tma1.store.schema import (
     ALL_TABLES,
     anomaly_emits,
@@ -163,12 +163,8 @@ def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-# One encoder: json.dumps with any option builds a new JSONEncoder per call.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
-
-
 def _json(value: Any) -> str:
-    return _ENCODER.encode(value)
+    return json_text(value)
 
 
 def _json_paths(paths: list[str]) -> str:
@@ -179,7 +175,7 @@ def _json_paths(paths: list[str]) -> str:
         p = paths[0]
         if p.__class__ is str and p.isprintable() and '"' not in p and "\\" not in p:
             return '["' + p + '"]'
-    return _ENCODER.encode(paths)
+    return json_text(paths)
 
 
 def _loads(text: str | None, default: Any) -> Any:
@@ -274,11 +270,10 @@ _WINDOW_COLUMNS = (
 
 
 @functools.cache
-def _window_sql(
-    dialect: Any, with_after: bool
-) -> tuple[str, tuple[str, ...], dict[str, Any], tuple[tuple[int, Any], ...]]:
+def _window_sql(dialect: Any, with_after: bool) -> tuple[str, tuple[str, ...], dict[str, Any]]:
     """The window read compiled once per dialect: (SQL, parameter names in order, the
-    values of the parameters the query fixes, result processors by column index)."""
+    values of the parameters the query fixes). Rows are read raw: `_window_event` turns
+    SQLite's 0/1 into a bool, and no other column may need a result processor."""
     c = hook_events.c
     failed = or_(c.event_type == "PostToolUseFailure", c.tool_success.is_(False))
     cols = [c[name] for name in _WINDOW_COLUMNS]
@@ -289,24 +284,13 @@ def _window_sql(
     if with_after:
         q = q.where(c.id > bindparam("after"))
     compiled = q.order_by(c.ts, c.id).compile(dialect=dialect)
+    for name in _WINDOW_COLUMNS:
+        impl = hook_events.c[name].type.dialect_impl(dialect)
+        if name != "tool_success" and impl.result_processor(dialect, None) is not None:
+            raise RuntimeError(f"window column {name} needs a result processor on {dialect.name}")
     names = tuple(compiled.positiontup or compiled.params)
     defaults = {k: v for k, v in compiled.params.items() if v is not None}
-    processors = tuple(
-        (i, proc)
-        for i, name in enumerate(_WINDOW_COLUMNS)
-        # `_window_event` makes tool_success a bool itself (SQLite's is 0/1).
-        if name != "tool_success"
-        and (proc := hook_events.c[name].type.dialect_impl(dialect).result_processor(dialect, None))
-        is not None
-    )
-    return compiled.string, names, defaults, processors
-
-
-def _processed(row: tuple[Any, ...], processors: tuple[tuple[int, Any], ...]) -> tuple[Any, ...]:
-    values = list(row)
-    for i, proc in processors:
-        values[i] = proc(values[i])
-    return tuple(values)
+    return compiled.string, names, defaults
 
 
 def _path_list(text: str | None) -> list[str]:
@@ -605,7 +589,7 @@ class Store:
         `tool_result` only for unsuccessful results (the failure output the rules quote);
         everything else is as `session_events` returns. (The event being answered is not
         read back: its `stop_hook_active` comes from the hook itself.)"""
-        sql, names, defaults, processors = _window_sql(self.engine.dialect, after_id is not None)
+        sql, names, defaults = _window_sql(self.engine.dialect, after_id is not None)
         given = {"session_id": session_id, "since": since_ts, "after": after_id}
         values = [given[n] if n in given else defaults[n] for n in names]
         params: Any = (
@@ -622,8 +606,6 @@ class Store:
                 rows = cursor.fetchall()
             finally:
                 cursor.close()
-        if processors:
-            rows = [_processed(r, processors) for r in rows]
         return [_window_event(r) for r in rows]
 
     def project_changes(
