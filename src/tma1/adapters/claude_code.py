@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
 from tma1.adapters.base import Adapter
+from tma1.adapters.files import agent_dir
 from tma1.adapters.hookscript import script_name, script_path
 from tma1.adapters.mcp_registration import claude_registration
 from tma1.adapters.registration import JsonHooksRegistration, ScriptRegistration
@@ -29,10 +29,7 @@ TIMEOUT_S = 5
 
 
 def settings_path(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    base = env.get("CLAUDE_CONFIG_DIR")
-    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
-    return (Path(base).expanduser() if base else home / ".claude") / "settings.json"
+    return agent_dir(env, "CLAUDE_CONFIG_DIR", ".claude") / "settings.json"
 
 
 def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
 from tma1.adapters.base import Adapter
+from tma1.adapters.files import agent_dir
 from tma1.adapters.hookscript import script_name, script_path
 from tma1.adapters.mcp_registration import codex_registration
 from tma1.adapters.registration import JsonHooksRegistration, ScriptRegistration
@@ -21,10 +21,7 @@ TIMEOUT_S = 5
 
 
 def hooks_path(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    base = env.get("CODEX_HOME")
-    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
-    return (Path(base).expanduser() if base else home / ".codex") / "hooks.json"
+    return agent_dir(env, "CODEX_HOME", ".codex") / "hooks.json"
 
 
 def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter:

@@ -6,10 +6,19 @@ import contextlib
 import difflib
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 BACKUP_SUFFIX = ".tma1-backup"
+
+
+def agent_dir(env: Mapping[str, str] | None, var: str, default: str) -> Path:
+    """Where an agent keeps its config: `$var` when set, else `$HOME/<default>`."""
+    env = os.environ if env is None else env
+    base = env.get(var)
+    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+    return Path(base).expanduser() if base else home / default
 
 
 class InstallError(RuntimeError):

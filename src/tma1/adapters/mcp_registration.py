@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import InlineTable, Table
 
 from tma1.adapters import jsonhooks
-from tma1.adapters.files import FileChange, InstallError, read_bytes
+from tma1.adapters.files import FileChange, InstallError, agent_dir, read_bytes
 from tma1.adapters.registration import InstallState
 from tma1.config import DEFAULT_HOST, DEFAULT_PORT, Settings
 
@@ -69,17 +68,11 @@ def mcp_command(settings: Settings, argv0: str | None = None) -> McpCommand:
 
 
 def claude_config_path(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    base = env.get("CLAUDE_CONFIG_DIR")
-    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
-    return (Path(base).expanduser() if base else home) / ".claude.json"
+    return agent_dir(env, "CLAUDE_CONFIG_DIR", "") / ".claude.json"
 
 
 def codex_config_path(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    base = env.get("CODEX_HOME")
-    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
-    return (Path(base).expanduser() if base else home / ".codex") / "config.toml"
+    return agent_dir(env, "CODEX_HOME", ".codex") / "config.toml"
 
 
 _decode = jsonhooks.decode_text  # one UTF-8 refusal message for both files
