@@ -12,16 +12,9 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from tma1.commands._args import whole_number
-from tma1.config import ConfigError, load_settings, validate_database_url
-
-
-def _db_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data-dir", type=Path, help="data directory (TMA1_DATA_DIR, ~/.tma1)")
-    p.add_argument("--database-url", help="SQLAlchemy URL (TMA1_DATABASE_URL)")
+from tma1.commands._args import add_database_options, database_url, open_store, whole_number
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -37,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--severity", choices=gates.SEVERITIES, help="only this severity")
     p.add_argument("--limit", type=whole_number(1, 10_000), default=50, help="rows (default 50)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    _db_options(p)
+    add_database_options(p)
     p.set_defaults(func=run_anomalies)
 
     g = sub.add_parser(
@@ -50,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     g.add_argument("--window", type=whole_number(1, 100), default=gates.DEFAULT_WINDOW)
     g.add_argument("--strict", action="store_true", help="exit 1 when any gate fails")
     g.add_argument("--json", action="store_true", help="print the full JSON of the gates")
-    _db_options(g)
+    add_database_options(g)
     g.set_defaults(func=run_gates)
 
     lab = sub.add_parser(
@@ -62,24 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     lab.add_argument("label", choices=("tp", "fp", "clear"))
     lab.add_argument("--note", help="why")
     lab.add_argument("--source", choices=gates.LABEL_SOURCES, default="human")
-    _db_options(lab)
+    add_database_options(lab)
     lab.set_defaults(func=run_label)
 
 
 def _open_store(args: argparse.Namespace) -> Any:
-    from tma1.store import Store
-
-    settings = load_settings().with_overrides(
-        data_dir=args.data_dir,
-        database_url=validate_database_url("--database-url", args.database_url)
-        if args.database_url
-        else None,
-    )
-    url = settings.effective_database_url
-    try:
-        return Store.open(url)
-    except Exception as exc:
-        raise ConfigError(f"cannot open the database {url}: {exc}") from None
+    return open_store(database_url(args))
 
 
 def _now_ms() -> int:

@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tma1.commands._args import whole_number
+from tma1.commands._args import add_database_options, database_url, open_store, whole_number
 from tma1.config import DEFAULT_CONTEXT_PRESSURE_THRESHOLD, ConfigError
 
 _threshold = whole_number(1, 100_000_000)
@@ -67,8 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     e.add_argument("--session", required=True, help="session id")
     e.add_argument("--out", type=Path, help="output file (default: standard output)")
-    e.add_argument("--data-dir", type=Path, help="data directory (TMA1_DATA_DIR, ~/.tma1)")
-    e.add_argument("--database-url", help="SQLAlchemy URL (TMA1_DATABASE_URL)")
+    add_database_options(e)
     e.set_defaults(func=run_export)
 
 
@@ -242,24 +241,13 @@ def render_text(result: Any, *, full_bodies: bool = False) -> str:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from tma1.config import load_settings, validate_database_url
     from tma1.replay.export import SessionNotFound, export_lines
-    from tma1.store import Store
 
-    settings = load_settings().with_overrides(
-        data_dir=args.data_dir,
-        database_url=validate_database_url("--database-url", args.database_url)
-        if args.database_url
-        else None,
-    )
-    url = settings.effective_database_url
+    url = database_url(args)
     if url.startswith("sqlite") and not Path(url.split("///", 1)[-1]).exists():
         print(f"tma1 export: no database at {url}", file=sys.stderr)
         return 1
-    try:
-        store = Store.open(url)
-    except Exception as exc:
-        raise ConfigError(f"cannot open the database {url}: {exc}") from None
+    store = open_store(url)
     try:
         try:
             lines = list(export_lines(store, args.session))

@@ -146,6 +146,19 @@ def _call_key(ev: HookEvent) -> tuple[str, ...]:
     return (ev.session_id, ev.tool_name or "", ev.tool_command or "", *sorted(ev.tool_files))
 
 
+def _interval(ev: HookEvent, is_write: bool, *, start: int, end: int | None = None) -> Interval:
+    """The interval of one write or shell call of `ev`'s session."""
+    return Interval(
+        session_id=ev.session_id,
+        kind="write" if is_write else "shell",
+        project=ev.project,
+        paths=frozenset(norm_path(p, ev.cwd) for p in ev.tool_files) if is_write else frozenset(),
+        start=start,
+        end=end,
+        content_hashes=_written_hashes(ev) if is_write else frozenset(),
+    )
+
+
 class Attribution:
     """In-memory write and shell intervals; `explain` answers who wrote (project, path, ts)."""
 
@@ -167,16 +180,7 @@ class Attribution:
             return None
         key = _call_key(ev)
         if ev.event_type == "PreToolUse":
-            iv = Interval(
-                session_id=ev.session_id,
-                kind="write" if is_write else "shell",
-                project=ev.project,
-                paths=frozenset(norm_path(p, ev.cwd) for p in ev.tool_files)
-                if is_write
-                else frozenset(),
-                start=ev.ts,
-                content_hashes=_written_hashes(ev) if is_write else frozenset(),
-            )
+            iv = _interval(ev, is_write, start=ev.ts)
             with self._lock:
                 self._open.setdefault(key, []).append(iv)
                 self._index(iv)
@@ -194,17 +198,7 @@ class Attribution:
             # A Post without its Pre (Pre hooks not installed, or the Pre was lost): the
             # call ran for duration_ms before it; without one, assume up to 2 s (the
             # watcher may have stored the write before this Post arrived).
-            iv = Interval(
-                session_id=ev.session_id,
-                kind="write" if is_write else "shell",
-                project=ev.project,
-                paths=frozenset(norm_path(p, ev.cwd) for p in ev.tool_files)
-                if is_write
-                else frozenset(),
-                start=ev.ts - (ev.duration_ms if ev.duration_ms else SLACK_MS),
-                end=ev.ts,
-                content_hashes=_written_hashes(ev) if is_write else frozenset(),
-            )
+            iv = _interval(ev, is_write, start=ev.ts - (ev.duration_ms or SLACK_MS), end=ev.ts)
             self._index(iv)
             return iv
 
