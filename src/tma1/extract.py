@@ -30,6 +30,65 @@ def any_of(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str]:
     return re.compile("|".join(parts))
 
 
+def _starts_anchored(p: re.Pattern[str]) -> bool:
+    """The whole pattern is tied to the start of the text: `^` first, and no top-level
+    alternative that could match elsewhere (`^a|b`)."""
+    if not p.pattern.startswith("^"):
+        return False
+    depth, escaped, in_class = 0, False, False
+    for ch in p.pattern:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            return False
+    return True
+
+
+class LineTest:
+    """Whether any of `patterns` is found in a line (`search`), cheaply.
+
+    Python's regex engine tries an unanchored pattern at every position of the line, and
+    it has no fast literal scan for one that starts with `\\b` or ignores case. So the
+    patterns anchored at the start are one regex tried once (`match`), and each other one
+    runs only on lines that contain one of its `needs` — lowercase text that every match
+    contains (tested: tests/engine/test_extract.py). Most lines of a long failure output
+    contain none of the words, and `in` is many times faster than the regex."""
+
+    __slots__ = ("_anchored", "_loose")
+
+    def __init__(
+        self,
+        patterns: tuple[re.Pattern[str], ...],
+        needs: dict[re.Pattern[str], tuple[str, ...]] | None = None,
+    ) -> None:
+        needs = needs or {}
+        anchored = tuple(p for p in patterns if _starts_anchored(p))
+        self._anchored = any_of(anchored).match if anchored else None
+        self._loose = tuple(
+            (needs.get(p, ("",)), p.search) for p in patterns if not _starts_anchored(p)
+        )
+
+    def __call__(self, line: str) -> bool:
+        if self._anchored is not None and self._anchored(line):
+            return True
+        if self._loose:
+            low = line.lower()
+            for words, search in self._loose:
+                if any(w in low for w in words) and search(line):
+                    return True
+        return False
+
+
 # --- test identifiers (design §2.11) -------------------------------------------------
 #
 # Ids are as specific as the output allows, one per failing test: a test inside a file
@@ -588,7 +647,17 @@ _TIER_GENERIC = (
 )
 
 
-_ANY_OF = {t: any_of(t) for t in (_TIER_LOCATED, _TIER_DETAIL, _TIER_TEST, _TIER_GENERIC)}
+# Lowercase text that every match of an unanchored tier pattern contains (see LineTest).
+_NEEDS: dict[re.Pattern[str], tuple[str, ...]] = {
+    _TIER_TEST[-1]: ("fail",),
+    _TIER_GENERIC[1]: ("error",),
+    # "no " rather than "no such": IGNORECASE also takes the long s (ſ) for an s.
+    _TIER_GENERIC[4]: ("undefined", "cannot find", "not found", "no ", "denied"),
+    _TIER_GENERIC[5]: ("fail",),
+}
+_TIER_TESTS = {
+    t: LineTest(t, _NEEDS) for t in (_TIER_LOCATED, _TIER_DETAIL, _TIER_TEST, _TIER_GENERIC)
+}
 _NOISE = re.compile(
     r"^(?:Exit code:? -?\d+|Command exited with non-zero status code -?\d+|"
     r"Process exited with code -?\d+|FAIL(?:ED)?|=+(?: [A-Za-z ]+ =+)?|-+|\^+|~+|"
@@ -667,10 +736,10 @@ def error_line(output: str, path: str | None = None) -> str | None:
 
     def tier(patterns: tuple[re.Pattern[str], ...], by_pattern: bool = False) -> str | None:
         """First matching line; with `by_pattern`, the earlier pattern outranks the line."""
-        # One search a line for the whole tier; only its hits are searched pattern by
+        # One test a line for the whole tier; only its hits are searched pattern by
         # pattern (a 16 KB output is hundreds of lines).
-        search = _ANY_OF[patterns].search  # once: a tuple of patterns is slow to hash
-        hits = [ln for ln in usable if search(ln)]
+        found = _TIER_TESTS[patterns]  # once: a tuple of patterns is slow to hash
+        hits = [ln for ln in usable if found(ln)]
         if not by_pattern or not hits:
             return pick(hits)
         for p in patterns:
@@ -686,10 +755,8 @@ def error_line(output: str, path: str | None = None) -> str | None:
         return _cut(hit)
     if hit := pick(_eslint_stylish_errors(raw)):
         return _cut(hit)
-    py = _python_exception(raw)
-    detail = tier(_TIER_DETAIL, by_pattern=True)
-    if py or detail:
-        return _cut(py or detail or "")
+    if hit := _python_exception(raw) or tier(_TIER_DETAIL, by_pattern=True):
+        return _cut(hit)
     for patterns in (_TIER_TEST, _TIER_GENERIC):
         if hit := tier(patterns, by_pattern=True):
             return _cut(hit)

@@ -24,6 +24,7 @@ import json
 import re
 import threading
 import weakref
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,7 +35,7 @@ from sqlalchemy import and_, case, delete, func, insert, or_, select, true, upda
 from sqlalchemy.exc import IntegrityError
 
 from tma1.engine.anomaly import Kind
-from tma1.events import READ_TOOLS, SHELL_TOOLS, WRITE_TOOLS
+from tma1.events import READ_TOOLS, SHELL_TOOLS, WRITE_TOOLS, HookEvent
 from tma1.extract import file_of_test_id
 from tma1.store import Store
 from tma1.store.schema import anomaly_emits, anomaly_labels, hook_events, messages
@@ -931,6 +932,111 @@ def _judge(store: Store, since: int, window: int, after_id: int) -> list[tuple[E
             ref = replace(ref, test_commands=tests.get(ref.id, ()))
         out.append((ref, followed(ref, calls.get(ref.id, []), window)))
     return out
+
+
+def judge_events(
+    emits: Iterable[Mapping[str, Any]],
+    events: Mapping[str, Sequence[HookEvent]],
+    *,
+    since: int = 0,
+    window: int = DEFAULT_WINDOW,
+) -> list[tuple[EmitRef, bool]]:
+    """`_judge` over events held in memory instead of the database: a replay that keeps no
+    database has every event at hand and writes none. `emits` are emit-log rows
+    (`related_files` a list or its JSON); `events` each session's events in the order they
+    were stored (ts ascending, then id). The same inputs as the SQL gathers — the window
+    end, `acted`, the relevant calls, the markers, the test commands — then `followed`."""
+    out: list[tuple[EmitRef, bool]] = []
+    for row in emits:
+        ts = int(row["ts"])
+        if ts < since:
+            continue
+        kind = str(row["kind"])
+        session = events.get(row["session_id"], ())
+        # Events after the emit (strictly), and the tool calls among them.
+        later = session[bisect_right(session, ts, key=_event_ts) :]
+        tool_calls = [e for e in later if e.event_type == "PreToolUse"]
+        wend = tool_calls[window].ts if len(tool_calls) > window else _FAR_FUTURE
+        related = row["related_files"]
+        if not isinstance(related, list):
+            related = loads_list(related)
+        ref = EmitRef(
+            id=int(row["id"]),
+            ts=ts,
+            session_id=row["session_id"],
+            kind=kind,
+            subject=split_stable_key(row["stable_key"] or "")[2],
+            related_files=tuple(related) if kind in _FILE_KINDS else (),
+            acted=bool(tool_calls),
+            window_closed=wend != _FAR_FUTURE,
+        )
+        tools = _TOOLS_BY_KIND.get(kind, ())
+        calls = [
+            Call(
+                e.ts,
+                e.id or 0,
+                "PreToolUse",
+                e.tool_name,
+                e.tool_file_path,
+                tuple(e.tool_files) if e.tool_name == "apply_patch" else (),
+                e.tool_command,
+                e.tool_command_prefix,
+            )
+            for e in tool_calls
+            if e.ts < wend and e.tool_name in tools
+        ]
+        if kind == Kind.CONTEXT_PRESSURE.value:
+            calls.extend(
+                Call(
+                    e.ts,
+                    e.id or 0,
+                    e.event_type,
+                    metadata=json.dumps(e.metadata) if e.metadata else None,
+                )
+                for e in later
+                if e.ts < wend and e.event_type in _MARKER_EVENTS
+            )
+            calls.sort(key=lambda c: (c.ts, not c.is_tool_call, c.id))
+        if kind == Kind.TEST_STUCK.value:
+            ref = replace(ref, test_commands=_test_commands_of(ref, session))
+        out.append((ref, followed(ref, calls, window)))
+    return out
+
+
+_MARKER_EVENTS = COMPACTION_EVENTS | END_EVENTS | {"SessionStart"}
+
+
+def _event_ts(ev: HookEvent) -> int:
+    return ev.ts
+
+
+def _test_commands_of(ref: EmitRef, session: Sequence[HookEvent]) -> tuple[str, ...]:
+    """`_test_commands` for one emit, over its session's events in memory."""
+    lo = bisect_left(session, ref.ts - TEST_LOOKBACK_MS, key=_event_ts)
+    hi = bisect_right(session, ref.ts, key=_event_ts)
+    found: dict[str, None] = {}
+    for e in session[lo:hi]:
+        prefix = e.tool_command_prefix
+        if e.failure_kind is not None and prefix and ref.subject and ref.subject in e.test_ids:
+            found[prefix] = None
+    return tuple(found)
+
+
+def budget_of_emits(
+    emits: Iterable[Mapping[str, Any]],
+    *,
+    now_ms: int,
+    days: int = DEFAULT_DAYS,
+    budget: int = DEFAULT_BUDGET,
+) -> dict[str, Any]:
+    """`budget` over emit-log rows held in memory."""
+    since = since_for_days(now_ms, days)
+    counts: dict[tuple[str, int], int] = defaultdict(int)
+    for row in emits:
+        if row["ts"] >= since:
+            counts[(str(row["kind"]), int(row["ts"]) // DAY_MS)] += 1
+    rows = [(kind, day, n) for (kind, day), n in counts.items()]
+    return budget_report(rows, since=since, now_ms=now_ms, days=days, budget=budget)
 
 
 def follow_rate(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from conftest import require_sessions
@@ -1086,13 +1088,91 @@ _LINEISH = st.lists(
 ).map("".join)  # fmt: skip
 
 
-@settings(max_examples=3000, deadline=None)
-@given(_LINEISH)
-def test_one_regex_per_error_tier_matches_where_any_of_its_patterns_does(line: str) -> None:
-    from tma1.extract import _ANY_OF
+# Case and Unicode corners of the IGNORECASE patterns: the long s (ſ) and the Kelvin sign
+# (K) match s and k, the dotted capital I lowers to two characters.
+_CASE_LINEISH = st.lists(
+    st.sampled_from(
+        ["error", "ERROR:", "Error[E1]:", "eRRor", "fail", "FAILED", "Failure", "failing",
+         "undefined", "UNDEFINED", "cannot find", "Cannot Find", "not found", "No such",
+         "no ſuch", "NO SUCH", "denied", "DENIED", "3", "0", " ", ":", "ſ", "K", "İ", "x",
+         "_", "-", "é", "\t"]
+    ),
+    max_size=8,
+).map("".join)  # fmt: skip
 
-    for patterns, combined in _ANY_OF.items():
-        assert bool(combined.search(line)) == any(p.search(line) for p in patterns)
+
+@settings(max_examples=3000, deadline=None)
+@given(st.one_of(_LINEISH, _CASE_LINEISH, st.text(max_size=40)))
+def test_one_test_per_error_tier_finds_what_any_of_its_patterns_does(line: str) -> None:
+    from tma1.extract import _TIER_TESTS
+
+    for patterns, found in _TIER_TESTS.items():
+        assert found(line) == any(p.search(line) for p in patterns)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "anchored"),
+    [
+        (r"^a", True),
+        (r"^(?:a|b)c", True),
+        (r"^a|b", False),
+        (r"^[|]a", True),
+        (r"^\|a|b", False),
+        (r"^a\|b", True),
+        (r"a^", False),
+        (r"\bfail", False),
+    ],
+)
+def test_only_patterns_tied_to_the_line_start_are_tried_there_alone(
+    pattern: str, anchored: bool
+) -> None:
+    from tma1.extract import LineTest, _starts_anchored
+
+    p = re.compile(pattern)
+    assert _starts_anchored(p) is anchored
+    # And the test built from it agrees with a plain search either way.
+    for line in ("a", "b", "xb", "|a", "ac", "bc", "x|b", "fail", "a|b"):
+        assert LineTest((p,))(line) == bool(p.search(line))
+
+
+def _lines_of(path: Path) -> Iterator[str]:
+    """Every line of every JSON string in a session file (JSON or JSON Lines)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        docs = [json.loads(text)]
+    except ValueError:
+        docs = []
+        for line in text.splitlines():
+            try:
+                docs.append(json.loads(line))
+            except ValueError:
+                continue
+    stack: list[object] = docs
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            yield from (ln.rstrip() for ln in strip_ansi(value).splitlines())
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+
+
+def test_the_words_every_loose_tier_pattern_needs_are_in_every_corpus_line_it_matches() -> None:
+    """`_NEEDS` is what makes the tier tests fast; a wrong word would hide real matches.
+    Checked on every line of every tool output in the real session corpus."""
+    from tma1.extract import _NEEDS
+
+    corpus = require_sessions()
+    lines = {ln for f in corpus.rglob("*") if f.is_file() for ln in _lines_of(f)}
+    assert len(lines) > 10_000
+    checked = 0
+    for p, words in _NEEDS.items():
+        for ln in lines:
+            if p.search(ln):
+                checked += 1
+                assert any(w in ln.lower() for w in words), (p.pattern, ln)
+    assert checked > 100
 
 
 _TEST_LINEISH = st.lists(

@@ -305,10 +305,16 @@ class Replayer:
                 delivery.invalidate(item.usage.session_id)
 
     def write(self) -> None:
-        """Stop the engine (its emit log is flushed) and write what was fed to the
-        database: everything, or with `keep_texts` False what the summary reads."""
+        """Stop the engine (its emit log is flushed) and, with `keep_texts`, write what is
+        left of what was fed to the database."""
         self._stop()
-        self.ingest.flush(told={d.session_id for d in self.deliveries})
+        self.ingest.flush()
+
+    def verdicts(self, emits: Iterable[dict[str, Any]]) -> list[tuple[str, bool]]:
+        """(kind, followed) of each of `emits` (rows of this replay's emit log), judged
+        over the events held in memory (`keep_texts` False: none was written)."""
+        sessions = self.ingest.sessions()
+        return [(r.kind, ok) for r, ok in gates.judge_events(emits, sessions)]
 
     def finish(
         self, items: Sequence[ReplayItem]
@@ -316,7 +322,12 @@ class Replayer:
         """Deliveries with their findings, emit-log rows, summary and counters."""
         try:
             self.write()
-            emits, summary = sum_up(self.store, self.deliveries, items)
+            emits = self.store.emits_since(0)
+            attach_findings(self.deliveries, emits)
+            if self.ingest.keep_all:
+                summary = summarize_stored(self.store, emits, items)
+            else:
+                summary = summarize(emits, items, self.verdicts(emits))
         finally:
             self.close()
         counters = {k: v for k, v in self.service.counters.snapshot("").items() if v}
@@ -412,22 +423,18 @@ def _replay_sharded(
         # Made once, before the children: migrated when kept, else straight from the schema.
         target = Store.open(f"sqlite:///{path}") if db else Store.scratch(path)
         try:
-            deliveries, counters = shards.run(
+            deliveries, counters, verdicts = shards.run(
                 plan, threshold=threshold, db=path, keep_texts=keep_texts, jobs=jobs
             )
-            emits, summary = sum_up(target, deliveries, items)
+            emits = target.emits_since(0)
+            attach_findings(deliveries, emits)
+            if keep_texts:
+                summary = summarize_stored(target, emits, items)
+            else:
+                summary = summarize(emits, items, verdicts)
         finally:
             target.close()
     return deliveries, emits, summary, counters
-
-
-def sum_up(
-    store: Store, deliveries: list[DeliveryRecord], items: Sequence[ReplayItem]
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The emit log read back, each delivery given its findings, and the summary."""
-    emits = store.emits_since(0)
-    attach_findings(deliveries, emits)
-    return emits, summarize(store, emits, items)
 
 
 def attach_findings(deliveries: list[DeliveryRecord], emits: Sequence[dict[str, Any]]) -> None:
@@ -461,18 +468,60 @@ def _files(value: Any) -> list[str]:
     return loaded if isinstance(loaded, list) else []
 
 
-def summarize(
+def _span(items: Sequence[ReplayItem]) -> tuple[int, int, int]:
+    """First and last ts of the replay, and how many UTC days it touches."""
+    first, last = items[0].ts, items[-1].ts
+    return first, last, int(last // DAY_MS - first // DAY_MS) + 1
+
+
+def summarize_stored(
     store: Store, emits: Sequence[dict[str, Any]], items: Sequence[ReplayItem]
+) -> dict[str, Any]:
+    """The summary of a replay whose database is kept: the gates as the server runs them."""
+    if not items:
+        return _summary(emits, items, None, None)
+    _first, last, days = _span(items)
+    return _summary(
+        emits,
+        items,
+        gates.budget(store, now_ms=last, days=days),
+        gates.follow_rate(store, now_ms=last, days=days),
+    )
+
+
+def summarize(
+    emits: Sequence[dict[str, Any]],
+    items: Sequence[ReplayItem],
+    verdicts: Iterable[tuple[str, bool]],
+) -> dict[str, Any]:
+    """The summary from emit-log rows and their follow-rate verdicts (`Replayer.verdicts`):
+    the same figures as `summarize_stored`, with no database read."""
+    if not items:
+        return _summary(emits, items, None, None)
+    _first, last, days = _span(items)
+    since = gates.since_for_days(last, days)
+    return _summary(
+        emits,
+        items,
+        gates.budget_of_emits(emits, now_ms=last, days=days),
+        gates.follow_report(
+            verdicts, since=since, now_ms=last, days=days, window=gates.DEFAULT_WINDOW
+        ),
+    )
+
+
+def _summary(
+    emits: Sequence[dict[str, Any]],
+    items: Sequence[ReplayItem],
+    budget: dict[str, Any] | None,
+    follow: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """Emits per kind, the budget per day and kind, the follow-rate per kind (tma1.gates),
     over the whole replayed span."""
     per_kind = Counter(e["kind"] for e in emits)
-    if not items:
+    if not items or budget is None or follow is None:
         return {"emits_per_kind": {}, "budget": None, "follow_rate": None}
-    first, last = items[0].ts, items[-1].ts
-    days = int(last // DAY_MS - first // DAY_MS) + 1
-    budget = gates.budget(store, now_ms=last, days=days)
-    follow = gates.follow_rate(store, now_ms=last, days=days)
+    first, last, days = _span(items)
     # Only the days something was emitted: a replay can span months.
     budget_days = [row for row in budget["per_day"] if row["count"]]
     return {

@@ -22,7 +22,7 @@ bisection.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -107,9 +107,8 @@ class BufferedIngest(Ingest):
         keep_all: bool = True,
     ) -> None:
         super().__init__(store=store, counters=counters, on_stored=on_stored)
-        # False: the database only serves the summary (tma1.gates), which reads the events
-        # and usage of the sessions that were told something: only those are written, at
-        # the end (`flush(told=...)`).
+        # False: nobody keeps the database, so no event, change or usage is written; the
+        # events stay here for the summary (`sessions`, read by tma1.gates.judge_events).
         self.keep_all = keep_all
         # Parallel replays share one SQLite file: taking turns on a lock is quicker than
         # SQLite's busy handler, which sleeps up to 100 ms between tries.
@@ -133,11 +132,13 @@ class BufferedIngest(Ingest):
         return True
 
     def add_change(self, ch: FileChange) -> None:
-        self.changes.append(ch)
+        if self.keep_all:
+            self.changes.append(ch)
         self.windows.add_change(ch)
 
     def add_usage(self, u: Usage) -> None:
-        self.usages.append(u)
+        if self.keep_all:
+            self.usages.append(u)
         self.windows.add_usage(u)
 
     def start(self) -> None:
@@ -146,15 +147,9 @@ class BufferedIngest(Ingest):
     def stop(self) -> int:
         return 0
 
-    def flush(self, told: Set[str] | None = None) -> None:
-        """Write what was fed and not yet written to the store; with `keep_all` False,
-        only the events and usage of the sessions in `told` (nothing when None)."""
-        if not self.keep_all:
-            told = told or set()
-            self.events = [e for e in self.events if e.session_id in told]
-            self.usages = [u for u in self.usages if u.session_id in told]
-            self.changes = []
-        if not (self.events or self.changes or self.usages):
+    def flush(self) -> None:
+        """Write what was fed and not yet written to the store (with `keep_all`)."""
+        if not self.keep_all or not (self.events or self.changes or self.usages):
             return
         with self.write_lock:
             if self.events:
@@ -164,3 +159,10 @@ class BufferedIngest(Ingest):
             if self.usages:
                 self.store.insert_usages(self.usages)
         self.events, self.changes, self.usages = [], [], []
+
+    def sessions(self) -> dict[str, list[HookEvent]]:
+        """Every event fed and not written, by session, in the order fed (ts, then id)."""
+        out: dict[str, list[HookEvent]] = {}
+        for ev in self.events:
+            out.setdefault(ev.session_id, []).append(ev)
+        return out

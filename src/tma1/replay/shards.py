@@ -119,9 +119,10 @@ def replay_shard(
     keep_texts: bool,
     lock: Any = None,
     store: Store | None = None,
-) -> tuple[list[tuple[int, Any]], dict[str, int]]:
+) -> tuple[list[tuple[int, Any]], dict[str, int], list[tuple[str, bool]]]:
     """Replay one shard into `db` (through `store` when given): (deliveries with their
-    item's position, counters)."""
+    item's position, counters, follow-rate verdicts of its emits when `keep_texts` is
+    False — `Replayer.verdicts`)."""
     from tma1.replay.driver import Replayer
 
     replayer = Replayer(
@@ -141,17 +142,28 @@ def replay_shard(
             placed.extend((pos, d) for d in replayer.deliveries[before:])
         replayer.write()
         counters = dict(replayer.service.counters.snapshot(""))
+        verdicts: list[tuple[str, bool]] = []
+        if not keep_texts:
+            # This shard's events are nowhere else: judge its own emits here (the other
+            # shards' rows may or may not be in the shared emit log yet).
+            mine = {item.session_id for _, item in shard}
+            emits = [e for e in replayer.store.emits_since(0) if e["session_id"] in mine]
+            verdicts = replayer.verdicts(emits)
     finally:
         replayer.close()
-    return placed, counters
+    return placed, counters, verdicts
+
+
+Outcome = tuple[list[tuple[int, Any]], dict[str, int], list[tuple[str, bool]]]
 
 
 def _work(
     shards: Plan, next_shard: Any, db: Path, threshold: int, keep_texts: bool, lock: Any
-) -> tuple[list[tuple[int, Any]], dict[str, int]]:
+) -> Outcome:
     """Replay shards, each time the next one nobody has taken, until none is left."""
     placed: list[tuple[int, Any]] = []
     total: Counter[str] = Counter()
+    verdicts: list[tuple[str, bool]] = []
     store = Store.open(f"sqlite:///{db}", migrate=False)
     try:
         while True:
@@ -159,10 +171,11 @@ def _work(
                 i = next_shard.value
                 next_shard.value += 1
             if i >= len(shards):
-                return placed, dict(total)
-            mine, counters = replay_shard(shards[i], db, threshold, keep_texts, lock, store)
+                return placed, dict(total), verdicts
+            mine, counters, judged = replay_shard(shards[i], db, threshold, keep_texts, lock, store)
             placed.extend(mine)
             total.update(counters)
+            verdicts.extend(judged)
     finally:
         store.close()
 
@@ -177,22 +190,23 @@ def _child(
     conn: Connection,
 ) -> None:
     try:
-        placed, counters = _work(shards, next_shard, db, threshold, keep_texts, lock)
-        conn.send(("ok", placed, counters))
+        conn.send(("ok", *_work(shards, next_shard, db, threshold, keep_texts, lock)))
     except BaseException:
-        conn.send(("error", traceback.format_exc(), {}))
+        conn.send(("error", traceback.format_exc(), {}, []))
     finally:
         conn.close()
 
 
 def run(
     shards: Plan, *, threshold: int, db: Path, keep_texts: bool = True, jobs: int = 2
-) -> tuple[list[Any], dict[str, int]]:
-    """Replay the shards into the (migrated) SQLite database `db` on `jobs` processes:
-    this one and forked children, each taking the next shard (heaviest first) when done.
+) -> tuple[list[Any], dict[str, int], list[tuple[str, bool]]]:
+    """Replay the shards into the SQLite database `db` (made, and migrated when kept) on
+    `jobs` processes: this one and forked children, each taking the next shard (heaviest
+    first) when done.
 
-    Returns the deliveries in the order a serial replay gives them, and the summed
-    counters. Raises RuntimeError when a shard fails (a child's traceback in the message)."""
+    Returns the deliveries in the order a serial replay gives them, the summed counters,
+    and with `keep_texts` False every shard's follow-rate verdicts. Raises RuntimeError
+    when a shard fails (a child's traceback in the message)."""
     ctx = multiprocessing.get_context("fork")
     lock = ctx.Lock()
     next_shard = ctx.Value("i", 0)
@@ -211,16 +225,18 @@ def run(
         children.append((proc, recv))
     placed: list[tuple[int, Any]] = []
     total: Counter[str] = Counter()
+    verdicts: list[tuple[str, bool]] = []
     failure = ""
     try:
-        mine, counters = _work(shards, next_shard, db, threshold, keep_texts, lock)
+        mine, counters, judged = _work(shards, next_shard, db, threshold, keep_texts, lock)
         placed.extend(mine)
         total.update(counters)
+        verdicts.extend(judged)
     except Exception:
         failure = traceback.format_exc()
     for proc, recv in children:
         try:
-            status, payload, counters = recv.recv()
+            status, payload, counters, judged = recv.recv()
         except EOFError:
             status, payload, counters = "error", f"{proc.name} exited without a result", {}
         proc.join()
@@ -229,7 +245,8 @@ def run(
             continue
         placed.extend(payload)
         total.update(counters)
+        verdicts.extend(judged)
     if failure:
         raise RuntimeError(f"a replay shard failed:\n{failure}")
     placed.sort(key=lambda pd: pd[0])
-    return [d for _, d in placed], {k: v for k, v in total.items() if v}
+    return [d for _, d in placed], {k: v for k, v in total.items() if v}, verdicts
