@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tma1.events import (
@@ -17,6 +17,8 @@ from tma1.events import (
     cap_text,
     capped_text,
     command_prefix,
+    is_refusal,
+    is_refused_response,
     parse_payload,
     patch_files,
     project_for,
@@ -366,6 +368,36 @@ _JSON = st.recursive(
 @given(_JSON, st.integers(min_value=0, max_value=120))
 def test_capped_text_is_the_cap_of_the_whole_text(value: Any, limit: int) -> None:
     assert capped_text(value, limit) == cap_text(to_text(value), limit)
+
+
+# Strings made of refusal markers, their pieces, JSON's escaped characters and the tails
+# of its escape sequences, so markers land inside, across and beyond the 400-character head.
+_MARKERISH = st.lists(
+    st.sampled_from(
+        ["operation blocked by hook", "hook error", "hook", " error", "doesn't want to proceed",
+         "user doesn't want", "<tool_use_error>", "<tool_use_", "error>", '"', "\\", "\n",
+         "\x01", "u00e9", "user", "é", "x" * 90, " ", "n", "t"]
+    ),
+    max_size=8,
+).map("".join)  # fmt: skip
+_REFUSALISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | _MARKERISH,
+    lambda inner: (
+        st.lists(inner, max_size=6)
+        | st.dictionaries(_MARKERISH | st.integers().map(str), inner, max_size=6)
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.one_of(_REFUSALISH, _JSON))
+@example(["x" * 388 + "hook error"])  # the marker ends at the head's last characters
+@example(["x" * 389 + "hook error"])  # … and one past them
+@example({"x" * 380: "", "hook error": 1})
+def test_a_response_is_refused_exactly_when_the_head_of_its_text_says_so(value: Any) -> None:
+    expected = is_refusal(value if isinstance(value, str) else to_text(value))
+    assert is_refused_response(value) == expected
 
 
 def test_a_huge_read_result_is_capped_like_the_whole_text() -> None:

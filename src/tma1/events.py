@@ -304,6 +304,54 @@ def is_refusal(text: str | None) -> bool:
     return any(r in head for r in _REFUSALS)
 
 
+def is_refused_response(resp: Any) -> bool:
+    """`is_refusal` of a tool response: of its text, or of its JSON text when structured.
+
+    A refusal marker has no character that JSON escapes, and none begins like an escape
+    sequence's tail, so it can be in the JSON text only inside one of the structure's
+    strings. When no string that reaches into the head names one — nearly every response
+    — the answer is no without encoding anything."""
+    if isinstance(resp, str):
+        return is_refusal(resp)
+    if not any(r in head for head in _heads(resp, _REFUSAL_HEAD) for r in _REFUSALS):
+        return False
+    return is_refusal(to_text(clip(resp, _REFUSAL_HEAD)))
+
+
+def _heads(value: Any, n: int) -> list[str]:
+    """The first `n` characters of every string (keys too) whose text can start within
+    the first `n` characters of `value`'s JSON text — the strings `clip(value, n)` keeps.
+    A value JSON has no type for is encoded with `str`: its whole `str` is taken."""
+    out: list[str] = []
+
+    def walk(v: Any, used: int) -> int:
+        # `used` as in `_clip`: a lower bound of the text written before `v`.
+        if isinstance(v, str):
+            out.append(v[:n])
+            return used + len(v) + 2
+        if isinstance(v, dict):
+            for k, item in v.items():
+                if used > n:
+                    break
+                if isinstance(k, str):
+                    out.append(k[:n])
+                    used += len(k) + 2
+                used = walk(item, used)
+            return used
+        if isinstance(v, list | tuple):
+            for item in v:
+                if used > n:
+                    break
+                used = walk(item, used)
+            return used
+        if v is not None and not isinstance(v, int | float):
+            out.append(str(v))
+        return used
+
+    walk(value, 0)
+    return out
+
+
 def response_failure(resp: Any) -> bool:
     """Failure markers inside a PostToolUse `tool_response` (design §2.8)."""
     if isinstance(resp, str):
@@ -428,7 +476,7 @@ def parse_payload(
         # A shell's whole output is searched for masked failures; other tools' results are
         # only kept, capped.
         text = _response_text(resp) if ev.tool_command else None
-        if is_refusal(resp if isinstance(resp, str) else to_text(clip(resp, _REFUSAL_HEAD))):
+        if is_refused_response(resp):
             ev.tool_success = False
         elif response_failure(resp):
             ev.event_type = "PostToolUseFailure"
