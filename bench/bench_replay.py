@@ -83,7 +83,7 @@ def main() -> int:
         # What replay_items does, step by step (the garbage collector kept off the items).
         with driver._long_lived_objects_frozen():
             c2, w2 = time.process_time(), time.perf_counter()
-            replayer = driver.Replayer(start_ts=start, db=Path(tmp) / "b.db", keep_texts=False)
+            replayer = driver.Replayer(start_ts=start)
             replayer.feed(items)
             c3, w3 = time.process_time(), time.perf_counter()
             replayer.write()

@@ -43,9 +43,17 @@ def _schema(path: Path) -> dict[str, object]:
         con.close()
 
 
+def _used_scratch(path: Path) -> None:
+    store = Store.scratch(path)
+    try:
+        assert set(store.counts().values()) == {0}  # the first connection makes the tables
+    finally:
+        store.close()
+
+
 def test_migrations_and_the_declared_schema_agree(tmp_path: Path) -> None:
     Store.open(f"sqlite:///{tmp_path / 'migrated.db'}").close()
-    Store.scratch(tmp_path / "declared.db").close()
+    _used_scratch(tmp_path / "declared.db")
     migrated, declared = _schema(tmp_path / "migrated.db"), _schema(tmp_path / "declared.db")
     assert migrated and set(migrated) == set(declared)
     for table in migrated:
@@ -53,6 +61,23 @@ def test_migrations_and_the_declared_schema_agree(tmp_path: Path) -> None:
 
 
 def test_a_scratch_database_starts_empty(tmp_path: Path) -> None:
-    Store.scratch(tmp_path / "s.db").close()
+    _used_scratch(tmp_path / "s.db")
     with pytest.raises(FileExistsError):
         Store.scratch(tmp_path / "s.db")
+
+
+def test_a_scratch_database_nobody_connects_to_is_never_made(tmp_path: Path) -> None:
+    Store.scratch(tmp_path / "unused.db").close()
+    assert not (tmp_path / "unused.db").exists()
+
+
+def test_a_scratch_database_is_made_once_when_threads_connect_together(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = Store.scratch(tmp_path / "race.db")
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            counts = list(pool.map(lambda _: store.counts(), range(16)))
+        assert all(set(c.values()) == {0} for c in counts)
+    finally:
+        store.close()

@@ -22,6 +22,7 @@ from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.engine.delivery import Delivery
 from tma1.engine.detector import WindowSource
+from tma1.engine.emitlog import EmitLog
 from tma1.events import HookEvent, PayloadError, parse_payload
 from tma1.ingest import Ingest
 from tma1.sensors import Sensors
@@ -263,15 +264,22 @@ def build_service(
     store: Store | None = None,
     source: WindowSource | None = None,
     make_ingest: Callable[[Counters], Ingest] | None = None,
+    make_emitlog: Callable[[Counters], EmitLog] | None = None,
     parse_texts: bool = True,
 ) -> Service:
     """Wire the real components for `settings` (migrations run here). Replay hands in its
-    in-memory windows (`source`), its ingest (`make_ingest`) and `parse_texts`."""
+    in-memory windows (`source`), its ingest (`make_ingest`), its emit log when it keeps
+    no database (`make_emitlog`) and `parse_texts`."""
     clock = clock or SystemClock()
     store = store or Store.open(settings.effective_database_url)
     counters = Counters()
     delivery = Delivery(
-        store=store, clock=clock, settings=settings, counters=counters, source=source
+        store=store,
+        clock=clock,
+        settings=settings,
+        counters=counters,
+        source=source,
+        emitlog=make_emitlog(counters) if make_emitlog is not None else None,
     )
     sensors = Sensors(
         store=store,

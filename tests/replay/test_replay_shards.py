@@ -209,3 +209,33 @@ def test_texts_are_left_out_only_where_nobody_keeps_the_database(
     oks = [e for e in stored if e.event_type == "PostToolUse" and e.tool_success]
     assert pres and all(e.tool_input for e in pres)
     assert oks and all(e.tool_result for e in oks)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_replay_without_a_database_never_connects_to_one(
+    tmp_path: Path, every_shard_counts: None, monkeypatch: pytest.MonkeyPatch, jobs: int
+) -> None:
+    """Held in memory, a replay gives what a replay into a kept database gives, and its
+    scratch store is never opened: any connection to it fails this test."""
+    from sqlalchemy import create_engine
+
+    from tma1.store import Store
+
+    inputs, _ = driver.load([*_sessions(tmp_path), FIX / "eventlog.jsonl", _changes(tmp_path)])
+    items, _ = driver.merge_items(inputs)
+    kept = driver.replay_items(items, jobs=jobs, db=tmp_path / f"kept-{jobs}.db")
+    connects: list[str] = []
+
+    def refuse() -> Any:
+        connects.append("connect")
+        raise AssertionError("the scratch database was connected to")
+
+    def unreachable(path: Any) -> Store:
+        return Store(create_engine("sqlite://", creator=refuse))
+
+    monkeypatch.setattr(Store, "scratch", staticmethod(unreachable))
+    held = driver.replay_items(items, jobs=jobs)
+    assert connects == []
+    assert not any(k.startswith("errors.") for k in held[3]), held[3]
+    assert _comparable(held) == _comparable(kept)
+    assert [e["id"] for e in held[1]] == list(range(1, len(held[1]) + 1))

@@ -88,6 +88,7 @@ class Delivery:
         counters: Counters,
         rules: Mapping[str, Rule] | None = None,
         source: WindowSource | None = None,
+        emitlog: EmitLog | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -104,7 +105,7 @@ class Delivery:
             source=source,
         )
         self.suppression = Suppression()
-        self.emitlog = EmitLog(store=store, counters=counters)
+        self.emitlog = emitlog or EmitLog(store=store, counters=counters)
         self._evict_lock = threading.Lock()
         self._last_evict = 0
         self.restored_rows = 0
@@ -199,7 +200,7 @@ class Delivery:
         """Rebuild suppression from the emit log (last 24 h), then start the writer."""
         now = self.clock.now_ms()
         try:
-            rows = self.store.emits_since(now - REBUILD_HORIZON_MS)
+            rows = self.emitlog.rows_since(now - REBUILD_HORIZON_MS)
             self.restored_rows = self.suppression.restore(rows)
         except Exception:
             self.counters.inc("errors.engine_restore")

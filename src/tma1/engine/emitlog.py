@@ -109,6 +109,10 @@ class EmitLog:
     def pending(self) -> int:
         return self._q.qsize()
 
+    def rows_since(self, ts: int) -> list[dict[str, Any]]:
+        """Rows written with `ts` at or after `ts`, ordered by (ts, id)."""
+        return self.store.emits_since(ts)
+
     # --- consumer side ----------------------------------------------------------------
 
     def _run(self) -> None:

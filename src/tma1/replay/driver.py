@@ -39,7 +39,9 @@ from typing import Any
 from tma1 import gates
 from tma1.clock import ManualClock
 from tma1.config import DEFAULT_CONTEXT_PRESSURE_THRESHOLD, Settings
+from tma1.counters import Counters
 from tma1.engine.delivery import CHANNEL_FOR_HOOK
+from tma1.engine.emitlog import EmitLog
 from tma1.replay import claude_hooklog, claude_transcript, codex_rollout, eventlog, shards
 from tma1.replay.formats import (
     CLAUDE_HOOKLOG,
@@ -50,7 +52,7 @@ from tma1.replay.formats import (
     detect,
     read_records,
 )
-from tma1.replay.memory import BufferedIngest, MemoryWindows
+from tma1.replay.memory import BufferedIngest, MemoryEmitLog, MemoryWindows
 from tma1.replay.model import FILE_CHANGE, HOOK, USAGE, Converted, Note, Problem, ReplayItem
 from tma1.service import build_service
 from tma1.store import Store
@@ -205,14 +207,16 @@ def default_db_dir() -> str | None:
 
 class Replayer:
     """One replay, in three steps a caller can time: `feed` runs items through the engine,
-    `write` puts what was fed into the database, `finish` reads the emit log back and
-    sums it up (tma1.gates) and closes everything.
+    `write` stops it and puts what is left into the database, `finish` sums it up
+    (tma1.gates) and closes everything.
 
-    `keep_texts=False` is for a database nobody keeps: events are parsed without their
-    tool input and the output of successful results (`parse_payload(texts=False)`; no
-    rule and no gate reads them, and encoding them is most of a replay's cost), and only
-    what the summary reads is written — the events and usage of the sessions that were
-    told something (`BufferedIngest.keep_all`)."""
+    With a database to keep (`db`, `database_url`, or a `store` handed in), everything
+    goes there as live: whole events, changes, usage and the emit log. Without one the
+    replay is held in memory (`kept` False): events are parsed without their tool input
+    and the output of successful results (`parse_payload(texts=False)`; no rule and no
+    gate reads them, and encoding them is most of a replay's cost), the emit log is a
+    `MemoryEmitLog`, and the summary judges the follow-rate over the events in memory
+    (`gates.judge_events`) — the scratch database behind the engine is never touched."""
 
     def __init__(
         self,
@@ -222,10 +226,10 @@ class Replayer:
         db: str | Path | None = None,
         database_url: str | None = None,
         migrate: bool = True,
-        keep_texts: bool = True,
         write_lock: AbstractContextManager[Any] | None = None,
         store: Store | None = None,
     ) -> None:
+        self.kept = kept = db is not None or database_url is not None or store is not None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if database_url is None:
             if db is None:
@@ -252,6 +256,12 @@ class Replayer:
         else:
             self.store = store = Store.open(database_url, migrate=migrate)
         windows = MemoryWindows()
+        self.emitlog: MemoryEmitLog | None = None
+
+        def memory_emitlog(counters: Counters) -> EmitLog:
+            self.emitlog = MemoryEmitLog(store=store, counters=counters)
+            return self.emitlog
+
         self.service = build_service(
             settings,
             clock=clock,
@@ -262,15 +272,19 @@ class Replayer:
                 counters=counters,
                 windows=windows,
                 write_lock=write_lock,
-                keep_all=keep_texts,
+                keep_all=kept,
             ),
-            parse_texts=keep_texts,
+            make_emitlog=None if kept else memory_emitlog,
+            parse_texts=kept,
         )
         self.delivery = self.service.delivery
         assert isinstance(self.service.ingest, BufferedIngest)
         self.ingest: BufferedIngest = self.service.ingest
         self.deliveries: list[DeliveryRecord] = []
-        self.service.start()
+        # Only the engine runs: nothing expires in a replay (no purger) and nothing is
+        # watched or tailed (no sensor threads; see the module's doc).
+        self.ingest.start()
+        self.delivery.start()
         self._stopped = False
 
     def feed(self, items: Iterable[ReplayItem]) -> None:
@@ -305,14 +319,18 @@ class Replayer:
                 delivery.invalidate(item.usage.session_id)
 
     def write(self) -> None:
-        """Stop the engine (its emit log is flushed) and, with `keep_texts`, write what is
-        left of what was fed to the database."""
+        """Stop the engine (its emit log is flushed) and, when the database is kept, write
+        what is left of what was fed to it."""
         self._stop()
         self.ingest.flush()
 
+    def emits(self) -> list[dict[str, Any]]:
+        """The emit log's rows, ordered by (ts, id) (after `write`)."""
+        return self.emitlog.rows_since(0) if self.emitlog else self.store.emits_since(0)
+
     def verdicts(self, emits: Iterable[dict[str, Any]]) -> list[tuple[str, bool]]:
         """(kind, followed) of each of `emits` (rows of this replay's emit log), judged
-        over the events held in memory (`keep_texts` False: none was written)."""
+        over the events held in memory (`kept` False: none was written)."""
         sessions = self.ingest.sessions()
         return [(r.kind, ok) for r, ok in gates.judge_events(emits, sessions)]
 
@@ -322,9 +340,9 @@ class Replayer:
         """Deliveries with their findings, emit-log rows, summary and counters."""
         try:
             self.write()
-            emits = self.store.emits_since(0)
+            emits = self.emits()
             attach_findings(self.deliveries, emits)
-            if self.ingest.keep_all:
+            if self.kept:
                 summary = summarize_stored(self.store, emits, items)
             else:
                 summary = summarize(emits, items, self.verdicts(emits))
@@ -386,20 +404,15 @@ def _replay_items(
     database_url: str | None,
     jobs: int,
 ) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
-    # The database is thrown away unless it was asked for: then only the summary reads it.
-    keep_texts = db is not None or database_url is not None
     if jobs > 1 and database_url is None and shards.can_fork():
         plan = shards.plan(items, jobs)
         if len(plan) > 1:
-            return _replay_sharded(
-                items, plan, threshold=threshold, db=db, jobs=jobs, keep_texts=keep_texts
-            )
+            return _replay_sharded(items, plan, threshold=threshold, db=db, jobs=jobs)
     replayer = Replayer(
         start_ts=items[0].ts if items else 0,
         threshold=threshold,
         db=db,
         database_url=database_url,
-        keep_texts=keep_texts,
     )
     try:
         replayer.feed(items)
@@ -416,25 +429,24 @@ def _replay_sharded(
     threshold: int,
     db: str | Path | None,
     jobs: int,
-    keep_texts: bool,
 ) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
-    with tempfile.TemporaryDirectory(prefix="tma1-replay-", dir=default_db_dir()) as tmp:
-        path = Path(db).resolve() if db else Path(tmp) / "replay.db"
-        # Made once, before the children: migrated when kept, else straight from the schema.
-        target = Store.open(f"sqlite:///{path}") if db else Store.scratch(path)
-        try:
-            deliveries, counters, verdicts = shards.run(
-                plan, threshold=threshold, db=path, keep_texts=keep_texts, jobs=jobs
-            )
-            emits = target.emits_since(0)
-            attach_findings(deliveries, emits)
-            if keep_texts:
-                summary = summarize_stored(target, emits, items)
-            else:
-                summary = summarize(emits, items, verdicts)
-        finally:
-            target.close()
-    return deliveries, emits, summary, counters
+    if db is None:
+        # Held in memory: each process sums up its own shards (shards.run).
+        out = shards.run(plan, threshold=threshold, db=None, jobs=jobs)
+        attach_findings(out.deliveries, out.emits)
+        summary = summarize(out.emits, items, out.verdicts)
+        return out.deliveries, out.emits, summary, out.counters
+    path = Path(db).resolve()
+    # Migrated once, before the children.
+    target = Store.open(f"sqlite:///{path}")
+    try:
+        out = shards.run(plan, threshold=threshold, db=path, jobs=jobs)
+        emits = target.emits_since(0)
+        attach_findings(out.deliveries, emits)
+        summary = summarize_stored(target, emits, items)
+    finally:
+        target.close()
+    return out.deliveries, emits, summary, out.counters
 
 
 def attach_findings(deliveries: list[DeliveryRecord], emits: Sequence[dict[str, Any]]) -> None:

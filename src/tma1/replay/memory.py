@@ -22,15 +22,18 @@ bisection.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from tma1.counters import Counters
+from tma1.engine.anomaly import Anomaly
+from tma1.engine.emitlog import EmitLog, emit_row
 from tma1.engine.window import CHANGES_WINDOW_MS, EVENTS_WINDOW_MS, SessionWindow
-from tma1.events import FileChange, HookEvent, Usage
+from tma1.events import FileChange, HookEvent, Usage, json_text
 from tma1.ingest import Ingest, scrub
 from tma1.store import Store
+from tma1.store.schema import anomaly_emits
 
 WRITE_BATCH = 500
 
@@ -166,3 +169,42 @@ class BufferedIngest(Ingest):
         for ev in self.events:
             out.setdefault(ev.session_id, []).append(ev)
         return out
+
+
+class MemoryEmitLog(EmitLog):
+    """The emit log of a replay that keeps no database: each row is kept in memory as it
+    is recorded, in the form `Store.emits_since` reads it back (the table's columns, ids
+    1, 2, … in the order recorded, `related_files` as JSON text). Nothing is queued and no
+    thread runs; the counters move as the database writer moves them."""
+
+    def __init__(self, *, store: Store, counters: Counters) -> None:
+        super().__init__(store=store, counters=counters)
+        self.rows: list[dict[str, Any]] = []
+
+    def record(self, findings: Iterable[Anomaly], *, ts: int) -> None:
+        for f in findings:
+            row = emit_row(f, ts=ts)
+            row["related_files"] = json_text(row["related_files"])
+            row["id"] = len(self.rows) + 1
+            self.rows.append({name: row[name] for name in _EMIT_COLUMNS})
+            self.counters.inc("engine.emits_queued")
+            self.counters.inc("engine.emits_written")
+
+    def start(self) -> None:
+        pass
+
+    def stop(self, timeout: float = 10.0) -> None:
+        pass
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        return True
+
+    def pending(self) -> int:
+        return 0
+
+    def rows_since(self, ts: int) -> list[dict[str, Any]]:
+        # Recorded as the virtual clock goes, which never goes back: (ts, id) order.
+        return [r for r in self.rows if r["ts"] >= ts]
+
+
+_EMIT_COLUMNS = tuple(c.name for c in anomaly_emits.columns)

@@ -6,9 +6,10 @@ sessions that share no file changes can be replayed apart and give the same deli
 `plan` groups sessions with the projects whose file changes they see, and packs the
 groups into shards of about the same work (hook events; a Stop or a prompt, which runs
 the rules, counts five). The first shard runs in this process and each other one in a
-forked child at the same time, through the same `Replayer` as a serial replay, into the
-replay database (SQLite lets one writer in at a time; events go in batches, so the
-others rarely wait). The caller then sums up as a serial replay does.
+forked child at the same time, through the same `Replayer` as a serial replay: in memory,
+each process judging the follow-rate of its own emits, or into the database to keep
+(SQLite lets one writer in at a time; events go in batches, so the others rarely wait).
+The caller then sums up as a serial replay does.
 
 Used for SQLite targets where `fork` exists (Linux, the BSDs); anything else runs serially.
 """
@@ -20,6 +21,7 @@ import os
 import traceback
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -112,101 +114,98 @@ def plan(items: Sequence[ReplayItem], jobs: int) -> Plan:
     return out
 
 
+@dataclass
+class Outcome:
+    """What replaying shards gave: deliveries and emit-log rows with the position of the
+    item that caused them, counters, and follow-rate verdicts (with no database kept)."""
+
+    placed: list[tuple[int, Any]] = field(default_factory=list)
+    emits: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    counters: Counter[str] = field(default_factory=Counter)
+    verdicts: list[tuple[str, bool]] = field(default_factory=list)
+
+    def add(self, other: Outcome) -> None:
+        self.placed.extend(other.placed)
+        self.emits.extend(other.emits)
+        self.counters.update(other.counters)
+        self.verdicts.extend(other.verdicts)
+
+
+@dataclass
+class Result:
+    """`run`'s answer, in the order a serial replay gives it."""
+
+    deliveries: list[Any]
+    emits: list[dict[str, Any]]  # with no database kept; else read it from the database
+    counters: dict[str, int]
+    verdicts: list[tuple[str, bool]]
+
+
 def replay_shard(
-    shard: Shard,
-    db: Path,
-    threshold: int,
-    keep_texts: bool,
-    lock: Any = None,
-    store: Store | None = None,
-) -> tuple[list[tuple[int, Any]], dict[str, int], list[tuple[str, bool]]]:
-    """Replay one shard into `db` (through `store` when given): (deliveries with their
-    item's position, counters, follow-rate verdicts of its emits when `keep_texts` is
-    False — `Replayer.verdicts`)."""
+    shard: Shard, threshold: int, store: Store | None = None, lock: Any = None
+) -> Outcome:
+    """Replay one shard: into `store` when the database is kept, else in memory (then its
+    emits are judged here — its events are nowhere else)."""
     from tma1.replay.driver import Replayer
 
-    replayer = Replayer(
-        start_ts=shard[0][1].ts,
-        threshold=threshold,
-        db=db,
-        migrate=False,
-        keep_texts=keep_texts,
-        write_lock=lock,
-        store=store,
-    )
+    replayer = Replayer(start_ts=shard[0][1].ts, threshold=threshold, write_lock=lock, store=store)
+    out = Outcome()
     try:
-        placed: list[tuple[int, Any]] = []
+        log = replayer.emitlog
         for pos, item in shard:
-            before = len(replayer.deliveries)
+            told, emitted = len(replayer.deliveries), len(log.rows) if log else 0
             replayer.feed((item,))
-            placed.extend((pos, d) for d in replayer.deliveries[before:])
+            out.placed.extend((pos, d) for d in replayer.deliveries[told:])
+            if log is not None:
+                out.emits.extend((pos, row) for row in log.rows[emitted:])
         replayer.write()
-        counters = dict(replayer.service.counters.snapshot(""))
-        verdicts: list[tuple[str, bool]] = []
-        if not keep_texts:
-            # This shard's events are nowhere else: judge its own emits here (the other
-            # shards' rows may or may not be in the shared emit log yet).
-            mine = {item.session_id for _, item in shard}
-            emits = [e for e in replayer.store.emits_since(0) if e["session_id"] in mine]
-            verdicts = replayer.verdicts(emits)
+        out.counters.update(replayer.service.counters.snapshot(""))
+        if log is not None:
+            out.verdicts = replayer.verdicts(log.rows)
     finally:
         replayer.close()
-    return placed, counters, verdicts
+    return out
 
 
-Outcome = tuple[list[tuple[int, Any]], dict[str, int], list[tuple[str, bool]]]
-
-
-def _work(
-    shards: Plan, next_shard: Any, db: Path, threshold: int, keep_texts: bool, lock: Any
-) -> Outcome:
+def _work(shards: Plan, next_shard: Any, db: Path | None, threshold: int, lock: Any) -> Outcome:
     """Replay shards, each time the next one nobody has taken, until none is left."""
-    placed: list[tuple[int, Any]] = []
-    total: Counter[str] = Counter()
-    verdicts: list[tuple[str, bool]] = []
-    store = Store.open(f"sqlite:///{db}", migrate=False)
+    out = Outcome()
+    store = Store.open(f"sqlite:///{db}", migrate=False) if db is not None else None
     try:
         while True:
             with next_shard.get_lock():
                 i = next_shard.value
                 next_shard.value += 1
             if i >= len(shards):
-                return placed, dict(total), verdicts
-            mine, counters, judged = replay_shard(shards[i], db, threshold, keep_texts, lock, store)
-            placed.extend(mine)
-            total.update(counters)
-            verdicts.extend(judged)
+                return out
+            out.add(replay_shard(shards[i], threshold, store, lock))
     finally:
-        store.close()
+        if store is not None:
+            store.close()
 
 
 def _child(
     shards: Plan,
     next_shard: Any,
-    db: Path,
+    db: Path | None,
     threshold: int,
-    keep_texts: bool,
     lock: Any,
     conn: Connection,
 ) -> None:
     try:
-        conn.send(("ok", *_work(shards, next_shard, db, threshold, keep_texts, lock)))
+        conn.send(("ok", _work(shards, next_shard, db, threshold, lock)))
     except BaseException:
-        conn.send(("error", traceback.format_exc(), {}, []))
+        conn.send(("error", traceback.format_exc()))
     finally:
         conn.close()
 
 
-def run(
-    shards: Plan, *, threshold: int, db: Path, keep_texts: bool = True, jobs: int = 2
-) -> tuple[list[Any], dict[str, int], list[tuple[str, bool]]]:
-    """Replay the shards into the SQLite database `db` (made, and migrated when kept) on
-    `jobs` processes: this one and forked children, each taking the next shard (heaviest
-    first) when done.
+def run(shards: Plan, *, threshold: int, db: Path | None, jobs: int = 2) -> Result:
+    """Replay the shards on `jobs` processes: this one and forked children, each taking
+    the next shard (heaviest first) when done — into the migrated SQLite database `db`,
+    or with none (`db` None) in memory, each process judging its own emits.
 
-    Returns the deliveries in the order a serial replay gives them, the summed counters,
-    and with `keep_texts` False every shard's follow-rate verdicts. Raises RuntimeError
-    when a shard fails (a child's traceback in the message)."""
+    Raises RuntimeError when a shard fails (a child's traceback in the message)."""
     ctx = multiprocessing.get_context("fork")
     lock = ctx.Lock()
     next_shard = ctx.Value("i", 0)
@@ -217,36 +216,37 @@ def run(
         recv, send = ctx.Pipe(duplex=False)
         proc = ctx.Process(
             target=_child,
-            args=(shards, next_shard, db, threshold, keep_texts, lock, send),
+            args=(shards, next_shard, db, threshold, lock, send),
             name=f"tma1-replay-{i}",
         )
         proc.start()
         send.close()
         children.append((proc, recv))
-    placed: list[tuple[int, Any]] = []
-    total: Counter[str] = Counter()
-    verdicts: list[tuple[str, bool]] = []
+    total = Outcome()
     failure = ""
     try:
-        mine, counters, judged = _work(shards, next_shard, db, threshold, keep_texts, lock)
-        placed.extend(mine)
-        total.update(counters)
-        verdicts.extend(judged)
+        total.add(_work(shards, next_shard, db, threshold, lock))
     except Exception:
         failure = traceback.format_exc()
     for proc, recv in children:
         try:
-            status, payload, counters, judged = recv.recv()
+            status, payload = recv.recv()
         except EOFError:
-            status, payload, counters = "error", f"{proc.name} exited without a result", {}
+            status, payload = "error", f"{proc.name} exited without a result"
         proc.join()
         if status != "ok":
             failure = failure or str(payload)
             continue
-        placed.extend(payload)
-        total.update(counters)
-        verdicts.extend(judged)
+        total.add(payload)
     if failure:
         raise RuntimeError(f"a replay shard failed:\n{failure}")
-    placed.sort(key=lambda pd: pd[0])
-    return [d for _, d in placed], {k: v for k, v in total.items() if v}, verdicts
+    total.placed.sort(key=lambda pd: pd[0])
+    # Numbered as one process numbers them: in the order of the items that caused them.
+    total.emits.sort(key=lambda pe: (pe[0], pe[1]["id"]))
+    emits = [{**row, "id": n} for n, (_, row) in enumerate(total.emits, start=1)]
+    return Result(
+        deliveries=[d for _, d in total.placed],
+        emits=emits,
+        counters={k: v for k, v in total.counters.items() if v},
+        verdicts=total.verdicts,
+    )

@@ -7,6 +7,7 @@ import fcntl
 import functools
 import json
 import logging
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 from tma1.events import FileChange, HookEvent, Usage, json_text
 from tma1.store.schema import (
@@ -427,6 +429,15 @@ def _insert_events_sqlite(conn: Connection, evs: Sequence[HookEvent], *, with_id
         cursor.close()
 
 
+def _scratch_ddl(dialect: Any) -> list[str]:
+    """CREATE TABLE and CREATE INDEX statements of the whole schema, in dependency order."""
+    out: list[str] = []
+    for table in metadata.sorted_tables:
+        out.append(str(CreateTable(table).compile(dialect=dialect)))
+        out.extend(str(CreateIndex(ix).compile(dialect=dialect)) for ix in table.indexes)
+    return out
+
+
 class Store:
     """All reads and writes. Thread-safe: each call takes its own pooled connection."""
 
@@ -442,14 +453,31 @@ class Store:
 
     @classmethod
     def scratch(cls, path: str | Path) -> Store:
-        """A new SQLite database that nobody keeps (a replay without --db): the tables of
-        `tma1.store.schema` are created directly. The migrations give the same schema
-        (tests/test_store_schema.py) at three times the cost, and nothing will ever be
-        migrated here."""
+        """A new SQLite database that nobody keeps (a replay without --db). Its tables come
+        straight from `tma1.store.schema` (the migrations give the same schema,
+        tests/test_store_schema.py, at three times the cost, and nothing will ever be
+        migrated here), and only when something first connects: a replay that holds
+        everything in memory never creates the file at all."""
         if Path(path).exists():
             raise FileExistsError(f"{path} exists; a scratch database starts empty")
         engine = make_engine(f"sqlite:///{path}")
-        metadata.create_all(engine)
+        made = threading.Lock()
+        state = {"made": False}
+
+        @event.listens_for(engine, "connect")
+        def _make_tables(dbapi_conn: Any, _record: Any) -> None:
+            with made:
+                if state["made"]:
+                    return
+                cur = dbapi_conn.cursor()
+                try:
+                    for statement in _scratch_ddl(engine.dialect):
+                        cur.execute(statement)
+                    dbapi_conn.commit()
+                finally:
+                    cur.close()
+                state["made"] = True
+
         return cls(engine)
 
     @property
