@@ -313,7 +313,9 @@ def is_refused_response(resp: Any) -> bool:
     — the answer is no without encoding anything."""
     if isinstance(resp, str):
         return is_refusal(resp)
-    if not any(r in head for head in _heads(resp, _REFUSAL_HEAD) for r in _REFUSALS):
+    # Joined by a newline, which no marker holds: one scan per marker.
+    heads = "\n".join(_heads(resp, _REFUSAL_HEAD))
+    if not any(r in heads for r in _REFUSALS):
         return False
     return is_refusal(to_text(clip(resp, _REFUSAL_HEAD)))
 
