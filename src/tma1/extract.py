@@ -62,7 +62,11 @@ class LineTest:
     patterns anchored at the start are one regex tried once (`match`), and each other one
     runs only on lines that contain one of its `needs` — lowercase text that every match
     contains (tested: tests/engine/test_extract.py). Most lines of a long failure output
-    contain none of the words, and `in` is many times faster than the regex."""
+    contain none of the words, and `in` is many times faster than the regex.
+
+    Anchored patterns that begin with one of `heads` (a whole regex, such as a file path)
+    share it: `^head(?:rest1|rest2)` scans the head once where `^head rest1|^head rest2`
+    scans it once per pattern, backtracking included."""
 
     __slots__ = ("_anchored", "_loose")
 
@@ -70,10 +74,11 @@ class LineTest:
         self,
         patterns: tuple[re.Pattern[str], ...],
         needs: dict[re.Pattern[str], tuple[str, ...]] | None = None,
+        heads: tuple[str, ...] = (),
     ) -> None:
         needs = needs or {}
         anchored = tuple(p for p in patterns if _starts_anchored(p))
-        self._anchored = any_of(anchored).match if anchored else None
+        self._anchored = _anchored_any(anchored, heads).match if anchored else None
         self._loose = tuple(
             (needs.get(p, ("",)), p.search) for p in patterns if not _starts_anchored(p)
         )
@@ -87,6 +92,29 @@ class LineTest:
                 if any(w in low for w in words) and search(line):
                     return True
         return False
+
+
+def _anchored_any(patterns: tuple[re.Pattern[str], ...], heads: tuple[str, ...]) -> re.Pattern[str]:
+    """`any_of(patterns)` for patterns tied to the line start, with shared `heads` factored."""
+    shared: dict[str, list[str]] = {}
+    alone: list[re.Pattern[str]] = []
+    for p in patterns:
+        for head in heads:
+            rest = p.pattern[1 + len(head) :]
+            # The rest must stand alone: no quantifier of the head's last atom.
+            if (
+                p.pattern.startswith("^" + head)
+                and not p.flags & re.IGNORECASE
+                and not rest.startswith(("*", "+", "?", "{"))
+            ):
+                shared.setdefault(head, []).append(rest)
+                break
+        else:
+            alone.append(p)
+    parts = [f"^{head}(?:{'|'.join(f'(?:{r})' for r in rests)})" for head, rests in shared.items()]
+    if alone:
+        parts.append(any_of(tuple(alone)).pattern)
+    return re.compile("|".join(f"(?:{part})" for part in parts))
 
 
 # --- test identifiers (design §2.11) -------------------------------------------------
@@ -656,7 +684,8 @@ _NEEDS: dict[re.Pattern[str], tuple[str, ...]] = {
     _TIER_GENERIC[5]: ("fail",),
 }
 _TIER_TESTS = {
-    t: LineTest(t, _NEEDS) for t in (_TIER_LOCATED, _TIER_DETAIL, _TIER_TEST, _TIER_GENERIC)
+    t: LineTest(t, _NEEDS, heads=(_PATH,))
+    for t in (_TIER_LOCATED, _TIER_DETAIL, _TIER_TEST, _TIER_GENERIC)
 }
 _NOISE = re.compile(
     r"^(?:Exit code:? -?\d+|Command exited with non-zero status code -?\d+|"
@@ -692,10 +721,13 @@ def _eslint_stylish_errors(lines: list[str]) -> list[str]:
     out: list[str] = []
     current: str | None = None
     for ln in lines:
-        if m := _STYLISH_FILE.match(ln):
+        # An error row is indented; a file line is a path alone (no blank before its end):
+        # most lines are neither, and those are told by a character, not a path scan.
+        if ln[:1].isspace():
+            if current and (m := _STYLISH_ERROR.match(ln)):
+                out.append(f"{current}:{m.group(1)}:{m.group(2)}: {m.group(3).strip()}")
+        elif " " not in ln.rstrip() and (m := _STYLISH_FILE.match(ln)):
             current = m.group(1)
-        elif current and (m := _STYLISH_ERROR.match(ln)):
-            out.append(f"{current}:{m.group(1)}:{m.group(2)}: {m.group(3).strip()}")
     return out
 
 

@@ -1135,6 +1135,59 @@ def test_only_patterns_tied_to_the_line_start_are_tried_there_alone(
         assert LineTest((p,))(line) == bool(p.search(line))
 
 
+@pytest.mark.parametrize(
+    "patterns",
+    [
+        (r"^ab", r"^ac", r"^b"),  # "a" shared by the first two
+        (r"^a+b", r"^ac"),  # a quantifier after the head: not shared
+        (r"^a?c", r"^a{2}", r"^a"),
+        (r"^a(?:b|c)d", r"^a|x"),  # the second is not tied to the start at all
+    ],
+)
+def test_a_shared_head_is_scanned_once_and_matches_what_each_pattern_does(
+    patterns: tuple[str, ...],
+) -> None:
+    from tma1.extract import LineTest
+
+    compiled = tuple(re.compile(p) for p in patterns)
+    test = LineTest(compiled, heads=("a",))
+    for line in ("ab", "ac", "b", "aab", "aac", "c", "ad", "abd", "acd", "x", "zx", "a", "aa"):
+        assert test(line) == any(p.search(line) for p in compiled), (patterns, line)
+
+
+def _stylish_reference(lines: list[str]) -> list[str]:
+    """`_eslint_stylish_errors` as first written: both patterns tried on every line."""
+    from tma1.extract import _STYLISH_ERROR, _STYLISH_FILE
+
+    out: list[str] = []
+    current: str | None = None
+    for ln in lines:
+        if m := _STYLISH_FILE.match(ln):
+            current = m.group(1)
+        elif current and (m := _STYLISH_ERROR.match(ln)):
+            out.append(f"{current}:{m.group(1)}:{m.group(2)}: {m.group(3).strip()}")
+    return out
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.sampled_from(
+                ["src/a.ts", "/r/b.js", "C:\\x\\c.vue", "  ", "\t", " ", "3:4", "12:1",
+                 "error", "warning", "  no-undef", "'x' is not defined", "x", ".", "\u00a0"]
+            ),
+            max_size=5,
+        ).map("".join),
+        max_size=8,
+    )
+)  # fmt: skip
+def test_stylish_rows_are_found_as_when_every_line_was_tried_both_ways(lines: list[str]) -> None:
+    from tma1.extract import _eslint_stylish_errors
+
+    assert _eslint_stylish_errors(lines) == _stylish_reference(lines)
+
+
 def _lines_of(path: Path) -> Iterator[str]:
     """Every line of every JSON string in a session file (JSON or JSON Lines)."""
     text = path.read_text(encoding="utf-8", errors="replace")
