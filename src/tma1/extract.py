@@ -739,6 +739,10 @@ def _rustc_location(lines: list[str], i: int) -> str:
     return ""
 
 
+# Asked again about the same failure at every detection while it stays recent (and live,
+# about the same text read back each time): outputs are capped at 16 KB, so the cache
+# holds at most about 4 MB.
+@lru_cache(maxsize=256)
 def error_line(output: str, path: str | None = None) -> str | None:
     """The line a developer would quote first, or the first non-blank line.
 

@@ -152,6 +152,8 @@ def _own_output(output: str) -> str:
     return "\n".join(ln for ln in output.splitlines() if not ln.startswith("> "))
 
 
+# Every detection asks again about each recent failure and edited file.
+@lru_cache(maxsize=2048)
 def _names_file(command: str, output: str, path: str) -> bool:
     """The output names the file, or a build/test step of the command does and the
     output shows a build/test failure.
