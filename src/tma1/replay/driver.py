@@ -41,6 +41,7 @@ from tma1.clock import ManualClock
 from tma1.config import DEFAULT_CONTEXT_PRESSURE_THRESHOLD, Settings
 from tma1.counters import Counters
 from tma1.engine.delivery import CHANNEL_FOR_HOOK
+from tma1.engine.detector import load_default_rules
 from tma1.engine.emitlog import EmitLog
 from tma1.replay import claude_hooklog, claude_transcript, codex_rollout, eventlog, shards
 from tma1.replay.formats import (
@@ -390,6 +391,9 @@ def replay_items(
     them it lives in a temporary directory (on tmpfs when there is one). `jobs` > 1 runs
     sessions that share no project in parallel processes (`tma1.replay.shards`), with the
     same result, when the database is SQLite and the replay is long enough to gain."""
+    # The rules are imported on the engine's first detection; here once, before any
+    # process forks, rather than once in each.
+    load_default_rules()
     with _long_lived_objects_frozen():
         return _replay_items(
             items, threshold=threshold, db=db, database_url=database_url, jobs=jobs
