@@ -9,10 +9,13 @@ watcher and the transcript tailer store them. Every non-empty answer is a delive
 
 What differs from live, on purpose:
 - the engine reads its session windows from memory (`tma1.replay.memory`), not back from
-  the database: the same events, in the same lean form, at the same `now`; the database
-  is written in batches as the replay goes, for the summary (tma1.gates) and `--db`;
-- without `--db` nobody keeps the database, so events are parsed and stored without
-  their tool input and the output of successful results (no rule or gate reads them);
+  the database: the same events, in the same lean form, at the same `now`; with `--db`
+  the database is written in batches as the replay goes;
+- without `--db` nobody keeps a database, so none is written: events are parsed without
+  their tool input and the output of successful results (no rule or gate reads them),
+  the emit log is held in memory, and the summary runs the gates' own functions over
+  what is held (`gates.judge_events`, `gates.budget_of_emits`) — the same figures, as
+  the tests check against a replay into a kept database;
 - sessions that share no file changes can replay on several processes (`--jobs`,
   `tma1.replay.shards`), with the same result;
 - `transcript_path` is taken out of hook payloads: the usage of the time is in the

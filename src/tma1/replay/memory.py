@@ -1,11 +1,13 @@
-"""Replay's store for the engine: every session kept in memory, written to SQL in batches.
+"""Replay's store for the engine: every session kept in memory.
 
 Live, each hook event is committed before the engine may see it and the Detector reads
 its window back from the database. A replay knows every event in advance and nothing
 else writes to its database, so it keeps the windows in memory instead
-(`MemoryWindows`, a `WindowSource`) and writes events to the database in batches of
-`WRITE_BATCH`, one transaction each, as it goes (`BufferedIngest.flush`). The engine sees
-exactly what the store would have handed it at each `now`:
+(`MemoryWindows`, a `WindowSource`). With a database to keep (`--db`), events go to it in
+batches of `WRITE_BATCH`, one transaction each, as the replay goes
+(`BufferedIngest.flush`); without one nothing is written: the events stay here for the
+summary (`BufferedIngest.sessions`) and so does the emit log (`MemoryEmitLog`). The
+engine sees exactly what the store would have handed it at each `now`:
 
 - events of the last 60 minutes, ts ascending, with the ids SQLite gives them in a
   fresh database (one per event, in order), and in the store's lean form (no
