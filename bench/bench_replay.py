@@ -13,7 +13,7 @@ PATH defaults to ../shared/data/sessions. Prints:
   the reference loop timed beside them (the machine's speed drifts: compare within a run);
 - replay with `--db` (every text kept, the database written as live), same way;
 - one process, step by step (wall / CPU): the engine pass, stopping it, the summary;
-- where the time goes inside the replay loop, by hook event kind (a second pass, warm);
+- where the time goes inside the replay loop, by hook event kind (a fresh process too);
 - peak memory: the largest max RSS of the runs; with `--tracemalloc` also the peak of
   Python allocations (tracemalloc slows Python down several times: its run's speed
   figures are not comparable, so it is a separate invocation).
@@ -126,7 +126,8 @@ def per_kind(items: list[ReplayItem]) -> Timing:
 
     replayer.service.handle_payload = timed  # type: ignore[method-assign]
     try:
-        replayer.feed(items)
+        with driver._long_lived_objects_frozen():  # as replay_items runs it
+            replayer.feed(items)
     finally:
         replayer.close()
     return timing
