@@ -33,6 +33,32 @@ def _reference(ev: HookEvent) -> HookEvent:
 
 
 @settings(max_examples=1500, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from([f.name for f in fields(HookEvent) if f.name not in ("ts", "id")]),
+        st.one_of(
+            st.none(),
+            _TEXT,
+            _LONG,
+            st.lists(_TEXT, max_size=3),
+            _META,
+            st.integers(),
+            st.booleans(),
+        ),
+    )
+)
+def test_scrub_cleans_any_field_holding_any_value_like_cleaning_every_value(
+    values: dict[str, Any],
+) -> None:
+    """Hostile input puts anything anywhere: a list where a string belongs too."""
+    ev = HookEvent(ts=1, session_id="s", event_type="Stop", hook_event_name="Stop")
+    for name, value in values.items():
+        setattr(ev, name, value)
+    expected = _reference(replace(ev))
+    assert scrub(ev) == expected
+
+
+@settings(max_examples=1500, deadline=None)
 @given(_TEXT, _LONG, _LONG, st.lists(_TEXT, max_size=3), _META, st.one_of(st.none(), _LONG))
 def test_scrub_cleans_like_cleaning_every_value(
     sid: str, tuid: str, result: str, files: list[str], meta: dict[str, Any], prefix: str | None
