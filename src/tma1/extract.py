@@ -54,6 +54,14 @@ def _starts_anchored(p: re.Pattern[str]) -> bool:
     return True
 
 
+def _lowered(text: str) -> str:
+    low = text.lower()
+    if not low.isascii():
+        # IGNORECASE also takes `ı` and `İ` (which lower() makes `i̇`) for `i`.
+        low = low.replace("ı", "i").replace("\u0307", "")
+    return low
+
+
 class LineTest:
     """Whether any of `patterns` is found in a line (`search`), cheaply.
 
@@ -61,7 +69,8 @@ class LineTest:
     it has no fast literal scan for one that starts with `\\b` or ignores case. So the
     patterns anchored at the start are one regex tried once (`match`), and each other one
     runs only on lines that contain one of its `needs` — lowercase text that every match
-    contains (tested: tests/engine/test_extract.py). Most lines of a long failure output
+    contains, looked up in the line as `_lowered` makes it (tested:
+    tests/engine/test_extract.py). Most lines of a long failure output
     contain none of the words, and `in` is many times faster than the regex.
 
     Anchored patterns that begin with one of `heads` (a whole regex, such as a file path)
@@ -87,7 +96,7 @@ class LineTest:
         if self._anchored is not None and self._anchored(line):
             return True
         if self._loose:
-            low = line.lower()
+            low = _lowered(line)
             for words, search in self._loose:
                 if any(w in low for w in words) and search(line):
                     return True
@@ -509,14 +518,6 @@ _GUARDED_MARKERS: tuple[tuple[tuple[str, ...], bool, re.Pattern[str]], ...] = (
     (("panic: ",), False, re.compile(r"^panic: ", re.MULTILINE)),
 )
 _FAILURE_MARKERS: tuple[re.Pattern[str], ...] = tuple(p for _, _, p in _GUARDED_MARKERS)
-
-
-def _lowered(text: str) -> str:
-    low = text.lower()
-    if not low.isascii():
-        # IGNORECASE also takes `ı` and `İ` (which lower() makes `i̇`) for `i`.
-        low = low.replace("ı", "i").replace("\u0307", "")
-    return low
 
 
 @lru_cache(maxsize=1024)

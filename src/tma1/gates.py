@@ -35,7 +35,7 @@ from sqlalchemy import and_, case, delete, func, insert, or_, select, true, upda
 from sqlalchemy.exc import IntegrityError
 
 from tma1.engine.anomaly import Kind
-from tma1.events import READ_TOOLS, SHELL_TOOLS, WRITE_TOOLS, HookEvent
+from tma1.events import READ_TOOLS, SHELL_TOOLS, WRITE_TOOLS, HookEvent, json_text
 from tma1.extract import file_of_test_id
 from tma1.store import Store
 from tma1.store.schema import anomaly_emits, anomaly_labels, hook_events, messages
@@ -991,7 +991,7 @@ def judge_events(
                     e.ts,
                     e.id or 0,
                     e.event_type,
-                    metadata=json.dumps(e.metadata) if e.metadata else None,
+                    metadata=json_text(e.metadata) if e.metadata else None,
                 )
                 for e in later
                 if e.ts < wend and e.event_type in _MARKER_EVENTS

@@ -1103,6 +1103,9 @@ _CASE_LINEISH = st.lists(
 
 @settings(max_examples=3000, deadline=None)
 @given(st.one_of(_LINEISH, _CASE_LINEISH, st.text(max_size=40)))
+@example("FAİLED")  # IGNORECASE takes the dotted capital I and the dotless i for an i
+@example("build faıled")
+@example("permission DENİED")
 def test_one_test_per_error_tier_finds_what_any_of_its_patterns_does(line: str) -> None:
     from tma1.extract import _TIER_TESTS
 

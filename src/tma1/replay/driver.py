@@ -229,7 +229,6 @@ class Replayer:
         threshold: int = DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
         db: str | Path | None = None,
         database_url: str | None = None,
-        migrate: bool = True,
         write_lock: AbstractContextManager[Any] | None = None,
         store: Store | None = None,
     ) -> None:
@@ -258,7 +257,7 @@ class Replayer:
         elif self._tmp is not None:
             self.store = store = Store.scratch(Path(self._tmp.name) / "replay.db")
         else:
-            self.store = store = Store.open(database_url, migrate=migrate)
+            self.store = store = Store.open(database_url)
         windows = MemoryWindows()
         self.emitlog: MemoryEmitLog | None = None
 
@@ -391,7 +390,7 @@ def replay_items(
 ) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
     """Feed `items` (time-ordered) through a fresh engine: deliveries, emit-log rows,
     summary and counters. `db`/`database_url` keep the database for inspection; without
-    them it lives in a temporary directory (on tmpfs when there is one). `jobs` > 1 runs
+    them the replay is held in memory and writes no database (`Replayer`). `jobs` > 1 runs
     sessions that share no project in parallel processes (`tma1.replay.shards`), with the
     same result, when the database is SQLite and the replay is long enough to gain."""
     # The rules are imported on the engine's first detection; here once, before any

@@ -461,13 +461,14 @@ class Store:
         if Path(path).exists():
             raise FileExistsError(f"{path} exists; a scratch database starts empty")
         engine = make_engine(f"sqlite:///{path}")
-        made = threading.Lock()
-        state = {"made": False}
+        lock = threading.Lock()
+        made = False
 
         @event.listens_for(engine, "connect")
         def _make_tables(dbapi_conn: Any, _record: Any) -> None:
-            with made:
-                if state["made"]:
+            nonlocal made
+            with lock:
+                if made:
                     return
                 cur = dbapi_conn.cursor()
                 try:
@@ -476,7 +477,7 @@ class Store:
                     dbapi_conn.commit()
                 finally:
                     cur.close()
-                state["made"] = True
+                made = True
 
         return cls(engine)
 
