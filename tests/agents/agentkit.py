@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import sqlite3
@@ -266,11 +265,31 @@ class Rig:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
         con.row_factory = sqlite3.Row
         try:
-            return [dict(r) for r in con.execute("SELECT * FROM tma1_file_events ORDER BY id")]
+            return [dict(r) for r in con.execute("SELECT * FROM tma1_external_changes ORDER BY id")]
         except sqlite3.OperationalError:
             return []
         finally:
             con.close()
+
+    def change_outside(self, rel: str, text: str, timeout: float = 30) -> dict[str, Any]:
+        """Write `rel` in the project as a person would (not the agent) and wait until
+        tma1's file watcher stored the change. The watch starts with the project's first
+        hook event and primes its baseline from git, so a write made before it was ready
+        is written again (new content each time) until one is seen."""
+        path = self.project / rel
+        deadline = time.monotonic() + timeout
+        attempt = 0
+        while True:
+            attempt += 1
+            path.write_text(f"{text} ({attempt})\n")
+            seen_by = time.monotonic() + 3
+            while time.monotonic() < seen_by:
+                rows = [r for r in self.file_events() if r["path"] == str(path)]
+                if rows:
+                    return rows[-1]
+                time.sleep(0.05)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"tma1 never stored the change of {rel}: {self.serve_log()}")
 
     # -- the agents --------------------------------------------------------------------
     def claude_env(self, model_url: str, **extra: str) -> dict[str, str]:
@@ -349,14 +368,22 @@ exporter = "none"
 """
 
 
-@contextlib.contextmanager
+
+
+# Fixtures (imported by the test modules: a second conftest.py would clash with
+# tests/conftest.py under pytest's default import mode).
+@pytest.fixture
 def rig(tmp_path: Path) -> Iterator[Rig]:
     r = Rig(tmp_path)
     try:
         yield r
     finally:
-        r.close()
+        r.close()  # every process group this test started, by its id
 
 
-def which(name: str) -> str | None:
-    return shutil.which(name)
+@pytest.fixture
+def model() -> Iterator[Any]:
+    from fakemodel import FakeModel
+
+    with FakeModel() as fm:
+        yield fm

@@ -61,6 +61,14 @@ class Request:
         """The whole body as JSON text, for `in` checks."""
         return json.dumps(self.body, ensure_ascii=False)
 
+    @property
+    def conversation(self) -> str:
+        """What the agent sent as the conversation (Anthropic `system` + `messages`,
+        Responses `instructions` + `input`) as JSON text: the tool list left out, since
+        it names tma1's MCP tools in every request."""
+        keys = ("system", "messages", "instructions", "input")
+        return json.dumps([self.body.get(k) for k in keys], ensure_ascii=False)
+
 
 def tool_names(body: Body) -> list[str]:
     """The names of the tools a request offers (Anthropic and Responses shapes; Codex's
@@ -100,7 +108,7 @@ class FakeModel:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
             def do_GET(self) -> None:
