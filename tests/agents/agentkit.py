@@ -166,8 +166,15 @@ class Rig:
         self.procs.append(proc)
         return proc
 
-    def run(self, argv: list[str], *, env: dict[str, str], timeout: float = 180,
-            cwd: Path | None = None, stdin: str | None = None) -> Run:
+    def run(
+        self,
+        argv: list[str],
+        *,
+        env: dict[str, str],
+        timeout: float = 180,
+        cwd: Path | None = None,
+        stdin: str | None = None,
+    ) -> Run:
         proc = self.popen(
             argv,
             cwd=cwd or self.project,
@@ -182,7 +189,7 @@ class Rig:
         except subprocess.TimeoutExpired:
             kill_group(proc)
             out, err = proc.communicate()
-            raise AssertionError(f"{argv[0]} did not finish in {timeout}s:\n{out}\n{err}")
+            raise AssertionError(f"{argv[0]} did not finish in {timeout}s:\n{out}\n{err}") from None
         finally:
             kill_group(proc)  # whatever it left behind in its group
         return Run(proc.returncode, out, err)
@@ -193,10 +200,12 @@ class Rig:
 
     # -- tma1 ------------------------------------------------------------------------------
     def tma1(self, *args: str, check: bool = True) -> Run:
-        r = self.run([sys.executable, "-m", "tma1.cli", *args], env=self.env(), timeout=60,
-                     cwd=self.root)
+        r = self.run(
+            [sys.executable, "-m", "tma1.cli", *args], env=self.env(), timeout=60, cwd=self.root
+        )
         if check and r.returncode != 0:
-            raise AssertionError(f"tma1 {' '.join(args)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
+            what = f"tma1 {' '.join(args)} exited {r.returncode}"
+            raise AssertionError(f"{what}:\n{r.stdout}\n{r.stderr}")
         return r
 
     def install(self, adapter: str) -> Run:
@@ -210,7 +219,10 @@ class Rig:
         log = (self.root / "serve.log").open("ab")
         self.serve_proc = self.popen(
             [sys.executable, "-m", "tma1.cli", "serve", "--port", str(self.port)],
-            cwd=self.root, env=self.env(), stdout=log, stderr=log,
+            cwd=self.root,
+            env=self.env(),
+            stdout=log,
+            stderr=log,
         )
         proc = self.serve_proc
 
@@ -313,14 +325,24 @@ class Rig:
             **extra,
         )
 
-    def claude(self, model_url: str, prompt: str, *args: str, timeout: float = 240,
-               **extra_env: str) -> Run:
+    def claude(
+        self, model_url: str, prompt: str, *args: str, timeout: float = 240, **extra_env: str
+    ) -> Run:
         exe = agent_binary("claude-code")
         return self.run(
-            [str(exe), "-p", prompt, "--output-format", "stream-json", "--verbose",
-             "--dangerously-skip-permissions", "--model", "claude-sonnet-4-5",
-             "--strict-mcp-config" if "--no-mcp" in args else "--verbose",
-             *[a for a in args if a != "--no-mcp"]],
+            [
+                str(exe),
+                "-p",
+                prompt,
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--dangerously-skip-permissions",
+                "--model",
+                "claude-sonnet-4-5",
+                "--strict-mcp-config" if "--no-mcp" in args else "--verbose",
+                *[a for a in args if a != "--no-mcp"],
+            ],
             env=self.claude_env(model_url, **extra_env),
             timeout=timeout,
         )
@@ -335,8 +357,14 @@ class Rig:
     def codex(self, prompt: str, *args: str, timeout: float = 240, **extra_env: str) -> Run:
         exe = agent_binary("codex")
         return self.run(
-            [str(exe), "exec", "--skip-git-repo-check",
-             "--dangerously-bypass-approvals-and-sandbox", *args, prompt],
+            [
+                str(exe),
+                "exec",
+                "--skip-git-repo-check",
+                "--dangerously-bypass-approvals-and-sandbox",
+                *args,
+                prompt,
+            ],
             env=self.env(CODEX_FAKE_KEY="fake-key", **extra_env),
             timeout=timeout,
         )
@@ -366,8 +394,6 @@ enabled = false
 [otel]
 exporter = "none"
 """
-
-
 
 
 # Fixtures (imported by the test modules: a second conftest.py would clash with

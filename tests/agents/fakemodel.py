@@ -292,7 +292,10 @@ class FakeModel:
                     "content_block_start",
                     {"type": "content_block_start", "index": 0, "content_block": start_block},
                 ),
-                ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": 0, "delta": delta},
+                ),
                 ("content_block_stop", {"type": "content_block_stop", "index": 0}),
                 (
                     "message_delta",

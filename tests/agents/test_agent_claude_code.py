@@ -110,8 +110,14 @@ def test_edit_after_an_outside_change_is_a_stale_file_view(rig: Rig, model: Fake
         # Runs when the Read's result comes back: the file changes outside the agent
         # between the Read and the Edit, through tma1's real file watcher.
         rig.change_outside("notes.txt", "changed outside")
-        return Tool("Edit", {"file_path": str(notes), "old_string": "changed outside",
-                             "new_string": "edited by the agent"})
+        return Tool(
+            "Edit",
+            {
+                "file_path": str(notes),
+                "old_string": "changed outside",
+                "new_string": "edited by the agent",
+            },
+        )
 
     model.script = [Tool("Read", {"file_path": str(notes)}), change_then_edit, Text("done")]
     first = rig.claude(model.url, "edit notes.txt")
@@ -154,8 +160,9 @@ def test_tma1_down_the_run_completes_and_nothing_of_tma1_reaches_the_model(
 def test_the_mcp_tools_are_offered_to_the_model(rig: Rig, model: FakeModel) -> None:
     _ready(rig)
     # Claude Code's own listing starts `tma1 mcp` from the registration install wrote.
-    listed = rig.run([str(agent_binary(AGENT)), "mcp", "list"],
-                     env=rig.claude_env(model.url), timeout=120)
+    listed = rig.run(
+        [str(agent_binary(AGENT)), "mcp", "list"], env=rig.claude_env(model.url), timeout=120
+    )
     line = next((ln for ln in listed.stdout.splitlines() if ln.startswith("tma1")), "")
     assert "Connected" in line, listed.stdout + listed.stderr
     # In a session: Claude Code 2.1 defers MCP tools behind ToolSearch (and -p connects
@@ -166,7 +173,8 @@ def test_the_mcp_tools_are_offered_to_the_model(rig: Rig, model: FakeModel) -> N
     assert run.returncode == 0, run.stderr[-2000:]
     first, last = model.main_requests()[0], model.main_requests()[-1]
     assert "mcp__tma1__" not in first.conversation
-    found = set(re.findall(r"mcp__tma1__\w+", last.conversation + json.dumps(tool_names(last.body))))
+    seen = last.conversation + json.dumps(tool_names(last.body))
+    found = set(re.findall(r"mcp__tma1__\w+", seen))
     assert len(found) >= 2, last.conversation[-3000:]
 
 
@@ -174,8 +182,15 @@ def test_a_sub_agent_s_tool_calls_arrive_with_its_agent_id(rig: Rig, model: Fake
     _ready(rig)
     notes = str(rig.project / "notes.txt")
     model.script = [
-        Tool("Task", {"description": "read notes", "prompt": "Read notes.txt and report.",
-                      "subagent_type": "general-purpose"}, aliases=("Agent",)),
+        Tool(
+            "Task",
+            {
+                "description": "read notes",
+                "prompt": "Read notes.txt and report.",
+                "subagent_type": "general-purpose",
+            },
+            aliases=("Agent",),
+        ),
         Tool("Read", {"file_path": notes}),  # the sub-agent's call
         Text("notes say first"),  # the sub-agent's answer
         Text("The sub-agent read it."),
@@ -191,5 +206,6 @@ def test_a_sub_agent_s_tool_calls_arrive_with_its_agent_id(rig: Rig, model: Fake
     ids = {e["metadata"].get("agent_id") or e.get("agent_id") for e in reads}
     assert ids and None not in ids, reads
     parents = [e for e in rig.events() if e["tool_name"] in ("Task", "Agent")]
-    assert parents and all(not (e["metadata"].get("agent_id") or e.get("agent_id"))
-                           for e in parents)
+    assert parents and all(
+        not (e["metadata"].get("agent_id") or e.get("agent_id")) for e in parents
+    )
