@@ -18,6 +18,7 @@ AGENT = "claude-code"
 
 
 def _ready(rig: Rig) -> None:
+    agent_binary(AGENT)  # skip (or fail under TMA1_REQUIRE_AGENTS=1) before any work
     rig.install(AGENT)
     rig.serve()
 
