@@ -20,6 +20,8 @@ CLAUDE_EVENTS = {
     "SessionStart",
     "SessionEnd",
     "PreCompact",
+    "SubagentStart",
+    "SubagentStop",
 }
 CODEX_EVENTS = {
     "SessionStart",
@@ -28,6 +30,10 @@ CODEX_EVENTS = {
     "UserPromptSubmit",
     "Stop",
     "PreCompact",
+    "PostCompact",
+    "SessionEnd",
+    "SubagentStart",
+    "SubagentStop",
 }
 
 USER_SETTINGS = """{

@@ -23,6 +23,9 @@ EVENTS = (
     "SessionStart",
     "SessionEnd",
     "PreCompact",
+    # Sub-agent lanes (design §2.16): the frames around a Task sub-agent's tool calls.
+    "SubagentStart",
+    "SubagentStop",
 )
 # Seconds. The script itself gives up after 0.5 s; this only bounds a wedged shell.
 TIMEOUT_S = 5

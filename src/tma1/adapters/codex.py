@@ -14,9 +14,24 @@ from tma1.adapters.registration import JsonHooksRegistration, ScriptRegistration
 from tma1.config import Settings
 
 NAME = "codex"
-# The Codex events tma1 reads (docs/agent-protocols.md). Codex has no failure event: a
-# failed command arrives as a PostToolUse whose string response names the exit code.
-EVENTS = ("SessionStart", "PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "PreCompact")
+# The Codex events tma1 reads (docs/agent-protocols.md; Codex 0.171's hooks schema has
+# these and PermissionRequest, PreModelRequest, Interrupt, which tma1 does not use).
+# Codex has no failure event: a failed shell call is a PostToolUse whose exit status is
+# in the rollout (design §2.18). SessionEnd ends the session's attribution slack (design
+# §2.10); PreCompact/PostCompact start a context epoch (§2.17); SubagentStart/Stop frame
+# sub-agent lanes (§2.16).
+EVENTS = (
+    "SessionStart",
+    "PreToolUse",
+    "PostToolUse",
+    "UserPromptSubmit",
+    "Stop",
+    "PreCompact",
+    "PostCompact",
+    "SessionEnd",
+    "SubagentStart",
+    "SubagentStop",
+)
 TIMEOUT_S = 5
 
 
