@@ -33,10 +33,13 @@ def post(live: LiveServer, clock: ManualClock, data: dict[str, Any], **params: s
 
 
 def blocked(body: str) -> dict[str, Any]:
+    """A Claude Code Stop block: the reason as the Stop's additionalContext."""
     out = json.loads(body)
-    assert out["decision"] == "block", out
-    assert isinstance(out["reason"], str) and 0 < len(out["reason"]) < 2_000
-    return out
+    assert list(out) == ["hookSpecificOutput"], out
+    assert out["hookSpecificOutput"]["hookEventName"] == "Stop"
+    reason = out["hookSpecificOutput"]["additionalContext"]
+    assert isinstance(reason, str) and 0 < len(reason) < 2_000
+    return {"reason": reason}
 
 
 def emits(live: LiveServer, sid: str) -> list[dict[str, Any]]:

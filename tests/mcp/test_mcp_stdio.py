@@ -171,7 +171,7 @@ def test_twenty_previews_leave_the_next_digest_and_stop_unchanged(
         if f["channel"] == "user_prompt_submit":
             assert f["suggestion"] in digest_a
     stop_a, stop_b = post_all(live, agents, "Stop", stop_hook_active=False)
-    assert json.loads(stop_a)["decision"] == "block"
+    assert json.loads(stop_a)["hookSpecificOutput"]["hookEventName"] == "Stop"
     assert stop_a.replace(str(a), "<project>") == stop_b.replace(str(b), "<project>")
     assert [e["kind"] for e in _emits(live, "twin-a")] == [
         e["kind"] for e in _emits(live, "twin-b")
