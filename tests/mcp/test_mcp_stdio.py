@@ -253,6 +253,10 @@ def test_stdout_carries_only_protocol_frames(tmp_path: Path) -> None:
     errfile.close()
     parsed = [json.loads(ln) for ln in lines if ln.strip()]
     assert all(p.get("jsonrpc") == "2.0" for p in parsed)
+    # Codex shows only the first line of the instructions: it reads whole on its own.
+    first = next(p for p in parsed if p.get("id") == 1)["result"]["instructions"].splitlines()[0]
+    assert first.startswith("tma1 watches this coding session") and first.endswith(".")
+    assert "get_anomalies" in first and first.count("(") == first.count(")")
     answer = next(p for p in parsed if p.get("id") == 2)["result"]
     assert answer["isError"] is True
     assert "tma1 is not running" in answer["content"][0]["text"]
