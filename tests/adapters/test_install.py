@@ -302,7 +302,13 @@ def test_codex_install_and_uninstall(home: Path) -> None:
     path.write_text(original)
     r = tma1(home, "install", "--adapter", "codex")
     assert r.returncode == 0, r.stderr
-    assert "/hooks" in r.stdout  # the trust note
+    # What the user must do for Codex to run the hooks, and that they are not trusted yet.
+    assert "  Codex has not trusted tma1's hooks yet" in r.stdout
+    assert 'start `codex` (the interactive TUI) once and choose "Trust all and continue"' in (
+        " ".join(r.stdout.split())
+    )
+    assert "`codex exec` never asks: it skips untrusted hooks silently" in r.stdout
+    assert "open /hooks" not in r.stdout
     doc = json.loads(path.read_text())
     assert set(doc) == {"hooks"}  # Codex refuses unknown root keys
     ours = our_handlers(doc, "tma1-hook-codex.sh")

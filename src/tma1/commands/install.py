@@ -119,6 +119,8 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
                 file=out,
             )
         for adapter, _ in plans:
+            if adapter.status is not None:
+                print(f"  {adapter.status()}", file=out)
             for note in adapter.notes:
                 print(f"  note: {note}", file=out)
         print(f"\ntoken   {settings.token_path}", file=out)
