@@ -10,9 +10,10 @@ Pure functions of findings (design §2.6–2.7):
   finding's suggestion.
 - **Envelopes**: Claude Code adds plain stdout of a UserPromptSubmit hook to the model's
   context, so the digest goes out as plain text there (the simplest form every Claude Code
-  version accepts). Codex (`?envelope=codex`) and every PostToolUse/PostToolUseFailure
-  answer use `{"hookSpecificOutput":{"hookEventName":…,"additionalContext":…}}` — plain
-  stdout of a PostToolUse hook is not shown to the model. A Stop block is
+  version accepts). Codex (`?envelope=codex`), Claude Code's http hooks (`?transport=http`,
+  envelope "json": JSON only) and every PostToolUse/PostToolUseFailure answer use
+  `{"hookSpecificOutput":{"hookEventName":…,"additionalContext":…}}` — plain stdout of a
+  PostToolUse hook is not shown to the model. A Stop block is
   `{"hookSpecificOutput":{"hookEventName":"Stop","additionalContext":…}}` for Claude Code
   (the model goes on working with the reason as context, and the user sees no "stop hook
   problem" notice: the block is a nudge, not an error) and `{"decision":"block",
@@ -141,7 +142,7 @@ def context_body(hook_event_name: str, text: str, *, envelope: str | None) -> st
     """Wrap context for the agent (see the module docstring for who gets which form)."""
     if not text:
         return ""
-    if envelope == "codex" or hook_event_name != "UserPromptSubmit":
+    if envelope in ("codex", "json") or hook_event_name != "UserPromptSubmit":
         return json.dumps(
             {
                 "hookSpecificOutput": {
