@@ -147,9 +147,9 @@ def read_command_end(
             start = max(0, size - tail_bytes)
             f.seek(start)
             data = f.read(size - start)
-            widened = 0
+            widened, step = 0, 8 * 1024
             while start > 0 and widened < MAX_LINE_BYTES:
-                step = min(start, tail_bytes)
+                step = min(start, step * 2)  # 16 KB, 32 KB, …: most cuts are near a newline
                 f.seek(start - step)
                 chunk = f.read(step)
                 start -= step
