@@ -21,12 +21,55 @@ REAL = {
 }
 
 
+# More that Codex 0.171 recorded: (event, command, timeout or None) -> hash. tma1's own
+# handler (as `tma1 install --adapter codex` wrote it, timeout 5) on PreToolUse and
+# SessionEnd (whose timeout Codex caps at 3 s, default 1 s), and handlers without one.
+TMA1_SCRIPT = "/tmp/i14p-t2/data/hooks/tma1-hook-codex.sh"
+MORE = [
+    (
+        "PreToolUse",
+        TMA1_SCRIPT,
+        5,
+        "sha256:bf54f78c15d3466dab3267a87aff9c68439cd294e5c0e799073c67e83c49867a",
+    ),
+    (
+        "SessionEnd",
+        TMA1_SCRIPT,
+        5,
+        "sha256:822897506948838f1b1aa831b085acfe5491bd27965f4830df35320da687066f",
+    ),
+    (
+        "SessionEnd",
+        "/bin/true",
+        1,
+        "sha256:e316a08dd3c9aaa8f1ce73ad0aae0a3a5027e24211addbfe4fc16859be173e94",
+    ),
+    (
+        "SessionEnd",
+        "/bin/echo",
+        None,
+        "sha256:0d9f4bf1b55ecd4acba1557f5feab072a15e1bceda9f22e356da3a6d2729da85",
+    ),
+    (
+        "Stop",
+        "/bin/echo",
+        None,
+        "sha256:07f27b97d34e37eaa9df553fc98b2eb09049f5317354a6b6642bbe001a40f19a",
+    ),
+]
+
+
 def test_the_hash_is_the_one_codex_records() -> None:
     handler = {"type": "command", "command": "/bin/true", "timeout": 5}
     assert trust_hash("SessionStart", {"hooks": [handler]}, handler) == REAL["session_start"]
     assert trust_hash("Stop", {"hooks": [handler]}, handler) == REAL["stop"]
     # Another timeout is another handler to Codex: untrusted again.
     assert trust_hash("Stop", {}, {**handler, "timeout": 6}) != REAL["stop"]
+    for event, command, timeout, recorded in MORE:
+        h: dict[str, object] = {"type": "command", "command": command}
+        if timeout is not None:
+            h["timeout"] = timeout
+        assert trust_hash(event, {"hooks": [h]}, h) == recorded, (event, command, timeout)
 
 
 def install(home: Path, data_dir: Path, port: int = 14318) -> Path:

@@ -10,7 +10,8 @@ review … Trust all and continue") and records each trusted handler in
 
 where the hash is SHA-256 of the compact, key-sorted JSON of the handler's identity:
 `{"event_name": <event>, "hooks": [{"async": …, "command": …, "timeout": …, "type":
-"command"}], "matcher": …}` (matcher only where Codex honours one). A handler whose
+"command"}], "matcher": …}` (matcher only where Codex honours one; the timeout as Codex
+applies it). A handler whose
 identity changed since (another data dir, port or timeout) is untrusted again;
 `codex exec` skips untrusted hooks without a word. Measured on Codex 0.171.0 (the hashes
 in tests/adapters/test_codex_trust.py are the ones it wrote). tma1 never writes trust:
@@ -101,6 +102,9 @@ TrustState = Literal["trusted", "untrusted", "stale", "disabled", "absent"]
 _NO_MATCHER = frozenset({"user_prompt_submit", "stop"})
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 _DEFAULT_TIMEOUT_S = 600
+# Codex runs a SessionEnd hook for 1 s unless told otherwise, and never longer than 3 s:
+# the identity it hashes carries that timeout (measured on 0.171: 5 → 3, none → 1, 1 → 1).
+_SESSION_END_TIMEOUT_S = (1, 3)
 
 
 def event_label(event: str) -> str:
@@ -111,16 +115,22 @@ def event_label(event: str) -> str:
 def trust_hash(event: str, group: Mapping[str, Any], handler: Mapping[str, Any]) -> str:
     """The `trusted_hash` Codex records when the user trusts `handler` (in `group`, on
     `event`), so a recorded hash that differs means the handler changed since."""
-    timeout = handler.get("timeout")
+    label = event_label(event)
+    given = handler.get("timeout")
+    timeout = given if isinstance(given, int) and not isinstance(given, bool) else None
+    if label == "session_end":
+        default, cap = _SESSION_END_TIMEOUT_S
+        timeout = min(default if timeout is None else timeout, cap)
+    elif timeout is None:
+        timeout = _DEFAULT_TIMEOUT_S
     normalized: dict[str, Any] = {
         "async": bool(handler.get("async", False)),
         "command": handler.get("command"),
-        "timeout": max(1, timeout) if isinstance(timeout, int) else _DEFAULT_TIMEOUT_S,
+        "timeout": max(1, timeout),
         "type": "command",
     }
     if isinstance(handler.get("statusMessage"), str):
         normalized["statusMessage"] = handler["statusMessage"]
-    label = event_label(event)
     identity: dict[str, Any] = {"event_name": label, "hooks": [normalized]}
     matcher = group.get("matcher")
     if isinstance(matcher, str) and label not in _NO_MATCHER:
