@@ -56,8 +56,10 @@ class Service:
     # rollout (tma1.sensors.codex_exit). `handle_payload` (replay) reads no rollout: its
     # converters already carry the status.
     exit_status_wait_s: float = codex_exit.WAIT_S
+    _exit_waits: codex_exit.WaitPolicy = field(default_factory=codex_exit.WaitPolicy)
 
     def __post_init__(self) -> None:
+        self._exit_waits.wait_s = self.exit_status_wait_s
         if self.ingest is None:
             self.ingest = Ingest(
                 store=self.store,
@@ -140,10 +142,11 @@ class Service:
                 return ""
             if codex_exit.wants_exit_status(event):
                 assert event.transcript_path is not None and event.tool_use_id is not None
+                path = event.transcript_path
                 self._exit_status(
                     event,
                     await codex_exit.await_command_end(
-                        event.transcript_path, event.tool_use_id, wait_s=self.exit_status_wait_s
+                        path, event.tool_use_id, wait_s=self._exit_waits.wait_for(path)
                     ),
                 )
             assert self.ingest is not None
@@ -163,10 +166,11 @@ class Service:
             return ""
         if codex_exit.wants_exit_status(event):
             assert event.transcript_path is not None and event.tool_use_id is not None
+            path = event.transcript_path
             self._exit_status(
                 event,
                 codex_exit.wait_command_end(
-                    event.transcript_path, event.tool_use_id, wait_s=self.exit_status_wait_s
+                    path, event.tool_use_id, wait_s=self._exit_waits.wait_for(path)
                 ),
             )
         return self._submit(event, envelope)
@@ -174,6 +178,8 @@ class Service:
     def _exit_status(self, event: HookEvent, end: codex_exit.CommandEnd | None) -> None:
         """A Codex shell call's exit status from its rollout (design §2.18): a non-zero
         one makes the event a failure. Not found in time: the output's markers stand."""
+        if event.transcript_path:
+            self._exit_waits.record(event.transcript_path, end is not None)
         if end is None:
             self.counters.inc("codex_exit.not_found")
             return

@@ -204,3 +204,66 @@ def test_without_the_rollout_the_output_markers_still_count(
     with live.store.engine.connect() as conn:
         [row] = [dict(r._mapping) for r in conn.execute(select(hook_events))]
     assert row["event_type"] == "PostToolUse" and row["failure_kind"] == "masked"
+
+
+def test_a_rollout_that_never_shows_an_end_stops_costing_a_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Codex whose rollout records the end some other way must not cost every shell call
+    the whole wait: after two misses a rollout gets one look and no wait, until it shows
+    an end again."""
+    from tma1.config import Settings
+    from tma1.service import build_service
+
+    rollout = tmp_path / "rollout.jsonl"
+    rollout.write_text('{"type":"event_msg","payload":{"type":"task_started"}}\n')
+    looks: list[str] = []
+    real = codex_exit.read_command_end
+
+    def look(p: str, call: str, **kw: Any) -> CommandEnd | None:
+        looks.append(call)
+        return real(p, call, **kw)
+
+    monkeypatch.setattr(codex_exit, "read_command_end", look)
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        database_url=f"sqlite:///{tmp_path / 'tma1.db'}",
+        watch_files=False,
+        hook_db_budget_ms=30_000,
+    )
+    service = build_service(settings, clock=ManualClock())
+    service.exit_status_wait_s = service._exit_waits.wait_s = 0.5
+    try:
+
+        def post(call: str) -> None:
+            body = {
+                "session_id": "s",
+                "hook_event_name": "PostToolUse",
+                "tool_name": "Bash",
+                "tool_use_id": call,
+                "tool_input": {"command": "./build.sh"},
+                "tool_response": "compiling\n",
+                "cwd": str(tmp_path),
+                "transcript_path": str(rollout),
+            }
+            service.handle_hook(json.dumps(body).encode(), source="codex")
+
+        post("c1")
+        post("c2")
+        assert looks.count("c1") > 1 and looks.count("c2") > 1  # waited: several looks
+        post("c3")
+        assert looks.count("c3") == 1  # two misses: one look, no wait
+        # The rollout shows an end again: waiting is back.
+        item = next(
+            ln
+            for ln in ROLLOUT.read_text().splitlines(keepends=True)
+            if BUILD_CALLS[0] in ln and '"CommandExecution"' in ln
+        )
+        with rollout.open("a") as f:
+            f.write(item)
+        post(BUILD_CALLS[0])
+        post("c5")
+        assert looks.count("c5") > 1
+    finally:
+        service.stop()
+        service.store.close()

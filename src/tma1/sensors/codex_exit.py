@@ -34,8 +34,14 @@ TAIL_BYTES = 128 * 1024
 # A command's item holds its whole output: reach back this far for the start of its line.
 MAX_LINE_BYTES = 8 * 1024 * 1024
 # The longest a hook waits for an item Codex has not written yet, and how often it looks.
-WAIT_S = 0.3
+WAIT_S = 0.25
 POLL_S = 0.02
+
+# A rollout that has never shown a call's end after this many looks is not waited on
+# again (a Codex whose rollout says it some other way must not cost every shell call the
+# whole wait): one look, no wait.
+MISSES_BEFORE_NO_WAIT = 2
+_TRACKED_MAX = 1024
 
 _EXITED = re.compile(r"(?:Process exited with code|Exit code:)\s*(-?\d+)")
 
@@ -55,6 +61,27 @@ class CommandEnd:
         if self.exit_code is not None:
             return self.exit_code != 0
         return self.status == "failed"
+
+
+class WaitPolicy:
+    """How long the next look into a rollout may wait: the full `wait_s` while the
+    rollout has shown an end before (or has been asked fewer than
+    `MISSES_BEFORE_NO_WAIT` times); 0 once it has only ever missed. Thread-safe enough:
+    a lost update only costs one wait more or less."""
+
+    def __init__(self, wait_s: float = WAIT_S) -> None:
+        self.wait_s = wait_s
+        self._seen: dict[str, tuple[bool, int]] = {}  # path -> (found once, misses)
+
+    def wait_for(self, path: str) -> float:
+        found, misses = self._seen.get(path, (False, 0))
+        return self.wait_s if found or misses < MISSES_BEFORE_NO_WAIT else 0.0
+
+    def record(self, path: str, found: bool) -> None:
+        was_found, misses = self._seen.pop(path, (False, 0))
+        self._seen[path] = (was_found or found, misses + (not found))
+        if len(self._seen) > _TRACKED_MAX:
+            del self._seen[next(iter(self._seen))]  # the least recently asked
 
 
 def wants_exit_status(event: HookEvent) -> bool:
