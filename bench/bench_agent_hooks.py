@@ -134,6 +134,7 @@ def main() -> None:
     samples: dict[str, dict[str, list[float]]] = {s: {} for s in SETUPS}
     with tempfile.TemporaryDirectory(prefix="tma1-bench-agent-") as tmp:
         rig = Rig(Path(tmp))
+        rig.patience_s = None  # the hook and the server exactly as installed
         try:
             rig.install("claude-code")
             rig.serve()

@@ -183,23 +183,36 @@ def test_the_mcp_tools_are_offered_to_the_model(rig: Rig, model: FakeModel) -> N
 def test_a_sub_agent_s_tool_calls_arrive_with_its_agent_id(rig: Rig, model: FakeModel) -> None:
     _ready(rig)
     notes = str(rig.project / "notes.txt")
-    model.script = [
+    mark = "SUBTASK-7f3a"
+    # The sub-agent's requests and the main loop's may interleave (Claude Code can run a
+    # sub-agent in the background), so each request is answered from its own queue: the
+    # sub-agent's conversation starts with the Task prompt carrying `mark`.
+    main: list[Reply] = [
         Tool(
             "Task",
             {
                 "description": "read notes",
-                "prompt": "Read notes.txt and report.",
+                "prompt": f"{mark}: read notes.txt and report.",
                 "subagent_type": "general-purpose",
             },
             aliases=("Agent",),
         ),
-        Tool("Read", {"file_path": notes}),  # the sub-agent's call
-        Text("notes say first"),  # the sub-agent's answer
         Text("The sub-agent read it."),
     ]
+    sub: list[Reply] = [Tool("Read", {"file_path": notes}), Text("notes say first")]
+
+    def route(body: Body) -> Reply:
+        first = json.dumps((body.get("messages") or [{}])[0])
+        if mark in first:
+            return sub.pop(0) if sub else Text("nothing more")
+        if len(main) == 1:  # the main loop's last word waits for the sub-agent's
+            wait_for("the sub-agent's turns", lambda: not sub, timeout=60)
+        return main.pop(0) if main else Text("done")
+
+    model.script = [route] * 8
     run = rig.claude(model.url, "delegate reading notes.txt")
     assert run.returncode == 0, run.stderr[-2000:]
-    assert model.remaining() == 0
+    assert not main and not sub
 
     def sub_read() -> list[dict[str, Any]]:
         return [e for e in rig.events() if e["tool_name"] == "Read"]
