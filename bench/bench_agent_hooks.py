@@ -68,8 +68,8 @@ def settings_hooks(setup: str, rig: Rig, tma1_hooks: dict[str, Any]) -> dict[str
     token = (rig.data_dir / "hook-token").read_text().strip()
     http = {
         "type": "http",
-        # envelope=codex: answers as JSON (hookSpecificOutput), which http hooks require
-        "url": f"{rig.url}/api/hooks?envelope=codex",
+        # transport=http: answers in JSON only, which http hooks require (i14-product)
+        "url": f"{rig.url}/api/hooks?transport=http",
         "headers": {"X-TMA1-Token": token},
         "timeout": 1,
     }
