@@ -146,17 +146,22 @@ def test_tma1_down_the_run_completes_and_nothing_of_tma1_reaches_the_model(
         *[Tool("Bash", {"command": "./build.sh", "description": "build"})] * 3,
         Text("I am stopping here."),
     ]
-    run = rig.claude(model.url, "make the build pass")
+    debug = rig.root / "claude-debug.log"
+    run = rig.claude(model.url, "make the build pass", "--debug-file", str(debug))
     assert run.returncode == 0, run.stderr[-2000:]
     assert model.remaining() == 0
     assert _result(run.stdout)["result"] == "I am stopping here."
+    # tma1's hooks did run, and exited 0 with nothing to say (tool events and Stop).
+    log = debug.read_text(errors="replace")
+    ran = re.findall(
+        r"Hooks: (\w+)\S* \[[^\]]*tma1-hook-claude-code\.sh\] finished with status 0", log
+    )
+    assert {"PreToolUse", "PostToolUseFailure", "Stop"} <= set(ran), ran
+    assert "tma1-hook-claude-code.sh] finished with status 1" not in log
     text = "\n".join(r.conversation for r in model.requests)
     for needle in ("<tma1-context>", "do not stop yet", "Stop hook feedback", "hook error"):
         assert needle not in text
     assert not re.search(r"(?<!mcp__)tma1:", text), text[-3000:]
-    # The hooks did run (and found nobody): the install is live, only the server is down.
-    settings = json.loads((rig.home / ".claude" / "settings.json").read_text())
-    assert "tma1-hook-claude-code.sh" in json.dumps(settings["hooks"]["Stop"])
 
 
 def test_the_mcp_tools_are_offered_to_the_model(rig: Rig, model: FakeModel) -> None:
