@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tma1.commands._args import add_database_options, database_url, open_store, whole_number
-from tma1.config import DEFAULT_CONTEXT_PRESSURE_THRESHOLD, ConfigError
+from tma1.config import ConfigError
 
 _threshold = whole_number(1, 100_000_000)
 _jobs = whole_number(1, 64)
@@ -41,8 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--threshold",
         type=_threshold,
-        default=DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
-        help="context_pressure threshold in prompt tokens (default 100000)",
+        default=None,
+        help="context_pressure threshold in prompt tokens (default: half the model's "
+        "context window when the recording tells it, else 100000)",
     )
     p.add_argument(
         "--db",

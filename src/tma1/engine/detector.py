@@ -17,6 +17,7 @@ from typing import Protocol
 from tma1.clock import Clock
 from tma1.counters import Counters
 from tma1.engine.anomaly import Anomaly, Channel, Kind
+from tma1.engine.context import context_threshold
 from tma1.engine.window import CHANGES_WINDOW_MS, EVENTS_WINDOW_MS, RuleConfig, SessionWindow
 from tma1.events import HookEvent
 from tma1.store import Store
@@ -191,7 +192,8 @@ class Detector:
 
     def load_window(self, session_id: str, now: int) -> SessionWindow:
         """One session's window: its events (incrementally, see `_events`), the project's
-        file changes, the latest occupancy and the session start (cached)."""
+        file changes, the latest occupancy, the session start (cached) and, when the
+        occupancy is past its threshold, the start of the context epoch."""
         if self.source is not None:
             return self.source.window(session_id, now)
         events = self._events(session_id, now)
@@ -202,6 +204,12 @@ class Detector:
             self.store.project_changes(project, now - CHANGES_WINDOW_MS, now) if project else []
         )
         usage = self.store.latest_usage(session_id, now)
+        epoch = None
+        if usage is not None and usage.occupancy >= context_threshold(
+            usage, self.config.context_pressure_threshold
+        ):
+            # Only context_pressure reads the epoch, and only past its threshold.
+            epoch = self.store.latest_compaction_ts(session_id, now)
         with self._lock:
             known = self._first_ts.get(session_id)
         first = known[0] if known else None
@@ -217,6 +225,7 @@ class Detector:
             changes=changes,
             usage=usage,
             session_start_ts=first,
+            epoch_start_ts=epoch,
         )
 
     def _events(self, session_id: str, now: int) -> list[HookEvent]:

@@ -41,7 +41,7 @@ from typing import Any
 
 from tma1 import gates
 from tma1.clock import ManualClock
-from tma1.config import DEFAULT_CONTEXT_PRESSURE_THRESHOLD, Settings
+from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.engine.delivery import CHANNEL_FOR_HOOK
 from tma1.engine.detector import load_default_rules
@@ -226,7 +226,7 @@ class Replayer:
         self,
         *,
         start_ts: int,
-        threshold: int = DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
+        threshold: int | None = None,
         db: str | Path | None = None,
         database_url: str | None = None,
         write_lock: AbstractContextManager[Any] | None = None,
@@ -383,7 +383,7 @@ def _long_lived_objects_frozen() -> Iterator[None]:
 def replay_items(
     items: Sequence[ReplayItem],
     *,
-    threshold: int = DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
+    threshold: int | None = None,
     db: str | Path | None = None,
     database_url: str | None = None,
     jobs: int = 1,
@@ -405,7 +405,7 @@ def replay_items(
 def _replay_items(
     items: Sequence[ReplayItem],
     *,
-    threshold: int,
+    threshold: int | None,
     db: str | Path | None,
     database_url: str | None,
     jobs: int,
@@ -432,7 +432,7 @@ def _replay_sharded(
     items: Sequence[ReplayItem],
     plan: shards.Plan,
     *,
-    threshold: int,
+    threshold: int | None,
     db: str | Path | None,
     jobs: int,
 ) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
@@ -565,7 +565,7 @@ def _summary(
 def replay_paths(
     paths: Iterable[str | Path],
     *,
-    threshold: int = DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
+    threshold: int | None = None,
     db: str | Path | None = None,
     database_url: str | None = None,
     jobs: int = 1,
