@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "Run the real engine with a virtual clock over recorded sessions and print "
             "every delivery and a summary (emits per kind, budget per day, follow-rate). "
             "Inputs are detected by content: tma1 event logs (tma1 export), Claude Code "
-            "transcripts (JSONL or JSON array) and hook payload logs, Codex rollouts. "
+            "transcripts (JSONL or JSON array), hook payload logs and stream-json output "
+            "(claude -p --output-format stream-json --verbose), Codex rollouts. "
             "Directories are read recursively."
         ),
     )

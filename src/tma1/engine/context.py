@@ -64,4 +64,3 @@ def is_compaction_hook(hook_event_name: str | None, source: object = None) -> bo
     if hook_event_name in COMPACTION_HOOKS:
         return True
     return hook_event_name == "SessionStart" and source == "compact"
-
