@@ -102,7 +102,7 @@ def test_the_subject_names_the_context_epoch() -> None:
     [before] = context_pressure(w, at(11), RuleConfig())
     w.epoch_start_ts = at(5)
     [after] = context_pressure(w, at(11), RuleConfig())
-    assert before.subject == "" and after.subject == f"epoch {at(5)}"
+    assert before.subject == "" and after.subject == "compacted 2023-11-14T22:18:20.000Z"
     assert before.stable_key != after.stable_key
     assert "filled up again since it was compacted" in after.evidence
 

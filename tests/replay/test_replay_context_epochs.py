@@ -90,9 +90,7 @@ def test_half_the_window_and_once_per_context_epoch(tmp_path: Path) -> None:
     assert "131,712" in str(first["evidence"]) and "129,200" in str(first["evidence"])
     assert "258,400" in str(first["evidence"])
     assert first["stable_key"] == "context_pressure|medium|"
-    assert (
-        second["stable_key"] == f"context_pressure|medium|epoch {_ms('2026-03-12T22:42:18.897Z')}"
-    )
+    assert second["stable_key"] == "context_pressure|medium|compacted 2026-03-12T22:42:18.897Z"
     assert "136,920" in str(second["evidence"]) and "compacted" in str(second["evidence"])
 
 

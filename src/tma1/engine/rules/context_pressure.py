@@ -11,14 +11,21 @@ compaction measured the context that compaction replaced: it says nothing.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.context import context_threshold, context_window
 from tma1.engine.window import RuleConfig, SessionWindow
 
 
 def epoch_subject(epoch_start_ts: int | None) -> str:
-    """The finding's subject for the context epoch that began at `epoch_start_ts`."""
-    return "" if epoch_start_ts is None else f"epoch {epoch_start_ts}"
+    """The finding's subject for the context epoch that began at `epoch_start_ts`: empty
+    before the first compaction (the key emit logs of older versions hold), else
+    `compacted 2026-03-12T22:42:18.897Z` (UTC, to the millisecond)."""
+    if epoch_start_ts is None:
+        return ""
+    when = datetime.fromtimestamp(epoch_start_ts / 1000, tz=UTC)
+    return f"compacted {when:%Y-%m-%dT%H:%M:%S}.{epoch_start_ts % 1000:03d}Z"
 
 
 def context_pressure(window: SessionWindow, now: int, config: RuleConfig) -> list[Anomaly]:
