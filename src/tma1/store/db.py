@@ -16,7 +16,6 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import (
     Engine,
-    and_,
     bindparam,
     case,
     create_engine,
@@ -700,35 +699,47 @@ class Store:
             context_window=window,
         )
 
-    def latest_compaction_ts(self, session_id: str, until_ts: int | None = None) -> int | None:
+    def latest_compaction_ts(
+        self, session_id: str, until_ts: int | None = None, *, since_ts: int | None = None
+    ) -> int | None:
         """When the session's context was last compacted, at or before `until_ts`: the
         start of its current context epoch (design §2.17). A compaction is a `compaction`
         usage row (the transcript's compact boundary, Codex's `compacted`) or a compaction
-        hook (`PreCompact`, `PostCompact`, `SessionStart` with `source: compact`); both
-        reads walk an index on (session_id, …, ts) from the newest row."""
-        rows = select(messages.c.ts).where(
-            messages.c.session_id == session_id, messages.c.kind == "compaction"
+        hook (`PreCompact`, `PostCompact`, `SessionStart` with `source: compact`). One
+        statement of three reads, each the newest row of an index range: (session_id, ts)
+        of the messages, (session_id, event_type, ts) of the hook events. `since_ts`
+        bounds the ranges from below (the Detector looks again only at what is new)."""
+        until = until_ts if until_ts is not None else 2**62
+        since = since_ts if since_ts is not None else -(2**62)
+        rows = (
+            select(messages.c.ts)
+            .where(
+                messages.c.session_id == session_id,
+                messages.c.ts <= until,
+                messages.c.ts >= since,
+                messages.c.kind == "compaction",
+            )
+            .order_by(messages.c.ts.desc())
+            .limit(1)
         )
-        hooks = select(hook_events.c.ts).where(
+        hooks = select(func.max(hook_events.c.ts)).where(
             hook_events.c.session_id == session_id,
-            or_(
-                hook_events.c.event_type.in_(("PreCompact", "PostCompact")),
-                and_(
-                    hook_events.c.event_type == "SessionStart",
-                    hook_events.c.metadata.like('%"source": "compact"%'),
-                ),
-            ),
+            hook_events.c.event_type.in_(("PreCompact", "PostCompact")),
+            hook_events.c.ts <= until,
+            hook_events.c.ts >= since,
         )
-        if until_ts is not None:
-            rows = rows.where(messages.c.ts <= until_ts)
-            hooks = hooks.where(hook_events.c.ts <= until_ts)
-        found: list[int] = []
+        starts = select(func.max(hook_events.c.ts)).where(
+            hook_events.c.session_id == session_id,
+            hook_events.c.event_type == "SessionStart",
+            hook_events.c.ts <= until,
+            hook_events.c.ts >= since,
+            hook_events.c.metadata.like('%"source": "compact"%'),
+        )
+        one = select(rows.scalar_subquery(), hooks.scalar_subquery(), starts.scalar_subquery())
         with self.engine.connect() as conn:
-            for q, col in ((rows, messages.c.ts), (hooks, hook_events.c.ts)):
-                value = conn.execute(q.order_by(col.desc()).limit(1)).scalar()
-                if value is not None:
-                    found.append(int(value))
-        return max(found) if found else None
+            found = conn.execute(one).one()
+        stamps = [int(v) for v in found if v is not None]
+        return max(stamps) if stamps else None
 
     def sessions_in_project(self, project: str, since_ts: int) -> list[str]:
         q = (
