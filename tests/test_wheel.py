@@ -15,13 +15,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import tomllib
 import zipfile
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import REPO
+from conftest import REPO, free_port
 
 import tma1
 from tma1.engine.anomaly import Kind
@@ -149,3 +150,72 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_demo(tmp_path: Path) -> N
     assert url
     with pytest.raises(httpx.ConnectError):
         httpx.get(url.group(1) + "/api/health", timeout=2, trust_env=False)
+
+
+def end_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    """Send `sig` to the process group, wait (bounded) until every member is gone, then
+    kill what is left: the shell may exit before the server it started has shut down."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
+    proc.wait()
+    for _ in range(300):
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    raise AssertionError("the server did not stop on SIGTERM within 30 s")
+
+
+def first_command() -> str:
+    """The README's first shell command, as written."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```sh\n(.*?)```", text, re.S)
+    assert block, "README.md has no ```sh block"
+    return block.group(1).strip()
+
+
+def test_the_readmes_first_command_works_word_for_word(tmp_path: Path) -> None:
+    command = first_command()
+    assert command.endswith("tma1 serve"), command  # the test below waits for a server
+    checkout = tmp_path / "tma1"
+    for rel in tracked_sources():
+        (checkout / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / rel, checkout / rel)
+    home = tmp_path / "home"
+    home.mkdir()
+    port = free_port()
+    # Only the port moves (other servers may hold 14318 on a shared machine); the command
+    # is the README's, character for character, run by a shell in a fresh clone.
+    env = {**clean_env(home), "TMA1_PORT": str(port)}
+    log = tmp_path / "serve.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", command],
+            cwd=checkout,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    try:
+        answered = False
+        for _ in range(600):  # the venv and its dependencies come first: up to ~10 minutes
+            if proc.poll() is not None:
+                break
+            with contextlib.suppress(httpx.HTTPError):
+                r = httpx.get(f"http://127.0.0.1:{port}/api/ping", timeout=1, trust_env=False)
+                if r.status_code == 200:
+                    answered = True
+                    break
+            time.sleep(1)
+        assert answered, f"exit {proc.poll()}:\n{log.read_text()[-4000:]}"
+        assert (home / ".tma1" / "tma1.db").exists()  # SQLite in ~/.tma1, as the README says
+        assert (checkout / ".venv" / "bin" / "tma1").exists()
+    finally:
+        end_group(proc, signal.SIGTERM)
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/api/ping", timeout=2, trust_env=False)

@@ -252,14 +252,16 @@ def install_hint(env: Mapping[str, str] | None = None) -> str | None:
     return "to keep tma1 running: tma1 service install"
 
 
-def plan_install(path: Path, wanted: str) -> FileChange:
+def plan_install(path: Path, wanted: str, *, private: bool = False) -> FileChange:
+    """`private`: the file carries a secret (a database URL may hold a password): 0600."""
     before = read_bytes(path)
     if before is not None and not is_ours(before):
         raise InstallError(
             f"{path} exists and was not written by tma1; nothing was changed "
             "(move it away, or keep it and do not use `tma1 service install`)"
         )
-    return FileChange(path, before, wanted.encode("utf-8"), "service file", mode=0o644)
+    mode = 0o600 if private else 0o644
+    return FileChange(path, before, wanted.encode("utf-8"), "service file", mode=mode)
 
 
 def plan_uninstall(path: Path) -> FileChange:

@@ -186,6 +186,16 @@ def test_settings_change_updates_the_unit_in_place(home: Path) -> None:
     assert not (home / UNIT).exists()
 
 
+def test_a_database_url_is_carried_in_a_private_file(home: Path) -> None:
+    url = "postgresql+psycopg://tma1:s3cret@db.internal/tma1"
+    r = tma1(home, "service", "install", TMA1_DATABASE_URL=url)
+    assert r.returncode == 0, r.stderr
+    assert su.carried_environment("systemd", (home / UNIT).read_bytes()) == {
+        "TMA1_DATABASE_URL": url
+    }
+    assert stat.S_IMODE((home / UNIT).stat().st_mode) == 0o600
+
+
 def test_a_foreign_unit_is_refused_and_never_removed(home: Path) -> None:
     unit = home / UNIT
     unit.parent.mkdir(parents=True)

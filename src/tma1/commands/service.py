@@ -141,7 +141,11 @@ def run_install(args: argparse.Namespace, runner: su.Runner = su.run_command) ->
         environment = su.service_environment(env, overrides)
         argv = su.entry_point()
         path = su.unit_path(platform, env)
-        change = su.plan_install(path, su.render(platform, argv, environment, env))
+        change = su.plan_install(
+            path,
+            su.render(platform, argv, environment, env),
+            private="TMA1_DATABASE_URL" in environment,
+        )
     except InstallError as exc:
         print(f"tma1: {exc}", file=sys.stderr)
         return 1
