@@ -15,6 +15,7 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -351,8 +352,8 @@ def test_launchd_logs_written_since_install_are_kept(home: Path) -> None:
 
 
 def fake_runner(answers: dict[str, str]) -> su.Runner:
-    def run(argv: object) -> subprocess.CompletedProcess[str]:
-        key = " ".join(argv)  # type: ignore[call-overload]
+    def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        key = " ".join(argv)
         return subprocess.CompletedProcess(argv, 0, answers.get(key, ""), "")
 
     return run

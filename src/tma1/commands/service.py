@@ -10,10 +10,13 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from tma1 import service_unit as su
 from tma1.config import ConfigError, load_settings
+
+if TYPE_CHECKING:
+    from tma1.adapters.files import FileChange
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -91,10 +94,7 @@ def _run_steps(steps: list[su.Step], out: TextIO, runner: su.Runner) -> bool:
     return True
 
 
-def _print_change(change: object, out: TextIO, *, dry_run: bool) -> None:
-    from tma1.adapters.files import FileChange
-
-    assert isinstance(change, FileChange)
+def _print_change(change: FileChange, out: TextIO, *, dry_run: bool) -> None:
     verb = f"would {change.verb}" if dry_run and change.changed else change.verb
     print(f"  {verb:<15} {change.path}  ({change.what})", file=out)
     if dry_run and change.changed:
