@@ -360,6 +360,22 @@ def uninstall_steps(platform: Platform) -> list[Step]:
     return [(["launchctl", "bootout", f"{_launchd_domain()}/{LAUNCHD_LABEL}"], False)]
 
 
+def offline_install_steps(platform: Platform) -> list[Step]:
+    """With no user manager to ask: `systemctl --user enable` still works on the files
+    alone (it makes the default.target.wants link), so the unit starts at the next login
+    that brings a user manager. launchd has no offline equivalent."""
+    if platform == "systemd" and shutil.which("systemctl"):
+        return [(["systemctl", "--user", "enable", UNIT_NAME], True)]
+    return []
+
+
+def offline_uninstall_steps(platform: Platform) -> list[Step]:
+    """Undo `offline_install_steps` (and an `enable` the user ran): drop the wants link."""
+    if platform == "systemd" and shutil.which("systemctl"):
+        return [(["systemctl", "--user", "disable", UNIT_NAME], True)]
+    return []
+
+
 def after_removal_steps(platform: Platform) -> list[Step]:
     if platform == "systemd":
         return [(["systemctl", "--user", "daemon-reload"], True)]
@@ -378,7 +394,8 @@ class ServiceStatus:
     file:     absent | installed (ours, as install would write it now) | outdated (ours,
               but install would write other bytes now: another tma1, other settings) |
               foreign (a file tma1 did not write is at the path)
-    enabled:  the manager starts it at login; None when the manager could not be asked
+    enabled:  the manager starts it at login (systemd: read from the files, so known even
+              with no manager running); None when it could not be asked
     active:   the manager reports it running now; None when the manager could not be asked
     """
 
@@ -411,6 +428,16 @@ class ServiceStatus:
         out = [f"service file  {self.path}: {what}"]
         if not self.manager.available:
             out.append(f"manager       unavailable: {self.manager.detail}")
+            if self.installed and self.enabled is not None:
+                out.append(
+                    "              "
+                    + (
+                        "enabled: starts with the next user manager (at login)"
+                        if self.enabled
+                        else "not enabled"
+                    )
+                    + "; running: unknown"
+                )
         elif self.installed:
             out.append(
                 f"manager       {self.manager.detail}; "
@@ -422,10 +449,14 @@ class ServiceStatus:
         return out
 
 
-def _systemd_flags(run: Runner) -> tuple[bool, bool]:
+def _systemd_enabled(run: Runner) -> bool:
     enabled = run(["systemctl", "--user", "is-enabled", UNIT_NAME]).stdout.strip()
+    return enabled in ("enabled", "enabled-runtime", "linked")
+
+
+def _systemd_flags(run: Runner) -> tuple[bool, bool]:
     active = run(["systemctl", "--user", "is-active", UNIT_NAME]).stdout.strip()
-    return enabled in ("enabled", "enabled-runtime", "linked"), active in ("active", "reloading")
+    return _systemd_enabled(run), active in ("active", "reloading")
 
 
 def _launchd_flags(run: Runner) -> tuple[bool, bool]:
@@ -475,9 +506,13 @@ def status(
                 wanted = ""
         file = "installed" if data == wanted.encode("utf-8") else "outdated"
     manager = manager_state(platform, run)
-    enabled = active = None
+    enabled: bool | None = None
+    active: bool | None = None
     if manager.available and file != "foreign":
         enabled, active = (_systemd_flags if platform == "systemd" else _launchd_flags)(run)
+    elif platform == "systemd" and file != "foreign" and shutil.which("systemctl"):
+        # is-enabled reads the files, no manager needed; running cannot be known.
+        enabled = _systemd_enabled(run)
     return ServiceStatus(platform, path, file, manager, enabled, active)
 
 
@@ -492,6 +527,8 @@ __all__ = [
     "install_hint",
     "is_ours",
     "manager_state",
+    "offline_install_steps",
+    "offline_uninstall_steps",
     "plan_install",
     "plan_uninstall",
     "render",

@@ -31,7 +31,10 @@ def env_for(home: Path, path_prefix: Path | None = None, **extra: str) -> dict[s
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("TMA1_") and k not in ("XDG_CONFIG_HOME", "XDG_RUNTIME_DIR")
+        # No XDG_RUNTIME_DIR or session bus: a real systemctl can reach no user manager,
+        # so a test never enables or starts a service for the user running it.
+        if not k.startswith("TMA1_")
+        and k not in ("XDG_CONFIG_HOME", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS")
     }
     env["HOME"] = str(home)
     if path_prefix is not None:
@@ -232,24 +235,77 @@ def test_a_bad_setting_fails_before_anything_is_written(home: Path) -> None:
     assert snapshot(home) == {}
 
 
-def test_without_a_user_manager_it_says_so(home: Path, tmp_path: Path) -> None:
-    # A systemctl whose user manager is unreachable, as in this container.
+OFFLINE_SYSTEMCTL = """#!/bin/sh
+echo "$*" >> "$FAKE_LOG"
+case "$*" in
+  "--user is-system-running")
+    echo offline; echo "Failed to connect to bus: No medium found" >&2; exit 1 ;;
+  "--user is-enabled tma1.service") echo enabled ;;
+esac
+exit 0
+"""
+
+
+def test_without_a_user_manager_it_enables_offline_and_says_so(home: Path, tmp_path: Path) -> None:
+    # A systemctl whose user manager is unreachable, as in a container or over SSH.
     bin_dir = tmp_path / "offline-bin"
     bin_dir.mkdir()
-    (bin_dir / "systemctl").write_text(
-        '#!/bin/sh\necho "Failed to connect to bus: No medium found" >&2; exit 1\n'
-    )
+    (bin_dir / "systemctl").write_text(OFFLINE_SYSTEMCTL)
     (bin_dir / "systemctl").chmod(0o755)
-    r = tma1(home, "service", "install", path_prefix=bin_dir)
+    log = tmp_path / "offline.log"
+    r = tma1(home, "service", "install", path_prefix=bin_dir, FAKE_LOG=str(log))
+    assert r.returncode == 0, r.stderr
+    assert calls(log) == ["--user is-system-running", "--user enable tma1.service"]
+    assert "no systemd user manager is reachable" in r.stderr
+    assert "offline" in r.stderr
+    assert "written and enabled" in r.stderr
+    assert "NOT running as a service now: run `tma1 serve` yourself" in r.stderr
+    assert (home / UNIT).exists()
+    s = tma1(home, "service", "status", path_prefix=bin_dir, FAKE_LOG=str(log))
+    assert s.returncode == 1
+    assert "unavailable" in s.stdout and "enabled: starts with the next user manager" in s.stdout
+    log.unlink()
+    r = tma1(home, "service", "uninstall", path_prefix=bin_dir, FAKE_LOG=str(log))
+    assert r.returncode == 0, r.stderr
+    assert calls(log) == ["--user is-system-running", "--user disable tma1.service"]
+    assert not (home / ".config").exists()
+
+
+def test_without_systemctl_nothing_will_start_it_and_it_says_so(home: Path, tmp_path: Path) -> None:
+    bare = tmp_path / "bare-bin"  # only what tma1 itself needs: no systemctl
+    bare.mkdir()
+    r = subprocess.run(
+        tma1_cmd("service", "install", "--platform", "systemd"),
+        env={**env_for(home), "PATH": str(bare)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "systemctl is not installed" in r.stderr
+    assert "nothing will start it" in r.stderr
+    assert "NOT running as a service now" in r.stderr
+
+
+def test_on_this_machine_the_real_systemctl_enables_and_disables(home: Path) -> None:
+    """systemd's own systemctl, with no user manager to reach (the env has no runtime dir
+    and no session bus): `enable` makes the wants link, `disable` takes it away."""
+    if shutil.which("systemctl") is None:
+        pytest.skip("systemctl is not installed here (apt-get install systemd)")
+    before = snapshot(home)
+    r = tma1(home, "service", "install")
     assert r.returncode == 0, r.stderr
     assert "no systemd user manager is reachable" in r.stderr
-    assert "Failed to connect to bus" in r.stderr
-    assert "NOT running as a service" in r.stderr
-    assert "systemctl --user daemon-reload && systemctl --user enable --now" in r.stderr
-    assert (home / UNIT).exists()
-    s = tma1(home, "service", "status", path_prefix=bin_dir)
-    assert s.returncode == 1
-    assert "installed" in s.stdout and "unavailable" in s.stdout
+    link = home / UNIT.parent / "default.target.wants" / "tma1.service"
+    assert link.is_symlink() and link.resolve() == (home / UNIT).resolve()
+    v = systemd_verify(home, home / UNIT)
+    assert v.returncode == 0 and v.stderr == "", v.stderr
+    s = tma1(home, "service", "status")
+    assert "enabled: starts with the next user manager" in s.stdout, s.stdout
+    r = tma1(home, "service", "uninstall")
+    assert r.returncode == 0, r.stderr
+    assert not link.is_symlink()
+    assert without_data_dir(snapshot(home)) == without_data_dir(before)
 
 
 def test_with_a_user_manager_it_enables_and_starts_then_stops_and_disables(
@@ -380,10 +436,17 @@ def test_status_function_for_doctor(home: Path) -> None:
     st = su.status(env, platform="systemd", run=running)  # this tma1 is elsewhere
     assert st.file == "outdated" and st.installed and st.ok
 
-    offline = fake_runner({"systemctl --user is-system-running": "offline\n"})
+    offline = fake_runner(
+        {
+            "systemctl --user is-system-running": "offline\n",
+            "systemctl --user is-enabled tma1.service": "enabled\n",
+        }
+    )
     st = su.status(env, platform="systemd", run=offline, wanted=wanted)
     assert not st.manager.available and "offline" in st.manager.detail
-    assert st.enabled is None and st.active is None and not st.ok
+    # is-enabled reads files (no manager needed); whether it runs cannot be known
+    assert st.enabled is (True if shutil.which("systemctl") else None)
+    assert st.active is None and not st.ok
     assert any("unavailable" in line for line in st.lines())
 
     (home / UNIT).write_text("[Service]\nExecStart=/bin/true\n")

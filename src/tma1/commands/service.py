@@ -102,25 +102,23 @@ def _print_change(change: FileChange, out: TextIO, *, dry_run: bool) -> None:
             print(f"    {line}", file=out)
 
 
-def _unavailable(platform: su.Platform, manager: su.ManagerState, *, installing: bool) -> None:
+def _unavailable(platform: su.Platform, manager: su.ManagerState, *, enabled: bool) -> None:
+    """Say, on stderr, that the service is not running and what will (not) start it."""
     err = sys.stderr
     print(f"tma1: warning: {manager.detail}.", file=err)
-    if not installing:
-        print("  Nothing was asked of the service manager.", file=err)
-        return
-    print(
-        "  The service file is written, but tma1 is NOT running as a service yet, and "
-        "nothing will start it until a user service manager loads it.",
-        file=err,
-    )
-    if platform == "systemd":
+    if enabled:
         print(
-            "  Once `systemctl --user` works (a desktop login, or `loginctl enable-linger "
-            "$USER`), run: systemctl --user daemon-reload && systemctl --user enable --now "
-            f"{su.UNIT_NAME}  (or `tma1 service install` again).",
+            "  The unit is written and enabled: a systemd user manager starts tma1 when one "
+            "runs (a desktop login, or after `loginctl enable-linger $USER`).",
             file=err,
         )
-    print("  Until then, run `tma1 serve` yourself.", file=err)
+    else:
+        print(
+            "  The service file is written, but nothing will start it until a user service "
+            "manager loads it (then run `tma1 service install` again).",
+            file=err,
+        )
+    print("  tma1 is NOT running as a service now: run `tma1 serve` yourself.", file=err)
 
 
 def run_install(args: argparse.Namespace, runner: su.Runner = su.run_command) -> int:
@@ -150,15 +148,19 @@ def run_install(args: argparse.Namespace, runner: su.Runner = su.run_command) ->
         print(f"tma1: {exc}", file=sys.stderr)
         return 1
     manager = su.manager_state(platform, runner)
-    steps = su.install_steps(platform, path, updated=change.before is not None and change.changed)
+    if manager.available:
+        steps = su.install_steps(
+            platform, path, updated=change.before is not None and change.changed
+        )
+    else:
+        steps = su.offline_install_steps(platform)
     if args.dry_run:
         print("dry run: nothing is written or run", file=out)
         _print_change(change, out, dry_run=True)
-        if manager.available:
-            for step, _ in steps:
-                print(f"  would run  {' '.join(step)}", file=out)
-        else:
-            print(f"  would run nothing: {manager.detail}", file=out)
+        if not manager.available:
+            print(f"  note       {manager.detail}", file=out)
+        for step, _ in steps:
+            print(f"  would run  {' '.join(step)}", file=out)
         return 0
     if (why := su.transient_location(argv)) is not None:
         print(
@@ -192,11 +194,11 @@ def run_install(args: argparse.Namespace, runner: su.Runner = su.run_command) ->
         print(f"  logs       {su.launchd_log_path(env)}", file=out)
     else:
         print("  logs       journalctl --user -u tma1", file=out)
-    if not manager.available:
-        _unavailable(platform, manager, installing=True)
-        return 0
     if not _run_steps(steps, out, runner):
         return 1
+    if not manager.available:
+        _unavailable(platform, manager, enabled=bool(steps))
+        return 0
     print("\ntma1 runs as a service now; `tma1 service status` shows it.", file=out)
     return 0
 
@@ -218,22 +220,25 @@ def run_uninstall(args: argparse.Namespace, runner: su.Runner = su.run_command) 
         print("\nno tma1 service file: nothing to remove.", file=out)
         return 0
     manager = su.manager_state(platform, runner)
+    if manager.available:
+        before, after = su.uninstall_steps(platform), su.after_removal_steps(platform)
+    else:
+        before, after = su.offline_uninstall_steps(platform), []
     if args.dry_run:
         print("dry run: nothing is removed or run", file=out)
-        if manager.available:
-            for step, _ in su.uninstall_steps(platform):
-                print(f"  would run  {' '.join(step)}", file=out)
+        if not manager.available:
+            print(f"  note       {manager.detail}", file=out)
+        for step, _ in before:
+            print(f"  would run  {' '.join(step)}", file=out)
         _print_change(change, out, dry_run=True)
-        if manager.available:
-            for step, _ in su.after_removal_steps(platform):
-                print(f"  would run  {' '.join(step)}", file=out)
+        for step, _ in after:
+            print(f"  would run  {' '.join(step)}", file=out)
         return 0
-    if manager.available:
-        if not _run_steps(su.uninstall_steps(platform), out, runner):
-            print("tma1: the service file is left in place.", file=sys.stderr)
-            return 1
-    else:
-        _unavailable(platform, manager, installing=False)
+    if not manager.available:
+        print(f"tma1: note: {manager.detail}; nothing to stop.", file=sys.stderr)
+    if not _run_steps(before, out, runner):
+        print("tma1: the service file is left in place.", file=sys.stderr)
+        return 1
     try:
         change.apply()
     except OSError as exc:
@@ -250,7 +255,7 @@ def run_uninstall(args: argparse.Namespace, runner: su.Runner = su.run_command) 
             with contextlib.suppress(OSError):
                 Path(d).rmdir()  # only when empty: logs and other units stay
         state.save()
-    if manager.available and not _run_steps(su.after_removal_steps(platform), out, runner):
+    if not _run_steps(after, out, runner):
         return 1
     print("\ntma1's service is removed (logs and the data dir are kept).", file=out)
     return 0
