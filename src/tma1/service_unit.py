@@ -155,6 +155,10 @@ def render_systemd(argv: Sequence[str], environment: Mapping[str, str]) -> str:
         "# Logs: journalctl --user -u tma1",
         "[Unit]",
         "Description=tma1: watches AI coding agents through their hooks",
+        # Restarted on failure, but a failure that persists (the port taken by a
+        # `tma1 serve` run by hand) gives up after 10 tries in 2 minutes and shows as failed.
+        "StartLimitIntervalSec=120",
+        "StartLimitBurst=10",
         "",
         "[Service]",
         "Type=simple",
