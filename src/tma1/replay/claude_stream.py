@@ -57,6 +57,9 @@ def _transcript_entry(
             entry["subagent_type"] = rec["subagent_type"]
     if "tool_use_result" in rec:
         entry["toolUseResult"] = rec["tool_use_result"]
+    for flag in ("isMeta", "isCompactSummary"):  # as in a transcript, when printed
+        if rec.get(flag) is True:
+            entry[flag] = True
     return entry
 
 
