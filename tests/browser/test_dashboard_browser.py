@@ -284,10 +284,13 @@ def page(browser: Any) -> Iterator[Any]:
     assert errors == [], errors
 
 
-def shot(pg: Any, name: str) -> None:
+def shot(pg: Any, name: str, *, top: bool = False) -> None:
+    """A full-page screenshot (and with `top`, one of the first screenful too)."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     pg.wait_for_timeout(700)  # let colour transitions (fresh rows, dark mode) settle
     pg.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    if top:
+        pg.screenshot(path=str(SHOTS / f"{name}-top.png"))
 
 
 def api_count(server: LiveServer, **params: str) -> int:
@@ -438,6 +441,12 @@ def test_html_in_evidence_is_shown_as_text_and_runs_nothing(server: LiveServer, 
     assert detail.locator("pre.evidence-full").text_content() == XSS
     assert "<script>window.__xss2=1</script>" in detail.inner_text()
     assert '"><svg onload=window.__xss3=1>' in detail.inner_text()
+    # The delivered digest quotes the evidence: as text too.
+    delivered = detail.locator("pre.delivered")
+    page.wait_for_function(
+        "el => el.textContent.includes('</tma1-context>')", arg=delivered.element_handle()
+    )
+    assert XSS in delivered.text_content()
     page.wait_for_timeout(500)  # give a would-be onerror handler time to fire
     assert page.locator("main img, main svg[onload], main script").count() == 0
     assert page.evaluate("[window.__xss, window.__xss2, window.__xss3]") == [None, None, None]
@@ -602,21 +611,21 @@ def test_layout_has_no_overlap_and_no_sideways_scroll(
     rows(pg).first.click()
     pg.wait_for_selector("tr.emit-detail:visible pre.delivered:not(:text('loading…'))")
     assert_no_sideways_scroll(pg)
-    shot(pg, f"w{width}-anomalies")
+    shot(pg, f"w{width}-anomalies", top=True)
 
     pg.goto(server.url + "/#gates")
     pg.wait_for_selector("#gate-cards article.card")
     assert overlaps(visible_boxes(pg, "#gate-summary .summary-card")) == []
     assert overlaps(visible_boxes(pg, "#gate-cards article.card")) == []
     assert_no_sideways_scroll(pg)
-    shot(pg, f"w{width}-gates")
+    shot(pg, f"w{width}-gates", top=True)
 
     pg.goto(server.url + "/#sessions")
     pg.wait_for_selector("#sessions-body tr.session-row")
     assert overlaps(visible_boxes(pg, "#sessions-table thead th")) == []
     assert overlaps(visible_boxes(pg, "#sessions-body tr.session-row:first-child td")) == []
     assert_no_sideways_scroll(pg)
-    shot(pg, f"w{width}-sessions")
+    shot(pg, f"w{width}-sessions", top=True)
 
     pg.goto(server.url + "/#sessions/b0a7c3d1-busy-session")
     pg.wait_for_selector(".timeline .tl-marker.anomaly")
@@ -635,7 +644,7 @@ def test_layout_has_no_overlap_and_no_sideways_scroll(
         )
         assert hit == emit_id
     assert_no_sideways_scroll(pg)
-    shot(pg, f"w{width}-timeline")
+    shot(pg, f"w{width}-timeline", top=True)
 
 
 def test_timeline_shows_sub_agent_lane_and_a_page_long_event_list(

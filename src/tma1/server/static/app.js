@@ -918,7 +918,7 @@
         const lane = el("div", {
           class: `lane lane-tools ${it.agent_id ? "lane-sub" : "lane-main"}`,
           dataset: { lane: key, agent: it.agent_id || "" },
-        }, el("span", { class: "lane-label", text: laneName(it) }), el("div", { class: "lane-track" }));
+        }, el("span", { class: "lane-label", text: laneName(it), title: it.agent_id ? `${laneName(it)} (agent_id ${it.agent_id})` : "main agent" }), el("div", { class: "lane-track" }));
         lanes.set(key, lane);
       }
       return lanes.get(key).lastChild;
@@ -1040,7 +1040,7 @@
         stat("anomalies", s.anomalies, s.anomalies ? "alert" : ""),
         subAgents.size ? stat("sub-agents", subAgents.size) : null),
     );
-    const width = Math.max(box.clientWidth - 40 - 110, 120); // minus padding and lane labels
+    const width = Math.max(box.clientWidth - 40 - 140, 120); // minus padding and lane labels
     box.append(
       timelineStrip(detail, width),
       el("div", { class: "legend muted" },
