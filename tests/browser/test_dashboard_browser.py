@@ -638,6 +638,17 @@ def test_layout_has_no_overlap_and_no_sideways_scroll(
     markers = visible_boxes(pg, ".timeline .tl-marker.anomaly")
     assert len(markers) == SEEDED["busy"]
     assert overlaps(markers) == [], markers
+    # … and they sit inside the timeline strip, in the anomaly lane, above the tool lanes.
+    strip = pg.locator(".timeline").bounding_box()
+    lane = pg.locator(".timeline .lane-anomalies").bounding_box()
+    tools = pg.locator(".timeline .lane-tools").first.bounding_box()
+    for m in markers:
+        assert strip["x"] <= m["x"] and m["x"] + m["width"] <= strip["x"] + strip["width"]
+        assert lane["y"] <= m["y"] and m["y"] + m["height"] <= lane["y"] + lane["height"], (
+            m,
+            lane,
+        )
+        assert m["y"] + m["height"] <= tools["y"] + 0.5
     # Each marker is clickable where it is drawn: the topmost element at its centre is it.
     for i in range(SEEDED["busy"]):
         m = pg.locator(".timeline .tl-marker.anomaly").nth(i)

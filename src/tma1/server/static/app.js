@@ -29,6 +29,7 @@
     skipped: new Set(), // emit ids skipped in the review queue
     reviewing: null,
     lastHash: {}, // tab -> its last hash (filters kept when switching tabs)
+    showAllEvents: false,
     expanded: new Set(),
     rows: new Map(), // emit id -> {row, detail, emit}
     seenIds: new Set(),
