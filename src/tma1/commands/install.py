@@ -71,6 +71,10 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
     from tma1.token import ensure_token
 
     settings = _settings(args)
+    if installing and not args.dry_run:
+        from tma1.privacy import prepare_data_dir
+
+        prepare_data_dir(settings.data_dir)  # 0700 before the script and token go in
     adapters = get_adapters(args.adapter, settings)
     state = InstallState.load(settings.data_dir)
     try:

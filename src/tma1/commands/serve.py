@@ -30,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     from tma1.cli import setup_logging
     from tma1.config import ConfigError, validate_database_url
+    from tma1.privacy import prepare_data_dir
     from tma1.server.app import PortInUseError, run_server
     from tma1.service import build_service
     from tma1.token import ensure_token
@@ -48,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
         watch_files=False if args.no_watch else None,
     )
     setup_logging(settings.log_level)
+    prepare_data_dir(settings.data_dir)  # 0700, writable, or a ConfigError naming the fix
     token = ensure_token(settings.token_path)
     try:
         service = build_service(settings)

@@ -7,6 +7,7 @@ import fcntl
 import functools
 import json
 import logging
+import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -53,9 +54,12 @@ _MIGRATION_LOCK_KEY = 0x746D6131  # "tma1"
 def make_engine(url: str) -> Engine:
     """SQLite gets WAL + NORMAL sync + a busy timeout; PostgreSQL a small pool."""
     if url.startswith("sqlite"):
-        path = url.split("///", 1)[1] if "///" in url else ""
-        if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        from tma1.privacy import DIR_MODE, secure_sqlite_file, sqlite_path
+
+        db_file = sqlite_path(url)
+        if db_file is not None:
+            db_file.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+            secure_sqlite_file(db_file)  # 0600, and SQLite gives its WAL/SHM that mode
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": 10},
@@ -157,7 +161,8 @@ def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
     if not path or path == ":memory:" or path.startswith("file:"):
         yield
         return
-    with open(f"{path}.migrate-lock", "a+b") as fh:
+    fd = os.open(f"{path}.migrate-lock", os.O_RDWR | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a+b") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
