@@ -20,6 +20,8 @@ COMMAND_MODULES = (
     "tma1.commands.demo",
     "tma1.commands.replay",  # replay, export
     "tma1.commands.mcp",
+    "tma1.commands.doctor",
+    "tma1.commands.mute",  # mute, unmute, mutes
 )
 
 

@@ -80,6 +80,19 @@ async def post_hook(
     return Response(body, status_code=status, media_type=media)
 
 
+@router.get(
+    "/api/hooks/token-check",
+    summary="200 when X-TMA1-Token is the hook token, 403 otherwise (for `tma1 doctor`)",
+    responses={403: {"description": "Missing or wrong X-TMA1-Token"}},
+)
+async def token_check(request: Request) -> Response:
+    expected = request.app.state.hook_token
+    given = request.headers.get("x-tma1-token", "").encode("latin-1")
+    if expected is not None and not hmac.compare_digest(given, expected.encode()):
+        return Response(_FORBIDDEN, status_code=403, media_type="text/plain")
+    return Response(b"ok\n", media_type="text/plain")
+
+
 _FORBIDDEN = b"forbidden: missing or wrong X-TMA1-Token\n"
 
 
