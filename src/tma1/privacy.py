@@ -75,3 +75,33 @@ def secure_sqlite_file(db: Path) -> None:
             os.close(os.open(db, os.O_WRONLY | os.O_CREAT, FILE_MODE))
     for suffix in SQLITE_SUFFIXES:
         _tighten(db.with_name(db.name + suffix), FILE_MODE)
+
+
+def check_loopback_host(host: str, name: str = "TMA1_HOST") -> None:
+    """tma1 listens on this machine only (the data it serves is every prompt and tool
+    output). A name that resolves to nothing, or to any address that is not loopback
+    (0.0.0.0, a LAN address, a public name), is refused with the fix."""
+    import ipaddress
+    import socket
+
+    fix = "use 127.0.0.1 (the default), ::1 or localhost"
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise ConfigError(
+            f"{name}={host!r} is not an address of this machine ({why}); {fix}"
+        ) from None
+    for info in infos:
+        addr = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+        if addr.is_unspecified:
+            raise ConfigError(
+                f"{name}={host!r} would listen on every network interface and serve every "
+                f"prompt and tool output tma1 keeps to the network; tma1 listens on loopback "
+                f"only: {fix}"
+            )
+        if not addr.is_loopback:
+            raise ConfigError(
+                f"{name}={host!r} ({addr}) is not a loopback address; tma1 listens on this "
+                f"machine only: {fix}"
+            )

@@ -457,6 +457,37 @@ class Store:
         return cls(engine)
 
     @classmethod
+    def open_readonly(cls, path: str | Path) -> Store:
+        """An existing SQLite file, read-only: no migration, no lock file, nothing created
+        (a read command on a mistyped path, a copy on a read-only mount). `immutable=1`
+        when even SQLite's shared-memory file cannot be made beside it."""
+        import sqlite3
+        from urllib.parse import quote
+
+        target = Path(path).absolute()
+        if not target.is_file():
+            raise FileNotFoundError(f"no database file at {target}")
+        base = f"file:{quote(str(target))}?mode=ro"
+        uri = base
+        try:
+            probe = sqlite3.connect(uri, uri=True)
+            try:
+                probe.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            finally:
+                probe.close()
+        except sqlite3.OperationalError:
+            uri = base + "&immutable=1"  # a WAL database in a directory we cannot write
+
+        def connect() -> sqlite3.Connection:
+            conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=10)
+            conn.execute("PRAGMA query_only=1")
+            return conn
+
+        from sqlalchemy.pool import NullPool
+
+        return cls(create_engine("sqlite://", creator=connect, poolclass=NullPool))
+
+    @classmethod
     def scratch(cls, path: str | Path) -> Store:
         """A new SQLite database that nobody keeps (a replay without --db). Its tables come
         straight from `tma1.store.schema` (the migrations give the same schema,
@@ -492,6 +523,11 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def table_names(self) -> list[str]:
+        from sqlalchemy import inspect
+
+        return list(inspect(self.engine).get_table_names())
 
     # --- writes ---------------------------------------------------------------------
 
