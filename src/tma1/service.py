@@ -8,6 +8,7 @@ and answered with an empty body.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -30,7 +31,13 @@ from tma1.store import Store
 
 log = logging.getLogger("tma1.hooks")
 
-MAX_BODY_BYTES = 1024 * 1024
+# The hard limit of one hook body (docs/hooks.md): anything up to it is stored, its big
+# fields cut to the caps in tma1.events and the event marked `truncated` with its
+# `original_bytes`; only a larger body is refused (counted as rejected.body_too_large).
+MAX_BODY_BYTES = 64 * 1024 * 1024
+# Bodies above this are decoded on a worker thread, not on the server's event loop.
+LARGE_BODY_BYTES = 1024 * 1024
+_CUT_MARK = "…[truncated]"
 PURGE_INTERVAL_S = 3600.0
 
 
@@ -131,7 +138,11 @@ class Service:
         """
         self.counters.inc("requests")
         try:
-            event = self._event_from_body(body, source)
+            if len(body) > LARGE_BODY_BYTES:
+                # Decoding tens of MB would stall every other agent's hook on the loop.
+                event = await asyncio.to_thread(self._event_from_body, body, source)
+            else:
+                event = self._event_from_body(body, source)
             if event is None:
                 return ""
             assert self.ingest is not None
@@ -166,7 +177,13 @@ class Service:
         except (ValueError, RecursionError) as exc:
             self.reject("invalid_json", str(exc)[:200])
             return None
-        return self._event_from_payload(payload, source)
+        event = self._event_from_payload(payload, source)
+        if event is not None and _was_cut(event):
+            # Its big fields were cut to the caps: say so, and how big the event was.
+            event.metadata["truncated"] = True
+            event.metadata["original_bytes"] = len(body)
+            self.counters.inc("events.truncated")
+        return event
 
     def _event_from_payload(self, payload: object, source: str | None) -> HookEvent | None:
         agent = "codex" if source is not None and source.lower() == "codex" else "claude-code"
@@ -255,6 +272,14 @@ class Service:
             "injection": not self.settings.disable_injection,
             "ingest": ingest,
         }
+
+
+def _was_cut(event: HookEvent) -> bool:
+    return bool(
+        (event.tool_result and event.tool_result.endswith(_CUT_MARK))
+        or (event.tool_input and event.tool_input.endswith(_CUT_MARK))
+        or event.metadata.get("_truncated")
+    )
 
 
 def build_service(

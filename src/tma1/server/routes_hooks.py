@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 from urllib.parse import parse_qsl
@@ -10,11 +11,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from tma1.service import MAX_BODY_BYTES, Service
+from tma1.service import LARGE_BODY_BYTES, MAX_BODY_BYTES, Service
 
 log = logging.getLogger("tma1.hooks")
 
 router = APIRouter()
+# Big events being stored after their answer (a reference keeps each task alive).
+_BACKGROUND: set[asyncio.Task[str]] = set()
 
 _HOOK_BODY_DOC = {
     "requestBody": {
@@ -130,6 +133,15 @@ async def answer_hook(
         service.counters.inc("requests")
         return 200, b"", "text/plain"
     query = _query(scope)
+    if total > LARGE_BODY_BYTES:
+        # A big event (a huge tool output) is answered empty at once and stored in the
+        # background: the hook script's time cap must cover its upload, not its decoding.
+        task = asyncio.create_task(
+            service.handle_hook_async(body, source=query.get("source"), envelope=None)
+        )
+        _BACKGROUND.add(task)
+        task.add_done_callback(_BACKGROUND.discard)
+        return 200, b"", "text/plain"
     answer = await service.handle_hook_async(
         body, source=query.get("source"), envelope=query.get("envelope")
     )
