@@ -38,6 +38,34 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 # Bodies above this are decoded on a worker thread, not on the server's event loop.
 LARGE_BODY_BYTES = 1024 * 1024
 _CUT_MARK = "…[truncated]"
+
+# The hook events Claude Code and Codex send (docs/agent-protocols.md). Anything else
+# ("Banana", a probe, a typo) is refused and counted, never stored: it would make junk
+# sessions on the dashboard.
+KNOWN_HOOK_EVENTS = frozenset(
+    {
+        "PreToolUse",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "UserPromptSubmit",
+        "Stop",
+        "SubagentStart",
+        "SubagentStop",
+        "SessionStart",
+        "SessionEnd",
+        "PreCompact",
+        "PostCompact",
+        "Notification",
+        "PermissionRequest",
+    }
+)
+# `?source=` → the agent it names; no parameter is Claude Code (its script sends none).
+AGENT_SOURCES = {
+    "": "claude-code",
+    "claude-code": "claude-code",
+    "claude": "claude-code",
+    "codex": "codex",
+}
 PURGE_INTERVAL_S = 3600.0
 
 
@@ -186,14 +214,29 @@ class Service:
         return event
 
     def _event_from_payload(self, payload: object, source: str | None) -> HookEvent | None:
-        agent = "codex" if source is not None and source.lower() == "codex" else "claude-code"
+        agent = AGENT_SOURCES.get(source.strip().lower() if source is not None else "")
+        if agent is None:
+            # A typo'd or foreign `?source=` is no agent of ours: storing it would make
+            # sessions that belong to nobody (refused, counted, answered empty).
+            self.reject(
+                "unknown_source", f"?source={str(source)[:60]!r} is not codex or claude-code"
+            )
+            return None
         try:
-            return parse_payload(
+            event = parse_payload(
                 payload, ts=self.clock.now_ms(), source=agent, texts=self.parse_texts
             )
         except PayloadError as exc:
             self.reject(exc.reason, exc.detail)
             return None
+        if event.hook_event_name not in KNOWN_HOOK_EVENTS:
+            self.reject(
+                "unknown_hook_event",
+                f"hook_event_name {event.hook_event_name[:60]!r} is no Claude Code or Codex "
+                "hook event",
+            )
+            return None
+        return event
 
     def handle_payload(
         self, payload: object, *, source: str | None = None, envelope: str | None = None
