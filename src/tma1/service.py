@@ -26,6 +26,7 @@ from tma1.engine.detector import WindowSource
 from tma1.engine.emitlog import EmitLog
 from tma1.events import HookEvent, PayloadError, parse_payload
 from tma1.ingest import Ingest
+from tma1.journal import JOURNAL_FILE, Journal
 from tma1.sensors import Sensors
 from tma1.store import Store
 
@@ -87,6 +88,8 @@ class Service:
     # False: events carry no tool input and no successful output (tma1.events.parse_payload);
     # replay sets it when nobody keeps its database.
     parse_texts: bool = True
+    # The outage journal (tma1.journal): `tma1 serve` keeps one in the data dir.
+    journal: Journal | None = None
 
     def __post_init__(self) -> None:
         if self.ingest is None:
@@ -96,6 +99,7 @@ class Service:
                 on_stored=self._notify_stored,
                 budget_ms=self.settings.hook_db_budget_ms,
                 max_events=self.settings.ingest_queue_max,
+                journal=self.journal,
             )
 
     # --- lifecycle -------------------------------------------------------------------
@@ -334,6 +338,7 @@ def build_service(
     make_ingest: Callable[[Counters], Ingest] | None = None,
     make_emitlog: Callable[[Counters], EmitLog] | None = None,
     parse_texts: bool = True,
+    journal: bool = False,
 ) -> Service:
     """Wire the real components for `settings` (migrations run here). Replay hands in its
     in-memory windows (`source`), its ingest (`make_ingest`), its emit log when it keeps
@@ -366,4 +371,5 @@ def build_service(
         sensors=sensors,
         ingest=make_ingest(counters) if make_ingest is not None else None,
         parse_texts=parse_texts,
+        journal=Journal(settings.data_dir / JOURNAL_FILE) if journal else None,
     )

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     prepare_data_dir(settings.data_dir)  # 0700, writable, or a ConfigError naming the fix
     token = ensure_token(settings.token_path)
     try:
-        service = build_service(settings)
+        service = build_service(settings, journal=True)  # events of an outage survive kill -9
     except Exception as exc:
         print(
             f"tma1: cannot open the database {settings.effective_database_url}: {exc}",
