@@ -126,8 +126,9 @@ def test_token_mismatch_says_which_data_dir_to_use(home: Path, tmp_path: Path) -
 
 
 def test_codex_untrusted_is_a_failure(home: Path, tmp_path: Path, monkeypatch) -> None:
-    """In process: `trust_state` comes from the Codex adapter (another branch); the doctor
-    line is checked with a stand-in that answers "untrusted", and says "unknown" without."""
+    """In process: `trust_state(codex_home)` comes from the Codex adapter (another branch);
+    the doctor line is checked with stand-ins for each of its answers, and says "cannot
+    tell" when this tma1 has no such function."""
     from tma1.adapters import codex
     from tma1.commands import doctor
     from tma1.config import Settings
@@ -136,17 +137,31 @@ def test_codex_untrusted_is_a_failure(home: Path, tmp_path: Path, monkeypatch) -
     env = _env(home, tmp_path / "data")
     assert run(env, "install", "--adapter", "codex").returncode == 0
     settings = Settings(data_dir=tmp_path / "data", port=int(env["TMA1_PORT"]))
+
+    def trust() -> doctor.Check:
+        return next(c for c in doctor.check_hooks(settings, env) if c.name == "codex trust")
+
     if not hasattr(codex, "trust_state"):
-        checks = doctor.check_hooks(settings, env)
-        trust = [c for c in checks if c.name == "codex trust"]
-        assert trust and trust[0].status == doctor.UNKNOWN, checks
-        monkeypatch.setattr(codex, "trust_state", lambda **kw: "untrusted", raising=False)
-    else:  # pragma: no cover - once the adapter has it, it decides; force "untrusted"
-        monkeypatch.setattr(codex, "trust_state", lambda **kw: "untrusted")
-    checks = doctor.check_hooks(settings, env)
-    trust = next(c for c in checks if c.name == "codex trust")
-    assert trust.status == doctor.FAIL
-    assert "/hooks" in trust.fix
-    monkeypatch.setattr(codex, "trust_state", lambda **kw: True)
-    trust = next(c for c in doctor.check_hooks(settings, env) if c.name == "codex trust")
-    assert trust.status == doctor.OK
+        assert trust().status == doctor.UNKNOWN
+    seen: list[Path] = []
+    for state, status in (
+        ("untrusted", doctor.FAIL),
+        ("stale", doctor.FAIL),
+        ("disabled", doctor.FAIL),
+        ("trusted", doctor.OK),
+    ):
+
+        def fake(codex_home: Path, state: str = state) -> str:
+            seen.append(Path(codex_home))
+            return state
+
+        monkeypatch.setattr(codex, "trust_state", fake, raising=False)
+        check = trust()
+        assert check.status == status, (state, check)
+        if status == doctor.FAIL:
+            assert check.fix and "doctor" not in check.fix
+    assert seen and all(p == home / ".codex" for p in seen)
+    # And in the printed report, with its fix on the same line.
+    monkeypatch.setattr(codex, "trust_state", lambda codex_home: "untrusted", raising=False)
+    line = trust().line()
+    assert line.startswith("FAIL") and "codex trust" in line and "— fix: " in line

@@ -219,44 +219,35 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
 def check_codex_trust(settings: Settings, env: Mapping[str, str] | None = None) -> Check:
     """Codex runs a new or changed hook only once the user trusted it (/hooks).
 
-    Asks `tma1.adapters.codex.trust_state` when this tma1 has it; says "unknown" otherwise.
-    The answer may be a bool, a string (`trusted`, `untrusted`, `unknown`, …) or an object
-    with a `trusted` attribute."""
+    Asks `tma1.adapters.codex.trust_state(codex_home)` when this tma1 has it ("trusted",
+    "untrusted", "stale", "disabled", "absent"); says "cannot tell" otherwise."""
     from tma1.adapters import codex
 
     name = "codex trust"
-    fix = "open Codex, run /hooks and trust tma1's hooks"
+    fix = str(getattr(codex, "TRUST_NOTE", "") or "open Codex, run /hooks and trust tma1's hooks")
+    fix = " ".join(fix.split())
     fn = getattr(codex, "trust_state", None)
     if fn is None:
         return Check(
             UNKNOWN,
             name,
-            "cannot tell whether Codex trusts the hooks (this tma1 "
-            "cannot read Codex's trust records); if Codex ignores them: " + fix,
+            "cannot tell whether Codex trusts the hooks (this tma1 cannot read Codex's "
+            f"trust records); if Codex ignores them: {fix}",
         )
     try:
-        try:
-            result = fn(settings=settings, env=env)
-        except TypeError:
-            result = fn()
+        state = str(fn(codex.hooks_path(env).parent)).lower()
     except Exception as exc:
         return Check(UNKNOWN, name, f"cannot tell whether Codex trusts the hooks ({exc})")
-    trusted: bool | None
-    if isinstance(result, bool):
-        trusted = result
-    elif isinstance(result, str):
-        low = result.lower()
-        trusted = True if low == "trusted" else None if low in ("unknown", "") else False
-    else:
-        value = getattr(result, "trusted", None)
-        trusted = value if isinstance(value, bool) else None
-    if trusted is None:
-        return Check(UNKNOWN, name, f"cannot tell whether Codex trusts the hooks ({result!s})")
-    if trusted:
+    if state == "trusted":
         return Check(OK, name, "Codex trusts tma1's hooks")
-    return Check(
-        FAIL, name, f"Codex has not trusted tma1's hooks ({result!s}): they do not run", fix
-    )
+    problems = {
+        "untrusted": "Codex has not trusted tma1's hooks yet: it runs none of them",
+        "stale": "tma1's hooks changed since Codex trusted them: it runs none of them",
+        "disabled": "tma1's hooks are switched off in Codex",
+    }
+    if state in problems:
+        return Check(FAIL, name, problems[state], fix)
+    return Check(UNKNOWN, name, f"cannot tell whether Codex trusts the hooks ({state})")
 
 
 # --- token ----------------------------------------------------------------------------
