@@ -57,15 +57,21 @@ def make_engine(url: str) -> Engine:
         from tma1.privacy import DIR_MODE, secure_sqlite_file, sqlite_path
 
         db_file = sqlite_path(url)
-        if db_file is not None:
-            db_file.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
-            secure_sqlite_file(db_file)  # 0600, and SQLite gives its WAL/SHM that mode
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": 10},
             pool_size=8,
             max_overflow=8,
         )
+
+        if db_file is not None:
+
+            @event.listens_for(engine, "do_connect")
+            def _private_file(*_args: Any) -> None:
+                # Right before SQLite opens it, not when the engine is made: an engine
+                # nobody connects to (a replay held in memory) leaves no file behind.
+                db_file.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+                secure_sqlite_file(db_file)  # 0600, and SQLite gives its WAL/SHM that mode
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
