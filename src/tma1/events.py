@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
-from tma1.extract import error_line, extract_test_ids, is_masked_failure
+from tma1.checks import error_line, extract_test_ids, is_masked_failure
 
 TOOL_INPUT_CAP = 8 * 1024
 TOOL_RESULT_CAP = 16 * 1024

@@ -34,9 +34,9 @@ from typing import Any, NamedTuple
 from sqlalchemy import and_, case, delete, func, insert, or_, select, true, update
 from sqlalchemy.exc import IntegrityError
 
+from tma1.checks import file_of_test_id
 from tma1.engine.anomaly import Kind
 from tma1.events import READ_TOOLS, SHELL_TOOLS, WRITE_TOOLS, HookEvent, json_text
-from tma1.extract import file_of_test_id
 from tma1.store import Store
 from tma1.store.schema import anomaly_emits, anomaly_labels, hook_events, messages
 

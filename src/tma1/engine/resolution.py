@@ -23,10 +23,10 @@ import os
 import re
 from collections.abc import Callable
 
+from tma1.checks import files_read_by
 from tma1.engine.anomaly import Anomaly, Kind
 from tma1.engine.window import SessionWindow
 from tma1.events import READ_TOOLS, HookEvent
-from tma1.extract import files_read_by
 
 ResolutionCheck = Callable[[Anomaly, SessionWindow, int], "int | None"]
 

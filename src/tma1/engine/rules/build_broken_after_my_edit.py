@@ -19,6 +19,14 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from tma1.checks import (
+    error_line,
+    has_failure_markers,
+    ref_for_file,
+    runs_build_or_test,
+    runs_only_plumbing,
+    split_shell,
+)
 from tma1.clock import MINUTE_MS
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.rules._support import (
@@ -39,14 +47,6 @@ from tma1.engine.rules._support import (
 )
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import HookEvent
-from tma1.extract import (
-    error_line,
-    has_failure_markers,
-    ref_for_file,
-    runs_build_or_test,
-    runs_only_plumbing,
-    split_shell,
-)
 
 EDIT_DISTANCE_MS = 10 * MINUTE_MS
 _DIGITS = re.compile(r"\d+")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from tma1.checks import error_line, runs_only_plumbing
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
@@ -22,7 +23,6 @@ from tma1.engine.rules._support import (
 )
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import HookEvent
-from tma1.extract import error_line, runs_only_plumbing
 
 REPEATS = 3
 

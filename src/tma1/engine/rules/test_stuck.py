@@ -6,6 +6,7 @@ output counts each id once (the parser already deduplicates `event.test_ids`).
 
 from __future__ import annotations
 
+from tma1.checks import error_line_for_test, file_of_test_id
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
@@ -18,7 +19,6 @@ from tma1.engine.rules._support import (
 )
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import HookEvent, absolutize
-from tma1.extract import error_line_for_test, file_of_test_id
 
 REPEATS = 3
 
