@@ -135,7 +135,7 @@ _SCRIPT_FILE = re.compile(r"\.(?:sh|bash|py|js|mjs|cjs|ts|rb|pl)$")
 _SCOPE_FLAGS = frozenset(
     {"-k", "-m", "-t", "--testNamePattern", "-run", "--run", "-p", "--package", "--test",
      "--bin", "--example", "--project", "--testPathPattern", "--grep", "-g", "--spec",
-     "--select", "--lib"}
+     "--select", "--lib", "--enable-only", "--enable", "-E"}
 )  # fmt: skip
 _NO_VALUE_SCOPE = frozenset({"--lib"})
 _WHOLE = frozenset({".", "./", "./...", "...", "all"})
@@ -252,6 +252,9 @@ def _step(inv: Invocation) -> Step | None:
     ):
         if base == "deno" and rest[:1] == ["run"]:
             rest = rest[1:]
+        if _PYTHON.match(base) and rest[:1] == ["-m"] and len(rest) > 1:
+            # `python -m app.main`: the project's own module, by its name.
+            return Step(workdir, f"python -m {rest[1]}", _scope(rest[2:], "script"))
         pos = [w for w in rest if not w.startswith("-")]
         if pos and _SCRIPT_FILE.search(pos[0]) and not rest[0].startswith("-c"):
             script = pos[0]

@@ -352,9 +352,13 @@ def error_line_of_file(output: str, path: str) -> str | None:
     line holding its location, or the error right after its stack frame. None rather
     than another file's error."""
     text = _error_text(output)
-    hit = error_line(text, path)
-    if hit and _mentions_base(hit, path):
-        return hit
+    base = path.replace("\\", "/").rsplit("/", 1)[-1]
+    if base not in text:
+        return None
+    raw = [ln.rstrip() for ln in text.splitlines()]
+    lines = [ln for ln in raw if ln.strip() and not _NOISE.match(ln.strip())]
+    if hit := _line_about_file(raw, lines, path, base):
+        return _cut(hit)
     ref = located_in(output, path)
     if ref is None:
         return None
@@ -363,8 +367,3 @@ def error_line_of_file(output: str, path: str) -> str | None:
         if shown in ln or f"{ref.path}:{ref.line}" in ln:
             return _cut(ln)
     return None
-
-
-def _mentions_base(line: str, path: str) -> bool:
-    base = path.replace("\\", "/").rsplit("/", 1)[-1]
-    return base in line and any(_same_file(r.path, path) for r in refs(line))
