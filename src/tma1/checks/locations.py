@@ -356,6 +356,15 @@ def error_line_of_file(output: str, path: str) -> str | None:
     if base not in text:
         return None
     raw = [ln.rstrip() for ln in text.splitlines()]
+    # rustc puts the location under the message: `error[E0425]: …` then ` --> f.rs:12:5`.
+    for i, ln in enumerate(raw):
+        arrow = ln.strip()
+        if arrow.startswith("--> ") and base in arrow and any(
+            _same_file(r.path, path) for r in refs(arrow)
+        ):
+            for prev in reversed(raw[max(0, i - 3) : i]):
+                if prev.startswith("error"):
+                    return _cut(f"{prev.strip()} {arrow}")
     lines = [ln for ln in raw if ln.strip() and not _NOISE.match(ln.strip())]
     if hit := _line_about_file(raw, lines, path, base):
         return _cut(hit)
