@@ -154,6 +154,8 @@ def _finding(
     old = _file_lines(output, first_file) - fresh
     if new_line is not None and (err is None or _DIGITS.sub("#", err) in old):
         err, ref = new_line, located_in(new_line, first_file)
+    if err is not None and (quoted := located_in(err, first_file)) is not None:
+        ref = quoted  # "Fix F:N" names the line the quote is about
     where = str(ref) if ref else display_path(first_file, window.project)
     shown = [display_path(f, window.project) for f in files]
     named = ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
