@@ -328,6 +328,26 @@ def _join_dir(base: str, sub: str) -> str:
     return posixpath.normpath(posixpath.join(base, sub)) if base else posixpath.normpath(sub)
 
 
+# Cosmetic flags whose value may follow as its own word (`--reporter dot`).
+_COSMETIC_WITH_VALUE = frozenset(
+    {"--reporter", "--reporters", "--format", "--tb", "--loglevel", "--message-format",
+     "--output-format", "--durations"}
+)  # fmt: skip
+
+
+def _drop_cosmetic(words: list[str]) -> tuple[str, ...]:
+    out: list[str] = []
+    skip = False
+    for w in words:
+        if skip:
+            skip = False
+        elif _COSMETIC.match(w):
+            skip = w in _COSMETIC_WITH_VALUE
+        else:
+            out.append(w)
+    return tuple(out)
+
+
 @lru_cache(maxsize=4096)
 def normalise(command: str, _depth: int = 0) -> tuple[Invocation, ...]:
     """The simple commands a shell line runs, each with the directory it runs in (relative
@@ -357,6 +377,5 @@ def normalise(command: str, _depth: int = 0) -> tuple[Invocation, ...]:
             if op in ("&&", ";", "\n"):
                 workdir = _join_dir(workdir, words[1]) if len(words) == 2 else "~"
             continue
-        words = [w for w in words if not _COSMETIC.match(w)]
-        out.append(Invocation(workdir, tuple(words)))
+        out.append(Invocation(workdir, _drop_cosmetic(words)))
     return tuple(out)
