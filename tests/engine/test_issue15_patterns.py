@@ -255,6 +255,40 @@ def test_p7_a_finding_the_agent_is_visibly_fixing_is_not_delivered_yet() -> None
     assert findings(fixing, at(4), Kind.TEST_STUCK) == []
 
 
+def test_p7_an_edit_never_re_run_before_the_turn_ended_is_no_fix_in_progress() -> None:
+    fails = [bash_fail(at(i), "npx jest src/cart.test.ts", JEST_FAIL) for i in (1, 2, 3)]
+    fixing = [*fails, edit(at(3.5), src("src/cart.test.ts"))]
+    done = [*fixing, event("Stop", at(4)), event("UserPromptSubmit", at(5))]
+    [a] = findings(done, at(5), Kind.TEST_STUCK)
+    assert a.subject == "src/cart.test.ts > Cart > totals"
+
+
+def test_p7_a_stop_block_is_not_told_again_as_a_medium_digest_line() -> None:
+    from tma1.engine.suppression import Suppression
+
+    main_rs = src("src/main.rs")
+    events = [edit(at(0), main_rs), bash_fail(at(1), "cargo build", CARGO_OUT)]
+    sup = Suppression()
+    at_stop = window([*events, event("Stop", at(2))])
+    [high] = RULES[Kind.BUILD_BROKEN_AFTER_MY_EDIT.value](at_stop, at(2), CFG)
+    [d] = sup.evaluate("sess-main", [high], at_stop, at(2))
+    assert [a.stable_key for a in sup.commit("sess-main", [d], at(2), limit=3)] == [high.stable_key]
+    later = window([*events, event("Stop", at(2)), event("UserPromptSubmit", at(3))])
+    [medium] = RULES[Kind.BUILD_BROKEN_AFTER_MY_EDIT.value](later, at(3), CFG)
+    assert medium.severity == Severity.MEDIUM
+    [d] = sup.evaluate("sess-main", [medium], later, at(3))
+    assert (d.emit, d.reason) == (False, "told")
+
+
+def test_p1_failures_of_different_scopes_are_no_loop() -> None:
+    out = "Error: expect(page).toHaveTitle failed\n  1 failed"
+    events = [bash_fail(at(i), f"npx playwright test e2e/{name}.spec.ts", out)
+              for i, name in ((1, "login"), (2, "cart"), (3, "search"))]  # fmt: skip
+    assert findings(events, at(4), Kind.REPEATED_FAILED_BUILD) == []
+    again = [bash_fail(at(i), "npx playwright test e2e/cart.spec.ts", out) for i in (1, 2, 3)]
+    assert findings(again, at(4), Kind.REPEATED_FAILED_BUILD)
+
+
 # --- misses ---------------------------------------------------------------------------------
 
 
@@ -285,9 +319,11 @@ def test_miss_stopping_right_after_the_edit_broke_the_build_blocks() -> None:
     assert (high.severity, high.channel) == (Severity.HIGH, Channel.STOP_BLOCK)
     assert "src/main.rs:12" in high.suggestion and "cannot find value" in high.suggestion
     # Edited again after the failure and never re-ran: its newest run says nothing of the
-    # current code, so the Stop is not blocked for it.
+    # current code, so the Stop is not blocked for it (told at medium, at the next prompt).
     later = [*events, edit(at(1.5), main_rs), event("Stop", at(2))]
-    assert findings(later, at(2), Kind.BUILD_BROKEN_AFTER_MY_EDIT) == []
+    assert [a.severity for a in findings(later, at(2), Kind.BUILD_BROKEN_AFTER_MY_EDIT)] == [
+        Severity.MEDIUM
+    ]
 
 
 def test_lanes_reach_the_rules_from_the_hook_payload() -> None:

@@ -19,8 +19,9 @@ high — it blocks — whatever the count, when the newest run failed after the 
 edit of the named file: stopping with a build the agent just broke is the harm the stop
 channel exists for (on recorded sessions agents announced success right then). A check
 the agent edited again after its newest failure is not re-told until it runs again: the
-agent is visibly fixing it (pattern 7), and at a Stop its newest run does not say the
-current code fails.
+agent is visibly fixing it (pattern 7) — until it ends its turn without re-running, when
+the finding is told at medium: at a Stop its newest run does not say the current code
+fails, so that Stop is not blocked for it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from functools import lru_cache
 from tma1.checks import error_line_of_file, located_in
 from tma1.checks.locations import _error_text
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
-from tma1.engine.checkruns import Run, at_stop, check_runs
+from tma1.engine.checkruns import Run, at_stop, check_runs, stopped_since
 from tma1.engine.resolution import covering_pass
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
@@ -88,9 +89,10 @@ def build_broken_after_my_edit(
             fresh[path] = now_said - said
         if not hit:
             continue
-        last_edit = {p: max(edit_times[p]) for p in hit}
-        if any(t > newest.ts for t in last_edit.values()):
-            continue  # edited since it failed: the agent is on it (pattern 7)
+        last_edit = max(max(edit_times[p]) for p in hit)
+        edited_since = last_edit > newest.ts
+        if edited_since and not stopped_since(window, now, last_edit):
+            continue  # edited since it failed, still working: the agent is on it (pattern 7)
         first_edit = min(min(edit_times[p]) for p in hit)
         streak = [
             r
@@ -98,7 +100,11 @@ def build_broken_after_my_edit(
             if r.failed and r.check.identity == ident and r.ts >= first_edit
             and not runs.closed(r)
         ]  # fmt: skip
-        found.append(_finding(window, ident, newest, hit, streak, stopping, fresh[hit[0]]))
+        found.append(
+            _finding(
+                window, ident, newest, hit, streak, stopping and not edited_since, fresh[hit[0]]
+            )
+        )
     return found
 
 
@@ -160,8 +166,8 @@ def _finding(
     shown = [display_path(f, window.project) for f in files]
     named = ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
     command = quote(newest.event.tool_command or ident, 100)
-    # At a Stop the newest run failed after the last edit of every named file (else the
-    # rule returned nothing): the agent is stopping on a build it broke.
+    # `stopping`: at a Stop, with the newest run failing after the last edit of the named
+    # files — the agent is stopping on a build it broke.
     high = n >= HIGH_AT or stopping
     evidence = (
         f"The check {quote(ident, 80)} failed {plural(n, 'time')} since "
