@@ -332,3 +332,22 @@ def test_lanes_reach_the_rules_from_the_hook_payload() -> None:
     assert (ev.agent_id, ev.agent_type, ev.lane) == ("agent-7", "Explore", "agent-7")
     assert "agent_id" not in ev.metadata
     assert PROJECT and MINUTE_MS  # the kit's constants, used by the builders above
+
+
+def test_p7_the_same_failures_are_not_told_again_by_the_other_build_kind() -> None:
+    # A build_broken Stop block, then repeated_failed_build about the very same failures at
+    # the next Stop 20 minutes later (seen in the corpus: codex 019b017e, cargo check).
+    from tma1.engine.suppression import Suppression
+
+    sup = Suppression()
+    win = window([])
+    broken = Anomaly(kind=Kind.BUILD_BROKEN_AFTER_MY_EDIT.value, severity=Severity.HIGH.value,
+                     channel=Channel.STOP_BLOCK.value, evidence="e", suggestion="s",
+                     subject="cargo check", last_evidence_ts=at(1))  # fmt: skip
+    [d] = sup.evaluate("s", [broken], win, at(2))
+    assert sup.commit("s", [d], at(2), limit=3)
+    repeated = Anomaly(**{**_fields(broken), "kind": Kind.REPEATED_FAILED_BUILD.value})
+    [d] = sup.evaluate("s", [repeated], win, at(22))
+    assert (d.emit, d.reason) == (False, "told")
+    newer = Anomaly(**{**_fields(repeated), "last_evidence_ts": at(21)})
+    assert sup.evaluate("s", [newer], win, at(22))[0].emit

@@ -114,29 +114,42 @@ def decide(
     return out(True, "window_elapsed", state.first_emitted_at, state.first_emitted_at)
 
 
+# Kinds that report the same thing about one subject: a failing check (design §2.15, the
+# subject is the check's identity for both).
+_FAMILIES = (frozenset({"repeated_failed_build", "build_broken_after_my_edit"}),)
+
+
 def _siblings(finding: Anomaly) -> list[str]:
-    """The finding's keys at higher severities (a build_broken that blocked a Stop as high
-    falls back to medium after it). A climb stays news: a medium told at a prompt, then
-    the agent stopping with it still broken, blocks."""
-    rank = SEVERITY_RANK.get(Severity(finding.severity), 9) if finding.severity in _SEVS else 9
-    return [
-        stable_key(finding.kind, sev.value, finding.subject)
-        for sev in Severity
-        if SEVERITY_RANK[sev] < rank
-    ]
+    """Keys that tell the agent the same thing at the same or a higher severity: the same
+    kind at a higher one (a build_broken that blocked a Stop as high, falling back to
+    medium after it), and the other kind of its family at the same or a higher one (a
+    build_broken block, then repeated_failed_build on the same failures). A climb stays
+    news: a medium told at a prompt, then the agent stopping with it still broken, blocks."""
+    rank = SEVERITY_RANK[Severity(finding.severity)] if finding.severity in _SEVS else 9
+    family = next((f for f in _FAMILIES if finding.kind in f), frozenset({finding.kind}))
+    out: list[str] = []
+    for kind in family:
+        for sev in Severity:
+            higher = SEVERITY_RANK[sev] < rank
+            if (kind == finding.kind and higher) or (kind != finding.kind and (
+                higher or SEVERITY_RANK[sev] == rank
+            )):  # fmt: skip
+                out.append(stable_key(kind, sev.value, finding.subject))
+    return out
 
 
 _SEVS = frozenset(s.value for s in Severity)
 
 
 def _told_as_sibling(finding: Anomaly, states: Mapping[str, KeyState]) -> bool:
-    """The same finding was delivered at a higher severity after its newest evidence: the
-    agent was told this already (a Stop block, then the same failure as a medium digest
-    line at the next prompt — issue 15, pattern 7)."""
+    """A sibling (`_siblings`) was delivered after the finding's newest evidence: the agent
+    was told this already (issue 15, pattern 7)."""
     for key in _siblings(finding):
         st = states.get(key)
-        if st is not None and st.last_emit_ts is not None and (
-            st.last_emit_ts >= finding.last_evidence_ts
+        if (
+            st is not None
+            and st.last_emit_ts is not None
+            and (st.last_emit_ts >= finding.last_evidence_ts)
         ):
             return True
     return False
@@ -181,7 +194,7 @@ class Suppression:
             if st is not None and st.last_emit_ts is not None:
                 res = resolved_at(cand, window, st.last_emit_ts)
             d = decide(cand, st, res, now, one_shot_done=cand.kind in one_shot)
-            if d.emit and d.reason == "fresh" and _told_as_sibling(cand, states):
+            if d.emit and _told_as_sibling(cand, states):
                 d = replace(d, emit=False, reason="told")
             decisions.append(d)
         return decisions

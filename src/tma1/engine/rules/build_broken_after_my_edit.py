@@ -102,7 +102,14 @@ def build_broken_after_my_edit(
         ]  # fmt: skip
         found.append(
             _finding(
-                window, ident, newest, hit, streak, stopping and not edited_since, fresh[hit[0]]
+                window,
+                ident,
+                newest,
+                hit,
+                streak,
+                stopping and not edited_since,
+                fresh[hit[0]],
+                edited_before=not edited_since,
             )
         )
     return found
@@ -141,6 +148,8 @@ def _finding(
     streak: list[Run],
     stopping: bool,
     fresh: frozenset[str],
+    *,
+    edited_before: bool,
 ) -> Anomaly:
     n = max(len(streak), 1)
     output = newest.event.tool_result or ""
@@ -169,10 +178,11 @@ def _finding(
     # `stopping`: at a Stop, with the newest run failing after the last edit of the named
     # files — the agent is stopping on a build it broke.
     high = n >= HIGH_AT or stopping
+    after = ", after your last edit" if edited_before else ", and you edited it since"
     evidence = (
         f"The check {quote(ident, 80)} failed {plural(n, 'time')} since "
         f"{clock_time(streak[0].ts if streak else newest.ts)} (last at "
-        f"{clock_time(newest.ts)}, after your last edit) at "
+        f"{clock_time(newest.ts)}{after}) at "
         f"{plural(len(files), 'file')} you had just edited: {named}"
         + (", and you are stopping with it failing." if stopping else ".")
     )
