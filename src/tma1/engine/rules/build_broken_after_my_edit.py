@@ -19,9 +19,9 @@ high — it blocks — whatever the count, when the newest run failed after the 
 edit of the named file: stopping with a build the agent just broke is the harm the stop
 channel exists for (on recorded sessions agents announced success right then). A check
 the agent edited again after its newest failure is not re-told until it runs again: the
-agent is visibly fixing it (pattern 7) — until it ends its turn without re-running, when
-the finding is told at medium: at a Stop its newest run does not say the current code
-fails, so that Stop is not blocked for it.
+agent is visibly fixing it (pattern 7), and its newest run no longer says the current
+code fails (at a Stop too: the design's "a check the agent never re-ran after its edit
+counts only if its newest run came after that edit").
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from functools import lru_cache
 from tma1.checks import error_line_of_file, located_in
 from tma1.checks.locations import _error_text
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
-from tma1.engine.checkruns import Run, at_stop, check_runs, stopped_since
+from tma1.engine.checkruns import Run, at_stop, check_runs
 from tma1.engine.resolution import covering_pass
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
@@ -89,10 +89,11 @@ def build_broken_after_my_edit(
             fresh[path] = now_said - said
         if not hit:
             continue
-        last_edit = max(max(edit_times[p]) for p in hit)
-        edited_since = last_edit > newest.ts
-        if edited_since and not stopped_since(window, now, last_edit):
-            continue  # edited since it failed, still working: the agent is on it (pattern 7)
+        if any(max(edit_times[p]) > newest.ts for p in hit):
+            # Edited since it failed: its newest run says nothing of the current code. The
+            # agent is fixing it (pattern 7); a re-run will say whether it did (design
+            # §2.15: a check counts only if its newest run came after the edit).
+            continue
         first_edit = min(min(edit_times[p]) for p in hit)
         streak = [
             r
@@ -107,9 +108,8 @@ def build_broken_after_my_edit(
                 newest,
                 hit,
                 streak,
-                stopping and not edited_since,
+                stopping,
                 fresh[hit[0]],
-                edited_before=not edited_since,
             )
         )
     return found
@@ -148,8 +148,6 @@ def _finding(
     streak: list[Run],
     stopping: bool,
     fresh: frozenset[str],
-    *,
-    edited_before: bool,
 ) -> Anomaly:
     n = max(len(streak), 1)
     output = newest.event.tool_result or ""
@@ -178,11 +176,10 @@ def _finding(
     # `stopping`: at a Stop, with the newest run failing after the last edit of the named
     # files — the agent is stopping on a build it broke.
     high = n >= HIGH_AT or stopping
-    after = ", after your last edit" if edited_before else ", and you edited it since"
     evidence = (
         f"The check {quote(ident, 80)} failed {plural(n, 'time')} since "
         f"{clock_time(streak[0].ts if streak else newest.ts)} (last at "
-        f"{clock_time(newest.ts)}{after}) at "
+        f"{clock_time(newest.ts)}, after your last edit) at "
         f"{plural(len(files), 'file')} you had just edited: {named}"
         + (", and you are stopping with it failing." if stopping else ".")
     )
