@@ -11,7 +11,6 @@ Built once per (window, now) and kept in the window's memo: the three rules ask 
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -46,22 +45,11 @@ class Run:
 @dataclass(slots=True)
 class CheckRuns:
     runs: list[Run]  # ts ascending, at or before `now`
-    passes: list[Run]
-    pass_ts: list[int]
+    closed_ids: set[int]  # id() of the failing runs' events that a later pass covers
 
     def closed(self, run: Run) -> bool:
         """A later run passed a check that covers this one (in any lane)."""
-        for p in self.passes[bisect_right(self.pass_ts, run.ts) :]:
-            if p.event is not run.event and _covers(p.check, run.check):
-                return True
-        return False
-
-    def closed_at(self, check: Check, after: int) -> int | None:
-        """The first covering pass after `after`, or None."""
-        for p in self.passes[bisect_right(self.pass_ts, after) :]:
-            if _covers(p.check, check):
-                return p.ts
-        return None
+        return id(run.event) in self.closed_ids
 
     def newest_by_identity(self) -> dict[str, Run]:
         """Each check's newest run with a verdict (pass or fail)."""
@@ -91,6 +79,20 @@ def _check(command: str, workdir: str) -> Check | None:
     return check_of(command, workdir)
 
 
+def _closed(runs: list[Run]) -> set[int]:
+    """The failing runs a later pass covers. Newest to oldest, against the distinct checks
+    that passed later: a session re-runs a handful of checks, so this is about O(runs)
+    (comparing each failure with every later pass was quadratic on long sessions)."""
+    closed: set[int] = set()
+    passed_later: dict[Check, None] = {}
+    for r in reversed(runs):
+        if r.passed:
+            passed_later.setdefault(r.check, None)
+        elif r.failed and any(_covers(p, r.check) for p in passed_later):
+            closed.add(id(r.event))
+    return closed
+
+
 def run_of(ev: HookEvent, project: str | None) -> Run | None:
     """The event as a run of a check, or None (no shell result, no check, never ran)."""
     if ev.tool_name not in SHELL_TOOLS or not ev.tool_command:
@@ -116,8 +118,7 @@ def check_runs(window: SessionWindow, now: int) -> CheckRuns:
         for e in window.events
         if e.ts <= now and e.tool_command and (r := run_of(e, window.project)) is not None
     ]
-    passes = [r for r in runs if r.passed]
-    found = CheckRuns(runs, passes, [p.ts for p in passes])
+    found = CheckRuns(runs, _closed(runs))
     window.memo.clear()  # one `now` at a time: the detector asks about the present
     window.memo[key] = found
     return found
