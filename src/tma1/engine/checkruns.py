@@ -24,28 +24,19 @@ class Run:
     event: HookEvent
     check: Check
     outcome: Outcome
-
-    @property
-    def ts(self) -> int:
-        return self.event.ts
-
-    @property
-    def lane(self) -> str:
-        return self.event.agent_id or ""
-
-    @property
-    def failed(self) -> bool:
-        return self.outcome is Outcome.FAIL
-
-    @property
-    def passed(self) -> bool:
-        return self.outcome is Outcome.PASS
+    # Read for every run by every rule: plain fields, not properties.
+    ts: int
+    lane: str  # the sub-agent's id, "" for the main agent (design §2.16)
+    failed: bool
+    passed: bool
 
 
 @dataclass(slots=True)
 class CheckRuns:
     runs: list[Run]  # ts ascending, at or before `now`
     closed_ids: set[int]  # id() of the failing runs' events that a later pass covers
+
+    _open: dict[str, Run] | None = None
 
     def closed(self, run: Run) -> bool:
         """A later run passed a check that covers this one (in any lane)."""
@@ -61,12 +52,14 @@ class CheckRuns:
 
     def open_failures(self) -> dict[str, Run]:
         """Open checks (design §2.15): the newest run failed and no later covering run
-        passed. Identity → that newest failing run."""
-        return {
-            ident: r
-            for ident, r in self.newest_by_identity().items()
-            if r.failed and not self.closed(r)
-        }
+        passed. Identity → that newest failing run. (Asked by two rules: kept.)"""
+        if self._open is None:
+            self._open = {
+                ident: r
+                for ident, r in self.newest_by_identity().items()
+                if r.failed and not self.closed(r)
+            }
+        return self._open
 
 
 @lru_cache(maxsize=8192)
@@ -105,7 +98,15 @@ def run_of(ev: HookEvent, project: str | None) -> Run | None:
     outcome = outcome_of(ev.tool_command, ev.event_type, ev.tool_success, ev.failure_kind)
     if outcome is Outcome.NOT_A_CHECK:
         return None
-    return Run(ev, check, outcome)
+    return Run(
+        ev,
+        check,
+        outcome,
+        ev.ts,
+        ev.agent_id or "",
+        outcome is Outcome.FAIL,
+        outcome is Outcome.PASS,
+    )
 
 
 def check_runs(window: SessionWindow, now: int) -> CheckRuns:
