@@ -157,6 +157,14 @@ def _pass(v: Any) -> str:
     return "no data" if v is None else ("pass" if v else "FAIL")
 
 
+def _verdict(figure: Any) -> str:
+    """pass / FAIL / not enough data (n = …) / no data, as `tma1 gates` says it."""
+    from tma1.gates import status_text
+
+    text = status_text(figure)
+    return "no data" if text == "n/a" else text
+
+
 def render_text(result: Any, *, full_bodies: bool = False) -> str:
     from tma1.replay.driver import iso
 
@@ -228,7 +236,7 @@ def render_text(result: Any, *, full_bodies: bool = False) -> str:
             f"target ≥ {follow['target']:.0%})"
         )
         rows = [
-            [k, str(v["emits"]), str(v["followed"]), _rate(v["rate"]), _pass(v["pass"])]
+            [k, str(v["emits"]), str(v["followed"]), _rate(v["rate"]), _verdict(v)]
             for k, v in follow["kinds"].items()
             if v["emits"]
         ]

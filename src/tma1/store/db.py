@@ -789,6 +789,61 @@ class Store:
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
 
+    # --- reads for the dashboard -------------------------------------------------------
+
+    def session_spans(
+        self,
+        *,
+        limit: int,
+        offset: int = 0,
+        since_ts: int | None = None,
+        session_id: str | None = None,
+        search: str | None = None,
+    ) -> list[tuple[str, int, int]]:
+        """(session_id, first ts, last ts), newest activity first, one page of them.
+
+        `search` matches, case-insensitively and literally (no wildcards), a part of the
+        session id or of the project of any of the session's events."""
+        ev = hook_events
+        last = func.max(ev.c.ts)
+        pick = select(ev.c.session_id, func.min(ev.c.ts), last).group_by(ev.c.session_id)
+        if since_ts is not None:
+            pick = pick.having(last >= since_ts)
+        if session_id is not None:
+            pick = pick.where(ev.c.session_id == session_id)
+        if search:
+            needle = search.lower()
+            pick = pick.where(
+                or_(
+                    func.lower(ev.c.session_id).contains(needle, autoescape=True),
+                    func.lower(ev.c.project).contains(needle, autoescape=True),
+                )
+            )
+        pick = pick.order_by(last.desc(), ev.c.session_id).limit(limit).offset(offset)
+        with self.engine.connect() as conn:
+            return [(str(sid), int(lo), int(hi)) for sid, lo, hi in conn.execute(pick).all()]
+
+    def emits_delivered_with(self, emit_id: int) -> list[dict[str, Any]]:
+        """The emit-log rows one answer carried together with `emit_id`, in delivery order
+        (ids ascending): same session, channel and instant. [] for an unknown id."""
+        me = select(anomaly_emits.c.session_id, anomaly_emits.c.ts, anomaly_emits.c.channel).where(
+            anomaly_emits.c.id == emit_id
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(me).first()
+            if row is None:
+                return []
+            q = (
+                select(anomaly_emits)
+                .where(
+                    anomaly_emits.c.session_id == row.session_id,
+                    anomaly_emits.c.ts == row.ts,
+                    anomaly_emits.c.channel == row.channel,
+                )
+                .order_by(anomaly_emits.c.id)
+            )
+            return [dict(r._mapping) for r in conn.execute(q)]
+
     # --- housekeeping --------------------------------------------------------------------
 
     def counts(self) -> dict[str, int]:
