@@ -37,11 +37,13 @@ import httpx
 
 from tma1.config import Settings
 from tma1.engine.anomaly import Kind
+from tma1.engine.digest import stop_block_reason
 
 KINDS = tuple(k.value for k in Kind)
 CONTEXT_THRESHOLD = 30_000
-# The script's own cap is 0.5 s; on a busy machine (CI, a laptop compiling) a demo should
-# not lose a line to it, so the demo lets each hook call take up to 2 s.
+# The script's own cap is 2 s too; the demo sets it so that on a busy machine (CI, a laptop
+# compiling) it never loses a line, whatever the default becomes. Each hook call may take
+# up to 2 s.
 HOOK_TIMEOUT_S = "2"
 _FINDING = re.compile(r"\[(high|medium|low)\] ([a-z_]+):")
 
@@ -319,8 +321,7 @@ class DemoAgent:
             return
         shown = body
         if how == "Stop block":
-            data = json.loads(body)
-            shown = f"decision: {data.get('decision')}\nreason: {data.get('reason', '')}"
+            shown = f"Stop blocked; the agent reads:\n{stop_block_reason(body) or body}"
         self.out.told(shown, how)
         kinds = [m.group(2) for m in _FINDING.finditer(body)]
         self.told.append(Told(step=self.step, how=how, kinds=kinds))

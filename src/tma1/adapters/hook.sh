@@ -10,7 +10,7 @@
 [ -n "${TMA1_HOST:-}" ] || TMA1_HOST=@@HOST@@
 [ -n "${TMA1_PORT:-}" ] || TMA1_PORT=@@PORT@@
 [ -n "${TMA1_DATA_DIR:-}" ] || TMA1_DATA_DIR=@@DATA_DIR@@
-[ -n "${TMA1_HOOK_TIMEOUT:-}" ] || TMA1_HOOK_TIMEOUT=0.5
+[ -n "${TMA1_HOOK_TIMEOUT:-}" ] || TMA1_HOOK_TIMEOUT=2
 
 # Nothing this script could say on stderr helps the agent (exit 2 or a message there can
 # even block it), so stderr goes nowhere from here on.
@@ -35,21 +35,27 @@ case $TMA1_HOST in
 esac
 
 # stdin is streamed (--upload-file -, chunked) rather than read whole before connecting,
-# so --max-time bounds the read too: an agent that never closes stdin costs 0.5 s, not the
-# hook's whole timeout.
+# so --max-time bounds the read too: an agent that never closes stdin costs the cap, not
+# the hook's whole timeout. The cap (2 s, under the agents' 5 s hook timeout) is what a
+# big event needs to upload: the server takes bodies up to 64 MiB, answers a big one as
+# soon as it has arrived, and answers every other within its 400 ms insert budget.
 # The token goes to curl as a config file on fd 3, not as an argument, so other local
 # users cannot read it from the process list (only where /dev/fd is missing does it fall
 # back to an argument). `Expect:` stops curl from waiting for a 100-continue on large
-# events; --noproxy keeps a user's http_proxy off loopback traffic. -w appends the 3-digit
-# status so that a 403 or 500 body is never shown to the agent.
+# events; --noproxy keeps a user's http_proxy off loopback traffic; -q (first) keeps a
+# user's ~/.curlrc out of it. -w appends the 3-digit status so that a 403 or 500 body is
+# never shown to the agent.
+# Cost: almost all of it is curl's own start (dynamic linking, TLS library set-up), which
+# no flag avoids. The script adds no process of its own on the way: curl is the last
+# command of the substitution's subshell, so the shell execs it instead of forking again
+# (a function there would cost one more fork); docs/benchmarks.md has the figures.
 fd_dir=/dev/fd
-post() {
-  if [ -d "$fd_dir" ]; then
-    set -- --config "$fd_dir/3"
-  else
-    set -- -H "X-TMA1-Token: $token"
-  fi
-  curl --silent --noproxy '*' \
+if [ -d "$fd_dir" ]; then
+  set -- --config "$fd_dir/3"
+else
+  set -- -H "X-TMA1-Token: $token"
+fi
+out=$(curl -q --silent --noproxy '*' \
     --connect-timeout 0.25 --max-time "$TMA1_HOOK_TIMEOUT" \
     "$@" \
     -H 'Content-Type: application/json' -H 'Expect:' \
@@ -57,9 +63,7 @@ post() {
     "http://$url_host:$TMA1_PORT/api/hooks@@QUERY@@" 3<<TMA1_CURL_CONFIG
 header = "X-TMA1-Token: $token"
 TMA1_CURL_CONFIG
-}
-
-out=$(post 2>/dev/null) || out=000
+) || out=000
 code=${out#"${out%???}"}
 body=${out%???}
 if [ "$code" = 200 ]; then

@@ -69,6 +69,26 @@ def dumps(doc: Doc, fmt: JsonFormat = DEFAULT_FORMAT) -> str:
     return text + "\n" if fmt.trailing_newline else text
 
 
+def edit_text(text: str, doc: Doc) -> str:
+    """`text` changed to hold `doc`, touching only what changed (the user's own entries
+    keep their wrapping); a file that cannot be edited so is re-rendered in its style."""
+    from tma1.adapters.jsonsplice import splice
+
+    fmt = detect_format(text)
+    if text.strip():
+        out = splice(
+            text,
+            doc,
+            indent=fmt.indent,
+            item_sep=fmt.item_sep,
+            key_sep=fmt.key_sep,
+            ensure_ascii=fmt.ensure_ascii,
+        )
+        if out is not None:
+            return out
+    return dumps(doc, fmt)
+
+
 def decode_text(path: Path, data: bytes | None) -> str:
     """The file's text ("" when absent); a file that is not UTF-8 is refused untouched."""
     if data is None:
@@ -122,7 +142,10 @@ def parse_document(path: Path, data: bytes | None) -> Doc:
 
 
 def is_ours(handler: object, marker: str) -> bool:
-    return isinstance(handler, dict) and marker in str(handler.get("command", ""))
+    """Ours: a command hook running our script, or an http hook whose URL names it."""
+    return isinstance(handler, dict) and (
+        marker in str(handler.get("command", "")) or marker in str(handler.get("url", ""))
+    )
 
 
 def count_ours(doc: Doc, marker: str) -> int:
@@ -171,9 +194,15 @@ def _strip_event(groups: list[Any], marker: str, keep_first: dict[str, Any] | No
 
 
 def add_hooks(
-    doc: Doc, events: tuple[str, ...], handler: dict[str, Any], marker: str, matcher: str | None
+    doc: Doc,
+    events: tuple[str, ...],
+    handler: dict[str, Any],
+    marker: str,
+    matcher: str | None,
+    per_event: dict[str, dict[str, Any]] | None = None,
 ) -> Doc:
-    """Our handler on each event, exactly once; our handlers on other events removed."""
+    """Our handler on each event (`per_event[event]` where given), exactly once; our
+    handlers on other events removed."""
     out = copy.deepcopy(doc)
     hooks = out.setdefault("hooks", {})
     for event in list(hooks):
@@ -182,10 +211,11 @@ def add_hooks(
             if not hooks[event]:
                 del hooks[event]
     for event in events:
+        wanted = (per_event or {}).get(event, handler)
         groups = hooks.setdefault(event, [])
-        if not _strip_event(groups, marker, handler):
+        if not _strip_event(groups, marker, wanted):
             group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
-            group["hooks"] = [copy.deepcopy(handler)]
+            group["hooks"] = [copy.deepcopy(wanted)]
             groups.append(group)
     return out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 from urllib.parse import parse_qsl
@@ -10,11 +11,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from tma1.service import MAX_BODY_BYTES, Service
+from tma1.service import LARGE_BODY_BYTES, MAX_BODY_BYTES, Service
 
 log = logging.getLogger("tma1.hooks")
 
 router = APIRouter()
+# Big events being stored after their answer (a reference keeps each task alive).
+_BACKGROUND: set[asyncio.Task[str]] = set()
 
 _HOOK_BODY_DOC = {
     "requestBody": {
@@ -70,7 +73,10 @@ async def _read_capped(receive: Receive, limit: int) -> tuple[bytes, int] | None
     },
 )
 async def post_hook(
-    request: Request, source: str | None = None, envelope: str | None = None
+    request: Request,
+    source: str | None = None,
+    envelope: str | None = None,
+    transport: str | None = None,
 ) -> Response:
     # The app answers POST /api/hooks before routing (tma1.server.app.Tma1App); this route
     # documents the endpoint in the OpenAPI schema and answers identically when reached.
@@ -78,6 +84,19 @@ async def post_hook(
         request.app.state.service, request.app.state.hook_token, request.scope, request.receive
     )
     return Response(body, status_code=status, media_type=media)
+
+
+@router.get(
+    "/api/hooks/token-check",
+    summary="200 when X-TMA1-Token is the hook token, 403 otherwise (for `tma1 doctor`)",
+    responses={403: {"description": "Missing or wrong X-TMA1-Token"}},
+)
+async def token_check(request: Request) -> Response:
+    expected = request.app.state.hook_token
+    given = request.headers.get("x-tma1-token", "").encode("latin-1")
+    if expected is not None and not hmac.compare_digest(given, expected.encode()):
+        return Response(_FORBIDDEN, status_code=403, media_type="text/plain")
+    return Response(b"ok\n", media_type="text/plain")
 
 
 _FORBIDDEN = b"forbidden: missing or wrong X-TMA1-Token\n"
@@ -94,7 +113,28 @@ def _query(scope: Scope) -> dict[str, str]:
 async def answer_hook(
     service: Service, expected: str | None, scope: Scope, receive: Receive
 ) -> tuple[int, bytes, str]:
-    """(status, body, media type) of a hook request. 200 unless the token is wrong."""
+    """(status, body, media type) of a hook request. 200 unless the token is wrong.
+
+    `?transport=http` (Claude Code's native http hooks): every 200 answer is JSON — the
+    digest as `hookSpecificOutput.additionalContext`, nothing to say as `{}` — since
+    Claude Code refuses any other body ("HTTP hook must return JSON")."""
+    query = _query(scope)
+    if query.get("transport") == "http":
+        status, body, media = await _answer(service, expected, scope, receive, query, "json")
+        if status == 200 and not body:
+            return 200, b"{}", "application/json"
+        return status, body, media
+    return await _answer(service, expected, scope, receive, query, query.get("envelope"))
+
+
+async def _answer(
+    service: Service,
+    expected: str | None,
+    scope: Scope,
+    receive: Receive,
+    query: dict[str, str],
+    envelope: str | None,
+) -> tuple[int, bytes, str]:
     if expected is not None:
         given = b""
         for name, value in scope["headers"]:
@@ -116,9 +156,17 @@ async def answer_hook(
         service.reject("body_too_large", f"{total} bytes > {MAX_BODY_BYTES}")
         service.counters.inc("requests")
         return 200, b"", "text/plain"
-    query = _query(scope)
+    if total > LARGE_BODY_BYTES:
+        # A big event (a huge tool output) is answered empty at once and stored in the
+        # background: the hook script's time cap must cover its upload, not its decoding.
+        task = asyncio.create_task(
+            service.handle_hook_async(body, source=query.get("source"), envelope=None)
+        )
+        _BACKGROUND.add(task)
+        task.add_done_callback(_BACKGROUND.discard)
+        return 200, b"", "text/plain"
     answer = await service.handle_hook_async(
-        body, source=query.get("source"), envelope=query.get("envelope")
+        body, source=query.get("source"), envelope=envelope
     )
     media = "application/json" if answer.startswith("{") else "text/plain"
     return 200, answer.encode("utf-8"), media
