@@ -7,6 +7,8 @@ log. Per hook event:
 - Stop → `stop_block` findings → `{"decision":"block","reason":…}`, or "" when
   `stop_hook_active` is set (the loop guard);
 - PostToolUse / PostToolUseFailure → `post_tool_use` findings → hookSpecificOutput context;
+- SessionStart → the session bundle (`tma1.engine.bundle`, design §2.19) as
+  hookSpecificOutput context; re-told findings are emitted on `session_start`;
 - anything else → "".
 
 Only the findings actually put into the answer are committed to suppression and written
@@ -19,12 +21,26 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from tma1.clock import MINUTE_MS, Clock
 from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.engine.anomaly import Anomaly, Channel, delivery_order
+from tma1.engine.bundle import (
+    ACTIVE_MS,
+    CHANGES_HORIZON_MS,
+    CHECKS_HORIZON_MS,
+    SESSION_START,
+    Bundle,
+    BundleInput,
+    BundleMemory,
+    Peer,
+    build_bundle,
+    epoch_start,
+    unresolved,
+)
 from tma1.engine.detector import Detector, Rule, WindowSource
 from tma1.engine.digest import (
     DIGEST_MAX_FINDINGS,
@@ -105,6 +121,7 @@ class Delivery:
             source=source,
         )
         self.suppression = Suppression()
+        self.bundles = BundleMemory()
         self.emitlog = emitlog or EmitLog(store=store, counters=counters)
         self._evict_lock = threading.Lock()
         self._last_evict = 0
@@ -123,6 +140,8 @@ class Delivery:
 
     def _respond(self, event: HookEvent, *, envelope: str | None) -> str:
         hook = event.hook_event_name
+        if hook == "SessionStart":
+            return self.session_start(event, envelope=envelope)
         channel = CHANNEL_FOR_HOOK.get(hook)
         if channel is None:
             return ""
@@ -147,6 +166,11 @@ class Delivery:
             self.suppression.touch(session_id, now)
             return []
         decisions = self.suppression.evaluate(session_id, candidates, det.window, now)
+        if channel != Channel.STOP_BLOCK:
+            # A bundle just told these (design §2.19): the digest does not repeat them.
+            decisions = [
+                d for d in decisions if not (d.emit and self.bundles.recently_told(d.finding, now))
+            ]
         emitted = self.suppression.commit(
             session_id, decisions, now, limit=CHANNEL_LIMIT.get(channel, 1)
         )
@@ -154,6 +178,115 @@ class Delivery:
             self.counters.inc(f"engine.delivered.{channel}", len(emitted))
             self.emitlog.record(emitted, ts=now)
         return emitted
+
+    # --- the session bundle (SessionStart) -----------------------------------------------
+
+    def session_start(self, event: HookEvent, *, envelope: str | None = None) -> str:
+        """Answer a SessionStart with the bundle, commit what it told, emit its findings."""
+        now = self.clock.now_ms()
+        self._maybe_evict(now)
+        source = event.metadata.get("source")
+        bundle = self.bundle(
+            event.session_id,
+            source=source if isinstance(source, str) else None,
+            now=now,
+            before_ts=event.ts,
+            project=event.project,
+        )
+        if not bundle.text:
+            return ""
+        self.bundles.record(event.session_id, bundle.keys, now)
+        if bundle.findings:
+            self.counters.inc(f"engine.delivered.{SESSION_START}", len(bundle.findings))
+            self.emitlog.record(
+                [
+                    replace(f, channel=SESSION_START, first_emitted_at=f.first_emitted_at or now)
+                    for f in bundle.findings
+                ],
+                ts=now,
+            )
+        self.counters.inc("engine.bundles")
+        return context_body("SessionStart", bundle.text, envelope=envelope)
+
+    def bundle(
+        self,
+        session_id: str,
+        *,
+        source: str | None,
+        now: int | None = None,
+        before_ts: int | None = None,
+        project: str | None = None,
+    ) -> Bundle:
+        """The bundle a SessionStart of `source` would get now. Changes nothing."""
+        now = self.clock.now_ms() if now is None else now
+        before = now if before_ts is None else before_ts
+        store = self.store
+        det = self.detector.detect(session_id, now)
+        project = project or det.window.project or store.session_project(session_id, now)
+        decisions = self.suppression.evaluate(
+            session_id, delivery_order(list(det.candidates)), det.window, now
+        )
+        start = epoch_start(
+            store.session_epoch_markers(session_id, now),
+            store.session_compactions(session_id, now),
+            det.window.session_start_ts,
+            now,
+        )
+        last = store.session_last_ts(session_id, before)
+        runs: list[HookEvent] = []
+        changes = []
+        peers: list[Peer] = []
+        if project:
+            runs = store.project_shell_results(project, now - CHECKS_HORIZON_MS, now)
+            if last is not None:
+                changes = store.project_changes(project, max(last, now - CHANGES_HORIZON_MS), now)
+            peers = [
+                Peer(session_id=sid, agent=agent, last_ts=ts)
+                for sid, ts, agent, ended in store.project_activity(project, now - ACTIVE_MS, now)
+                if sid != session_id and (ended is None or ended < ts)
+            ]
+        return build_bundle(
+            BundleInput(
+                session_id=session_id,
+                project=project,
+                source=source,
+                now=now,
+                epoch_start=start,
+                told=self.bundles.told(session_id),
+                runs=runs,
+                findings=unresolved(decisions),
+                last_event_ts=last,
+                changes=changes,
+                peers=peers,
+            )
+        )
+
+    def preview_bundle(self, session_id: str, source: str | None = "resume") -> dict[str, Any]:
+        """What a SessionStart of `source` would be told now (MCP, dashboards). Read-only:
+        no epoch memory, no suppression state, no emit-log row."""
+        now = self.clock.now_ms()
+        b = self.bundle(session_id, source=source, now=now)
+        return {
+            "session_id": session_id,
+            "now": now,
+            "source": source,
+            "text": b.text,
+            "chars": len(b.text),
+            "parts": list(b.parts),
+            "findings": [
+                {
+                    "kind": str(f.kind),
+                    "severity": str(f.severity),
+                    "channel": str(f.channel),
+                    "subject": f.subject,
+                    "stable_key": f.stable_key,
+                    "suggestion": f.suggestion,
+                    "evidence": f.evidence,
+                    "related_files": list(f.related_files),
+                }
+                for f in b.findings
+            ],
+        }
 
     # --- read-only ----------------------------------------------------------------------
 
@@ -201,7 +334,11 @@ class Delivery:
         now = self.clock.now_ms()
         try:
             rows = self.emitlog.rows_since(now - REBUILD_HORIZON_MS)
-            self.restored_rows = self.suppression.restore(rows)
+            # Bundle rows re-tell; they never advance suppression (design §2.19).
+            self.restored_rows = self.suppression.restore(
+                r for r in rows if r["channel"] != SESSION_START
+            )
+            self.bundles.restore(rows)
         except Exception:
             self.counters.inc("errors.engine_restore")
             log.exception("could not rebuild suppression state from the emit log")
@@ -220,6 +357,7 @@ class Delivery:
                 return
             self._last_evict = now
         evicted = self.suppression.evict_idle(now)
+        self.bundles.evict_idle(now)
         if evicted:
             self.counters.inc("engine.sessions_evicted", evicted)
 

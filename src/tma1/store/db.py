@@ -700,6 +700,92 @@ class Store:
             value = conn.execute(q).scalar()
         return str(value) if value is not None else None
 
+    # --- reads for the session bundle (tma1.engine.bundle) -------------------------------
+
+    def project_shell_results(self, project: str, since_ts: int, until_ts: int) -> list[HookEvent]:
+        """The project's shell tool results (every session) in [since, until], ts ascending;
+        `tool_input` left out and `tool_result` kept only for unsuccessful results."""
+        c = hook_events.c
+        failed = or_(c.event_type == "PostToolUseFailure", c.tool_success.is_(False))
+        cols = [
+            col
+            if col.name not in ("tool_input", "tool_result")
+            else (
+                null().label("tool_input")
+                if col.name == "tool_input"
+                else case((failed, c.tool_result), else_=null()).label("tool_result")
+            )
+            for col in hook_events.columns
+        ]
+        q = (
+            select(*cols)
+            .where(
+                c.project == project,
+                c.ts >= since_ts,
+                c.ts <= until_ts,
+                c.event_type.in_(("PostToolUse", "PostToolUseFailure")),
+                c.tool_command.is_not(None),
+            )
+            .order_by(c.ts, c.id)
+        )
+        with self.engine.connect() as conn:
+            return [row_to_event(r) for r in conn.execute(q)]
+
+    def project_activity(
+        self, project: str, since_ts: int, until_ts: int
+    ) -> list[tuple[str, int, str, int | None]]:
+        """(session, newest event ts, agent, newest SessionEnd ts or None) of every session
+        with an event in the project in [since, until]."""
+        c = hook_events.c
+        ended = func.max(case((c.hook_event_name == "SessionEnd", c.ts), else_=null()))
+        q = (
+            select(c.session_id, func.max(c.ts), func.max(c.agent_source), ended)
+            .where(c.project == project, c.ts >= since_ts, c.ts <= until_ts)
+            .group_by(c.session_id)
+        )
+        with self.engine.connect() as conn:
+            return [
+                (str(r[0]), int(r[1]), str(r[2]), None if r[3] is None else int(r[3]))
+                for r in conn.execute(q)
+            ]
+
+    def session_last_ts(self, session_id: str, before_ts: int) -> int | None:
+        """The session's newest event strictly before `before_ts`."""
+        q = select(func.max(hook_events.c.ts)).where(
+            hook_events.c.session_id == session_id, hook_events.c.ts < before_ts
+        )
+        with self.engine.connect() as conn:
+            value = conn.execute(q).scalar()
+        return int(value) if value is not None else None
+
+    def session_epoch_markers(self, session_id: str, until_ts: int) -> list[HookEvent]:
+        """The session's SessionStart / PreCompact / PostCompact events up to `until_ts`."""
+        q = (
+            select(hook_events)
+            .where(
+                hook_events.c.session_id == session_id,
+                hook_events.c.ts <= until_ts,
+                hook_events.c.hook_event_name.in_(("SessionStart", "PreCompact", "PostCompact")),
+            )
+            .order_by(hook_events.c.ts, hook_events.c.id)
+        )
+        with self.engine.connect() as conn:
+            return [row_to_event(r) for r in conn.execute(q)]
+
+    def session_compactions(self, session_id: str, until_ts: int) -> list[int]:
+        """When the transcript tailer saw the session's context compacted (ts ascending)."""
+        q = (
+            select(messages.c.ts)
+            .where(
+                messages.c.session_id == session_id,
+                messages.c.kind == "compaction",
+                messages.c.ts <= until_ts,
+            )
+            .order_by(messages.c.ts)
+        )
+        with self.engine.connect() as conn:
+            return [int(r[0]) for r in conn.execute(q)]
+
     def emits_since(self, since_ts: int) -> list[dict[str, Any]]:
         q = (
             select(anomaly_emits)

@@ -1,0 +1,461 @@
+"""The session bundle: what an agent must not forget, said at `SessionStart` (design §2.19).
+
+At a session's start, resume, `/clear` or compaction the agent's context is new: whatever
+tma1 told it before is gone (a compaction summarises it away). The bundle is a short
+`<tma1-context>` (under `BUNDLE_MAX_CHARS`) with up to four parts, each present only when
+it is true:
+
+1. **Open checks in this project** (`open_checks`): a build/test/lint run whose newest run
+   failed and no later run of the same check passed — in any session of the project, so a
+   session that starts in a project another session broke is told so, and by whom.
+2. **This session's unresolved findings** (after resume, compaction or clear — never at a
+   fresh startup, which has none): what the rules still find, minus what suppression knows
+   to be resolved and the one-shot `context_pressure` (a compaction answers it).
+3. **Files changed outside since the session's last event**: file changes in the project
+   that no write of this session explains, newer than the session's last event before this
+   SessionStart.
+4. **Other sessions active on the project right now**: an event in the last `ACTIVE_MS`
+   and no `SessionEnd` since.
+
+`build_bundle` is a pure function of a `BundleInput` (a window of store reads, `now`, and
+what was already told in this context epoch); `Delivery.session_start` loads the input and
+commits the result. Nothing is told twice in one context epoch (design §2.17): every item
+has a key, and an item told at or after the epoch's start is left out. A compaction starts
+an epoch (`SessionStart` with `source: compact` is itself such a start, as are PreCompact,
+PostCompact and a compaction the transcript tailer saw).
+
+Findings re-told here are *emitted*: an emit-log row on channel `session_start` (counted in
+the daily budget like any other emit). Re-telling never touches suppression, so a
+`stop_block` finding told in a bundle still blocks the next Stop (design §2.3); and a
+`user_prompt_submit` digest leaves out a finding the bundle told in the last ten minutes
+unless its evidence is newer (`BundleMemory.recently_told`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tma1.clock import MINUTE_MS
+from tma1.engine.anomaly import Anomaly, Channel, Kind, delivery_order
+from tma1.engine.digest import CLOSE_TAG, OPEN_TAG, clip
+from tma1.engine.rules._support import clock_time
+from tma1.events import SHELL_TOOLS, FileChange, HookEvent
+from tma1.extract import command_key, error_line, runs_only_plumbing
+
+SESSION_START = Channel.SESSION_START.value
+BUNDLE_MAX_CHARS = 2_000
+# How far back the project's shell runs are read for open checks: a build broken this
+# morning and never re-run is still broken this afternoon.
+CHECKS_HORIZON_MS = 12 * 60 * MINUTE_MS
+# Files changed since the session's last event, at most this far back.
+CHANGES_HORIZON_MS = 24 * 60 * MINUTE_MS
+# A session with an event this recent (and no SessionEnd since) is active right now.
+ACTIVE_MS = 10 * MINUTE_MS
+# A digest leaves out a finding a bundle told this recently (the suppression window).
+RECENTLY_TOLD_MS = 10 * MINUTE_MS
+IDLE_EVICT_MS = 24 * 60 * MINUTE_MS
+
+MAX_CHECKS = 3
+MAX_FINDINGS = 3
+MAX_FILES = 5
+MAX_PEERS = 3
+_CHECK_CHARS = 260
+_FINDING_CHARS = 300
+_FILES_CHARS = 320
+_PEERS_CHARS = 200
+
+SOURCES = ("startup", "resume", "clear", "compact")
+COMPACTION_HOOKS = frozenset({"PreCompact", "PostCompact"})
+# Failure kinds that are no verdict on a check (i15: invocation errors, coverage-only).
+_NOT_A_VERDICT = frozenset({"invocation", "coverage"})
+# The bundle never re-tells these: a compaction is the answer to context pressure.
+_NOT_RETOLD = frozenset({Kind.CONTEXT_PRESSURE.value})
+# Suppression decisions that mean "the agent need not hear this again".
+_SETTLED = frozenset({"resolved", "one_shot"})
+
+
+# --- checks ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OpenCheck:
+    """A check whose newest run failed with no later passing run of it."""
+
+    key: str  # the check (`command_key`: output plumbing and wrappers left out)
+    command: str  # the newest failing run's command, as typed
+    since: int  # the first failure after the last pass: when it broke
+    last_failure: int
+    failures: int  # failing runs since it broke
+    broken_by: str  # the session of the first failure after the last pass
+    broken_by_agent: str
+    error: str | None  # the newest failure's telling error line
+
+    @property
+    def item_key(self) -> str:
+        return f"check|{self.key}|{self.since}"
+
+
+def is_check_run(e: HookEvent) -> bool:
+    """A shell result that is a verdict on a check: not plumbing (`git`, `ls`, `grep`), not a
+    failure that never ran the check, and not a refusal (unsuccessful without a failure)."""
+    if e.event_type not in ("PostToolUse", "PostToolUseFailure") or e.tool_name not in SHELL_TOOLS:
+        return False
+    if not e.tool_command or runs_only_plumbing(e.tool_command):
+        return False
+    if e.failure_kind in _NOT_A_VERDICT:
+        return False
+    return e.is_failure or e.is_success
+
+
+def open_checks(runs: Sequence[HookEvent], now: int) -> list[OpenCheck]:
+    """Checks open at `now` over the project's shell results `runs` (any session, ts
+    ascending): per check (`command_key`), the newest run failed and no later run passed.
+
+    Today's failure notions (design §2.8): a native failure, a derived exit failure or a
+    masked one fails a check; a successful PostToolUse passes it. Newest-broken first."""
+    streaks: dict[str, list[HookEvent]] = {}
+    for e in runs:
+        if e.ts > now or not is_check_run(e):
+            continue
+        key = command_key(e.tool_command or "")
+        if not key:
+            continue
+        if e.is_failure:
+            streaks.setdefault(key, []).append(e)
+        else:
+            streaks.pop(key, None)  # a pass closes the check; history before it is fixed
+    out = []
+    for key, fails in streaks.items():
+        first, last = fails[0], fails[-1]
+        out.append(
+            OpenCheck(
+                key=key,
+                command=last.tool_command or key,
+                since=first.ts,
+                last_failure=last.ts,
+                failures=len(fails),
+                broken_by=first.session_id,
+                broken_by_agent=first.agent_source,
+                error=last.tool_error_summary or error_line(last.tool_result or ""),
+            )
+        )
+    out.sort(key=lambda c: (-c.last_failure, c.key))
+    return out
+
+
+# --- epochs ---------------------------------------------------------------------------------
+
+
+def is_compaction(e: HookEvent) -> bool:
+    """A hook event that starts a new context epoch (design §2.17)."""
+    if e.hook_event_name in COMPACTION_HOOKS:
+        return True
+    return e.hook_event_name == "SessionStart" and e.metadata.get("source") == "compact"
+
+
+def epoch_start(
+    markers: Iterable[HookEvent], compactions: Iterable[int], session_start: int | None, now: int
+) -> int:
+    """When the session's current context epoch began: its newest compaction at or before
+    `now` (a compaction hook, or one the transcript tailer saw), else the session's start."""
+    newest = max(
+        [e.ts for e in markers if e.ts <= now and is_compaction(e)]
+        + [t for t in compactions if t <= now],
+        default=None,
+    )
+    if newest is not None:
+        return newest
+    return session_start if session_start is not None else 0
+
+
+# --- the bundle -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """Another session with recent events in the project."""
+
+    session_id: str
+    agent: str
+    last_ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class BundleInput:
+    session_id: str
+    project: str | None
+    source: str | None  # startup | resume | clear | compact (None: the agent did not say)
+    now: int
+    epoch_start: int
+    told: Mapping[str, int] = field(default_factory=dict)  # item key → when last told
+    runs: Sequence[HookEvent] = ()  # the project's shell results, ts ascending
+    findings: Sequence[Anomaly] = ()  # this session's unresolved findings
+    last_event_ts: int | None = None  # the session's last event before this SessionStart
+    changes: Sequence[FileChange] = ()  # the project's changes since `last_event_ts`
+    peers: Sequence[Peer] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Bundle:
+    text: str  # "" when there is nothing to say
+    keys: tuple[str, ...] = ()  # every item told (for the epoch memory)
+    findings: tuple[Anomaly, ...] = ()  # re-told findings: emitted on `session_start`
+    parts: tuple[str, ...] = ()  # which parts are present: checks, findings, changes, sessions
+
+
+def unresolved(decisions: Iterable[Any]) -> list[Anomaly]:
+    """The findings of suppression `Decision`s the agent should still hear of: every one not
+    settled (resolved, or a one-shot already told), `context_pressure` never."""
+    out = [
+        d.finding
+        for d in decisions
+        if d.reason not in _SETTLED and d.finding.kind not in _NOT_RETOLD
+    ]
+    return delivery_order(out)
+
+
+def finding_key(f: Anomaly) -> str:
+    return f"finding|{f.stable_key}"
+
+
+def _short(session_id: str) -> str:
+    return session_id[:8]
+
+
+def _clock(ms: int) -> str:
+    return clock_time(ms)
+
+
+def _ago(now: int, ts: int) -> str:
+    minutes = max(0, now - ts) // MINUTE_MS
+    return "just now" if minutes < 1 else f"{minutes} min ago"
+
+
+def _rel(path: str, project: str | None) -> str:
+    if project:
+        root = project.rstrip("/") + "/"
+        if path.startswith(root):
+            return path[len(root) :]
+    return path
+
+
+def _code(text: str, limit: int) -> str:
+    return "`" + clip(text, limit).replace("`", "'") + "`"
+
+
+def _check_line(c: OpenCheck, session_id: str) -> str:
+    who = (
+        "broken by this session"
+        if c.broken_by == session_id
+        else f"broken by session {_short(c.broken_by)} ({c.broken_by_agent})"
+    )
+    runs = "1 failing run" if c.failures == 1 else f"{c.failures} failing runs"
+    head = f"- {_code(c.command, 100)} fails since {_clock(c.since)} ({who}; {runs})"
+    if c.error:
+        head += f": {_code(c.error, 140)}"
+    return clip(head, _CHECK_CHARS)
+
+
+def _finding_line(n: int, f: Anomaly) -> str:
+    head = f"{n}. [{f.severity}] {f.kind}: "
+    room = _FINDING_CHARS - len(head)
+    suggestion = clip(f.suggestion, max(room * 2 // 3, 40))
+    evidence = clip(f.evidence, max(room - len(suggestion) - len(" Seen: "), 0))
+    text = head + suggestion + (f" Seen: {evidence}" if evidence else "")
+    return clip(text, _FINDING_CHARS)
+
+
+def _changes_line(changes: Sequence[FileChange], project: str | None, since: int) -> str:
+    newest: dict[str, FileChange] = {}
+    for ch in changes:
+        newest.pop(ch.path, None)
+        newest[ch.path] = ch  # insertion order = newest change last
+    paths = list(reversed(newest.values()))
+    shown = ", ".join(f"{_rel(c.path, project)} ({c.change})" for c in paths[:MAX_FILES])
+    more = len(paths) - MAX_FILES
+    who = (
+        "another agent session"
+        if all(c.writer_session for c in paths)
+        else "something outside this session"
+    )
+    text = (
+        f"Changed by {who} since this session's last event ({_clock(since)}): {shown}"
+        + (f" (+{more} more)" if more > 0 else "")
+        + ". Re-read a file before editing it."
+    )
+    return clip(text, _FILES_CHARS)
+
+
+def _peers_line(peers: Sequence[Peer], now: int) -> str:
+    shown = ", ".join(
+        f"{_short(p.session_id)} ({p.agent}, last event {_ago(now, p.last_ts)})"
+        for p in peers[:MAX_PEERS]
+    )
+    more = len(peers) - MAX_PEERS
+    text = (
+        f"Other sessions active on this project now: {shown}"
+        + (f" (+{more} more)" if more > 0 else "")
+        + ". They may change files and checks under you."
+    )
+    return clip(text, _PEERS_CHARS)
+
+
+def _fresh(key: str, inp: BundleInput) -> bool:
+    told = inp.told.get(key)
+    return told is None or told < inp.epoch_start
+
+
+def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bundle:
+    """The bundle for one SessionStart; `Bundle("")` when there is nothing to say."""
+    sections: list[tuple[str, str, list[tuple[tuple[str, ...], str, Anomaly | None]]]] = []
+    retelling = inp.source != "startup"
+
+    standing = [f for f in inp.findings if f.kind not in _NOT_RETOLD] if retelling else []
+    findings = [f for f in standing if _fresh(finding_key(f), inp)][:MAX_FINDINGS]
+    # A check this session's own standing finding names is told as that finding, not twice.
+    named = {f.subject for f in standing if f.subject}
+
+    checks = [
+        c
+        for c in open_checks(inp.runs, inp.now)
+        if _fresh(c.item_key, inp)
+        and c.command[:60] not in named
+        and " ".join(c.command.split())[:60] not in named
+    ][:MAX_CHECKS]
+    if checks:
+        sections.append(
+            (
+                "checks",
+                "Checks failing in this project (no passing run since):",
+                [((c.item_key,), _check_line(c, inp.session_id), None) for c in checks],
+            )
+        )
+    if findings:
+        sections.append(
+            (
+                "findings",
+                "Still unresolved in this session:",
+                [((finding_key(f),), _finding_line(i, f), f) for i, f in enumerate(findings, 1)],
+            )
+        )
+    if inp.last_event_ts is not None:
+        changes = [
+            c
+            for c in inp.changes
+            if inp.last_event_ts < c.ts <= inp.now and c.writer_session != inp.session_id
+        ]
+        key = f"changes|{inp.last_event_ts}|{max((c.ts for c in changes), default=0)}"
+        if changes and _fresh(key, inp):
+            sections.append(
+                (
+                    "changes",
+                    "",
+                    [((key,), _changes_line(changes, inp.project, inp.last_event_ts), None)],
+                )
+            )
+    peers = sorted(
+        (
+            p
+            for p in inp.peers
+            if p.session_id != inp.session_id and inp.now - p.last_ts < ACTIVE_MS
+        ),
+        key=lambda p: (-p.last_ts, p.session_id),
+    )
+    peers = [p for p in peers if _fresh(f"peer|{p.session_id}", inp)]
+    if peers:
+        shown = tuple(f"peer|{p.session_id}" for p in peers[:MAX_PEERS])
+        sections.append(("sessions", "", [(shown, _peers_line(peers, inp.now), None)]))
+    if not sections:
+        return Bundle("")
+
+    header = f"{OPEN_TAG}\ntma1 (session {inp.source or 'start'}): what this session should know."
+    footer = "\n" + CLOSE_TAG
+    lines = [header]
+    used = len(header) + len(footer)
+    keys: list[str] = []
+    told: list[Anomaly] = []
+    parts: list[str] = []
+    for name, title, items in sections:
+        block: list[str] = [title] if title else []
+        block_keys: list[str] = []
+        block_findings: list[Anomaly] = []
+        cost = sum(len(b) + 1 for b in block)
+        for item_keys, line, finding in items:
+            if used + cost + len(line) + 1 > max_chars:
+                break  # never cut mid-item: what is not shown is not told
+            block.append(line)
+            cost += len(line) + 1
+            block_keys.extend(item_keys)
+            if finding is not None:
+                block_findings.append(finding)
+        if len(block) == (1 if title else 0):
+            continue
+        lines.extend(block)
+        used += cost
+        keys.extend(block_keys)
+        told.extend(block_findings)
+        parts.append(name)
+    if not parts:
+        return Bundle("")
+    text = "\n".join(lines) + footer
+    return Bundle(text=text, keys=tuple(keys), findings=tuple(told), parts=tuple(parts))
+
+
+# --- what was told, per session ---------------------------------------------------------------
+
+
+class BundleMemory:
+    """Item key → when a bundle last told it, per session (thread-safe).
+
+    Rebuilt at start-up from the emit log's `session_start` rows (findings only: the other
+    parts are project state, told again after a restart at most once more per epoch)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._told: dict[str, dict[str, int]] = {}
+        self._seen: dict[str, int] = {}
+
+    def told(self, session_id: str) -> dict[str, int]:
+        with self._lock:
+            return dict(self._told.get(session_id, {}))
+
+    def record(self, session_id: str, keys: Iterable[str], now: int) -> None:
+        with self._lock:
+            told = self._told.setdefault(session_id, {})
+            for k in keys:
+                told[k] = now
+            self._seen[session_id] = max(self._seen.get(session_id, 0), now)
+
+    def recently_told(self, finding: Anomaly, now: int) -> bool:
+        """A bundle told this finding in the last `RECENTLY_TOLD_MS`, and nothing newer
+        supports it since: a digest leaves it out."""
+        with self._lock:
+            at = self._told.get(finding.session_id, {}).get(finding_key(finding))
+        return at is not None and now - at < RECENTLY_TOLD_MS and finding.last_evidence_ts <= at
+
+    def restore(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        n = 0
+        with self._lock:
+            for r in rows:
+                if r.get("channel") != SESSION_START:
+                    continue
+                sid, ts = str(r["session_id"]), int(r["ts"])
+                self._told.setdefault(sid, {})[f"finding|{r['stable_key']}"] = ts
+                self._seen[sid] = max(self._seen.get(sid, 0), ts)
+                n += 1
+        return n
+
+    def evict_idle(self, now: int) -> int:
+        with self._lock:
+            idle = [s for s, t in self._seen.items() if now - t >= IDLE_EVICT_MS]
+            for s in idle:
+                self._seen.pop(s, None)
+                self._told.pop(s, None)
+        return len(idle)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._told)
