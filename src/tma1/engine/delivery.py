@@ -64,6 +64,7 @@ CHANNEL_FOR_HOOK: dict[str, Channel] = {
     "Stop": Channel.STOP_BLOCK,
     "PostToolUse": Channel.POST_TOOL_USE,
     "PostToolUseFailure": Channel.POST_TOOL_USE,
+    "SessionStart": Channel.SESSION_START,  # the bundle (`session_start`, not `deliver`)
 }
 CHANNEL_LIMIT: dict[str, int] = {
     Channel.USER_PROMPT_SUBMIT: DIGEST_MAX_FINDINGS,

@@ -150,15 +150,19 @@
     const q = new URLSearchParams({ limit: "200" });
     const sev = $("f-severity").value;
     const kind = $("f-kind").value;
+    const channel = $("f-channel").value;
     const session = $("f-session").value.trim();
     if (sev) q.set("severity", sev);
     if (kind) q.set("kind", kind);
+    if (channel) q.set("channel", channel);
     if (session) q.set("session_id", session);
     return q;
   }
 
   function filtersActive() {
-    return Boolean($("f-severity").value || $("f-kind").value || $("f-session").value.trim());
+    return Boolean(
+      $("f-severity").value || $("f-kind").value || $("f-channel").value || $("f-session").value.trim()
+    );
   }
 
   async function postLabel(emit, label) {
@@ -717,7 +721,7 @@
   function init() {
     const kindSel = $("f-kind");
     for (const k of KINDS) kindSel.append(el("option", { value: k, text: humanKind(k) }));
-    for (const id of ["f-severity", "f-kind"]) $(id).addEventListener("change", refresh);
+    for (const id of ["f-severity", "f-kind", "f-channel"]) $(id).addEventListener("change", refresh);
     let debounce = null;
     $("f-session").addEventListener("input", () => {
       clearTimeout(debounce);
