@@ -62,10 +62,12 @@ MAX_CHECKS = 3
 MAX_FINDINGS = 3
 MAX_FILES = 5
 MAX_PEERS = 3
-_CHECK_CHARS = 260
+_CHECK_CHARS = 240
 _FINDING_CHARS = 300
-_FILES_CHARS = 320
+_FILES_CHARS = 300
 _PEERS_CHARS = 200
+# When not everything fits, more of these parts first: this session's own findings.
+_PRIORITY = {"findings": 0, "checks": 1, "changes": 2, "sessions": 3}
 
 SOURCES = ("startup", "resume", "clear", "compact")
 COMPACTION_HOOKS = frozenset({"PreCompact", "PostCompact"})
@@ -373,30 +375,39 @@ def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bund
 
     header = f"{OPEN_TAG}\ntma1 (session {inp.source or 'start'}): what this session should know."
     footer = "\n" + CLOSE_TAG
-    lines = [header]
+    # Which items fit: the first item of every part first (so a long first part never
+    # crowds out the others), then the rest in order. Items are never cut in half, and an
+    # item not shown is not told.
     used = len(header) + len(footer)
+    chosen: set[tuple[int, int]] = set()
+    rest = sorted(range(len(sections)), key=lambda si: _PRIORITY.get(sections[si][0], 9))
+    order = [(si, 0) for si in range(len(sections))] + [
+        (si, ii) for si in rest for ii in range(1, len(sections[si][2]))
+    ]
+    for si, ii in order:
+        _, title, items = sections[si]
+        if ii > 0 and (si, 0) not in chosen:
+            continue  # a part whose first item did not fit says nothing
+        cost = len(items[ii][1]) + 1 + (len(title) + 1 if ii == 0 and title else 0)
+        if used + cost > max_chars:
+            continue
+        chosen.add((si, ii))
+        used += cost
+    lines = [header]
     keys: list[str] = []
     told: list[Anomaly] = []
     parts: list[str] = []
-    for name, title, items in sections:
-        block: list[str] = [title] if title else []
-        block_keys: list[str] = []
-        block_findings: list[Anomaly] = []
-        cost = sum(len(b) + 1 for b in block)
-        for item_keys, line, finding in items:
-            if used + cost + len(line) + 1 > max_chars:
-                break  # never cut mid-item: what is not shown is not told
-            block.append(line)
-            cost += len(line) + 1
-            block_keys.extend(item_keys)
-            if finding is not None:
-                block_findings.append(finding)
-        if len(block) == (1 if title else 0):
+    for si, (name, title, items) in enumerate(sections):
+        picked = [item for ii, item in enumerate(items) if (si, ii) in chosen]
+        if not picked:
             continue
-        lines.extend(block)
-        used += cost
-        keys.extend(block_keys)
-        told.extend(block_findings)
+        if title:
+            lines.append(title)
+        for item_keys, line, finding in picked:
+            lines.append(line)
+            keys.extend(item_keys)
+            if finding is not None:
+                told.append(finding)
         parts.append(name)
     if not parts:
         return Bundle("")
