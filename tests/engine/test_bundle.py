@@ -17,6 +17,7 @@ from tma1.engine.bundle import (
     BundleMemory,
     Peer,
     build_bundle,
+    compact_instructions,
     epoch_start,
     finding_key,
     open_checks,
@@ -274,3 +275,21 @@ def test_the_bundle_stays_under_2000_characters_and_tells_only_what_it_shows() -
     assert len(small.text) < 700
     assert small.findings == () or all(f"{f.kind}:" in small.text for f in small.findings)
     assert len(small.keys) < len(b.keys)
+
+
+# --- PreCompact: summary instructions ---------------------------------------------------------
+
+
+def test_compact_instructions_name_what_is_open_whether_or_not_told_this_epoch() -> None:
+    f = finding(subject="./build.sh")
+    runs = [fail(ME, "./build.sh", T0), fail(OTHER, "npm test", T0 + 1)]
+    told = {finding_key(f): T0 + MINUTE_MS}  # told already: the summary must still keep it
+    text = compact_instructions(inp(findings=[f], runs=runs, told=told))
+    assert text.startswith("tma1, which monitors this session, reports these problems")
+    assert f.suggestion in text and "`npm test` fails since" in text
+    assert "`./build.sh` fails" not in text  # named by the finding: once
+    assert OPEN_TAG not in text  # plain instructions for the summariser, not agent context
+    assert len(compact_instructions(inp(findings=[f] * 9, runs=runs), max_chars=400)) < 400
+    # Nothing open (or only context pressure, which the compaction answers): nothing to ask.
+    assert compact_instructions(inp()) == ""
+    assert compact_instructions(inp(findings=[finding(Kind.CONTEXT_PRESSURE.value, "")])) == ""

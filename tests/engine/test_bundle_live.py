@@ -211,3 +211,21 @@ def test_after_a_restart_the_epoch_memory_comes_back_from_the_emit_log(
         assert json.loads(post(again, clock, stop(sid)))["decision"] == "block"
     finally:
         again.stop()
+
+
+def test_pre_compact_answers_summary_instructions_and_emits_nothing(
+    live: LiveServer, clock: ManualClock
+) -> None:
+    sid = "bundle-8"
+    break_build(live, clock, sid)
+    text = post(live, clock, payload(sid, "PreCompact", trigger="auto"))
+    assert text.startswith("tma1, which monitors this session")  # plain stdout, not JSON
+    assert "repeated_failed_build" in text and BUILD in text
+    assert emits(live, session_id=sid) == []
+    # Codex's PreCompact answer was not measured: nothing.
+    codex = payload("codex-8", "PreCompact", trigger="auto")
+    break_build(live, clock, "codex-8")
+    assert post(live, clock, codex, source="codex", envelope="codex") == ""
+    # A session with nothing open (in a project with nothing failing) asks nothing.
+    quiet = {**payload("quiet-8", "PreCompact", trigger="manual"), "cwd": "/nonexistent/quiet"}
+    assert post(live, clock, quiet) == ""

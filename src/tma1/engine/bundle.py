@@ -415,6 +415,45 @@ def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bund
     return Bundle(text=text, keys=tuple(keys), findings=tuple(told), parts=tuple(parts))
 
 
+# --- PreCompact: what the summary must keep ------------------------------------------------
+
+COMPACT_MAX_CHARS = 1_500
+
+
+def compact_instructions(inp: BundleInput, *, max_chars: int = COMPACT_MAX_CHARS) -> str:
+    """Extra summary instructions for a PreCompact answer (Claude Code appends a PreCompact
+    hook's plain stdout to the compaction prompt as "Additional Instructions"; docs/bundle.md).
+
+    Every check still failing and every finding still standing — whether or not it was told
+    in this epoch: the summary replaces the whole context. "" when nothing is open. Pure;
+    nothing is recorded or emitted (the summariser is not the agent; the SessionStart with
+    `source: compact` that follows tells the agent itself)."""
+    findings = [f for f in inp.findings if f.kind not in _NOT_RETOLD][:MAX_FINDINGS]
+    named = {f.subject for f in findings if f.subject}
+    checks = [
+        c
+        for c in open_checks(inp.runs, inp.now)
+        if c.command[:60] not in named and " ".join(c.command.split())[:60] not in named
+    ][:MAX_CHECKS]
+    if not findings and not checks:
+        return ""
+    head = (
+        "tma1, which monitors this session, reports these problems as still open. Keep each "
+        "one in the summary as an open item, with its command, file and error line; do not "
+        "describe them as fixed:"
+    )
+    lines = [head]
+    used = len(head)
+    for line in [_check_line(c, inp.session_id) for c in checks] + [
+        _finding_line(i, f) for i, f in enumerate(findings, 1)
+    ]:
+        if used + len(line) + 1 > max_chars:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return "\n".join(lines) if len(lines) > 1 else ""
+
+
 # --- what was told, per session ---------------------------------------------------------------
 
 

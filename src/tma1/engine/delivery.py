@@ -9,6 +9,8 @@ log. Per hook event:
 - PostToolUse / PostToolUseFailure → `post_tool_use` findings → hookSpecificOutput context;
 - SessionStart → the session bundle (`tma1.engine.bundle`, design §2.19) as
   hookSpecificOutput context; re-told findings are emitted on `session_start`;
+- PreCompact (Claude Code) → plain-text summary instructions naming what is still open
+  (nothing emitted: the summariser is not the agent; docs/bundle.md);
 - anything else → "".
 
 Only the findings actually put into the answer are committed to suppression and written
@@ -38,6 +40,7 @@ from tma1.engine.bundle import (
     BundleMemory,
     Peer,
     build_bundle,
+    compact_instructions,
     epoch_start,
     unresolved,
 )
@@ -143,6 +146,8 @@ class Delivery:
         hook = event.hook_event_name
         if hook == "SessionStart":
             return self.session_start(event, envelope=envelope)
+        if hook == "PreCompact":
+            return self.pre_compact(event, envelope=envelope)
         channel = CHANNEL_FOR_HOOK.get(hook)
         if channel is None:
             return ""
@@ -209,6 +214,20 @@ class Delivery:
         self.counters.inc("engine.bundles")
         return context_body("SessionStart", bundle.text, envelope=envelope)
 
+    def pre_compact(self, event: HookEvent, *, envelope: str | None = None) -> str:
+        """Claude Code appends a PreCompact hook's plain stdout to the compaction prompt:
+        ask the summary to keep what is still open. Codex: nothing (not measured)."""
+        if envelope == "codex" or event.agent_source == "codex":
+            return ""
+        now = self.clock.now_ms()
+        inp = self._bundle_input(
+            event.session_id, source="compact", now=now, before_ts=event.ts, project=event.project
+        )
+        text = compact_instructions(inp)
+        if text:
+            self.counters.inc("engine.compact_instructions")
+        return text
+
     def bundle(
         self,
         session_id: str,
@@ -219,6 +238,23 @@ class Delivery:
         project: str | None = None,
     ) -> Bundle:
         """The bundle a SessionStart of `source` would get now. Changes nothing."""
+        return build_bundle(
+            self._bundle_input(
+                session_id, source=source, now=now, before_ts=before_ts, project=project
+            )
+        )
+
+    def _bundle_input(
+        self,
+        session_id: str,
+        *,
+        source: str | None,
+        now: int | None = None,
+        before_ts: int | None = None,
+        project: str | None = None,
+    ) -> BundleInput:
+        """Load what `build_bundle` looks at (a few indexed reads; the rules via the
+        detector's cache)."""
         now = self.clock.now_ms() if now is None else now
         before = now if before_ts is None else before_ts
         store = self.store
@@ -246,20 +282,18 @@ class Delivery:
                 for sid, ts, agent, ended in store.project_activity(project, now - ACTIVE_MS, now)
                 if sid != session_id and (ended is None or ended < ts)
             ]
-        return build_bundle(
-            BundleInput(
-                session_id=session_id,
-                project=project,
-                source=source,
-                now=now,
-                epoch_start=start,
-                told=self.bundles.told(session_id),
-                runs=runs,
-                findings=unresolved(decisions),
-                last_event_ts=last,
-                changes=changes,
-                peers=peers,
-            )
+        return BundleInput(
+            session_id=session_id,
+            project=project,
+            source=source,
+            now=now,
+            epoch_start=start,
+            told=self.bundles.told(session_id),
+            runs=runs,
+            findings=unresolved(decisions),
+            last_event_ts=last,
+            changes=changes,
+            peers=peers,
         )
 
     def preview_bundle(self, session_id: str, source: str | None = "resume") -> dict[str, Any]:
