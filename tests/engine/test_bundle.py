@@ -293,3 +293,17 @@ def test_compact_instructions_name_what_is_open_whether_or_not_told_this_epoch()
     # Nothing open (or only context pressure, which the compaction answers): nothing to ask.
     assert compact_instructions(inp()) == ""
     assert compact_instructions(inp(findings=[finding(Kind.CONTEXT_PRESSURE.value, "")])) == ""
+
+
+def test_files_a_standing_external_change_finding_names_are_not_listed_twice() -> None:
+    last = T0 + 10_000
+    ext = replace(
+        finding(Kind.EXTERNAL_MODIFIED_DURING_SESSION.value, ""),
+        related_files=(f"{PROJECT}/notes.txt",),
+    )
+    changes = [change("notes.txt", last + 1), change("other.py", last + 2)]
+    b = build_bundle(inp(findings=[ext], last_event_ts=last, changes=changes))
+    assert b.parts == ("findings", "changes")
+    assert "other.py (modified)" in b.text and "notes.txt (modified)" not in b.text
+    only = build_bundle(inp(findings=[ext], last_event_ts=last, changes=changes[:1]))
+    assert only.parts == ("findings",)

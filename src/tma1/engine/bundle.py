@@ -344,10 +344,19 @@ def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bund
             )
         )
     if inp.last_event_ts is not None:
+        # Files a standing external_modified_during_session finding names are told there.
+        covered = {
+            p
+            for f in standing
+            if f.kind == Kind.EXTERNAL_MODIFIED_DURING_SESSION.value
+            for p in f.related_files
+        }
         changes = [
             c
             for c in inp.changes
-            if inp.last_event_ts < c.ts <= inp.now and c.writer_session != inp.session_id
+            if inp.last_event_ts < c.ts <= inp.now
+            and c.writer_session != inp.session_id
+            and c.path not in covered
         ]
         key = f"changes|{inp.last_event_ts}|{max((c.ts for c in changes), default=0)}"
         if changes and _fresh(key, inp):
