@@ -34,9 +34,10 @@ from typing import Any, NamedTuple
 from sqlalchemy import and_, case, delete, func, insert, or_, select, true, update
 from sqlalchemy.exc import IntegrityError
 
+from tma1.checks import check_of, file_of_test_id
 from tma1.engine.anomaly import Channel, Kind
+from tma1.engine.rules import SPECS
 from tma1.events import READ_TOOLS, SHELL_TOOLS, WRITE_TOOLS, HookEvent, json_text
-from tma1.extract import file_of_test_id
 from tma1.store import Store
 from tma1.store.schema import anomaly_emits, anomaly_labels, hook_events, messages
 
@@ -62,14 +63,8 @@ TEST_LOOKBACK_MS = 30 * MINUTE_MS
 # Follow-rate verdicts of emits this old are final even if their window never filled up.
 SETTLE_MS = DAY_MS
 
-FOLLOW_ACTIONS: dict[str, str] = {
-    Kind.STALE_FILE_VIEW: "a Read of a related file",
-    Kind.BUILD_BROKEN_AFTER_MY_EDIT: "a Read of a related file",
-    Kind.EXTERNAL_MODIFIED_DURING_SESSION: "a Read of a related file",
-    Kind.REPEATED_FAILED_BUILD: "no re-run of the same failing command before an edit",
-    Kind.TEST_STUCK: "a Read/Edit of the failing test's file, or no re-run of the test command",
-    Kind.CONTEXT_PRESSURE: "a compaction, a session end or a git commit",
-}
+# Each rule declares its follow action in its spec (design §2.13, §5).
+FOLLOW_ACTIONS: dict[str, str] = {kind: spec.follow_action for kind, spec in SPECS.items()}
 
 COMPACTION_EVENTS = frozenset({"PreCompact", "PostCompact"})
 END_EVENTS = frozenset({"SessionEnd"})
@@ -221,9 +216,16 @@ def is_edit_of(call: Call, files: Sequence[str]) -> bool:
 
 
 def is_rerun(call: Call, prefixes: Iterable[str]) -> bool:
+    """A run of the same command — by prefix, or (design §2.15: build subjects are check
+    identities) of the same check however spelled (its cwd is not fetched: a `cd DIR &&`
+    still counts)."""
     if not call.is_tool_call or not call.is_shell or not call.command_prefix:
         return False
-    return call.command_prefix in set(prefixes)
+    wanted = set(prefixes)
+    if call.command_prefix in wanted:
+        return True
+    check = check_of(call.command) if call.command else None
+    return check is not None and check.identity in wanted
 
 
 def blind_rerun(tool_calls: Sequence[Call], prefixes: Iterable[str]) -> bool:

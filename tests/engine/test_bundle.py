@@ -105,7 +105,7 @@ def test_a_check_is_open_when_its_newest_run_failed_and_closed_by_a_later_pass()
         fail(ME, "grep -r FAIL build.log", T0 + 6_000),  # plumbing: never a check
     ]
     [check] = open_checks(runs, T0 + 10_000)
-    assert check.key == "npm test"
+    assert check.key == "npm run test"  # the check's identity (design §2.15)
     assert (check.since, check.last_failure, check.failures) == (T0 + 4_000, T0 + 5_000, 2)
     assert check.broken_by == OTHER
     # `now` is an explicit input: before the second breakage the check was closed.

@@ -171,7 +171,9 @@ def test_files_changed_outside_since_the_last_event_are_told_on_resume(
 ) -> None:
     sid = "bundle-5"
     post(live, clock, payload(sid, "UserPromptSubmit", prompt="hi"))
-    clock.advance(30 * MINUTE_MS)  # the session is away; a teammate saves two files
+    # The session is away; a teammate saves two files, and two hours later it resumes (the
+    # rules' windows no longer hold the saves: only the bundle's "since your last event" does).
+    clock.advance(10 * MINUTE_MS)
     now = clock.now_ms()
     for path, writer in (("src/util.py", None), ("src/app.py", "someone-else")):
         live.store.insert_change(
@@ -183,6 +185,7 @@ def test_files_changed_outside_since_the_last_event_are_told_on_resume(
                 writer_session=writer,
             )
         )
+    clock.advance(120 * MINUTE_MS)
     text = context(start(live, clock, sid, "resume"))
     assert "since this session's last event" in text
     assert "src/app.py (modified)" in text and "src/util.py (modified)" in text

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from conftest import require_sessions
 
+from tma1.checks import runs_only_plumbing
 from tma1.engine.anomaly import Anomaly, Kind
 from tma1.engine.rules import RULES
 from tma1.engine.window import CHANGES_WINDOW_MS, EVENTS_WINDOW_MS, RuleConfig, SessionWindow
 from tma1.events import HookEvent, parse_payload
-from tma1.extract import runs_only_plumbing
 
 
 def findings_of(*paths: Path) -> dict[str, list[Anomaly]]:

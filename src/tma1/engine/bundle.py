@@ -38,12 +38,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tma1.checks import error_line
 from tma1.clock import MINUTE_MS
 from tma1.engine.anomaly import Anomaly, Channel, Kind, delivery_order
+from tma1.engine.checkruns import CheckRuns, run_of
 from tma1.engine.digest import CLOSE_TAG, OPEN_TAG, clip
 from tma1.engine.rules._support import clock_time
-from tma1.events import SHELL_TOOLS, FileChange, HookEvent
-from tma1.extract import command_key, error_line, runs_only_plumbing
+from tma1.events import FileChange, HookEvent
 
 SESSION_START = Channel.SESSION_START.value
 BUNDLE_MAX_CHARS = 2_000
@@ -71,8 +72,6 @@ _PRIORITY = {"findings": 0, "checks": 1, "changes": 2, "sessions": 3}
 
 SOURCES = ("startup", "resume", "clear", "compact")
 COMPACTION_HOOKS = frozenset({"PreCompact", "PostCompact"})
-# Failure kinds that are no verdict on a check (i15: invocation errors, coverage-only).
-_NOT_A_VERDICT = frozenset({"invocation", "coverage"})
 # The bundle never re-tells these: a compaction is the answer to context pressure.
 _NOT_RETOLD = frozenset({Kind.CONTEXT_PRESSURE.value})
 # Suppression decisions that mean "the agent need not hear this again".
@@ -86,7 +85,7 @@ _SETTLED = frozenset({"resolved", "one_shot"})
 class OpenCheck:
     """A check whose newest run failed with no later passing run of it."""
 
-    key: str  # the check (`command_key`: output plumbing and wrappers left out)
+    key: str  # the check's identity (`tma1.checks.Check.identity`)
     command: str  # the newest failing run's command, as typed
     since: int  # the first failure after the last pass: when it broke
     last_failure: int
@@ -100,52 +99,48 @@ class OpenCheck:
         return f"check|{self.key}|{self.since}"
 
 
-def is_check_run(e: HookEvent) -> bool:
-    """A shell result that is a verdict on a check: not plumbing (`git`, `ls`, `grep`), not a
-    failure that never ran the check, and not a refusal (unsuccessful without a failure)."""
-    if e.event_type not in ("PostToolUse", "PostToolUseFailure") or e.tool_name not in SHELL_TOOLS:
-        return False
-    if not e.tool_command or runs_only_plumbing(e.tool_command):
-        return False
-    if e.failure_kind in _NOT_A_VERDICT:
-        return False
-    return e.is_failure or e.is_success
-
-
-def open_checks(runs: Sequence[HookEvent], now: int) -> list[OpenCheck]:
+def open_checks(runs: Sequence[HookEvent], now: int, project: str | None = None) -> list[OpenCheck]:
     """Checks open at `now` over the project's shell results `runs` (any session, ts
-    ascending): per check (`command_key`), the newest run failed and no later run passed.
+    ascending), with the checks' own notion (design §2.15, `tma1.engine.checkruns`): the
+    newest run of the check failed and no later covering run passed. Invocation errors,
+    coverage-only exits and interruptions are no verdict. Newest-broken first.
 
-    Today's failure notions (design §2.8): a native failure, a derived exit failure or a
-    masked one fails a check; a successful PostToolUse passes it. Newest-broken first."""
-    streaks: dict[str, list[HookEvent]] = {}
-    for e in runs:
-        if e.ts > now or not is_check_run(e):
-            continue
-        key = command_key(e.tool_command or "")
-        if not key:
-            continue
-        if e.is_failure:
-            streaks.setdefault(key, []).append(e)
-        else:
-            streaks.pop(key, None)  # a pass closes the check; history before it is fixed
+    `since`/`broken_by` are those of the first failure no covering pass closed: when, and
+    by which session, the check broke."""
+    found = [
+        r for e in runs if e.ts <= now and e.tool_command and (r := run_of(e, project)) is not None
+    ]
+    passes = [r for r in found if r.passed]
+    cr = CheckRuns(found, passes, [p.ts for p in passes])
     out = []
-    for key, fails in streaks.items():
-        first, last = fails[0], fails[-1]
+    for ident, last in cr.open_failures().items():
+        streak = [
+            r for r in found if r.failed and r.check.identity == ident and not cr.closed(r)
+        ] or [last]
+        first = streak[0]
         out.append(
             OpenCheck(
-                key=key,
-                command=last.tool_command or key,
+                key=ident,
+                command=last.event.tool_command or ident,
                 since=first.ts,
                 last_failure=last.ts,
-                failures=len(fails),
-                broken_by=first.session_id,
-                broken_by_agent=first.agent_source,
-                error=last.tool_error_summary or error_line(last.tool_result or ""),
+                failures=len(streak),
+                broken_by=first.event.session_id,
+                broken_by_agent=first.event.agent_source,
+                error=last.event.tool_error_summary or error_line(last.event.tool_result or ""),
             )
         )
     out.sort(key=lambda c: (-c.last_failure, c.key))
     return out
+
+
+def _named_by(c: OpenCheck, subjects: set[str]) -> bool:
+    """A finding's subject names this check (its identity; before checks, a 60-char prefix)."""
+    return (
+        c.key in subjects
+        or c.command[:60] in subjects
+        or " ".join(c.command.split())[:60] in subjects
+    )
 
 
 # --- epochs ---------------------------------------------------------------------------------
@@ -322,10 +317,8 @@ def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bund
 
     checks = [
         c
-        for c in open_checks(inp.runs, inp.now)
-        if _fresh(c.item_key, inp)
-        and c.command[:60] not in named
-        and " ".join(c.command.split())[:60] not in named
+        for c in open_checks(inp.runs, inp.now, inp.project)
+        if _fresh(c.item_key, inp) and not _named_by(c, named)
     ][:MAX_CHECKS]
     if checks:
         sections.append(
@@ -439,11 +432,9 @@ def compact_instructions(inp: BundleInput, *, max_chars: int = COMPACT_MAX_CHARS
     `source: compact` that follows tells the agent itself)."""
     findings = [f for f in inp.findings if f.kind not in _NOT_RETOLD][:MAX_FINDINGS]
     named = {f.subject for f in findings if f.subject}
-    checks = [
-        c
-        for c in open_checks(inp.runs, inp.now)
-        if c.command[:60] not in named and " ".join(c.command.split())[:60] not in named
-    ][:MAX_CHECKS]
+    checks = [c for c in open_checks(inp.runs, inp.now, inp.project) if not _named_by(c, named)][
+        :MAX_CHECKS
+    ]
     if not findings and not checks:
         return ""
     head = (

@@ -7,7 +7,10 @@ State is kept per (session, stable key). `decide` is the pure decision step:
 3. **Same key, resolution observed since the last emit** → the emit state is reset; the
    finding emits again (fresh `first_emitted_at`) only when its `last_evidence_ts` is newer
    than the resolving event, otherwise it stays silent until such evidence arrives.
-4. **Same key, 10 min or more after the last emit** → emit, keeping `first_emitted_at`.
+4. **Same key, 10 min or more after the last emit** → emit, keeping `first_emitted_at` —
+   except a `stop_block` finding with no evidence newer than its last emit (issue 15,
+   pattern 7: a Stop block repeated 10 minutes later with stale evidence re-tells the
+   agent what it already knows; it re-blocks only on a newer failure).
 
 Besides the four cases: `context_pressure` is one-shot per session; and (design §2.7) new
 external file changes since the last time we told the agent about external changes are
@@ -29,15 +32,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tma1.clock import MINUTE_MS
-from tma1.engine.anomaly import Anomaly, Kind
+from tma1.engine.anomaly import Anomaly, Channel
 from tma1.engine.resolution import resolved_at
+from tma1.engine.rules import SPECS
 from tma1.engine.window import SessionWindow
 
 SUPPRESSION_WINDOW_MS = 10 * MINUTE_MS  # a constant on purpose: config must never disable it
 IDLE_EVICT_MS = 24 * 60 * MINUTE_MS
 REBUILD_HORIZON_MS = 24 * 60 * MINUTE_MS
-ONE_SHOT_KINDS = frozenset({Kind.CONTEXT_PRESSURE.value})
-NOVEL_EVIDENCE_KINDS = frozenset({Kind.EXTERNAL_MODIFIED_DURING_SESSION.value})
+# Read from the rules' specs (design §5): a rule declares these once.
+ONE_SHOT_KINDS = frozenset(k for k, spec in SPECS.items() if spec.one_shot)
+NOVEL_EVIDENCE_KINDS = frozenset(k for k, spec in SPECS.items() if spec.novel_evidence)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +58,7 @@ class Decision:
     finding: Anomaly  # first_emitted_at filled with what an emit would stamp
     emit: bool
     reason: str  # fresh | resolved_new_evidence | window_elapsed | new_evidence |
-    # suppressed | resolved | one_shot
+    # suppressed | resolved | one_shot | stale
     resolution_ts: int | None  # a resolution observed since the last emit (to record)
     outstanding_since: int | None  # when the agent was first told, if it still stands
     version: int  # of the state this decision was made on
@@ -99,6 +104,13 @@ def decide(
         if finding.kind in NOVEL_EVIDENCE_KINDS and finding.last_evidence_ts > state.last_emit_ts:
             return out(True, "new_evidence", state.first_emitted_at, state.first_emitted_at)
         return out(False, "suppressed", state.first_emitted_at, state.first_emitted_at)
+    if (
+        finding.channel == Channel.STOP_BLOCK.value
+        and finding.last_evidence_ts <= state.last_emit_ts
+    ):
+        # A Stop block is re-told only with evidence newer than the last block: the same
+        # stale failure 10 minutes later tells the agent what it already knows (pattern 7).
+        return out(False, "stale", state.first_emitted_at, state.first_emitted_at)
     return out(True, "window_elapsed", state.first_emitted_at, state.first_emitted_at)
 
 

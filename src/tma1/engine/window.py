@@ -19,6 +19,9 @@ class SessionWindow:
     changes: list[FileChange] = field(default_factory=list)  # project's, last 90 min
     usage: Usage | None = None  # latest context occupancy
     session_start_ts: int | None = None  # first event we ever saw of this session
+    # What several rules derive from the same events at the same `now` (the session's
+    # check runs): computed once per detection, never compared or shown.
+    memo: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def occupancy(self) -> int | None:

@@ -48,7 +48,7 @@ def lean(ev: HookEvent) -> HookEvent:
         ev.tool_name, ev.tool_use_id, None, ev.tool_result if failed else None,
         ev.tool_file_path, ev.tool_files, ev.tool_command, ev.tool_command_prefix,
         ev.tool_success, ev.failure_kind, ev.tool_error_summary, ev.test_ids, ev.cwd,
-        ev.project, None, None, None, {}, ev.id,
+        ev.project, None, None, None, {}, ev.id, ev.passed_test_ids, ev.agent_id,
     )  # fmt: skip
 
 

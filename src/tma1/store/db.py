@@ -214,6 +214,9 @@ def event_row(ev: HookEvent) -> dict[str, Any]:
         "permission_mode": ev.permission_mode,
         "duration_ms": ev.duration_ms,
         "metadata": _json(ev.metadata) if ev.metadata else None,
+        "passed_test_ids": _json(ev.passed_test_ids) if ev.passed_test_ids else None,
+        "agent_id": ev.agent_id,
+        "agent_type": ev.agent_type,
     }
 
 
@@ -244,6 +247,9 @@ def row_to_event(row: Any) -> HookEvent:
         permission_mode=m["permission_mode"],
         duration_ms=m["duration_ms"],
         metadata=_loads(m["metadata"], {}),
+        passed_test_ids=_path_list(m["passed_test_ids"]),
+        agent_id=m["agent_id"],
+        agent_type=m["agent_type"],
     )
 
 
@@ -268,6 +274,8 @@ _WINDOW_COLUMNS = (
     "test_ids",
     "cwd",
     "project",
+    "passed_test_ids",
+    "agent_id",
 )
 
 
@@ -310,14 +318,14 @@ def _path_list(text: str | None) -> list[str]:
 
 def _window_event(row: Any) -> HookEvent:
     (id_, ts, sid, etype, hook, agent, tool, tuid, result, fpath, files, cmd, prefix, ok,
-     fkind, summary, tids, cwd, project) = row  # fmt: skip
+     fkind, summary, tids, cwd, project, passed, agent_id) = row  # fmt: skip
     # Positional, in HookEvent's field order: this runs for every row of every window.
     # SQLite hands booleans back as 0/1.
     return HookEvent(
         ts, sid, etype, hook, agent, tool, tuid, None, result, fpath, _path_list(files),
         cmd, prefix, None if ok is None else bool(ok), fkind, summary,
         _path_list(tids),
-        cwd, project, None, None, None, {}, id_,
+        cwd, project, None, None, None, {}, id_, _path_list(passed), agent_id,
     )  # fmt: skip
 
 
@@ -402,6 +410,9 @@ def event_values(ev: HookEvent) -> tuple[Any, ...]:
         ev.permission_mode,
         ev.duration_ms,
         _json(ev.metadata) if ev.metadata else None,
+        _json(ev.passed_test_ids) if ev.passed_test_ids else None,
+        ev.agent_id,
+        ev.agent_type,
     )
 
 
