@@ -140,3 +140,23 @@ def test_compact_keeps_the_open_check_in_the_summary_and_retells_it_after(
     compact_ts = max(e["ts"] for e in events if e["metadata"].get("source") == "compact")
     retold = [r for r in _emits(rig, sid) if r["channel"] == "session_start"]
     assert any(r["ts"] >= compact_ts for r in retold), retold  # told again in the new epoch
+
+    # The compact bundle is part of the compacted conversation: the next resume carries it
+    # in its first request, and (same context epoch) tma1 re-tells nothing at that resume.
+    # (Claude Code keeps the newest rounds verbatim after a compaction, so the resume bundle
+    # of the `/compact` run itself is still there too: once.)
+    before = len(model.main_requests())
+    model.script = [Text("Carrying on."), Text("Stopping.")]
+    run = rig.claude(model.url, "carry on", "--resume", sid)
+    assert run.returncode == 0, run.stderr[-2000:]
+    first = model.main_requests()[before].conversation
+    assert first.count("tma1 (session compact): what this session should know.") == 1
+    assert "repeated_failed_build" in first.split("tma1 (session compact)")[1]
+    assert first.count("tma1 (session resume)") == 1
+    last_start = max(
+        e["ts"]
+        for e in rig.events()
+        if e["session_id"] == sid and e["hook_event_name"] == "SessionStart"
+    )
+    assert last_start > compact_ts
+    assert all(r["ts"] < last_start for r in _emits(rig, sid) if r["channel"] == "session_start")
