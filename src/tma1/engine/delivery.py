@@ -38,6 +38,7 @@ from tma1.engine.bundle import (
     Bundle,
     BundleInput,
     BundleMemory,
+    BundleReads,
     Peer,
     build_bundle,
     compact_instructions,
@@ -257,7 +258,8 @@ class Delivery:
         detector's cache)."""
         now = self.clock.now_ms() if now is None else now
         before = now if before_ts is None else before_ts
-        store = self.store
+        windows = self.detector.source
+        store: BundleReads = windows if isinstance(windows, BundleReads) else self.store
         det = self.detector.detect(session_id, now)
         project = project or det.window.project or store.session_project(session_id, now)
         decisions = self.suppression.evaluate(

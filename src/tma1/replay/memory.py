@@ -23,9 +23,10 @@ bisection.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from copy import copy
 from typing import Any
 
 from tma1.counters import Counters
@@ -62,12 +63,26 @@ class MemoryWindows:
         self._changes: dict[str, list[FileChange]] = {}
         self._change_ts: dict[str, list[int]] = {}
         self._usage: dict[str, Usage] = {}
+        # For the session bundle (`BundleReads`, tma1.engine.bundle): the project's events
+        # in feed order, the sessions' SessionStart/PreCompact/PostCompact events (with the
+        # `source` the lean form drops) and transcript compactions.
+        self._by_project: dict[str, list[HookEvent]] = {}
+        self._project_ts: dict[str, list[int]] = {}
+        self._markers: dict[str, list[HookEvent]] = {}
+        self._compactions: dict[str, list[int]] = {}
 
-    def add_event(self, ev: HookEvent) -> None:
+    def add_event(self, ev: HookEvent, *, source: object = None) -> None:
+        """Hold `ev` (lean); `source` is the full event's SessionStart `source`."""
         self._events.setdefault(ev.session_id, []).append(ev)
         self._event_ts.setdefault(ev.session_id, []).append(ev.ts)
         if ev.project:
             self._project[ev.session_id] = ev.project
+            self._by_project.setdefault(ev.project, []).append(ev)
+            self._project_ts.setdefault(ev.project, []).append(ev.ts)
+        if ev.hook_event_name in _MARKER_HOOKS:
+            marker = copy(ev)
+            marker.metadata = {"source": source} if isinstance(source, str) else {}
+            self._markers.setdefault(ev.session_id, []).append(marker)
 
     def add_change(self, ch: FileChange) -> None:
         self._changes.setdefault(ch.project, []).append(ch)
@@ -75,6 +90,8 @@ class MemoryWindows:
 
     def add_usage(self, u: Usage) -> None:
         self._usage[u.session_id] = u
+        if u.kind == "compaction":
+            self._compactions.setdefault(u.session_id, []).append(u.ts)
 
     def window(self, session_id: str, now: int) -> SessionWindow:
         events = self._events.get(session_id, [])
@@ -92,6 +109,56 @@ class MemoryWindows:
             usage=self._usage.get(session_id),
             session_start_ts=events[0].ts if events else None,
         )
+
+    # --- the session bundle's reads, as `Store` answers them (tma1.engine.bundle) --------
+
+    def _project_events(self, project: str, since_ts: int, until_ts: int) -> list[HookEvent]:
+        held = self._by_project.get(project, [])
+        ts = self._project_ts.get(project, [])
+        return held[bisect_left(ts, since_ts) : bisect_right(ts, until_ts)]
+
+    def project_shell_results(self, project: str, since_ts: int, until_ts: int) -> list[HookEvent]:
+        return [
+            e
+            for e in self._project_events(project, since_ts, until_ts)
+            if e.event_type in ("PostToolUse", "PostToolUseFailure") and e.tool_command is not None
+        ]
+
+    def project_activity(
+        self, project: str, since_ts: int, until_ts: int
+    ) -> list[tuple[str, int, str, int | None]]:
+        seen: dict[str, tuple[int, str, int | None]] = {}
+        for e in self._project_events(project, since_ts, until_ts):
+            last, agent, ended = seen.get(e.session_id, (e.ts, e.agent_source, None))
+            if e.hook_event_name == "SessionEnd":
+                ended = e.ts if ended is None else max(ended, e.ts)
+            seen[e.session_id] = (max(last, e.ts), max(agent, e.agent_source), ended)
+        return [(sid, last, agent, ended) for sid, (last, agent, ended) in seen.items()]
+
+    def session_last_ts(self, session_id: str, before_ts: int) -> int | None:
+        ts = self._event_ts.get(session_id, [])
+        i = bisect_left(ts, before_ts)
+        return ts[i - 1] if i else None
+
+    def session_epoch_markers(self, session_id: str, until_ts: int) -> list[HookEvent]:
+        return [e for e in self._markers.get(session_id, []) if e.ts <= until_ts]
+
+    def session_compactions(self, session_id: str, until_ts: int) -> list[int]:
+        return [t for t in self._compactions.get(session_id, []) if t <= until_ts]
+
+    def project_changes(
+        self, project: str, since_ts: int, until_ts: int | None = None
+    ) -> list[FileChange]:
+        held = self._changes.get(project, [])
+        ts = self._change_ts.get(project, [])
+        hi = len(ts) if until_ts is None else bisect_right(ts, until_ts)
+        return held[bisect_left(ts, since_ts) : hi]
+
+    def session_project(self, session_id: str, until_ts: int | None = None) -> str | None:
+        return self._project.get(session_id)
+
+
+_MARKER_HOOKS = frozenset({"SessionStart", "PreCompact", "PostCompact"})
 
 
 class BufferedIngest(Ingest):
@@ -129,7 +196,7 @@ class BufferedIngest(Ingest):
         self._fed += 1
         event.id = self._fed
         self.events.append(event)
-        self.windows.add_event(lean(event))
+        self.windows.add_event(lean(event), source=event.metadata.get("source"))
         if self.keep_all and len(self.events) >= WRITE_BATCH:
             # Written as the replay goes: parallel replays then rarely wait for each other
             # at the end (SQLite has one writer at a time), and the whole events are freed.
