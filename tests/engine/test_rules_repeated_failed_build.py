@@ -84,9 +84,11 @@ def test_refusals_and_successes_do_not_count() -> None:
 def test_one_check_however_filtered_is_one_subject() -> None:
     # Turn 1 grouped by the first 60 characters; design §2.15 groups by the check.
     base = "go test ./internal/monitoring ./internal/server ./internal/build"
-    same = [bash_fail(at(i), f"{base} -run Test{i}") for i in (1, 2, 3)]
+    same = [bash_fail(at(i), f"{base} -run TestUpgrade{' -v' * i}") for i in (1, 2, 3)]
     [a] = run(same, at(4))
     assert a.subject == "go test"
+    # Three different test filters are three different runs, not one re-run three times.
+    assert run([bash_fail(at(i), f"{base} -run Test{i}") for i in (1, 2, 3)], at(4)) == []
     different = [
         bash_fail(at(1), "make test"),
         bash_fail(at(2), "make lint"),

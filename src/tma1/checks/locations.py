@@ -51,8 +51,8 @@ def _refs(output: str) -> tuple[Ref, ...]:
     text = strip_ansi(output)
     stylish_file: str | None = None
     for line in text.replace("file://", "").splitlines():
-        for m in _PY_TRACE_REF.finditer(line):
-            add(Ref(m.group(1), int(m.group(2)), python=True))
+        for tm in _PY_TRACE_REF.finditer(line):
+            add(Ref(tm.group(1), int(tm.group(2)), python=True))
         if 'File "' in line:
             continue
         if m := _STYLISH_FILE.match(line):
@@ -150,7 +150,7 @@ _NEEDS: dict[re.Pattern[str], tuple[str, ...]] = {
     _TIER_GENERIC[4]: ("undefined", "cannot find", "not found", "no ", "denied"),
     _TIER_GENERIC[5]: ("fail",),
 }
-_TIER_TESTS = {
+_TIER_TESTS: dict[tuple[re.Pattern[str], ...], LineTest] = {
     t: LineTest(t, _NEEDS, heads=(_PATH,))
     for t in (_TIER_LOCATED, _TIER_DETAIL, _TIER_TEST, _TIER_GENERIC)
 }
@@ -356,6 +356,15 @@ def error_line_of_file(output: str, path: str) -> str | None:
     if base not in text:
         return None
     raw = [ln.rstrip() for ln in text.splitlines()]
+    # rustc puts the location under the message: `error[E0425]: …` then ` --> f.rs:12:5`.
+    for i, ln in enumerate(raw):
+        arrow = ln.strip()
+        if arrow.startswith("--> ") and base in arrow and any(
+            _same_file(r.path, path) for r in refs(arrow)
+        ):
+            for prev in reversed(raw[max(0, i - 3) : i]):
+                if prev.startswith("error"):
+                    return _cut(f"{prev.strip()} {arrow}")
     lines = [ln for ln in raw if ln.strip() and not _NOISE.match(ln.strip())]
     if hit := _line_about_file(raw, lines, path, base):
         return _cut(hit)

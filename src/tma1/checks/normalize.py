@@ -246,7 +246,7 @@ _SHELLS = frozenset({"bash", "sh", "zsh"})
 # Flags that only change how the output looks, never what is checked.
 _COSMETIC = re.compile(
     r"^(?:-v+|--verbose|-q+|--quiet|-s|--silent|--color(?:=.*)?|--colou?rs?|--no-colou?r|"
-    r"--reporter(?:=.*)?|--reporters(?:=.*)?|--format(?:=.*)?|--tb(?:=.*)?|-rA|-r\w+|"
+    r"--reporter(?:=.*)?|--reporters(?:=.*)?|--format(?:=.*)?|--tb(?:=.*)?|-r[aAfEsxXpPwN]+|"
     r"--pretty(?:=.*)?|--no-pretty|--progress(?:=.*)?|--no-progress|--ci|--noEmit|"
     r"--no-fund|--no-audit|--loglevel(?:=.*)?|--message-format(?:=.*)?|--durations(?:=.*)?|"
     r"--show-error-codes|--no-error-summary|--output-format(?:=.*)?|--passWithNoTests)$"
@@ -328,6 +328,27 @@ def _join_dir(base: str, sub: str) -> str:
     return posixpath.normpath(posixpath.join(base, sub)) if base else posixpath.normpath(sub)
 
 
+_SUBSTITUTION = re.compile(r"\$\([^()'\"`]*\)|`[^`'\"]*`")
+# Cosmetic flags whose value may follow as its own word (`--reporter dot`).
+_COSMETIC_WITH_VALUE = frozenset(
+    {"--reporter", "--reporters", "--format", "--tb", "--loglevel", "--message-format",
+     "--output-format", "--durations"}
+)  # fmt: skip
+
+
+def _drop_cosmetic(words: list[str]) -> tuple[str, ...]:
+    out: list[str] = []
+    skip = False
+    for w in words:
+        if skip:
+            skip = False
+        elif _COSMETIC.match(w):
+            skip = w in _COSMETIC_WITH_VALUE
+        else:
+            out.append(w)
+    return tuple(out)
+
+
 @lru_cache(maxsize=4096)
 def normalise(command: str, _depth: int = 0) -> tuple[Invocation, ...]:
     """The simple commands a shell line runs, each with the directory it runs in (relative
@@ -335,6 +356,9 @@ def normalise(command: str, _depth: int = 0) -> tuple[Invocation, ...]:
     out: list[Invocation] = []
     workdir = ""
     piped = False
+    # A command substitution inside a word (`GOCACHE=$(pwd)/.cache go test`) is part of
+    # that word, not a command of its own: one placeholder word keeps the line's shape.
+    command = _SUBSTITUTION.sub("X", command)
     for segment, op in split_shell(command):
         seg = segment.strip().lstrip("&!").strip()
         after_pipe, piped = piped, op in ("|", "|&")
@@ -357,6 +381,5 @@ def normalise(command: str, _depth: int = 0) -> tuple[Invocation, ...]:
             if op in ("&&", ";", "\n"):
                 workdir = _join_dir(workdir, words[1]) if len(words) == 2 else "~"
             continue
-        words = [w for w in words if not _COSMETIC.match(w)]
-        out.append(Invocation(workdir, tuple(words)))
+        out.append(Invocation(workdir, _drop_cosmetic(words)))
     return tuple(out)

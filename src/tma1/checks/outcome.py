@@ -193,8 +193,10 @@ def failure_kind_of_exit(command: str | None, output: str | None) -> str:
 
 # Project scripts and make report failure in their own words, at the end of their output.
 _TAIL_MARKERS = re.compile(
-    r"\bcould not compile\b|^\s*error(?:\[\w+\])?:|\b[1-9]\d* (?:\w+ ){0,2}(?:failed|failures?)\b|"
-    r"\*\*\* .*Error [1-9]\d*|\bError [1-9]\d*\s*$|^FAIL(?:ED)?\b|\bBUILD FAILED\b|"
+    r"\bcould not compile\b|^\s*error(?:\[\w+\])?:|"
+    r"\b[1-9]\d* (?:\w+ ){0,2}(?:failed|failures?)\b|"
+    r"\*\*\* .*Error [1-9]\d*|\*\*\* Error code [1-9]|\bError [1-9]\d*\s*$|"
+    r"^FAIL(?:ED)?\b|\bBUILD FAILED\b|"
     r"^Traceback \(most recent call last\)|\b(?:build|compilation|check)s? failed\b",
     re.MULTILINE | re.IGNORECASE,
 )

@@ -123,6 +123,18 @@ def check_runs(window: SessionWindow, now: int) -> CheckRuns:
     return found
 
 
+def related(a: Check, b: Check) -> bool:
+    """Runs of one check that re-run the same thing: one covers the other. Three runs of
+    `playwright` on three different spec files are no loop; `pytest` and `pytest tests/x.py`
+    are."""
+    return _covers(a, b) or _covers(b, a)
+
+
+def stopped_since(window: SessionWindow, now: int, ts: int) -> bool:
+    """A Stop came after `ts` (at or before `now`): the agent ended its turn since."""
+    return any(e.hook_event_name == "Stop" and ts < e.ts <= now for e in reversed(window.events))
+
+
 def at_stop(window: SessionWindow, now: int) -> bool:
     """The event being answered is a Stop (the window holds it: delivery stores first)."""
     for e in reversed(window.events):

@@ -19,8 +19,9 @@ high — it blocks — whatever the count, when the newest run failed after the 
 edit of the named file: stopping with a build the agent just broke is the harm the stop
 channel exists for (on recorded sessions agents announced success right then). A check
 the agent edited again after its newest failure is not re-told until it runs again: the
-agent is visibly fixing it (pattern 7), and at a Stop its newest run does not say the
-current code fails.
+agent is visibly fixing it (pattern 7), and its newest run no longer says the current
+code fails (at a Stop too: the design's "a check the agent never re-ran after its edit
+counts only if its newest run came after that edit").
 """
 
 from __future__ import annotations
@@ -75,18 +76,24 @@ def build_broken_after_my_edit(
     for ident, newest in open_checks.items():
         output = newest.event.tool_result or ""
         hit: list[str] = []
+        fresh: dict[str, frozenset[str]] = {}
         for path, times in edit_times.items():
             first = min(times)
             if newest.ts < first or located_in(output, path) is None:
                 continue
-            if _pre_existing(runs.runs, ident, first, output, path):
-                continue
+            said = _said_before(runs.runs, ident, first, path)
+            now_said = _file_lines(output, path)
+            if said and now_said and now_said <= said:
+                continue  # every error about the file predates the agent's edit
             hit.append(path)
+            fresh[path] = now_said - said
         if not hit:
             continue
-        last_edit = {p: max(edit_times[p]) for p in hit}
-        if any(t > newest.ts for t in last_edit.values()):
-            continue  # edited since it failed: the agent is on it (pattern 7)
+        if any(max(edit_times[p]) > newest.ts for p in hit):
+            # Edited since it failed: its newest run says nothing of the current code. The
+            # agent is fixing it (pattern 7); a re-run will say whether it did (design
+            # §2.15: a check counts only if its newest run came after the edit).
+            continue
         first_edit = min(min(edit_times[p]) for p in hit)
         streak = [
             r
@@ -94,23 +101,30 @@ def build_broken_after_my_edit(
             if r.failed and r.check.identity == ident and r.ts >= first_edit
             and not runs.closed(r)
         ]  # fmt: skip
-        found.append(_finding(window, ident, newest, hit, streak, stopping))
+        found.append(
+            _finding(
+                window,
+                ident,
+                newest,
+                hit,
+                streak,
+                stopping,
+                fresh[hit[0]],
+            )
+        )
     return found
 
 
-def _pre_existing(runs: list[Run], ident: str, first_edit: int, output: str, path: str) -> bool:
-    """Every error the newest failure reports about `path` was already reported by a run
-    of the same check before the agent first edited the file."""
-    now_said = _file_lines(output, path)
-    if not now_said:
-        return False
+def _said_before(runs: list[Run], ident: str, first_edit: int, path: str) -> frozenset[str]:
+    """What runs of the same check reported about `path` before the agent first edited it
+    (pre-existing errors: not the edit's)."""
     said: set[str] = set()
     for r in runs:
         if r.ts >= first_edit:
             break
         if r.failed and r.check.identity == ident:
             said |= _file_lines(r.event.tool_result or "", path)
-    return bool(said) and now_said <= said
+    return frozenset(said)
 
 
 @lru_cache(maxsize=2048)
@@ -133,19 +147,34 @@ def _finding(
     files: list[str],
     streak: list[Run],
     stopping: bool,
+    fresh: frozenset[str],
 ) -> Anomaly:
     n = max(len(streak), 1)
     output = newest.event.tool_result or ""
     # A file the output points into first (every one does; keep the edit order stable).
     first_file = files[0]
     ref = located_in(output, first_file)
-    where = str(ref) if ref else display_path(first_file, window.project)
     err = error_line_of_file(output, first_file)
+    # Quote an error the edit caused, not one the file already had.
+    new_line = next(
+        (
+            ln.strip()
+            for ln in _error_text(output).splitlines()
+            if _DIGITS.sub("#", ln.strip()) in fresh and located_in(ln, first_file)
+        ),
+        None,
+    )
+    old = _file_lines(output, first_file) - fresh
+    if new_line is not None and (err is None or _DIGITS.sub("#", err) in old):
+        err, ref = new_line, located_in(new_line, first_file)
+    if err is not None and (quoted := located_in(err, first_file)) is not None:
+        ref = quoted  # "Fix F:N" names the line the quote is about
+    where = str(ref) if ref else display_path(first_file, window.project)
     shown = [display_path(f, window.project) for f in files]
     named = ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
     command = quote(newest.event.tool_command or ident, 100)
-    # At a Stop the newest run failed after the last edit of every named file (else the
-    # rule returned nothing): the agent is stopping on a build it broke.
+    # `stopping`: at a Stop, with the newest run failing after the last edit of the named
+    # files — the agent is stopping on a build it broke.
     high = n >= HIGH_AT or stopping
     evidence = (
         f"The check {quote(ident, 80)} failed {plural(n, 'time')} since "

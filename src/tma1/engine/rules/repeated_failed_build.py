@@ -10,7 +10,9 @@ broken script once "a loop". Now:
   exits and sandbox interruptions are no verdict and never count;
 - counted per *lane* (the main agent, or one sub-agent): a loop is one agent re-running;
 - the check must still be *open*: its newest run failed and no later covering run passed,
-  in any lane (a build is project state). Failures before a covering pass are history.
+  in any lane (a build is project state). Failures before a covering pass are history;
+- the runs re-run the same thing: each covers or is covered by the newest failing run
+  (three different spec files failing once each are no loop).
 
 Subject = the check's identity. High, stop channel (the seed's).
 """
@@ -21,7 +23,7 @@ from collections import Counter
 
 from tma1.checks import error_line
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
-from tma1.engine.checkruns import Run, check_runs
+from tma1.engine.checkruns import Run, check_runs, related
 from tma1.engine.resolution import covering_pass
 from tma1.engine.rules._support import RULE_WINDOW_MS, clock_time, quote
 from tma1.engine.spec import RuleSpec
@@ -40,7 +42,13 @@ def repeated_failed_build(window: SessionWindow, now: int, config: RuleConfig) -
     by_lane: dict[tuple[str, str], list[Run]] = {}
     for r in runs.runs:
         ident = r.check.identity
-        if r.failed and r.ts >= since and ident in open_checks and not runs.closed(r):
+        if (
+            r.failed
+            and r.ts >= since
+            and ident in open_checks
+            and related(r.check, open_checks[ident].check)
+            and not runs.closed(r)
+        ):
             by_lane.setdefault((ident, r.lane), []).append(r)
     best: dict[str, list[Run]] = {}
     for (ident, _lane), fails in by_lane.items():

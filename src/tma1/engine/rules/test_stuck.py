@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from tma1.checks import error_line_for_test, error_locations, file_of_test_id, reported_passing
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
-from tma1.engine.checkruns import Run, at_stop, check_runs
+from tma1.engine.checkruns import Run, at_stop, check_runs, stopped_since
 from tma1.engine.resolution import test_passed
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
@@ -66,13 +66,15 @@ test_stuck.__test__ = False  # type: ignore[attr-defined]
 
 
 def _mid_fix(window: SessionWindow, now: int, newest: Run, test_files: tuple[str, ...]) -> bool:
-    """The agent edited the test's file, or a file the failure points into, since."""
+    """The agent edited the test's file, or a file the failure points into, since — and
+    has not ended its turn since: an agent that stopped after an edit it never re-ran is
+    not mid-fix, it is done (and the test may well still fail)."""
     named = set(test_files)
     for ref in error_locations(newest.event.tool_result or ""):
         named.add(norm_path(absolutize(ref.path, newest.event.cwd), window.project))
     for call in edits(visible(window.events, now, newest.ts + 1)):
         if any(norm_path(f, window.project) in named for f in call.files):
-            return True
+            return not stopped_since(window, now, call.ts)
     return False
 
 
