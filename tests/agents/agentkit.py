@@ -72,6 +72,14 @@ def agent_binary(agent: str) -> Path:
     return exe
 
 
+def _blob_id(path: Path) -> str:
+    """git's blob id of a file (tma1 stores content hashes so)."""
+    import hashlib
+
+    data = path.read_bytes()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -285,9 +293,12 @@ class Rig:
 
     def change_outside(self, rel: str, text: str, timeout: float = 30) -> dict[str, Any]:
         """Write `rel` in the project as a person would (not the agent) and wait until
-        tma1's file watcher stored the change. The watch starts with the project's first
-        hook event and primes its baseline from git, so a write made before it was ready
-        is written again (new content each time) until one is seen."""
+        tma1's file watcher stored the change as nobody's (no `writer_session`).
+
+        Written again, with new content each time, until one write is seen so: the watch
+        starts with the project's first hook event and primes its baseline from git, and
+        a write within tma1's attribution slack after one of the agent's shell commands
+        (2 s past its PostToolUse, docs/sensors.md) is credited to the agent by design."""
         path = self.project / rel
         deadline = time.monotonic() + timeout
         attempt = 0
@@ -297,11 +308,16 @@ class Rig:
             seen_by = time.monotonic() + 3
             while time.monotonic() < seen_by:
                 rows = [r for r in self.file_events() if r["path"] == str(path)]
-                if rows:
-                    return rows[-1]
+                if rows and rows[-1]["content_hash"] == _blob_id(path):
+                    if rows[-1]["writer_session"] is None:
+                        return rows[-1]
+                    break  # credited to the agent: write again
                 time.sleep(0.05)
             if time.monotonic() > deadline:
-                raise AssertionError(f"tma1 never stored the change of {rel}: {self.serve_log()}")
+                raise AssertionError(
+                    f"tma1 never stored {rel} as changed outside: "
+                    f"{self.file_events()} {self.serve_log()}"
+                )
 
     # -- the agents --------------------------------------------------------------------
     def claude_env(self, model_url: str, **extra: str) -> dict[str, str]:
@@ -354,6 +370,61 @@ class Rig:
         cfg = self.codex_home / "config.toml"
         cfg.write_text(CODEX_CONFIG.format(base_url=model_url + "/v1"))
 
+    def trust_codex_hooks(self) -> list[str]:
+        """Trust every hook Codex lists, in this throw-away CODEX_HOME only.
+
+        Codex 0.171 keeps hook trust in config.toml as
+        `[hooks.state."<hooks.json path>:<event_snake>:<group>:<handler>"]` with
+        `trusted_hash = "sha256:…"`, the hash being the binary's own (`currentHash` in the
+        app server's `hooks/list`; the TUI's "Trust all and continue" writes the same).
+        tma1 itself never writes this for a user."""
+        exe = agent_binary("codex")
+        proc = self.popen(
+            [str(exe), "app-server"],
+            cwd=self.project,
+            env=self.env(CODEX_FAKE_KEY="fake-key"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            for msg in (
+                {
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {"clientInfo": {"name": "t", "version": "1"}},
+                },
+                {"method": "initialized"},
+                {"id": 2, "method": "hooks/list", "params": {"cwds": [str(self.project)]}},
+            ):
+                proc.stdin.write(json.dumps(msg) + "\n")
+            proc.stdin.flush()
+            while True:  # bounded by the test's timeout; the app server answers in ~1 s
+                line = proc.stdout.readline()
+                if not line:
+                    raise AssertionError("codex app-server ended before listing the hooks")
+                msg = json.loads(line)
+                if msg.get("id") == 2:
+                    break
+        finally:
+            kill_group(proc)
+        hooks = [h for d in msg["result"]["data"] for h in d["hooks"]]
+        import tomlkit
+
+        cfg = self.codex_home / "config.toml"
+        doc = tomlkit.parse(cfg.read_text())
+        state = doc.setdefault("hooks", tomlkit.table()).setdefault("state", tomlkit.table())
+        for h in hooks:
+            entry = tomlkit.table()
+            entry["trusted_hash"] = h["currentHash"]
+            state[h["key"]] = entry
+        projects = doc.setdefault("projects", tomlkit.table())
+        projects[str(self.project)] = {"trust_level": "trusted"}
+        cfg.write_text(tomlkit.dumps(doc))
+        return [str(h["key"]) for h in hooks]
+
     def codex(self, prompt: str, *args: str, timeout: float = 240, **extra_env: str) -> Run:
         exe = agent_binary("codex")
         return self.run(
@@ -391,8 +462,22 @@ enabled = false
 [feedback]
 enabled = false
 
-[otel]
-exporter = "none"
+# Everything that would start a daemon or reach past loopback (names from
+# `codex features list`, 0.171.0).
+[features]
+apps = false
+plugins = false
+remote_plugin = false
+plugin_sharing = false
+in_app_updates = false
+daemon_auto_start = false
+image_generation = false
+browser_use = false
+browser_use_external = false
+in_app_browser = false
+computer_use = false
+tool_suggest = false
+skill_mcp_dependency_install = false
 """
 
 
