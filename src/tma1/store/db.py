@@ -776,7 +776,8 @@ class Store:
             .where(
                 hook_events.c.session_id == session_id,
                 hook_events.c.ts <= until_ts,
-                hook_events.c.hook_event_name.in_(("SessionStart", "PreCompact", "PostCompact")),
+                # event_type = the hook's name for these: ix_hook_events_session_type_ts.
+                hook_events.c.event_type.in_(("SessionStart", "PreCompact", "PostCompact")),
             )
             .order_by(hook_events.c.ts, hook_events.c.id)
         )
