@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from tma1.checks import error_line
+from tma1.checks import covers, error_line
 from tma1.clock import MINUTE_MS
 from tma1.engine.anomaly import Anomaly, Channel, Kind, delivery_order
 from tma1.engine.checkruns import CheckRuns, run_of
@@ -114,10 +114,16 @@ def open_checks(runs: Sequence[HookEvent], now: int, project: str | None = None)
     cr = CheckRuns(found, passes, [p.ts for p in passes])
     out = []
     for ident, last in cr.open_failures().items():
-        streak = [
-            r for r in found if r.failed and r.check.identity == ident and not cr.closed(r)
-        ] or [last]
-        first = streak[0]
+        # Back from the newest failure to the newest pass that covers it: the failures met
+        # on the way are the streak; its first is when (and by whom) the check broke.
+        at = next(i for i in range(len(found) - 1, -1, -1) if found[i] is last)
+        streak = [last]
+        for r in reversed(found[:at]):
+            if r.passed and covers(r.check, last.check):
+                break
+            if r.failed and r.check.identity == ident:
+                streak.append(r)
+        first = streak[-1]
         out.append(
             OpenCheck(
                 key=ident,

@@ -16,6 +16,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import (
     Engine,
+    and_,
     bindparam,
     case,
     create_engine,
@@ -326,6 +327,26 @@ def _window_event(row: Any) -> HookEvent:
         cmd, prefix, None if ok is None else bool(ok), fkind, summary,
         _path_list(tids),
         cwd, project, None, None, None, {}, id_, _path_list(passed), agent_id,
+    )  # fmt: skip
+
+
+# Column order of `Store.project_shell_results` rows (the session bundle's open checks).
+_SHELL_RESULT_COLUMNS = (
+    "id", "ts", "session_id", "event_type", "hook_event_name", "agent_source", "tool_name",
+    "tool_command", "tool_success", "failure_kind", "tool_error_summary", "cwd", "project",
+    "agent_id", "tool_result",
+)  # fmt: skip
+
+
+def _shell_result(row: Any) -> HookEvent:
+    (id_, ts, sid, etype, hook, agent, tool, cmd, ok, fkind, summary, cwd, project, agent_id,
+     result) = row  # fmt: skip
+    # Positional, in HookEvent's field order (as `_window_event`): a SessionStart in a busy
+    # project reads a thousand of these.
+    return HookEvent(
+        ts, sid, etype, hook, agent, tool, None, None, result, None, [], cmd, None,
+        None if ok is None else bool(ok), fkind, summary, [], cwd, project, None, None, None,
+        {}, id_, [], agent_id,
     )  # fmt: skip
 
 
@@ -713,21 +734,17 @@ class Store:
 
     # --- reads for the session bundle (tma1.engine.bundle) -------------------------------
 
-    def project_shell_results(self, project: str, since_ts: int, until_ts: int) -> list[HookEvent]:
-        """The project's shell tool results (every session) in [since, until], ts ascending;
-        `tool_input` left out and `tool_result` kept only for unsuccessful results."""
+    def project_shell_results(
+        self, project: str, since_ts: int, until_ts: int, *, limit: int = 1_000
+    ) -> list[HookEvent]:
+        """The project's newest `limit` shell tool results (every session) in [since,
+        until], ts ascending, lean: what deciding a check's outcome and quoting its error
+        needs — `tool_result` only for a failure without an error summary, no tool input,
+        files, test ids or metadata."""
         c = hook_events.c
         failed = or_(c.event_type == "PostToolUseFailure", c.tool_success.is_(False))
-        cols = [
-            col
-            if col.name not in ("tool_input", "tool_result")
-            else (
-                null().label("tool_input")
-                if col.name == "tool_input"
-                else case((failed, c.tool_result), else_=null()).label("tool_result")
-            )
-            for col in hook_events.columns
-        ]
+        result = case((and_(failed, c.tool_error_summary.is_(None)), c.tool_result), else_=null())
+        cols = [c[name] for name in _SHELL_RESULT_COLUMNS[:-1]] + [result.label("tool_result")]
         q = (
             select(*cols)
             .where(
@@ -737,10 +754,12 @@ class Store:
                 c.event_type.in_(("PostToolUse", "PostToolUseFailure")),
                 c.tool_command.is_not(None),
             )
-            .order_by(c.ts, c.id)
+            .order_by(c.ts.desc(), c.id.desc())
+            .limit(limit)
         )
         with self.engine.connect() as conn:
-            return [row_to_event(r) for r in conn.execute(q)]
+            rows = conn.execute(q).all()
+        return [_shell_result(r) for r in reversed(rows)]
 
     def project_activity(
         self, project: str, since_ts: int, until_ts: int
