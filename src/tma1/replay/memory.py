@@ -117,12 +117,15 @@ class MemoryWindows:
         ts = self._project_ts.get(project, [])
         return held[bisect_left(ts, since_ts) : bisect_right(ts, until_ts)]
 
-    def project_shell_results(self, project: str, since_ts: int, until_ts: int) -> list[HookEvent]:
-        return [
+    def project_shell_results(
+        self, project: str, since_ts: int, until_ts: int, *, limit: int = 1_000
+    ) -> list[HookEvent]:
+        found = [
             e
             for e in self._project_events(project, since_ts, until_ts)
             if e.event_type in ("PostToolUse", "PostToolUseFailure") and e.tool_command is not None
         ]
+        return found[-limit:]
 
     def project_activity(
         self, project: str, since_ts: int, until_ts: int
