@@ -349,3 +349,18 @@ def test_p7_the_same_failures_are_not_told_again_by_the_other_build_kind() -> No
     assert (d.emit, d.reason) == (False, "told")
     newer = Anomaly(**{**_fields(repeated), "last_evidence_ts": at(21)})
     assert sup.evaluate("s", [newer], win, at(22))[0].emit
+
+
+def test_p4_a_deprecation_notice_in_an_edited_file_is_no_broken_build() -> None:
+    # After ../shared/data/sessions/claude-code/templar-373740ff.chat.json (session c056cf62,
+    # the golangci-lint run before the 21:12 Stop; the summary lines are golangci-lint's).
+    watcher = src("internal/watcher/watcher.go")
+    out = (
+        "internal/watcher/watcher.go:512:10: SA1019: filepath.HasPrefix has been deprecated "
+        "since Go 1.0 because it shouldn't be used: HasPrefix does not respect path "
+        "boundaries and does not ignore case when required. (staticcheck)\n"
+        "1 issues:\n* staticcheck: 1\n"
+    )
+    cmd = "golangci-lint run --enable-only staticcheck,unused --timeout=5m"
+    events = [edit(at(0), watcher), bash_fail(at(1), cmd, out), event("Stop", at(2))]
+    assert findings(events, at(2), Kind.BUILD_BROKEN_AFTER_MY_EDIT) == []

@@ -309,7 +309,12 @@ _COVERAGE_ROW = re.compile(
     r"^[\w./\-]+\.\w+\s+\d+\s+\d+\s+(?:\d+\s+\d+\s+)?\d+%"  # coverage.py: `a.py 12 3 75% 4-6`
 )
 _PASSING_LINE = re.compile(r"^\s*(?:[✓✔√]\s|PASS\s|ok\s|--- PASS|\S+ PASSED\b|test \S+ \.\.\. ok)")
-_WARNING_LINE = re.compile(r"\bwarning\b|\bwarn\b|^\s*\d+:\d+\s+warning\s", re.IGNORECASE)
+# A deprecation notice (staticcheck SA1019, tsc 6385, Python's DeprecationWarning) is a
+# warning whatever the tool calls it: the code still builds, and it is rarely the edit's.
+_WARNING_LINE = re.compile(
+    r"\bwarning\b|\bwarn\b|^\s*\d+:\d+\s+warning\s|\b(?:is|been|was) deprecated\b|SA1019",
+    re.IGNORECASE,
+)
 _BLOCK_HEAD = re.compile(r"^(?:warning|error)(?:\[\w+\])?:", re.IGNORECASE)
 
 

@@ -11,7 +11,6 @@ Built once per (window, now) and kept in the window's memo: the three rules ask 
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -25,43 +24,23 @@ class Run:
     event: HookEvent
     check: Check
     outcome: Outcome
-
-    @property
-    def ts(self) -> int:
-        return self.event.ts
-
-    @property
-    def lane(self) -> str:
-        return self.event.agent_id or ""
-
-    @property
-    def failed(self) -> bool:
-        return self.outcome is Outcome.FAIL
-
-    @property
-    def passed(self) -> bool:
-        return self.outcome is Outcome.PASS
+    # Read for every run by every rule: plain fields, not properties.
+    ts: int
+    lane: str  # the sub-agent's id, "" for the main agent (design §2.16)
+    failed: bool
+    passed: bool
 
 
 @dataclass(slots=True)
 class CheckRuns:
     runs: list[Run]  # ts ascending, at or before `now`
-    passes: list[Run]
-    pass_ts: list[int]
+    closed_ids: set[int]  # id() of the failing runs' events that a later pass covers
+
+    _open: dict[str, Run] | None = None
 
     def closed(self, run: Run) -> bool:
         """A later run passed a check that covers this one (in any lane)."""
-        for p in self.passes[bisect_right(self.pass_ts, run.ts) :]:
-            if p.event is not run.event and _covers(p.check, run.check):
-                return True
-        return False
-
-    def closed_at(self, check: Check, after: int) -> int | None:
-        """The first covering pass after `after`, or None."""
-        for p in self.passes[bisect_right(self.pass_ts, after) :]:
-            if _covers(p.check, check):
-                return p.ts
-        return None
+        return id(run.event) in self.closed_ids
 
     def newest_by_identity(self) -> dict[str, Run]:
         """Each check's newest run with a verdict (pass or fail)."""
@@ -73,12 +52,14 @@ class CheckRuns:
 
     def open_failures(self) -> dict[str, Run]:
         """Open checks (design §2.15): the newest run failed and no later covering run
-        passed. Identity → that newest failing run."""
-        return {
-            ident: r
-            for ident, r in self.newest_by_identity().items()
-            if r.failed and not self.closed(r)
-        }
+        passed. Identity → that newest failing run. (Asked by two rules: kept.)"""
+        if self._open is None:
+            self._open = {
+                ident: r
+                for ident, r in self.newest_by_identity().items()
+                if r.failed and not self.closed(r)
+            }
+        return self._open
 
 
 @lru_cache(maxsize=8192)
@@ -89,6 +70,20 @@ def _covers(wide: Check, narrow: Check) -> bool:
 @lru_cache(maxsize=8192)
 def _check(command: str, workdir: str) -> Check | None:
     return check_of(command, workdir)
+
+
+def _closed(runs: list[Run]) -> set[int]:
+    """The failing runs a later pass covers. Newest to oldest, against the distinct checks
+    that passed later: a session re-runs a handful of checks, so this is about O(runs)
+    (comparing each failure with every later pass was quadratic on long sessions)."""
+    closed: set[int] = set()
+    passed_later: dict[Check, None] = {}
+    for r in reversed(runs):
+        if r.passed:
+            passed_later.setdefault(r.check, None)
+        elif r.failed and any(_covers(p, r.check) for p in passed_later):
+            closed.add(id(r.event))
+    return closed
 
 
 def run_of(ev: HookEvent, project: str | None) -> Run | None:
@@ -103,7 +98,15 @@ def run_of(ev: HookEvent, project: str | None) -> Run | None:
     outcome = outcome_of(ev.tool_command, ev.event_type, ev.tool_success, ev.failure_kind)
     if outcome is Outcome.NOT_A_CHECK:
         return None
-    return Run(ev, check, outcome)
+    return Run(
+        ev,
+        check,
+        outcome,
+        ev.ts,
+        ev.agent_id or "",
+        outcome is Outcome.FAIL,
+        outcome is Outcome.PASS,
+    )
 
 
 def check_runs(window: SessionWindow, now: int) -> CheckRuns:
@@ -116,8 +119,7 @@ def check_runs(window: SessionWindow, now: int) -> CheckRuns:
         for e in window.events
         if e.ts <= now and e.tool_command and (r := run_of(e, window.project)) is not None
     ]
-    passes = [r for r in runs if r.passed]
-    found = CheckRuns(runs, passes, [p.ts for p in passes])
+    found = CheckRuns(runs, _closed(runs))
     window.memo.clear()  # one `now` at a time: the detector asks about the present
     window.memo[key] = found
     return found

@@ -44,14 +44,22 @@ def test_stuck(window: SessionWindow, now: int, config: RuleConfig) -> list[Anom
         return []
     found: dict[str, Anomaly] = {}
     stopping = at_stop(window, now)
+    # Each candidate test's newest failing run (any lane), and what ran after it.
+    wanted = {tid for tid, _ in candidates}
+    newest_at: dict[str, int] = {}
+    for i, r in enumerate(runs.runs):
+        if r.failed:
+            for tid in r.event.test_ids:
+                if tid in wanted:
+                    newest_at[tid] = i
     for (tid, _lane), fails in candidates.items():
         if tid in found:
             continue
-        newest = max(
-            (r for r in runs.runs if r.failed and tid in r.event.test_ids), key=lambda r: r.ts
-        )
+        at = newest_at[tid]
+        newest = runs.runs[at]
         if runs.closed(newest) or any(
-            r.ts > newest.ts and reported_passing(tid, r.event.passed_test_ids) for r in runs.runs
+            r.event.passed_test_ids and reported_passing(tid, r.event.passed_test_ids)
+            for r in runs.runs[at + 1 :]
         ):
             continue
         finding = _finding(window, tid, fails, newest)
