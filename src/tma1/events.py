@@ -601,3 +601,6 @@ class Usage:
     model: str | None = None
     message_id: str | None = None
     kind: str = "usage"  # usage | compaction
+    # The model's context window when the recording says it (Codex `model_context_window`);
+    # None: derive it from `model` (tma1.engine.context).
+    context_window: int | None = None

@@ -299,3 +299,54 @@ def test_context_pressure_threshold_is_read_at_start_up_and_fires_once(
         assert post(srv, clock, prompt(sid)) == ""  # one-shot per session
     finally:
         srv.stop()
+
+
+def test_context_pressure_rearms_after_each_compaction_and_only_then(
+    settings: Settings, clock: ManualClock
+) -> None:
+    """Issue 15's miss: the context passed the threshold again after an auto-compaction
+    and nobody warned. One warning per context epoch (design §2.17), whichever signal
+    marks the compaction: a PreCompact hook, a SessionStart with source compact, or the
+    transcript's compact boundary (a `compaction` usage row from the tailer)."""
+    from tma1.events import Usage
+
+    srv = start_live_server(settings.with_overrides(context_pressure_threshold=5_000), clock=clock)
+
+    def tokens(n: int, kind: str = "usage") -> None:
+        clock.advance(1_000)
+        srv.store.insert_usages([Usage(ts=clock.now_ms(), session_id=sid, occupancy=n, kind=kind)])
+        srv.service.delivery.invalidate(sid)  # what the transcript tailer does
+
+    def told() -> bool:
+        clock.advance(1_000)
+        return "context_pressure" in post(srv, clock, prompt(sid))
+
+    try:
+        sid = "epochs-1"
+        post(srv, clock, payload(sid, "SessionStart", source="startup"))
+        tokens(6_000)
+        assert told()
+        tokens(9_000)
+        assert not told()  # one-shot within the epoch
+        clock.advance(1_000)
+        post(srv, clock, payload(sid, "PreCompact", trigger="auto"))
+        # The newest request measured the context the compaction replaced: no news yet.
+        assert not told()
+        tokens(3_000)
+        assert not told()
+        tokens(5_500)
+        assert told()  # the context filled up again
+        assert not told()
+        clock.advance(1_000)
+        post(srv, clock, payload(sid, "SessionStart", source="compact"))
+        tokens(7_000)
+        assert told()
+        tokens(0, kind="compaction")  # the transcript's compact_boundary
+        tokens(8_000)
+        assert told()
+        tokens(9_000)
+        assert not told()
+        keys = [e["stable_key"] for e in emits(srv, sid) if e["kind"] == "context_pressure"]
+        assert len(keys) == len(set(keys)) == 4
+    finally:
+        srv.stop()

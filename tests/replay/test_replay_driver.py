@@ -116,6 +116,11 @@ def test_cli_json_over_every_fixture_format(tmp_path: Path) -> None:
     assert formats == {
         "claude_transcript.jsonl": "claude-transcript",
         "claude_transcript_array.json": "claude-transcript",
+        "claude_stream.jsonl": "claude-stream-json",
+        # One run of claude: its session transcript and its sub-agent's (the .meta.json
+        # beside it is read by the converter, not an input).
+        "c638f88c-2aa6-44a1-baf7-955e9006385c.jsonl": "claude-transcript",
+        "agent-a9859ef26cdf3c4d6.jsonl": "claude-transcript",
         "codex_legacy.jsonl": "codex-rollout",
         "codex_rollout.jsonl": "codex-rollout",
         "eventlog.jsonl": "eventlog",

@@ -41,9 +41,10 @@ from typing import Any, Protocol, runtime_checkable
 from tma1.checks import covers, error_line
 from tma1.clock import MINUTE_MS
 from tma1.engine.anomaly import Anomaly, Channel, Kind, delivery_order
-from tma1.engine.checkruns import CheckRuns, run_of
+from tma1.engine.checkruns import check_runs
 from tma1.engine.digest import CLOSE_TAG, OPEN_TAG, clip
 from tma1.engine.rules._support import clock_time
+from tma1.engine.window import SessionWindow
 from tma1.events import FileChange, HookEvent
 
 SESSION_START = Channel.SESSION_START.value
@@ -107,11 +108,9 @@ def open_checks(runs: Sequence[HookEvent], now: int, project: str | None = None)
 
     `since`/`broken_by` are those of the first failure no covering pass closed: when, and
     by which session, the check broke."""
-    found = [
-        r for e in runs if e.ts <= now and e.tool_command and (r := run_of(e, project)) is not None
-    ]
-    passes = [r for r in found if r.passed]
-    cr = CheckRuns(found, passes, [p.ts for p in passes])
+    # The checks' own reading of a run list (a window of no session: every session's runs).
+    cr = check_runs(SessionWindow(session_id="", project=project, events=list(runs)), now)
+    found = cr.runs
     out = []
     for ident, last in cr.open_failures().items():
         # Back from the newest failure to the newest pass that covers it: the failures met

@@ -12,7 +12,7 @@ a finding re-emits only on evidence newer than the resolving event.
 | repeated_failed_build             | a passing run of a check covering the failing one      |
 | test_stuck                        | a run reporting the test passed, or a covering pass    |
 | external_modified_during_session  | none: the rule's 30-minute window decays it            |
-| context_pressure                  | none: one-shot per session                             |
+| context_pressure                  | none: one-shot per context epoch; a compaction re-arms |
 
 Turn 2 (design §2.15): "any successful shell" let an `ls` resolve a broken build; a check
 is fixed when a run that covers it passes — however spelled, in any lane. The rules put

@@ -22,6 +22,10 @@ class SessionWindow:
     # What several rules derive from the same events at the same `now` (the session's
     # check runs): computed once per detection, never compared or shown.
     memo: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
+    # When the session's context was last compacted (design §2.17); None: never, or not
+    # loaded because the context is under its threshold (the only reader is
+    # context_pressure, which has nothing to say then).
+    epoch_start_ts: int | None = None
 
     @property
     def occupancy(self) -> int | None:
@@ -33,4 +37,5 @@ class SessionWindow:
 
 @dataclass(frozen=True, slots=True)
 class RuleConfig:
-    context_pressure_threshold: int = 100_000
+    # None: half the model's context window when known, else 100,000 (engine/context.py).
+    context_pressure_threshold: int | None = None

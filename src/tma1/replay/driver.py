@@ -41,14 +41,22 @@ from typing import Any
 
 from tma1 import gates
 from tma1.clock import ManualClock
-from tma1.config import DEFAULT_CONTEXT_PRESSURE_THRESHOLD, Settings
+from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.engine.delivery import CHANNEL_FOR_HOOK
 from tma1.engine.detector import load_default_rules
 from tma1.engine.emitlog import EmitLog
-from tma1.replay import claude_hooklog, claude_transcript, codex_rollout, eventlog, shards
+from tma1.replay import (
+    claude_hooklog,
+    claude_stream,
+    claude_transcript,
+    codex_rollout,
+    eventlog,
+    shards,
+)
 from tma1.replay.formats import (
     CLAUDE_HOOKLOG,
+    CLAUDE_STREAM_JSON,
     CLAUDE_TRANSCRIPT,
     CODEX_ROLLOUT,
     EVENTLOG,
@@ -70,6 +78,7 @@ _CONVERTERS = {
     EVENTLOG: eventlog.convert,
     CLAUDE_TRANSCRIPT: claude_transcript.convert,
     CODEX_ROLLOUT: codex_rollout.convert,
+    CLAUDE_STREAM_JSON: claude_stream.convert,
 }
 _SKIP_NAMES = ("README", ".DS_Store")
 
@@ -77,21 +86,44 @@ _SKIP_NAMES = ("README", ".DS_Store")
 # --- loading -------------------------------------------------------------------------------
 
 
+def _is_subagent_meta(f: Path) -> bool:
+    """Claude Code's `<session>/subagents/agent-<id>.meta.json`: read by the transcript
+    converter beside its sub-agent transcript, not an input of its own."""
+    return f.parent.name == "subagents" and f.name.endswith(".meta.json")
+
+
+def subagent_transcripts(session_file: Path) -> list[Path]:
+    """The sub-agent transcripts Claude Code (≥ 2.x) writes beside a session transcript:
+    `<session>.jsonl` → `<session>/subagents/agent-*.jsonl`."""
+    if session_file.suffix != ".jsonl":
+        return []
+    folder = session_file.with_suffix("") / "subagents"
+    return sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
+
+
 def expand_paths(paths: Iterable[str | Path]) -> tuple[list[Path], list[Problem]]:
-    """Files as given; directories recursively (sorted); missing paths are problems."""
+    """Files as given, each session transcript with its sub-agent transcripts; directories
+    recursively (sorted); missing paths are problems."""
     files: list[Path] = []
     problems: list[Problem] = []
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
             for f in sorted(p.rglob("*")):
-                if f.is_file() and not f.name.startswith(_SKIP_NAMES) and f.suffix != ".md":
+                if (
+                    f.is_file()
+                    and not f.name.startswith(_SKIP_NAMES)
+                    and f.suffix != ".md"
+                    and not _is_subagent_meta(f)
+                ):
                     files.append(f)
         elif p.is_file():
             files.append(p)
+            files.extend(subagent_transcripts(p))
         else:
             problems.append(Problem(str(p), 0, "no such file or directory"))
-    return files, problems
+    unique = list(dict.fromkeys(files))
+    return unique, problems
 
 
 def load(paths: Iterable[str | Path]) -> tuple[list[Converted], list[Problem]]:
@@ -113,7 +145,7 @@ def load(paths: Iterable[str | Path]) -> tuple[list[Converted], list[Problem]]:
             if records.records or not records.problems:
                 out.problems.append(
                     Problem(str(f), 0, "format not recognised (not an event log, Claude Code "
-                            "transcript or hook log, or Codex rollout); skipped")
+                            "transcript, hook log or stream-json, or Codex rollout); skipped")
                 )  # fmt: skip
             converted.append(out)
             continue
@@ -226,7 +258,7 @@ class Replayer:
         self,
         *,
         start_ts: int,
-        threshold: int = DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
+        threshold: int | None = None,
         db: str | Path | None = None,
         database_url: str | None = None,
         write_lock: AbstractContextManager[Any] | None = None,
@@ -383,7 +415,7 @@ def _long_lived_objects_frozen() -> Iterator[None]:
 def replay_items(
     items: Sequence[ReplayItem],
     *,
-    threshold: int = DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
+    threshold: int | None = None,
     db: str | Path | None = None,
     database_url: str | None = None,
     jobs: int = 1,
@@ -405,7 +437,7 @@ def replay_items(
 def _replay_items(
     items: Sequence[ReplayItem],
     *,
-    threshold: int,
+    threshold: int | None,
     db: str | Path | None,
     database_url: str | None,
     jobs: int,
@@ -432,7 +464,7 @@ def _replay_sharded(
     items: Sequence[ReplayItem],
     plan: shards.Plan,
     *,
-    threshold: int,
+    threshold: int | None,
     db: str | Path | None,
     jobs: int,
 ) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
@@ -565,7 +597,7 @@ def _summary(
 def replay_paths(
     paths: Iterable[str | Path],
     *,
-    threshold: int = DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
+    threshold: int | None = None,
     db: str | Path | None = None,
     database_url: str | None = None,
     jobs: int = 1,
