@@ -72,7 +72,6 @@ _PEERS_CHARS = 200
 _PRIORITY = {"findings": 0, "checks": 1, "changes": 2, "sessions": 3}
 
 SOURCES = ("startup", "resume", "clear", "compact")
-COMPACTION_HOOKS = frozenset({"PreCompact", "PostCompact"})
 # The bundle never re-tells these: a compaction is the answer to context pressure.
 _NOT_RETOLD = frozenset({Kind.CONTEXT_PRESSURE.value})
 # Suppression decisions that mean "the agent need not hear this again".
@@ -151,25 +150,12 @@ def _named_by(c: OpenCheck, subjects: set[str]) -> bool:
 # --- epochs ---------------------------------------------------------------------------------
 
 
-def is_compaction(e: HookEvent) -> bool:
-    """A hook event that starts a new context epoch (design §2.17)."""
-    if e.hook_event_name in COMPACTION_HOOKS:
-        return True
-    return e.hook_event_name == "SessionStart" and e.metadata.get("source") == "compact"
-
-
-def epoch_start(
-    markers: Iterable[HookEvent], compactions: Iterable[int], session_start: int | None, now: int
-) -> int:
-    """When the session's current context epoch began: its newest compaction at or before
-    `now` (a compaction hook, or one the transcript tailer saw), else the session's start."""
-    newest = max(
-        [e.ts for e in markers if e.ts <= now and is_compaction(e)]
-        + [t for t in compactions if t <= now],
-        default=None,
-    )
-    if newest is not None:
-        return newest
+def epoch_start(latest_compaction: int | None, session_start: int | None) -> int:
+    """When the session's current context epoch began (design §2.17): its newest
+    compaction (`Store.latest_compaction_ts`: a compaction hook — `SessionStart` with
+    `source: compact` among them — or one the transcript tailer saw), else its start."""
+    if latest_compaction is not None:
+        return latest_compaction
     return session_start if session_start is not None else 0
 
 
@@ -192,9 +178,7 @@ class BundleReads(Protocol):
 
     def session_last_ts(self, session_id: str, before_ts: int) -> int | None: ...
 
-    def session_epoch_markers(self, session_id: str, until_ts: int) -> list[HookEvent]: ...
-
-    def session_compactions(self, session_id: str, until_ts: int) -> list[int]: ...
+    def latest_compaction_ts(self, session_id: str, until_ts: int | None = None) -> int | None: ...
 
     def project_changes(
         self, project: str, since_ts: int, until_ts: int | None = None

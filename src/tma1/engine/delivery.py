@@ -266,10 +266,7 @@ class Delivery:
             session_id, delivery_order(list(det.candidates)), det.window, now
         )
         start = epoch_start(
-            store.session_epoch_markers(session_id, now),
-            store.session_compactions(session_id, now),
-            det.window.session_start_ts,
-            now,
+            store.latest_compaction_ts(session_id, now), det.window.session_start_ts
         )
         last = store.session_last_ts(session_id, before)
         runs: list[HookEvent] = []

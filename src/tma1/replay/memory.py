@@ -26,7 +26,6 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from copy import copy
 from typing import Any
 
 from tma1.counters import Counters
@@ -65,26 +64,18 @@ class MemoryWindows:
         self._change_ts: dict[str, list[int]] = {}
         self._usage: dict[str, Usage] = {}
         # For the session bundle (`BundleReads`, tma1.engine.bundle): the project's events
-        # in feed order, the sessions' SessionStart/PreCompact/PostCompact events (with the
-        # `source` the lean form drops) and transcript compactions.
+        # in feed order.
         self._by_project: dict[str, list[HookEvent]] = {}
         self._project_ts: dict[str, list[int]] = {}
-        self._markers: dict[str, list[HookEvent]] = {}
-        self._compactions: dict[str, list[int]] = {}
         self._compacted: dict[str, int] = {}  # session → its newest compaction row's ts
 
-    def add_event(self, ev: HookEvent, *, source: object = None) -> None:
-        """Hold `ev` (lean); `source` is the full event's SessionStart `source`."""
+    def add_event(self, ev: HookEvent) -> None:
         self._events.setdefault(ev.session_id, []).append(ev)
         self._event_ts.setdefault(ev.session_id, []).append(ev.ts)
         if ev.project:
             self._project[ev.session_id] = ev.project
             self._by_project.setdefault(ev.project, []).append(ev)
             self._project_ts.setdefault(ev.project, []).append(ev.ts)
-        if ev.hook_event_name in _MARKER_HOOKS:
-            marker = copy(ev)
-            marker.metadata = {"source": source} if isinstance(source, str) else {}
-            self._markers.setdefault(ev.session_id, []).append(marker)
 
     def add_change(self, ch: FileChange) -> None:
         self._changes.setdefault(ch.project, []).append(ch)
@@ -93,7 +84,6 @@ class MemoryWindows:
     def add_usage(self, u: Usage) -> None:
         self._usage[u.session_id] = u
         if u.kind == "compaction":
-            self._compactions.setdefault(u.session_id, []).append(u.ts)
             self.add_compaction(u.session_id, u.ts)
 
     def add_compaction(self, session_id: str, ts: int) -> None:
@@ -154,11 +144,8 @@ class MemoryWindows:
         i = bisect_left(ts, before_ts)
         return ts[i - 1] if i else None
 
-    def session_epoch_markers(self, session_id: str, until_ts: int) -> list[HookEvent]:
-        return [e for e in self._markers.get(session_id, []) if e.ts <= until_ts]
-
-    def session_compactions(self, session_id: str, until_ts: int) -> list[int]:
-        return [t for t in self._compactions.get(session_id, []) if t <= until_ts]
+    def latest_compaction_ts(self, session_id: str, until_ts: int | None = None) -> int | None:
+        return self._compacted.get(session_id)  # fed in time order: never after `now`
 
     def project_changes(
         self, project: str, since_ts: int, until_ts: int | None = None
@@ -170,9 +157,6 @@ class MemoryWindows:
 
     def session_project(self, session_id: str, until_ts: int | None = None) -> str | None:
         return self._project.get(session_id)
-
-
-_MARKER_HOOKS = frozenset({"SessionStart", "PreCompact", "PostCompact"})
 
 
 class BufferedIngest(Ingest):
@@ -210,7 +194,7 @@ class BufferedIngest(Ingest):
         self._fed += 1
         event.id = self._fed
         self.events.append(event)
-        self.windows.add_event(lean(event), source=event.metadata.get("source"))
+        self.windows.add_event(lean(event))
         if is_compaction_hook(event.hook_event_name, event.metadata.get("source")):
             self.windows.add_compaction(event.session_id, event.ts)
         if self.keep_all and len(self.events) >= WRITE_BATCH:

@@ -857,35 +857,6 @@ class Store:
             value = conn.execute(q).scalar()
         return int(value) if value is not None else None
 
-    def session_epoch_markers(self, session_id: str, until_ts: int) -> list[HookEvent]:
-        """The session's SessionStart / PreCompact / PostCompact events up to `until_ts`."""
-        q = (
-            select(hook_events)
-            .where(
-                hook_events.c.session_id == session_id,
-                hook_events.c.ts <= until_ts,
-                # event_type = the hook's name for these: ix_hook_events_session_type_ts.
-                hook_events.c.event_type.in_(("SessionStart", "PreCompact", "PostCompact")),
-            )
-            .order_by(hook_events.c.ts, hook_events.c.id)
-        )
-        with self.engine.connect() as conn:
-            return [row_to_event(r) for r in conn.execute(q)]
-
-    def session_compactions(self, session_id: str, until_ts: int) -> list[int]:
-        """When the transcript tailer saw the session's context compacted (ts ascending)."""
-        q = (
-            select(messages.c.ts)
-            .where(
-                messages.c.session_id == session_id,
-                messages.c.kind == "compaction",
-                messages.c.ts <= until_ts,
-            )
-            .order_by(messages.c.ts)
-        )
-        with self.engine.connect() as conn:
-            return [int(r[0]) for r in conn.execute(q)]
-
     def emits_since(self, since_ts: int) -> list[dict[str, Any]]:
         q = (
             select(anomaly_emits)
