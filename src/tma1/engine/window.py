@@ -19,13 +19,13 @@ class SessionWindow:
     changes: list[FileChange] = field(default_factory=list)  # project's, last 90 min
     usage: Usage | None = None  # latest context occupancy
     session_start_ts: int | None = None  # first event we ever saw of this session
-    # What several rules derive from the same events at the same `now` (the session's
-    # check runs): computed once per detection, never compared or shown.
-    memo: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
     # When the session's context was last compacted (design §2.17); None: never, or not
     # loaded because the context is under its threshold (the only reader is
     # context_pressure, which has nothing to say then).
     epoch_start_ts: int | None = None
+    # What several rules derive from the same events at the same `now` (the session's
+    # check runs): computed once per detection, never compared or shown.
+    memo: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def occupancy(self) -> int | None:
