@@ -33,10 +33,13 @@ def post(live: LiveServer, clock: ManualClock, data: dict[str, Any], **params: s
 
 
 def blocked(body: str) -> dict[str, Any]:
+    """A Claude Code Stop block: the reason as the Stop's additionalContext."""
     out = json.loads(body)
-    assert out["decision"] == "block", out
-    assert isinstance(out["reason"], str) and 0 < len(out["reason"]) < 2_000
-    return out
+    assert list(out) == ["hookSpecificOutput"], out
+    assert out["hookSpecificOutput"]["hookEventName"] == "Stop"
+    reason = out["hookSpecificOutput"]["additionalContext"]
+    assert isinstance(reason, str) and 0 < len(reason) < 2_000
+    return {"reason": reason}
 
 
 def emits(live: LiveServer, sid: str) -> list[dict[str, Any]]:
@@ -299,6 +302,38 @@ def test_context_pressure_threshold_is_read_at_start_up_and_fires_once(
         assert post(srv, clock, prompt(sid)) == ""  # one-shot per session
     finally:
         srv.stop()
+
+
+def test_http_transport_answers_json_only(live: LiveServer, clock: ManualClock) -> None:
+    """Claude Code's native http hooks (`tma1 install --transport http`) refuse any body
+    that is not JSON: every answer on `?transport=http` is JSON, `{}` when silent."""
+    sid = "http-1"
+    http = {"transport": "http"}
+
+    def hook(data: dict[str, Any]) -> Any:
+        clock.advance(1_000)
+        r = live.hook(data, params=http)
+        assert r.status_code == 200
+        assert r.headers["content-type"] == "application/json"
+        return r.json()
+
+    assert hook(payload(sid, "PreToolUse", tool_name="Bash", tool_input={"command": PYTEST})) == {}
+    for _ in range(3):
+        hook(bash_fail(sid, PYTEST, PYTEST_OUT))
+    ctx = hook(prompt(sid))["hookSpecificOutput"]  # the digest: not plain text here
+    assert ctx["hookEventName"] == "UserPromptSubmit"
+    assert ctx["additionalContext"].startswith("<tma1-context>")
+    assert "test_stuck" in ctx["additionalContext"]
+    block = hook(stop(sid))["hookSpecificOutput"]
+    assert block["hookEventName"] == "Stop"
+    assert block["additionalContext"].startswith("tma1: do not stop yet")
+    assert hook(stop(sid, active=True)) == {}  # the loop guard, as JSON
+    # A wrong token is still refused (Claude Code shows that error: a misconfiguration).
+    assert live.hook(prompt(sid), params=http, token="wrong").status_code == 403
+    # The command hook's answers are unchanged: the digest stays plain text.
+    for _ in range(3):
+        post(live, clock, bash_fail("cmd-1", PYTEST, PYTEST_OUT))
+    assert post(live, clock, prompt("cmd-1")).startswith("<tma1-context>")
 
 
 def test_context_pressure_rearms_after_each_compaction_and_only_then(

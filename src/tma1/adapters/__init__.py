@@ -11,12 +11,26 @@ ADAPTER_NAMES = ("claude-code", "codex")
 
 
 def get_adapters(
-    name: str, settings: Settings, env: Mapping[str, str] | None = None
+    name: str,
+    settings: Settings,
+    env: Mapping[str, str] | None = None,
+    *,
+    transport: str = "command",
+    token: str | None = None,
 ) -> list[Adapter]:
-    """`claude-code`, `codex` or `all`."""
+    """`claude-code`, `codex` or `all`. `transport` applies to Claude Code (Codex has
+    command hooks only)."""
+    from collections.abc import Callable
+
     from tma1.adapters import claude_code, codex
 
-    builders = {"claude-code": claude_code.adapter, "codex": codex.adapter}
+    def claude(s: Settings, e: Mapping[str, str] | None) -> Adapter:
+        return claude_code.adapter(s, e, transport=transport, token=token)
+
+    builders: dict[str, Callable[[Settings, Mapping[str, str] | None], Adapter]] = {
+        "claude-code": claude,
+        "codex": codex.adapter,
+    }
     if name == "all":
         return [builders[n](settings, env) for n in ADAPTER_NAMES]
     if name not in builders:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tma1.adapters.registration import Registration
@@ -13,3 +14,5 @@ class Adapter:
     title: str
     registrations: list[Registration]
     notes: list[str] = field(default_factory=list)
+    # A line on the agent's state after install (e.g. whether Codex trusts the hooks).
+    status: Callable[[], str] | None = None

@@ -40,16 +40,20 @@ esac
 # The token goes to curl as a config file on fd 3, not as an argument, so other local
 # users cannot read it from the process list (only where /dev/fd is missing does it fall
 # back to an argument). `Expect:` stops curl from waiting for a 100-continue on large
-# events; --noproxy keeps a user's http_proxy off loopback traffic. -w appends the 3-digit
-# status so that a 403 or 500 body is never shown to the agent.
+# events; --noproxy keeps a user's http_proxy off loopback traffic; -q (first) keeps a
+# user's ~/.curlrc out of it. -w appends the 3-digit status so that a 403 or 500 body is
+# never shown to the agent.
+# Cost: almost all of it is curl's own start (dynamic linking, TLS library set-up), which
+# no flag avoids. The script adds no process of its own on the way: curl is the last
+# command of the substitution's subshell, so the shell execs it instead of forking again
+# (a function there would cost one more fork); docs/benchmarks.md has the figures.
 fd_dir=/dev/fd
-post() {
-  if [ -d "$fd_dir" ]; then
-    set -- --config "$fd_dir/3"
-  else
-    set -- -H "X-TMA1-Token: $token"
-  fi
-  curl --silent --noproxy '*' \
+if [ -d "$fd_dir" ]; then
+  set -- --config "$fd_dir/3"
+else
+  set -- -H "X-TMA1-Token: $token"
+fi
+out=$(curl -q --silent --noproxy '*' \
     --connect-timeout 0.25 --max-time "$TMA1_HOOK_TIMEOUT" \
     "$@" \
     -H 'Content-Type: application/json' -H 'Expect:' \
@@ -57,9 +61,7 @@ post() {
     "http://$url_host:$TMA1_PORT/api/hooks@@QUERY@@" 3<<TMA1_CURL_CONFIG
 header = "X-TMA1-Token: $token"
 TMA1_CURL_CONFIG
-}
-
-out=$(post 2>/dev/null) || out=000
+) || out=000
 code=${out#"${out%???}"}
 body=${out%???}
 if [ "$code" = 200 ]; then

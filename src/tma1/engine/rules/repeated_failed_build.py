@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tma1.checks import error_line
+from tma1.checks import error_line, split_shell
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.checkruns import Run, check_runs, related
 from tma1.engine.resolution import covering_pass
@@ -69,12 +69,34 @@ def telling_line(fails: list[HookEvent]) -> str | None:
     return next(ln for ln in reversed(lines) if ln and counts[ln] == best)
 
 
+def _piped(command: str | None) -> bool:
+    return bool(command) and any(op in ("|", "|&") for _, op in split_shell(command or ""))
+
+
+def _masked_note(fails: list[HookEvent]) -> str:
+    """What the masked failures among `fails` were, saying only what happened: a pipe
+    that exited 0 only when the command has one (design §2.18)."""
+    masked = [f for f in fails if f.failure_kind == "masked"]
+    if not masked:
+        return ""
+    piped = sum(1 for f in masked if _piped(f.tool_command))
+    unpiped = len(masked) - piped
+    parts = []
+    if piped:
+        parts.append(f"{piped} of them hidden by a pipe that exited 0")
+    if unpiped:
+        parts.append(
+            f"{unpiped} of them reported without a failing exit status, "
+            "recognised by their error output"
+        )
+    return f" ({'; '.join(parts)})"
+
+
 def _finding(window: SessionWindow, ident: str, fails: list[Run], newest: Run) -> Anomaly:
     n = len(fails)
     events = [r.event for r in fails]
     line = telling_line(events)
-    masked = sum(1 for f in events if f.failure_kind == "masked")
-    hidden = f" ({masked} of them hidden by a pipe that exited 0)" if masked else ""
+    hidden = _masked_note(events)
     spellings = len({f.tool_command for f in events})
     spelled = f", spelled {spellings} ways" if spellings > 1 else ""
     lane = fails[-1].lane
