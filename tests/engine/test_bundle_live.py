@@ -230,6 +230,9 @@ def test_pre_compact_answers_summary_instructions_and_emits_nothing(
     codex = payload("codex-8", "PreCompact", trigger="auto")
     break_build(live, clock, "codex-8")
     assert post(live, clock, codex, source="codex", envelope="codex") == ""
+    # Claude Code's http hooks take JSON only: no plain-text instructions there.
+    http = payload(sid, "PreCompact", trigger="auto")
+    assert post(live, clock, http, transport="http") == "{}"
     # A session with nothing open (in a project with nothing failing) asks nothing.
     quiet = {**payload("quiet-8", "PreCompact", trigger="manual"), "cwd": "/nonexistent/quiet"}
     assert post(live, clock, quiet) == ""

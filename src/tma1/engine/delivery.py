@@ -218,8 +218,10 @@ class Delivery:
 
     def pre_compact(self, event: HookEvent, *, envelope: str | None = None) -> str:
         """Claude Code appends a PreCompact hook's plain stdout to the compaction prompt:
-        ask the summary to keep what is still open. Codex: nothing (not measured)."""
-        if envelope == "codex" or event.agent_source == "codex":
+        ask the summary to keep what is still open. Only as plain stdout (the command
+        hook): Codex's answer was not measured, and a JSON-only transport (Claude Code's
+        http hooks, envelope "json") has no plain text to give — both get nothing."""
+        if envelope is not None or event.agent_source == "codex":
             return ""
         now = self.clock.now_ms()
         inp = self._bundle_input(
