@@ -14,6 +14,7 @@ from enginekit import PROJECT, bash_fail, payload, prompt, stop
 from tma1.clock import MINUTE_MS, ManualClock
 from tma1.engine.bundle import BUNDLE_MAX_CHARS
 from tma1.engine.digest import stop_block_reason
+from tma1.engine.mutes import MUTES_FILE, Mute, add_mute
 from tma1.events import FileChange
 
 BUILD = "./build.sh"
@@ -236,3 +237,15 @@ def test_pre_compact_answers_summary_instructions_and_emits_nothing(
     # A session with nothing open (in a project with nothing failing) asks nothing.
     quiet = {**payload("quiet-8", "PreCompact", trigger="manual"), "cwd": "/nonexistent/quiet"}
     assert post(live, clock, quiet) == ""
+
+
+def test_a_muted_kind_is_not_retold(live: LiveServer, clock: ManualClock) -> None:
+    sid = "bundle-9"
+    break_build(live, clock, sid)
+    path = live.settings.data_dir / MUTES_FILE
+    add_mute(path, Mute(kind="repeated_failed_build", project=PROJECT))
+    add_mute(path, Mute(kind="build_broken_after_my_edit"))
+    text = start(live, clock, sid, "resume")
+    # Nothing of this session is re-told; the check itself is project state, still told.
+    assert "Still unresolved" not in context(text) and f"`{BUILD}` fails since" in text
+    assert emits(live, session_id=sid, channel="session_start") == []

@@ -303,7 +303,10 @@ class Delivery:
             epoch_start=start,
             told=self.bundles.told(session_id),
             runs=runs,
-            findings=unresolved(decisions),
+            # A muted kind is never delivered (design §2.20): nor re-told.
+            findings=[
+                f for f in unresolved(decisions) if self.mutes.muted(f.kind, project, now) is None
+            ],
             last_event_ts=last,
             changes=changes,
             peers=peers,
