@@ -40,7 +40,7 @@ from sqlalchemy import and_, case, delete, func, insert, or_, select, true, upda
 from sqlalchemy.exc import IntegrityError
 
 from tma1.checks import check_of, file_of_test_id
-from tma1.engine.anomaly import Kind
+from tma1.engine.anomaly import Channel, Kind
 from tma1.engine.rules import SPECS
 from tma1.events import READ_TOOLS, SHELL_TOOLS, WRITE_TOOLS, HookEvent, json_text
 from tma1.store import Store
@@ -48,6 +48,9 @@ from tma1.store.schema import anomaly_emits, anomaly_labels, hook_events, messag
 
 KINDS: tuple[str, ...] = tuple(k.value for k in Kind)
 SEVERITIES: tuple[str, ...] = ("high", "medium", "low")
+# Every channel an emit can be delivered on; `session_start` is the session bundle's
+# re-telling (design §2.19). The budget counts every channel: an emit is an emit.
+CHANNELS: tuple[str, ...] = tuple(c.value for c in Channel)
 LABELS: tuple[str, ...] = ("tp", "fp")
 LABEL_SOURCES: tuple[str, ...] = ("human", "agent")
 
@@ -429,6 +432,7 @@ def list_emits(
     severity: str | None = None,
     since_id: int | None = None,
     since_ts: int | None = None,
+    channel: str | None = None,
 ) -> list[dict[str, Any]]:
     """Newest first, straight from the emit log (never runs rules)."""
     q = select(anomaly_emits)
@@ -438,6 +442,8 @@ def list_emits(
         q = q.where(anomaly_emits.c.kind == kind)
     if severity:
         q = q.where(anomaly_emits.c.severity == severity)
+    if channel:
+        q = q.where(anomaly_emits.c.channel == channel)
     if since_id is not None:
         q = q.where(anomaly_emits.c.id > since_id)
     if since_ts is not None:

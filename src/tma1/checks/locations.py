@@ -364,8 +364,10 @@ def error_line_of_file(output: str, path: str) -> str | None:
     # rustc puts the location under the message: `error[E0425]: …` then ` --> f.rs:12:5`.
     for i, ln in enumerate(raw):
         arrow = ln.strip()
-        if arrow.startswith("--> ") and base in arrow and any(
-            _same_file(r.path, path) for r in refs(arrow)
+        if (
+            arrow.startswith("--> ")
+            and base in arrow
+            and any(_same_file(r.path, path) for r in refs(arrow))
         ):
             for prev in reversed(raw[max(0, i - 3) : i]):
                 if prev.startswith("error"):

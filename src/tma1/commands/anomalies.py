@@ -28,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--session", help="only this session id")
     p.add_argument("--kind", choices=gates.KINDS, help="only this kind")
     p.add_argument("--severity", choices=gates.SEVERITIES, help="only this severity")
+    p.add_argument("--channel", choices=gates.CHANNELS, help="only emits delivered on this channel")
     p.add_argument("--limit", type=whole_number(1, 10_000), default=50, help="rows (default 50)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_database_options(p)
@@ -111,6 +112,7 @@ def run_anomalies(args: argparse.Namespace) -> int:
             session_id=args.session,
             kind=args.kind,
             severity=args.severity,
+            channel=args.channel,
         )
     finally:
         store.close()

@@ -10,6 +10,7 @@ CHANNEL_WORDS = {
     "user_prompt_submit": "the digest before your next prompt",
     "stop_block": "a Stop block when you try to finish",
     "post_tool_use": "the next tool result",
+    "session_start": "the session bundle at start, resume or compaction",
 }
 MAX_TEXT = 12_000  # agents cut long tool output; the structured content keeps everything
 
@@ -232,3 +233,19 @@ def render_changes(payload: Mapping[str, Any]) -> str:
         lines.append(f"… {total} changes in all; only the newest {len(changes)} are listed.")
     lines.append("Re-read a file before editing it if it changed after you last read it.")
     return _cap("\n".join(lines))
+
+
+def render_bundle(bundle: Mapping[str, Any]) -> str:
+    """The bundle preview: its text as a SessionStart would get it, or why it is silent."""
+    sid = bundle.get("session_id", "?")
+    source = bundle.get("source") or "resume"
+    text = str(bundle.get("text") or "")
+    if not text:
+        return (
+            f"Session {sid}: a SessionStart ({source}) now would be told nothing — no check "
+            "is failing in the project, nothing of this session is unresolved or not yet "
+            "told in this context epoch, no file changed outside, no other session is active."
+        )
+    parts = ", ".join(str(p) for p in bundle.get("parts") or [])
+    head = f"Session {sid}: a SessionStart ({source}) now would be told ({parts}):"
+    return _cap(head + "\n" + text)

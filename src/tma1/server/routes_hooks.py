@@ -165,9 +165,7 @@ async def _answer(
         _BACKGROUND.add(task)
         task.add_done_callback(_BACKGROUND.discard)
         return 200, b"", "text/plain"
-    answer = await service.handle_hook_async(
-        body, source=query.get("source"), envelope=envelope
-    )
+    answer = await service.handle_hook_async(body, source=query.get("source"), envelope=envelope)
     media = "application/json" if answer.startswith("{") else "text/plain"
     return 200, answer.encode("utf-8"), media
 

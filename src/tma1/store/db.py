@@ -17,6 +17,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import (
     Engine,
+    and_,
     bindparam,
     case,
     create_engine,
@@ -337,6 +338,26 @@ def _window_event(row: Any) -> HookEvent:
         cmd, prefix, None if ok is None else bool(ok), fkind, summary,
         _path_list(tids),
         cwd, project, None, None, None, {}, id_, _path_list(passed), agent_id,
+    )  # fmt: skip
+
+
+# Column order of `Store.project_shell_results` rows (the session bundle's open checks).
+_SHELL_RESULT_COLUMNS = (
+    "id", "ts", "session_id", "event_type", "hook_event_name", "agent_source", "tool_name",
+    "tool_command", "tool_success", "failure_kind", "tool_error_summary", "cwd", "project",
+    "agent_id", "tool_result",
+)  # fmt: skip
+
+
+def _shell_result(row: Any) -> HookEvent:
+    (id_, ts, sid, etype, hook, agent, tool, cmd, ok, fkind, summary, cwd, project, agent_id,
+     result) = row  # fmt: skip
+    # Positional, in HookEvent's field order (as `_window_event`): a SessionStart in a busy
+    # project reads a thousand of these.
+    return HookEvent(
+        ts, sid, etype, hook, agent, tool, None, None, result, None, [], cmd, None,
+        None if ok is None else bool(ok), fkind, summary, [], cwd, project, None, None, None,
+        {}, id_, [], agent_id,
     )  # fmt: skip
 
 
@@ -826,6 +847,62 @@ class Store:
         with self.engine.connect() as conn:
             value = conn.execute(q).scalar()
         return str(value) if value is not None else None
+
+    # --- reads for the session bundle (tma1.engine.bundle) -------------------------------
+
+    def project_shell_results(
+        self, project: str, since_ts: int, until_ts: int, *, limit: int = 1_000
+    ) -> list[HookEvent]:
+        """The project's newest `limit` shell tool results (every session) in [since,
+        until], ts ascending, lean: what deciding a check's outcome and quoting its error
+        needs — `tool_result` only for a failure without an error summary, no tool input,
+        files, test ids or metadata."""
+        c = hook_events.c
+        failed = or_(c.event_type == "PostToolUseFailure", c.tool_success.is_(False))
+        result = case((and_(failed, c.tool_error_summary.is_(None)), c.tool_result), else_=null())
+        cols = [c[name] for name in _SHELL_RESULT_COLUMNS[:-1]] + [result.label("tool_result")]
+        q = (
+            select(*cols)
+            .where(
+                c.project == project,
+                c.ts >= since_ts,
+                c.ts <= until_ts,
+                c.event_type.in_(("PostToolUse", "PostToolUseFailure")),
+                c.tool_command.is_not(None),
+            )
+            .order_by(c.ts.desc(), c.id.desc())
+            .limit(limit)
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).all()
+        return [_shell_result(r) for r in reversed(rows)]
+
+    def project_activity(
+        self, project: str, since_ts: int, until_ts: int
+    ) -> list[tuple[str, int, str, int | None]]:
+        """(session, newest event ts, agent, newest SessionEnd ts or None) of every session
+        with an event in the project in [since, until]."""
+        c = hook_events.c
+        ended = func.max(case((c.hook_event_name == "SessionEnd", c.ts), else_=null()))
+        q = (
+            select(c.session_id, func.max(c.ts), func.max(c.agent_source), ended)
+            .where(c.project == project, c.ts >= since_ts, c.ts <= until_ts)
+            .group_by(c.session_id)
+        )
+        with self.engine.connect() as conn:
+            return [
+                (str(r[0]), int(r[1]), str(r[2]), None if r[3] is None else int(r[3]))
+                for r in conn.execute(q)
+            ]
+
+    def session_last_ts(self, session_id: str, before_ts: int) -> int | None:
+        """The session's newest event strictly before `before_ts`."""
+        q = select(func.max(hook_events.c.ts)).where(
+            hook_events.c.session_id == session_id, hook_events.c.ts < before_ts
+        )
+        with self.engine.connect() as conn:
+            value = conn.execute(q).scalar()
+        return int(value) if value is not None else None
 
     def emits_since(self, since_ts: int) -> list[dict[str, Any]]:
         q = (
