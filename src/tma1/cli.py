@@ -20,14 +20,25 @@ COMMAND_MODULES = (
     "tma1.commands.demo",
     "tma1.commands.replay",  # replay, export
     "tma1.commands.mcp",
+    "tma1.commands.service",  # service install|uninstall|status
 )
+
+
+def installed_version() -> str:
+    """The version pip/pipx/uv installed (package metadata); the source's when not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tma1")
+    except PackageNotFoundError:
+        return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tma1", description="Watch AI coding agents through their hooks and talk back."
     )
-    parser.add_argument("--version", action="version", version=f"tma1 {__version__}")
+    parser.add_argument("--version", action="version", version=f"tma1 {installed_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:

@@ -123,6 +123,10 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
                 print(f"  note: {note}", file=out)
         print(f"\ntoken   {settings.token_path}", file=out)
         print(f"server  {_server_status(settings)}", file=out)
+        from tma1.service_unit import install_hint
+
+        if hint := install_hint():
+            print(f"\n{hint}", file=out)
     else:
         print("\ntma1's hooks are removed (the data dir and token are kept).", file=out)
     return 0
