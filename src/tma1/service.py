@@ -20,6 +20,7 @@ from tma1 import __version__
 from tma1.clock import Clock, SystemClock
 from tma1.config import Settings
 from tma1.counters import Counters
+from tma1.dialects import agent_for, normalize
 from tma1.engine.delivery import Delivery
 from tma1.engine.detector import WindowSource
 from tma1.engine.emitlog import EmitLog
@@ -169,10 +170,13 @@ class Service:
         return self._event_from_payload(payload, source)
 
     def _event_from_payload(self, payload: object, source: str | None) -> HookEvent | None:
-        agent = "codex" if source is not None and source.lower() == "codex" else "claude-code"
+        agent = agent_for(source)
         try:
             return parse_payload(
-                payload, ts=self.clock.now_ms(), source=agent, texts=self.parse_texts
+                normalize(payload, agent),
+                ts=self.clock.now_ms(),
+                source=agent,
+                texts=self.parse_texts,
             )
         except PayloadError as exc:
             self.reject(exc.reason, exc.detail)

@@ -16,7 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "install",
             "register",
             "Write the hook script under the data dir and register it with the agent "
-            "(Claude Code: ~/.claude/settings.json; Codex: ~/.codex/hooks.json). Running it "
+            "(Claude Code: ~/.claude/settings.json; Codex: ~/.codex/hooks.json; Gemini CLI: "
+            "~/.gemini/settings.json; Copilot CLI: ~/.copilot/settings.json; `all` takes "
+            "Gemini and Copilot only where their directory exists). Running it "
             "again replaces tma1's entries in place; your own entries are kept.",
         ),
         (
@@ -28,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         p = sub.add_parser(name, help=f"{verb} tma1's hooks with an agent", description=desc)
         p.add_argument(
             "--adapter",
-            choices=("claude-code", "codex", "all"),
+            choices=("claude-code", "codex", "gemini", "copilot", "all"),
             default="claude-code",
             help="which agent (default: claude-code)",
         )

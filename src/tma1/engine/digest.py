@@ -12,8 +12,10 @@ Pure functions of findings (design §2.6–2.7):
   context, so the digest goes out as plain text there (the simplest form every Claude Code
   version accepts). Codex (`?envelope=codex`) and every PostToolUse/PostToolUseFailure
   answer use `{"hookSpecificOutput":{"hookEventName":…,"additionalContext":…}}` — plain
-  stdout of a PostToolUse hook is not shown to the model. Stop always answers
-  `{"decision":"block","reason":…}` (both agents).
+  stdout of a PostToolUse hook is not shown to the model. Gemini CLI and Copilot CLI
+  (`?envelope=gemini|copilot`) get the JSON form too, under their own event names. Stop
+  always answers `{"decision":"block","reason":…}` (every agent: Gemini's AfterAgent and
+  Copilot's Stop take the same form).
 
 When is a digest "something new" (design §2.7)? A digest is written only for findings that
 pass suppression at this UserPromptSubmit; nothing passing means an empty answer. New
@@ -27,6 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from tma1.dialects import agent_event_name
 from tma1.engine.anomaly import Anomaly
 
 DIGEST_MAX_FINDINGS = 4
@@ -35,6 +38,9 @@ STOP_MAX_FINDINGS = 3
 STOP_MAX_CHARS = 2_000
 POST_TOOL_USE_MAX_FINDINGS = 4
 _FILES_SHOWN = 5
+
+# `?envelope=` values whose context always goes out as `hookSpecificOutput` JSON.
+JSON_ENVELOPES = frozenset({"codex", "gemini", "copilot"})
 
 OPEN_TAG = "<tma1-context>"
 CLOSE_TAG = "</tma1-context>"
@@ -113,11 +119,12 @@ def context_body(hook_event_name: str, text: str, *, envelope: str | None) -> st
     """Wrap context for the agent (see the module docstring for who gets which form)."""
     if not text:
         return ""
-    if envelope == "codex" or hook_event_name != "UserPromptSubmit":
+    if envelope in JSON_ENVELOPES or hook_event_name != "UserPromptSubmit":
         return json.dumps(
             {
                 "hookSpecificOutput": {
-                    "hookEventName": hook_event_name,
+                    # Gemini's own names (BeforeAgent, AfterTool); tma1's for the others.
+                    "hookEventName": agent_event_name(envelope, hook_event_name),
                     "additionalContext": text,
                 }
             },
