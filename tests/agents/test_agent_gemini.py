@@ -112,7 +112,7 @@ def test_tma1_down_the_run_completes_and_nothing_of_tma1_reaches_the_model(
     assert run.returncode == 0, run.stderr[-3000:]
     assert model.remaining() == 0
     text = "\n".join(r.conversation for r in model.main_requests())
-    for needle in ("tma1-context", "do not stop yet", "tma1-hook", "Hook"):
+    for needle in ("tma1-context", "do not stop yet", "tma1-hook", "repeated_failed_build"):
         assert needle not in text, needle
     assert not re.search(r"tma1:", text), text[-3000:]
     assert "hook" not in run.stderr.lower(), run.stderr[-3000:]
