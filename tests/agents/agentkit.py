@@ -481,13 +481,15 @@ class Rig:
                 "-p",
                 prompt,
                 "--allow-all-tools",
-                "--trust-folder",
                 "--no-auto-update",
                 "--disable-client-telemetry",
                 *args,
             ],
             env=self.env(
                 COPILOT_OFFLINE="true",
+                # Exactly "true" also trusts the project (its hooks run); --trust-folder
+                # would too, but cannot be given with --resume.
+                COPILOT_ALLOW_ALL="true",
                 COPILOT_PROVIDER_BASE_URL=model_url,
                 COPILOT_PROVIDER_TYPE="anthropic",
                 COPILOT_PROVIDER_API_KEY="fake-key-for-loopback-tests",

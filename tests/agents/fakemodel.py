@@ -94,7 +94,7 @@ def tool_names(body: Body) -> list[str]:
     return names
 
 
-MAIN_TOOLS = ("Bash", "exec_command", "shell", "shell_command", "run_shell_command")
+MAIN_TOOLS = ("Bash", "bash", "exec_command", "shell", "shell_command", "run_shell_command")
 
 
 @dataclass

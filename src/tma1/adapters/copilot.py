@@ -54,7 +54,9 @@ def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter
                 events=EVENTS,
                 handler=handler,
                 marker=script_name(NAME),
-                matcher="",
+                # Copilot refuses an empty matcher ("matcher cannot be empty") and then
+                # drops the whole settings file; no matcher = every tool.
+                matcher=None,
                 label="Copilot CLI hooks",
             ),
         ],

@@ -12,8 +12,9 @@ Pure functions of findings (design §2.6–2.7):
   context, so the digest goes out as plain text there (the simplest form every Claude Code
   version accepts). Codex (`?envelope=codex`) and every PostToolUse/PostToolUseFailure
   answer use `{"hookSpecificOutput":{"hookEventName":…,"additionalContext":…}}` — plain
-  stdout of a PostToolUse hook is not shown to the model. Gemini CLI and Copilot CLI
-  (`?envelope=gemini|copilot`) get the JSON form too, under their own event names. Stop
+  stdout of a PostToolUse hook is not shown to the model. Gemini CLI (`?envelope=gemini`)
+  gets that JSON form under its own event names; Copilot CLI (`?envelope=copilot`) gets
+  `{"additionalContext":…}`, the only form it reads. Stop
   always answers `{"decision":"block","reason":…}` (every agent: Gemini's AfterAgent and
   Copilot's Stop take the same form).
 
@@ -119,6 +120,10 @@ def context_body(hook_event_name: str, text: str, *, envelope: str | None) -> st
     """Wrap context for the agent (see the module docstring for who gets which form)."""
     if not text:
         return ""
+    if envelope == "copilot":
+        # Copilot CLI 1.0 reads `additionalContext` at the top level of a Claude-format
+        # hook's answer; it ignores it inside `hookSpecificOutput` (tried on the binary).
+        return json.dumps({"additionalContext": text}, ensure_ascii=False)
     if envelope in JSON_ENVELOPES or hook_event_name != "UserPromptSubmit":
         return json.dumps(
             {
