@@ -34,6 +34,8 @@ CANNOT_BE_TOLD = [
     '(result_type "success"); tma1 reads the exit code from the result text '
     '("<shellId: … exit code N>").',
     "Copilot CLI's hook events carry no tool call id.",
+    "tma1 does not read this agent's transcript, so it cannot warn about context "
+    "pressure (context_pressure never fires).",
 ]
 
 

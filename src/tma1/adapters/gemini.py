@@ -31,6 +31,8 @@ CANNOT_BE_TOLD = [
     "Gemini CLI runs hooks only in a trusted folder (or with --skip-trust); in an "
     "untrusted one it sends tma1 nothing.",
     "Gemini CLI's hook events carry no tool call id.",
+    "tma1 does not read this agent's transcript, so it cannot warn about context "
+    "pressure (context_pressure never fires).",
 ]
 
 
