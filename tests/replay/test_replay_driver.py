@@ -119,6 +119,7 @@ def test_cli_json_over_every_fixture_format(tmp_path: Path) -> None:
         "codex_legacy.jsonl": "codex-rollout",
         "codex_rollout.jsonl": "codex-rollout",
         "eventlog.jsonl": "eventlog",
+        "gemini_chat.jsonl": "gemini-chat",
         "hooklog_post.json": "claude-hooklog",
         "hooklog_pre.json": "claude-hooklog",
     }

@@ -43,15 +43,24 @@ from tma1 import gates
 from tma1.clock import ManualClock
 from tma1.config import DEFAULT_CONTEXT_PRESSURE_THRESHOLD, Settings
 from tma1.counters import Counters
+from tma1.dialects import normalize
 from tma1.engine.delivery import CHANNEL_FOR_HOOK
 from tma1.engine.detector import load_default_rules
 from tma1.engine.emitlog import EmitLog
-from tma1.replay import claude_hooklog, claude_transcript, codex_rollout, eventlog, shards
+from tma1.replay import (
+    claude_hooklog,
+    claude_transcript,
+    codex_rollout,
+    eventlog,
+    gemini_chat,
+    shards,
+)
 from tma1.replay.formats import (
     CLAUDE_HOOKLOG,
     CLAUDE_TRANSCRIPT,
     CODEX_ROLLOUT,
     EVENTLOG,
+    GEMINI_CHAT,
     Records,
     detect,
     read_records,
@@ -70,6 +79,7 @@ _CONVERTERS = {
     EVENTLOG: eventlog.convert,
     CLAUDE_TRANSCRIPT: claude_transcript.convert,
     CODEX_ROLLOUT: codex_rollout.convert,
+    GEMINI_CHAT: gemini_chat.convert,
 }
 _SKIP_NAMES = ("README", ".DS_Store")
 
@@ -303,6 +313,8 @@ class Replayer:
                 body = service.handle_payload(payload, source=item.source, envelope=item.envelope)
                 if body:
                     hook = item.hook_event or ""
+                    if item.source in ("gemini", "copilot"):  # tma1's name for it
+                        hook = str(normalize(payload, item.source).get("hook_event_name", hook))
                     channel = CHANNEL_FOR_HOOK.get(hook)
                     self.deliveries.append(
                         DeliveryRecord(

@@ -2,7 +2,7 @@
 
 Two containers: JSONL (one JSON value a line) and a JSON array (possibly pretty-printed
 over many lines). Each record keeps the 1-based line it starts on, so every problem can be
-reported as `file:line`. Four formats live in them:
+reported as `file:line`. Five formats live in them:
 
 - `eventlog`: tma1's own event log (design §4) — hook payloads with a `ts`, and
   `file_change` / `usage` records; what `tma1 export` writes.
@@ -10,6 +10,8 @@ reported as `file:line`. Four formats live in them:
 - `claude-hooklog`: Claude Code hook payloads without timestamps.
 - `codex-rollout`: Codex CLI rollouts, the current `{timestamp, type, payload}` lines and
   the legacy format (a header line, then bare response items and `record_type` lines).
+- `gemini-chat`: Gemini CLI chat files (a `{sessionId, projectHash, …}` header, messages
+  of type user/gemini, `$set` updates; or one object with a `messages` list).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ EVENTLOG = "eventlog"
 CLAUDE_TRANSCRIPT = "claude-transcript"
 CLAUDE_HOOKLOG = "claude-hooklog"
 CODEX_ROLLOUT = "codex-rollout"
-FORMATS = (EVENTLOG, CLAUDE_TRANSCRIPT, CLAUDE_HOOKLOG, CODEX_ROLLOUT)
+GEMINI_CHAT = "gemini-chat"
+FORMATS = (EVENTLOG, CLAUDE_TRANSCRIPT, CLAUDE_HOOKLOG, CODEX_ROLLOUT, GEMINI_CHAT)
 
 _WS = re.compile(r"\s*")
 # A binary or foreign file would otherwise report every one of its lines.
@@ -173,6 +176,8 @@ def _vote(value: Any) -> str | None:
         return EVENTLOG
     if "hook_event_name" in value:
         return EVENTLOG if "ts" in value else CLAUDE_HOOKLOG
+    if "$set" in value or t == "gemini" or ("projectHash" in value and "sessionId" in value):
+        return GEMINI_CHAT
     if t in _CODEX_TYPES and "payload" in value:
         return CODEX_ROLLOUT
     if "record_type" in value or ("instructions" in value and "id" in value):
