@@ -52,7 +52,8 @@ def _messages(records: Records, out: Converted) -> tuple[dict[str, Any], list[tu
         nonlocal n
         if not isinstance(msg, dict) or msg.get("type") not in ("user", "gemini"):
             return
-        key = msg.get("id") if isinstance(msg.get("id"), str) else f"#{n}"
+        mid = msg.get("id")
+        key = mid if isinstance(mid, str) else f"#{n}"
         n += 1
         if key not in latest:
             order.append(key)
