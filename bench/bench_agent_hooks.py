@@ -68,8 +68,8 @@ def settings_hooks(setup: str, rig: Rig, tma1_hooks: dict[str, Any]) -> dict[str
     token = (rig.data_dir / "hook-token").read_text().strip()
     http = {
         "type": "http",
-        # envelope=codex: answers as JSON (hookSpecificOutput), which http hooks require
-        "url": f"{rig.url}/api/hooks?envelope=codex",
+        # transport=http: answers in JSON only, which http hooks require (i14-product)
+        "url": f"{rig.url}/api/hooks?transport=http",
         "headers": {"X-TMA1-Token": token},
         "timeout": 1,
     }
@@ -134,6 +134,7 @@ def main() -> None:
     samples: dict[str, dict[str, list[float]]] = {s: {} for s in SETUPS}
     with tempfile.TemporaryDirectory(prefix="tma1-bench-agent-") as tmp:
         rig = Rig(Path(tmp))
+        rig.patience_s = None  # the hook and the server exactly as installed
         try:
             rig.install("claude-code")
             rig.serve()

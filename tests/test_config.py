@@ -15,7 +15,7 @@ def test_defaults() -> None:
     assert s.data_dir == Path.home() / ".tma1"
     assert s.effective_database_url == f"sqlite:///{Path.home() / '.tma1' / 'tma1.db'}"
     assert s.data_ttl_seconds == 60 * 86_400
-    assert s.context_pressure_threshold == 100_000
+    assert s.context_pressure_threshold is None  # half the model's window, else 100,000
     assert s.disable_injection is False
 
 

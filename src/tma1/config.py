@@ -11,7 +11,7 @@ from pathlib import Path
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 14318
 DEFAULT_TTL_SECONDS = 60 * 86_400
-DEFAULT_CONTEXT_PRESSURE_THRESHOLD = 100_000
+DEFAULT_CONTEXT_PRESSURE_THRESHOLD = 100_000  # when the model's window is unknown
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -28,7 +28,8 @@ class Settings:
     log_level: str = "INFO"
     data_ttl_seconds: int = DEFAULT_TTL_SECONDS
     disable_injection: bool = False
-    context_pressure_threshold: int = DEFAULT_CONTEXT_PRESSURE_THRESHOLD
+    # None: half the model's context window when known, else the default (design §2.12).
+    context_pressure_threshold: int | None = None
     max_watched_projects: int = 32
     # Off in tests that drive the engine without a filesystem; on for `tma1 serve`.
     watch_files: bool = True

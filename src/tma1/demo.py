@@ -37,6 +37,7 @@ import httpx
 
 from tma1.config import Settings
 from tma1.engine.anomaly import Kind
+from tma1.engine.digest import stop_block_reason
 
 KINDS = tuple(k.value for k in Kind)
 CONTEXT_THRESHOLD = 30_000
@@ -319,8 +320,7 @@ class DemoAgent:
             return
         shown = body
         if how == "Stop block":
-            data = json.loads(body)
-            shown = f"decision: {data.get('decision')}\nreason: {data.get('reason', '')}"
+            shown = f"Stop blocked; the agent reads:\n{stop_block_reason(body) or body}"
         self.out.told(shown, how)
         kinds = [m.group(2) for m in _FINDING.finditer(body)]
         self.told.append(Told(step=self.step, how=how, kinds=kinds))

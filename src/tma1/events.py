@@ -507,6 +507,20 @@ def parse_payload(
     return ev
 
 
+def mark_exit_failure(ev: HookEvent, exit_code: int | None) -> None:
+    """A PostToolUse whose call, we learnt elsewhere, ended with a non-zero exit (a Codex
+    rollout, design §2.18): stored as a failure the way a native one is (`exit`). The
+    output the response carried stays the tool result; `exit_code` goes to metadata."""
+    ev.event_type = "PostToolUseFailure"
+    ev.tool_success = False
+    ev.failure_kind = "exit"
+    if exit_code is not None:
+        ev.metadata = {**ev.metadata, "exit_code": exit_code}
+    if ev.tool_result:
+        ev.tool_error_summary = error_line(ev.tool_result) or ev.tool_result.strip()[:300] or None
+        ev.test_ids = extract_test_ids(ev.tool_result)
+
+
 def _shrink_metadata(extra: dict[str, Any]) -> dict[str, Any]:
     """Keep small scalar fields whole (stop_hook_active must survive) and cap the rest."""
     out: dict[str, Any] = {}
@@ -554,3 +568,6 @@ class Usage:
     model: str | None = None
     message_id: str | None = None
     kind: str = "usage"  # usage | compaction
+    # The model's context window when the recording says it (Codex `model_context_window`);
+    # None: derive it from `model` (tma1.engine.context).
+    context_window: int | None = None

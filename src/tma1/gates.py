@@ -16,6 +16,11 @@ Conventions (design §2.13–2.14, seed "Validation gates"):
   pass None ("no data" — neither pass nor fail).
 - Follow-rate: a kind with no emits has rate None and pass None. Budget: a kind with no
   emits passes (0 ≤ budget).
+- Minimum samples (docs/gates.md): a rate over a handful of emits or labels says nothing,
+  so below `FOLLOW_MIN_EMITS` emits (follow-rate) or `PRECISION_MIN_LABELS` labels
+  (precision) a figure has `pass` None and `status` "not_enough_data" — shown as
+  "not enough data (n = 1)", never as a FAIL, and `tma1 gates --strict` does not fail on
+  it. Every figure carries `status`: pass | fail | not_enough_data | no_data.
 """
 
 from __future__ import annotations
@@ -50,6 +55,10 @@ MINUTE_MS = 60_000
 PRECISION_TARGET = 0.70
 FOLLOW_TARGET = 0.30
 PRECISION_SAMPLE = 50
+# Below these sample sizes a gate says "not enough data (n = …)" instead of pass/fail.
+PRECISION_MIN_LABELS = 10
+FOLLOW_MIN_EMITS = 5
+STATUSES: tuple[str, ...] = ("pass", "fail", "not_enough_data", "no_data")
 DEFAULT_BUDGET = 5
 DEFAULT_WINDOW = 5
 DEFAULT_DAYS = 7
@@ -310,7 +319,32 @@ def followed(emit: EmitRef, calls: Sequence[Call], window: int) -> bool:
     return False
 
 
-def precision_figures(labels: Sequence[str]) -> dict[str, Any]:
+def sample_verdict(value: float | None, target: float, n: int, min_n: int) -> dict[str, Any]:
+    """`pass` and `status` of a rate over `n` items: no verdict below `min_n` items."""
+    if value is None or n == 0:
+        return {"pass": None, "status": "no_data", "n": n, "min_n": min_n}
+    if n < min_n:
+        return {"pass": None, "status": "not_enough_data", "n": n, "min_n": min_n}
+    ok = value >= target
+    return {"pass": ok, "status": "pass" if ok else "fail", "n": n, "min_n": min_n}
+
+
+def status_text(figure: Mapping[str, Any]) -> str:
+    """One word or phrase for a figure's status, as the CLI and the dashboard say it."""
+    status = figure.get("status")
+    if status == "not_enough_data":
+        return f"not enough data (n = {figure.get('n', 0)})"
+    if status == "no_data":
+        return "n/a"
+    if status is None:
+        p = figure.get("pass")
+        return "n/a" if p is None else "pass" if p else "FAIL"
+    return "pass" if status == "pass" else "FAIL"
+
+
+def precision_figures(
+    labels: Sequence[str], *, min_n: int = PRECISION_MIN_LABELS
+) -> dict[str, Any]:
     """`labels` newest first, already cut to the sample."""
     tp = sum(1 for x in labels if x == "tp")
     fp = sum(1 for x in labels if x == "fp")
@@ -320,7 +354,7 @@ def precision_figures(labels: Sequence[str]) -> dict[str, Any]:
         "fp": fp,
         "labelled": tp + fp,
         "precision": prec,
-        "pass": None if prec is None else prec >= PRECISION_TARGET,
+        **sample_verdict(prec, PRECISION_TARGET, tp + fp, min_n),
     }
 
 
@@ -330,6 +364,15 @@ def overall_pass(values: Iterable[bool | None]) -> bool | None:
     if not vals:
         return None
     return all(vals)
+
+
+def overall_status(statuses: Iterable[str]) -> str:
+    """fail if any fails; pass if any passes; else not_enough_data if any; else no_data."""
+    seen = set(statuses)
+    for status in ("fail", "pass", "not_enough_data"):
+        if status in seen:
+            return status
+    return "no_data"
 
 
 # --- the emit log and labels ---------------------------------------------------------------
@@ -471,6 +514,44 @@ def sample_unlabelled(
     return [_emit_dict(m, labels.get(int(m["id"]), {})) for m in rows]
 
 
+def delivered(store: Store, emit_id: int) -> dict[str, Any] | None:
+    """The text the agent was given with this emit, rebuilt from the emit log.
+
+    The emit log stores the findings, not the answer, so the answer is rebuilt with the
+    very functions delivery used (`digest` for the context channels, `stop_reason` for a
+    Stop block) from the rows written for the same answer: same session, channel and
+    instant, in id order (the order `EmitLog.record` queued them). None: unknown id."""
+    from tma1.engine.anomaly import Anomaly, Channel
+    from tma1.engine.digest import digest, stop_reason
+
+    rows = store.emits_delivered_with(emit_id)
+    if not rows:
+        return None
+    findings = [
+        Anomaly(
+            kind=r["kind"],
+            severity=r["severity"],
+            channel=r["channel"],
+            evidence=r["evidence"],
+            suggestion=r["suggestion"],
+            related_files=tuple(loads_list(r["related_files"])),
+            session_id=r["session_id"],
+            first_emitted_at=int(r["first_emitted_at"]),
+        )
+        for r in rows
+    ]
+    channel = rows[0]["channel"]
+    stop = channel == Channel.STOP_BLOCK
+    return {
+        "id": emit_id,
+        "channel": channel,
+        "as": "stop_reason" if stop else "digest",
+        "text": stop_reason(findings) if stop else digest(findings),
+        "delivered_with": [int(r["id"]) for r in rows],
+        "reconstructed": True,
+    }
+
+
 # --- gate 1: daily emit budget ----------------------------------------------------------------
 
 
@@ -516,6 +597,7 @@ def budget_report(
             "max_per_day": max(series) if series else 0,
             "days_over": over,
             "pass": over == 0,
+            "status": "pass" if over == 0 else "fail",
         }
     return {
         "days": days,
@@ -526,6 +608,7 @@ def budget_report(
         "per_day": per_day,
         "kinds": per_kind,
         "pass": all(k["pass"] for k in per_kind.values()),
+        "status": "pass" if all(k["pass"] for k in per_kind.values()) else "fail",
     }
 
 
@@ -1089,7 +1172,7 @@ def follow_report(
             "emits": emits[kind],
             "followed": done[kind],
             "rate": rate,
-            "pass": None if rate is None else rate >= FOLLOW_TARGET,
+            **sample_verdict(rate, FOLLOW_TARGET, emits[kind], FOLLOW_MIN_EMITS),
             "action": FOLLOW_ACTIONS.get(kind, "none defined"),
         }
     total, total_done = sum(emits.values()), sum(done.values())
@@ -1099,9 +1182,11 @@ def follow_report(
         "since": since,
         "until": now_ms,
         "target": FOLLOW_TARGET,
+        "min_emits": FOLLOW_MIN_EMITS,
         "kinds": per_kind,
         "overall": {"emits": total, "followed": total_done, "rate": ratio(total_done, total)},
         "pass": overall_pass(v["pass"] for v in per_kind.values()),
+        "status": overall_status(v["status"] for v in per_kind.values()),
     }
 
 
@@ -1138,6 +1223,7 @@ def precision_report(
         "since": since,
         "until": now_ms,
         "target": PRECISION_TARGET,
+        "min_labels": PRECISION_MIN_LABELS,
     }
     for source, items in by_source.items():
         kinds = list(KINDS) + sorted({k for k, _ in items} - set(KINDS))
@@ -1152,6 +1238,7 @@ def precision_report(
     out["kinds"] = out["human"]["kinds"]
     out["overall"] = out["human"]["overall"]
     out["pass"] = out["human"]["overall"]["pass"]
+    out["status"] = out["human"]["overall"]["status"]
     return out
 
 
@@ -1185,6 +1272,7 @@ def gate_table(gates: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "value": f"max {bk['max_per_day']}/day, {bk['total']} total",
                     "target": f"<= {b['budget']}/day",
                     "pass": bk["pass"],
+                    "status": bk.get("status", "pass" if bk["pass"] else "fail"),
                 }
             )
         fk = f["kinds"].get(kind)
@@ -1201,6 +1289,8 @@ def gate_table(gates: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "value": value,
                     "target": f">= {FOLLOW_TARGET:.0%} in {f['window']} calls",
                     "pass": fk["pass"],
+                    "status": fk.get("status"),
+                    "n": fk.get("n", fk["emits"]),
                 }
             )
         pk = p["kinds"].get(kind)
@@ -1217,6 +1307,8 @@ def gate_table(gates: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "value": value,
                     "target": f">= {PRECISION_TARGET:.0%}",
                     "pass": pk["pass"],
+                    "status": pk.get("status"),
+                    "n": pk.get("n", pk["labelled"]),
                 }
             )
     return rows
@@ -1226,7 +1318,13 @@ def gate_table(gates: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def list_sessions(
-    store: Store, *, limit: int = 100, since_ts: int | None = None, session_id: str | None = None
+    store: Store,
+    *,
+    limit: int = 100,
+    since_ts: int | None = None,
+    session_id: str | None = None,
+    offset: int = 0,
+    search: str | None = None,
 ) -> list[dict[str, Any]]:
     """Newest first (by last event), in the shape of `session_summary`.
 
@@ -1235,17 +1333,13 @@ def list_sessions(
     counts only theirs from the (session_id, event_type, ts) and failures indexes.
     """
     ev = hook_events
-    last = func.max(ev.c.ts)
-    pick = select(ev.c.session_id, func.min(ev.c.ts), last).group_by(ev.c.session_id)
-    if since_ts is not None:
-        pick = pick.having(last >= since_ts)
-    if session_id is not None:
-        pick = pick.where(ev.c.session_id == session_id)
-    pick = pick.order_by(last.desc(), ev.c.session_id).limit(limit)
+    picked = store.session_spans(
+        limit=limit, offset=offset, since_ts=since_ts, session_id=session_id, search=search
+    )
+    spans = {sid: (lo, hi) for sid, lo, hi in picked}
+    if not spans:
+        return []
     with store.engine.connect() as conn:
-        spans = {sid: (int(lo), int(hi)) for sid, lo, hi in conn.execute(pick).all()}
-        if not spans:
-            return []
         ids = list(spans)
         by_type: dict[str, dict[str, int]] = defaultdict(dict)
         tq = (
@@ -1306,12 +1400,35 @@ def session_summary(store: Store, session_id: str) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
+def _agent_of(m: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(agent_id, agent_type) of a sub-agent's event, None for the main agent: from the
+    `agent_id`/`agent_type` columns when the store has them, else from the event's
+    metadata JSON (where unknown hook fields land). Never raises on odd data."""
+    agent_id = m.get("agent_id")
+    agent_type = m.get("agent_type")
+    if agent_id is None:
+        meta: Any = m.get("metadata")
+        if isinstance(meta, str) and meta:
+            try:
+                meta = json.loads(meta)
+            except ValueError:
+                meta = None
+        if isinstance(meta, dict):
+            agent_id = meta.get("agent_id")
+            agent_type = agent_type or meta.get("agent_type")
+    aid = str(agent_id)[:200] if isinstance(agent_id, str | int) and agent_id != "" else None
+    atype = str(agent_type)[:100] if isinstance(agent_type, str) and agent_type else None
+    return aid, atype if aid else None
+
+
 def session_timeline(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Events (sorted) → tool calls (a Pre joined with its Post by tool_use_id) and markers
-    for the other events (prompts, stops, compactions)."""
+    for the other events (prompts, stops, compactions). Each item has `agent_id` and
+    `agent_type` (None: the main agent; else a sub-agent's lane)."""
     items: list[dict[str, Any]] = []
     open_calls: dict[str, dict[str, Any]] = {}
     for m in rows:
+        agent_id, agent_type = _agent_of(m)
         et = m["event_type"]
         use_id = m["tool_use_id"]
         is_post = et in ("PostToolUse", "PostToolUseFailure")
@@ -1328,6 +1445,8 @@ def session_timeline(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "failed": False,
                 "failure_kind": None,
                 "error": None,
+                "agent_id": agent_id,
+                "agent_type": agent_type,
             }
             items.append(item)
             if et == "PreToolUse":
@@ -1335,7 +1454,16 @@ def session_timeline(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
                     open_calls[use_id] = item
                 continue
         if item is None:
-            items.append({"type": "event", "id": int(m["id"]), "ts": int(m["ts"]), "event": et})
+            items.append(
+                {
+                    "type": "event",
+                    "id": int(m["id"]),
+                    "ts": int(m["ts"]),
+                    "event": et,
+                    "agent_id": agent_id,
+                    "agent_type": agent_type,
+                }
+            )
             continue
         failed = et == "PostToolUseFailure" or m["failure_kind"] == "masked"
         item["end_ts"] = int(m["ts"])
@@ -1351,6 +1479,8 @@ def session_detail(store: Store, session_id: str, *, limit: int = 2000) -> dict[
     if summary is None:
         return None
     ev = hook_events
+    # agent_id/agent_type columns arrive with a later schema; until then, metadata has them.
+    lane_cols = [c for c in (ev.c.get("agent_id"), ev.c.get("agent_type")) if c is not None]
     q = (
         select(
             ev.c.id,
@@ -1362,6 +1492,8 @@ def session_detail(store: Store, session_id: str, *, limit: int = 2000) -> dict[
             ev.c.tool_command,
             ev.c.failure_kind,
             ev.c.tool_error_summary,
+            ev.c.metadata,
+            *lane_cols,
         )
         .where(ev.c.session_id == session_id)
         .order_by(ev.c.ts.desc(), ev.c.id.desc())

@@ -24,9 +24,9 @@ from tma1.dialects import agent_for, normalize
 from tma1.engine.delivery import Delivery
 from tma1.engine.detector import WindowSource
 from tma1.engine.emitlog import EmitLog
-from tma1.events import HookEvent, PayloadError, parse_payload
+from tma1.events import HookEvent, PayloadError, mark_exit_failure, parse_payload
 from tma1.ingest import Ingest
-from tma1.sensors import Sensors
+from tma1.sensors import Sensors, codex_exit
 from tma1.store import Store
 
 log = logging.getLogger("tma1.hooks")
@@ -53,8 +53,14 @@ class Service:
     # False: events carry no tool input and no successful output (tma1.events.parse_payload);
     # replay sets it when nobody keeps its database.
     parse_texts: bool = True
+    # The longest a Codex shell PostToolUse waits for its exit status to reach the
+    # rollout (tma1.sensors.codex_exit). `handle_payload` (replay) reads no rollout: its
+    # converters already carry the status.
+    exit_status_wait_s: float = codex_exit.WAIT_S
+    _exit_waits: codex_exit.WaitPolicy = field(default_factory=codex_exit.WaitPolicy)
 
     def __post_init__(self) -> None:
+        self._exit_waits.wait_s = self.exit_status_wait_s
         if self.ingest is None:
             self.ingest = Ingest(
                 store=self.store,
@@ -135,6 +141,15 @@ class Service:
             event = self._event_from_body(body, source)
             if event is None:
                 return ""
+            if codex_exit.wants_exit_status(event):
+                assert event.transcript_path is not None and event.tool_use_id is not None
+                path = event.transcript_path
+                self._exit_status(
+                    event,
+                    await codex_exit.await_command_end(
+                        path, event.tool_use_id, wait_s=self._exit_waits.wait_for(path)
+                    ),
+                )
             assert self.ingest is not None
             if envelope is None:
                 return await self.ingest.submit_async(event, self._answer)
@@ -150,7 +165,28 @@ class Service:
         event = self._event_from_body(body, source)
         if event is None:
             return ""
+        if codex_exit.wants_exit_status(event):
+            assert event.transcript_path is not None and event.tool_use_id is not None
+            path = event.transcript_path
+            self._exit_status(
+                event,
+                codex_exit.wait_command_end(
+                    path, event.tool_use_id, wait_s=self._exit_waits.wait_for(path)
+                ),
+            )
         return self._submit(event, envelope)
+
+    def _exit_status(self, event: HookEvent, end: codex_exit.CommandEnd | None) -> None:
+        """A Codex shell call's exit status from its rollout (design §2.18): a non-zero
+        one makes the event a failure. Not found in time: the output's markers stand."""
+        if event.transcript_path:
+            self._exit_waits.record(event.transcript_path, end is not None)
+        if end is None:
+            self.counters.inc("codex_exit.not_found")
+            return
+        self.counters.inc("codex_exit.found")
+        if end.failed:
+            mark_exit_failure(event, end.exit_code)
 
     def _event_from_body(self, body: bytes, source: str | None) -> HookEvent | None:
         """The event of a hook body; None when it is rejected (counted and logged)."""

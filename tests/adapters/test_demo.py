@@ -38,7 +38,7 @@ def test_demo_shows_all_six_kinds_then_cleans_up() -> None:
         assert re.search(r"(digest|Stop) at step \d+", line)
     # what the agent read is shown verbatim: a digest and a Stop block
     assert "<tma1-context>" in out and "</tma1-context>" in out
-    assert "decision: block" in out
+    assert "│ Stop blocked; the agent reads:" in out and "│ tma1: do not stop yet" in out
     assert "[high] repeated_failed_build:" in out
     # the gates were fetched and printed, one row per kind
     assert "Validation gates" in out

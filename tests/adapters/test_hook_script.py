@@ -120,10 +120,9 @@ def test_stop_block_comes_back_on_stdout(
         )
     r = agent.fire({"hook_event_name": "Stop", "stop_hook_active": False})
     assert r.returncode == 0 and r.stderr == ""
-    body = json.loads(r.stdout)
-    assert body["decision"] == "block"
-    assert "repeated_failed_build" in body["reason"]
-    assert "make build" in body["reason"]
+    reason = json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "repeated_failed_build" in reason
+    assert "make build" in reason
     # the loop guard: the agent is already continuing because of a Stop hook
     r = agent.fire({"hook_event_name": "Stop", "stop_hook_active": True})
     assert (r.returncode, r.stdout) == (0, "")

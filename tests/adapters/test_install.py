@@ -20,6 +20,8 @@ CLAUDE_EVENTS = {
     "SessionStart",
     "SessionEnd",
     "PreCompact",
+    "SubagentStart",
+    "SubagentStop",
 }
 CODEX_EVENTS = {
     "SessionStart",
@@ -28,6 +30,10 @@ CODEX_EVENTS = {
     "UserPromptSubmit",
     "Stop",
     "PreCompact",
+    "PostCompact",
+    "SessionEnd",
+    "SubagentStart",
+    "SubagentStop",
 }
 
 USER_SETTINGS = """{
@@ -296,7 +302,13 @@ def test_codex_install_and_uninstall(home: Path) -> None:
     path.write_text(original)
     r = tma1(home, "install", "--adapter", "codex")
     assert r.returncode == 0, r.stderr
-    assert "/hooks" in r.stdout  # the trust note
+    # What the user must do for Codex to run the hooks, and that they are not trusted yet.
+    assert "  Codex has not trusted tma1's hooks yet" in r.stdout
+    assert 'start `codex` (the interactive TUI) once and choose "Trust all and continue"' in (
+        " ".join(r.stdout.split())
+    )
+    assert "`codex exec` never asks: it skips untrusted hooks silently" in r.stdout
+    assert "open /hooks" not in r.stdout
     doc = json.loads(path.read_text())
     assert set(doc) == {"hooks"}  # Codex refuses unknown root keys
     ours = our_handlers(doc, "tma1-hook-codex.sh")
@@ -401,3 +413,54 @@ def test_a_relative_data_dir_is_registered_as_an_absolute_path(home: Path, tmp_p
     (_, handler), *_ = our_handlers(doc, "tma1-hook-claude-code.sh")
     assert handler["command"] == str(tmp_path / "rel-data" / "hooks" / "tma1-hook-claude-code.sh")
     assert (tmp_path / "rel-data" / "hook-token").exists()
+
+
+def test_http_transport_round_trip(home: Path) -> None:
+    """`--transport http`: every event but SessionStart as Claude Code's native http hook
+    (JSON answers, a 1 s timeout, the token as a literal header), SessionStart as the
+    command hook; reinstalling either way replaces in place; uninstall gives the bytes back."""
+    original = USER_SETTINGS
+    path = write_settings(home, original)
+    os.chmod(path, 0o644)
+    r = tma1(home, "install", "--transport", "http", "--port", "14999")
+    assert r.returncode == 0, r.stderr
+    assert "http transport" in r.stdout
+    token = (home / ".tma1" / "hook-token").read_text().strip()
+    doc = json.loads(path.read_text())
+    http = [
+        (event, h)
+        for event, groups in doc["hooks"].items()
+        for g in groups
+        for h in g["hooks"]
+        if h.get("type") == "http"
+    ]
+    assert sorted(e for e, _ in http) == sorted(CLAUDE_EVENTS - {"SessionStart"})
+    for _, h in http:
+        assert h == {
+            "type": "http",
+            "url": "http://127.0.0.1:14999/api/hooks?transport=http&hook=tma1-hook-claude-code.sh",
+            "headers": {"X-TMA1-Token": token},
+            "timeout": 1,
+        }
+    assert [e for e, _ in our_handlers(doc, "tma1-hook-claude-code.sh")] == ["SessionStart"]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # it holds the token now (was 0644)
+    # The user's own handlers are where they were.
+    assert doc["hooks"]["Stop"][0]["hooks"] == [{"type": "command", "command": "notify-send done"}]
+    assert doc["hooks"]["PreToolUse"][0]["matcher"] == "Bash"
+
+    once = path.read_bytes()
+    assert tma1(home, "install", "--transport", "http", "--port", "14999").returncode == 0
+    assert path.read_bytes() == once  # idempotent
+    # Back to the command hook: every http handler replaced in place, none left.
+    assert tma1(home, "install").returncode == 0
+    doc = json.loads(path.read_text())
+    assert not any(
+        h.get("type") == "http" for gs in doc["hooks"].values() for g in gs for h in g["hooks"]
+    )
+    assert sorted(e for e, _ in our_handlers(doc, "tma1-hook-claude-code.sh")) == sorted(
+        CLAUDE_EVENTS
+    )
+    assert tma1(home, "install", "--transport", "http").returncode == 0
+    r = tma1(home, "uninstall")
+    assert r.returncode == 0, r.stderr
+    assert path.read_bytes() == original.encode()

@@ -186,16 +186,19 @@ class FakeModel:
     def _next_reply(self, path: str, body: Body) -> tuple[Request, Reply]:
         names = tool_names(body)
         main = any(n in names for n in MAIN_TOOLS)
+        turn: Turn
         with self._lock:
             req = Request(path=path, body=body, main=main)
             self.requests.append(req)
             if not main:
-                reply: Reply = Text("ok")
+                turn = Text("ok")
             elif self.script:
                 turn = self.script.pop(0)
-                reply = turn if isinstance(turn, Tool | Text) else turn(body)
             else:
-                reply = Text("done")
+                turn = Text("done")
+        # A callable turn runs outside the lock: it may wait for another request's turn.
+        reply = turn if isinstance(turn, Tool | Text) else turn(body)
+        with self._lock:
             req.reply = reply
         return req, reply
 

@@ -33,10 +33,13 @@ def post(live: LiveServer, clock: ManualClock, data: dict[str, Any], **params: s
 
 
 def blocked(body: str) -> dict[str, Any]:
+    """A Claude Code Stop block: the reason as the Stop's additionalContext."""
     out = json.loads(body)
-    assert out["decision"] == "block", out
-    assert isinstance(out["reason"], str) and 0 < len(out["reason"]) < 2_000
-    return out
+    assert list(out) == ["hookSpecificOutput"], out
+    assert out["hookSpecificOutput"]["hookEventName"] == "Stop"
+    reason = out["hookSpecificOutput"]["additionalContext"]
+    assert isinstance(reason, str) and 0 < len(reason) < 2_000
+    return {"reason": reason}
 
 
 def emits(live: LiveServer, sid: str) -> list[dict[str, Any]]:
@@ -287,5 +290,88 @@ def test_context_pressure_threshold_is_read_at_start_up_and_fires_once(
         clock.advance(30 * MINUTE_MS)
         srv.store.insert_usages([Usage(ts=clock.now_ms(), session_id=sid, occupancy=9_000)])
         assert post(srv, clock, prompt(sid)) == ""  # one-shot per session
+    finally:
+        srv.stop()
+
+
+def test_http_transport_answers_json_only(live: LiveServer, clock: ManualClock) -> None:
+    """Claude Code's native http hooks (`tma1 install --transport http`) refuse any body
+    that is not JSON: every answer on `?transport=http` is JSON, `{}` when silent."""
+    sid = "http-1"
+    http = {"transport": "http"}
+
+    def hook(data: dict[str, Any]) -> Any:
+        clock.advance(1_000)
+        r = live.hook(data, params=http)
+        assert r.status_code == 200
+        assert r.headers["content-type"] == "application/json"
+        return r.json()
+
+    assert hook(payload(sid, "PreToolUse", tool_name="Bash", tool_input={"command": PYTEST})) == {}
+    for _ in range(3):
+        hook(bash_fail(sid, PYTEST, PYTEST_OUT))
+    ctx = hook(prompt(sid))["hookSpecificOutput"]  # the digest: not plain text here
+    assert ctx["hookEventName"] == "UserPromptSubmit"
+    assert ctx["additionalContext"].startswith("<tma1-context>")
+    assert "test_stuck" in ctx["additionalContext"]
+    block = hook(stop(sid))["hookSpecificOutput"]
+    assert block["hookEventName"] == "Stop"
+    assert block["additionalContext"].startswith("tma1: do not stop yet")
+    assert hook(stop(sid, active=True)) == {}  # the loop guard, as JSON
+    # A wrong token is still refused (Claude Code shows that error: a misconfiguration).
+    assert live.hook(prompt(sid), params=http, token="wrong").status_code == 403
+    # The command hook's answers are unchanged: the digest stays plain text.
+    for _ in range(3):
+        post(live, clock, bash_fail("cmd-1", PYTEST, PYTEST_OUT))
+    assert post(live, clock, prompt("cmd-1")).startswith("<tma1-context>")
+
+
+def test_context_pressure_rearms_after_each_compaction_and_only_then(
+    settings: Settings, clock: ManualClock
+) -> None:
+    """Issue 15's miss: the context passed the threshold again after an auto-compaction
+    and nobody warned. One warning per context epoch (design §2.17), whichever signal
+    marks the compaction: a PreCompact hook, a SessionStart with source compact, or the
+    transcript's compact boundary (a `compaction` usage row from the tailer)."""
+    from tma1.events import Usage
+
+    srv = start_live_server(settings.with_overrides(context_pressure_threshold=5_000), clock=clock)
+
+    def tokens(n: int, kind: str = "usage") -> None:
+        clock.advance(1_000)
+        srv.store.insert_usages([Usage(ts=clock.now_ms(), session_id=sid, occupancy=n, kind=kind)])
+        srv.service.delivery.invalidate(sid)  # what the transcript tailer does
+
+    def told() -> bool:
+        clock.advance(1_000)
+        return "context_pressure" in post(srv, clock, prompt(sid))
+
+    try:
+        sid = "epochs-1"
+        post(srv, clock, payload(sid, "SessionStart", source="startup"))
+        tokens(6_000)
+        assert told()
+        tokens(9_000)
+        assert not told()  # one-shot within the epoch
+        clock.advance(1_000)
+        post(srv, clock, payload(sid, "PreCompact", trigger="auto"))
+        # The newest request measured the context the compaction replaced: no news yet.
+        assert not told()
+        tokens(3_000)
+        assert not told()
+        tokens(5_500)
+        assert told()  # the context filled up again
+        assert not told()
+        clock.advance(1_000)
+        post(srv, clock, payload(sid, "SessionStart", source="compact"))
+        tokens(7_000)
+        assert told()
+        tokens(0, kind="compaction")  # the transcript's compact_boundary
+        tokens(8_000)
+        assert told()
+        tokens(9_000)
+        assert not told()
+        keys = [e["stable_key"] for e in emits(srv, sid) if e["kind"] == "context_pressure"]
+        assert len(keys) == len(set(keys)) == 4
     finally:
         srv.stop()

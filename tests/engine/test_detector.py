@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tma1.clock import MINUTE_MS, ManualClock
 from tma1.counters import Counters
 from tma1.engine.anomaly import Anomaly, Kind
-from tma1.engine.detector import CACHE_TTL_MS, Detector, run_rules
+from tma1.engine.detector import CACHE_TTL_MS, FULL_RELOAD_MS, Detector, run_rules
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import FileChange, Usage
 from tma1.store import Store
@@ -316,3 +316,42 @@ def test_stored_path_lists_are_the_json_of_the_list(paths: list[str]) -> None:
     from tma1.store.db import _json, _json_paths
 
     assert _json_paths(paths) == _json(paths)
+
+
+def test_the_context_epoch_is_loaded_past_the_threshold_and_looked_up_incrementally(
+    store: Store, clock: ManualClock
+) -> None:
+    """The window's epoch (design §2.17) is the newest compaction — a transcript row or a
+    compaction hook — loaded only when the occupancy is past its threshold (1,234 here);
+    later looks read only what is newer, minus EPOCH_LATE_MS, and every FULL_RELOAD_MS
+    everything again."""
+    det = make(store, clock)
+    t0 = clock.now_ms()
+    store_event(store, payload(SID, "SessionStart", source="startup"), t0 - 30 * MINUTE_MS)
+    store.insert_usages([Usage(ts=t0 - 20 * MINUTE_MS, session_id=SID, occupancy=0,
+                               kind="compaction")])  # fmt: skip
+    store.insert_usages([Usage(ts=t0 - 1_000, session_id=SID, occupancy=1_233)])
+    assert det.load_window(SID, t0).epoch_start_ts is None  # under the threshold: not read
+    store.insert_usages([Usage(ts=t0 - 500, session_id=SID, occupancy=5_000)])
+    assert det.load_window(SID, t0).epoch_start_ts == t0 - 20 * MINUTE_MS
+
+    clock.advance(MINUTE_MS)
+    t1 = clock.now_ms()
+    store_event(store, payload(SID, "PreCompact", trigger="auto"), t1 - 2_000)
+    store.insert_usages([Usage(ts=t1 - 1_000, session_id=SID, occupancy=5_000)])
+    assert det.load_window(SID, t1).epoch_start_ts == t1 - 2_000
+
+    clock.advance(MINUTE_MS)
+    t2 = clock.now_ms()
+    # A compaction row the tailer wrote late: older than the last look (t1), newer than
+    # the epoch known then; found, as it is within EPOCH_LATE_MS of that look.
+    store.insert_usages([Usage(ts=t1 - 1_000, session_id=SID, occupancy=0, kind="compaction")])
+    store.insert_usages([Usage(ts=t2 - 1_000, session_id=SID, occupancy=5_000)])
+    assert det.load_window(SID, t2).epoch_start_ts == t1 - 1_000
+    store_event(store, payload(SID, "SessionStart", source="compact"), t2 - 500)
+    store.insert_usages([Usage(ts=t2 - 100, session_id=SID, occupancy=5_000)])
+    assert det.load_window(SID, t2).epoch_start_ts == t2 - 500
+    clock.advance(FULL_RELOAD_MS)  # a full look again: the same answer
+    t3 = clock.now_ms()
+    store.insert_usages([Usage(ts=t3 - 1_000, session_id=SID, occupancy=5_000)])
+    assert det.load_window(SID, t3).epoch_start_ts == t2 - 500

@@ -17,6 +17,7 @@ from tma1.engine.digest import (
     context_body,
     digest,
     stop_block_body,
+    stop_block_reason,
     stop_reason,
 )
 
@@ -74,8 +75,15 @@ def test_stop_reason_names_each_suggestion() -> None:
     reason = stop_reason([mk(0), mk(1)])
     assert reason.startswith("tma1: do not stop yet, 2 problems are unresolved:")
     assert "FIX-0 do the thing" in reason and "FIX-1 do the thing" in reason
+    # Claude Code: the reason as the Stop's additionalContext (no "stop hook problem"
+    # notice); Codex: decision block.
     body = json.loads(stop_block_body(reason))
-    assert body == {"decision": "block", "reason": reason}
+    assert body == {"hookSpecificOutput": {"hookEventName": "Stop", "additionalContext": reason}}
+    codex = json.loads(stop_block_body(reason, envelope="codex"))
+    assert codex == {"decision": "block", "reason": reason}
+    for form in (body, codex):
+        assert stop_block_reason(json.dumps(form)) == reason
+    assert stop_block_reason("") is None and stop_block_reason("<tma1-context>x") is None
 
 
 def test_envelopes() -> None:

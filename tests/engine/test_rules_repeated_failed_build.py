@@ -71,8 +71,17 @@ def test_masked_failures_count() -> None:
     )
     events = [bash_masked(at(i), cmd, out) for i in (1, 2, 3)]
     [a] = run(events, at(4))
-    assert "hidden by a pipe" in a.evidence
+    assert "(3 of them hidden by a pipe that exited 0)" in a.evidence
     assert "AssertionError: expected undefined to be defined" in a.suggestion
+
+
+def test_masked_failures_without_a_pipe_never_mention_one() -> None:
+    # Codex without its rollout's exit status: `make` printed its error, no pipe ran.
+    out = "cc -c app.c\napp.c:3: error: expected ';'\nmake: *** [app.o] Error 1\n"
+    events = [bash_masked(at(i), "make", out) for i in (1, 2, 3)]
+    [a] = run(events, at(4))
+    assert "pipe" not in a.evidence
+    assert "(3 of them reported without a failing exit status" in a.evidence
 
 
 def test_refusals_and_successes_do_not_count() -> None:

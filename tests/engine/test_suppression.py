@@ -199,6 +199,29 @@ def test_restore_rebuilds_last_emit_per_key_and_one_shot() -> None:
     assert sup.evaluate("s", [cp], win, NOW + 10**9)[0].reason == "one_shot"
 
 
+def test_context_pressure_is_one_shot_per_epoch_and_so_is_its_restore() -> None:
+    """The epoch is the finding's subject (design §2.17): a new epoch is a new key, told
+    once; an epoch already told stays silent, in memory and after a rebuild."""
+    win = SessionWindow(session_id="s", project=None)
+    old = finding(Kind.CONTEXT_PRESSURE, last_evidence_ts=NOW)
+    new = finding(Kind.CONTEXT_PRESSURE, subject=f"epoch {NOW + 1}", last_evidence_ts=NOW + 2)
+    sup = Suppression()
+    assert len(sup.commit("s", sup.evaluate("s", [old], win, NOW), NOW, limit=4)) == 1
+    later = NOW + 10**9
+    assert [d.reason for d in sup.evaluate("s", [old, new], win, later)] == ["one_shot", "fresh"]
+    [told] = sup.commit("s", sup.evaluate("s", [new], win, later), later, limit=4)
+    assert told.stable_key == new.stable_key
+    assert sup.evaluate("s", [new], win, later + 10**9)[0].reason == "one_shot"
+
+    rebuilt = Suppression()
+    rebuilt.restore(
+        [{"session_id": "s", "stable_key": old.stable_key, "kind": old.kind, "ts": NOW,
+          "first_emitted_at": NOW}]
+    )  # fmt: skip
+    decisions = rebuilt.evaluate("s", [old, new], win, later)
+    assert [d.reason for d in decisions] == ["one_shot", "fresh"]
+
+
 # --- through a real Delivery, store and clock -----------------------------------------
 
 

@@ -188,14 +188,27 @@ def test_budget_counts_per_kind_per_utc_day(live: LiveServer, clock: ManualClock
     assert cell[("2023-11-08", "context_pressure")] == (1, False)
     assert cell[("2023-11-14", "test_stuck")] == (0, False)
     k = b["kinds"]
-    assert k["stale_file_view"] == {"total": 8, "max_per_day": 6, "days_over": 1, "pass": False}
-    assert k["test_stuck"] == {"total": 5, "max_per_day": 5, "days_over": 0, "pass": True}
+    assert k["stale_file_view"] == {
+        "total": 8,
+        "max_per_day": 6,
+        "days_over": 1,
+        "pass": False,
+        "status": "fail",
+    }
+    assert k["test_stuck"] == {
+        "total": 5,
+        "max_per_day": 5,
+        "days_over": 0,
+        "pass": True,
+        "status": "pass",
+    }
     assert k["context_pressure"]["total"] == 1
     assert k["repeated_failed_build"] == {
         "total": 0,
         "max_per_day": 0,
         "days_over": 0,
         "pass": True,
+        "status": "pass",
     }
     assert b["pass"] is False
     # A budget of 6 lets stale_file_view pass; one day back only sees today.
@@ -240,28 +253,49 @@ def test_precision_over_the_50_newest_labelled(live: LiveServer, clock: ManualCl
         "labelled": 50,
         "precision": 0.72,
         "pass": True,
+        "status": "pass",
+        "n": 50,
+        "min_n": 10,
     }
+    # Two labels are no sample: no verdict, "not enough data (n = 2)" — not a FAIL.
     assert h["kinds"]["stale_file_view"] == {
         "tp": 1,
         "fp": 1,
         "labelled": 2,
         "precision": 0.5,
-        "pass": False,
+        "pass": None,
+        "status": "not_enough_data",
+        "n": 2,
+        "min_n": 10,
     }
     assert h["kinds"]["repeated_failed_build"]["labelled"] == 0
     assert h["kinds"]["repeated_failed_build"]["pass"] is None
+    assert h["kinds"]["repeated_failed_build"]["status"] == "no_data"
     # Overall newest 50: ids 62, 61 and test_stuck 13..60 → FP 1 + 12, TP 1 + 36.
-    assert h["overall"] == {"tp": 37, "fp": 13, "labelled": 50, "precision": 0.74, "pass": True}
+    assert h["overall"] == {
+        "tp": 37,
+        "fp": 13,
+        "labelled": 50,
+        "precision": 0.74,
+        "pass": True,
+        "status": "pass",
+        "n": 50,
+        "min_n": 10,
+    }
     a = p["agent"]
     assert a["overall"] == {
         "tp": 2,
         "fp": 1,
         "labelled": 3,
         "precision": 0.6667,
-        "pass": False,
+        "pass": None,
+        "status": "not_enough_data",
+        "n": 3,
+        "min_n": 10,
     }
     assert a["kinds"]["stale_file_view"]["precision"] == 1.0
     assert p["pass"] is True and p["target"] == 0.7
+    assert (p["status"], p["min_labels"]) == ("pass", 10)
 
     # The sample to judge: newest emits without a human label.
     s = _get(live, "/api/anomalies/sample", n=5).json()["emits"]

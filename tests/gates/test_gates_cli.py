@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import httpx
@@ -21,6 +22,43 @@ def _run(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
     )
+
+
+def _gate_rows(stdout: str) -> dict[tuple[str, str], str]:
+    """(kind, gate) → RESULT column of the `tma1 gates` table (columns: 2+ spaces apart)."""
+    out = {}
+    for ln in stdout.split("\n\n")[0].splitlines()[2:]:
+        cells = re.split(r"\s{2,}", ln.strip())
+        if len(cells) == 5:
+            out[(cells[0], cells[1])] = cells[4]
+    return out
+
+
+def test_gates_fail_only_with_a_sample_of_the_minimum_size(store: Store, db_url: str) -> None:
+    """Ten FP labels on test_stuck (the minimum sample) are a FAIL; nine are not enough."""
+    now = SystemClock().now_ms()
+    store.insert_emits(
+        [
+            emit_row(
+                ts=now - 60_000 - i,
+                session_id="m",
+                kind="test_stuck",
+                subject=f"t{i}",
+                related=["/r/t.py"],
+            )
+            for i in range(10)
+        ]
+    )
+    Session(store, "m", ts=now - 50_000).read("/r/t.py").flush()  # every emit followed
+    for i in range(1, 10):
+        assert _run(db_url, "label", str(i), "fp").returncode == 0
+    nine = _run(db_url, "gates", "--strict", "--budget", "10")
+    assert nine.returncode == 0, nine.stdout
+    assert _gate_rows(nine.stdout)[("test_stuck", "precision")] == "not enough data (n = 9)"
+    assert _run(db_url, "label", "10", "fp").returncode == 0
+    ten = _run(db_url, "gates", "--strict", "--budget", "10")
+    assert ten.returncode == 1, ten.stdout
+    assert _gate_rows(ten.stdout)[("test_stuck", "precision")] == "FAIL"
 
 
 def test_anomalies_label_and_gates(store: Store, db_url: str) -> None:
@@ -57,19 +95,20 @@ def test_anomalies_label_and_gates(store: Store, db_url: str) -> None:
     assert js["emits"][0]["label"] == "fp"
     assert js["emits"][0]["label_note"] == "flaky test, not stuck"
 
-    # Precision for test_stuck is 0 % (one FP): the gate fails; --strict turns that into 1.
+    # One FP label and one unfollowed emit are no sample: "not enough data (n = 1)", never
+    # a FAIL, and --strict does not fail on it.
     table = _run(db_url, "gates")
     assert table.returncode == 0, table.stderr
-    rows = {
-        (ln.split()[0], ln.split()[1]): ln.split()[-1]
-        for ln in table.stdout.splitlines()[2:]
-        if len(ln.split()) > 2
-    }
-    assert rows[("test_stuck", "precision")] == "FAIL"
+    rows = _gate_rows(table.stdout)
+    assert rows[("test_stuck", "precision")] == "not enough data (n = 1)"
     assert rows[("test_stuck", "budget")] == "pass"
     assert rows[("stale_file_view", "follow-rate")] == "n/a"
-    assert rows[("context_pressure", "follow-rate")] == "FAIL"  # nothing followed it
-    assert _run(db_url, "gates", "--strict").returncode == 1
+    assert rows[("context_pressure", "follow-rate")] == "not enough data (n = 1)"
+    assert "FAIL" not in table.stdout.split("\n\n")[0]
+    assert _run(db_url, "gates", "--strict").returncode == 0
+    js = json.loads(_run(db_url, "gates", "--json").stdout)
+    tsp = js["precision"]["human"]["kinds"]["test_stuck"]
+    assert (tsp["status"], tsp["n"], tsp["pass"]) == ("not_enough_data", 1, None)
 
     assert _run(db_url, "label", "1", "clear").returncode == 0
     # Both emits followed: the session commits (context_pressure), the test file is read.

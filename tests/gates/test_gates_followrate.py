@@ -41,7 +41,9 @@ def test_stale_file_view_follow_is_a_read_of_the_file(live: LiveServer, clock: M
     s.emit("stale_file_view", f, [f]).bash("cat app/models.py").flush()
     # 4 emits, 2 followed.
     got = _rate(live, "stale_file_view")
-    assert (got["emits"], got["followed"], got["rate"], got["pass"]) == (4, 2, 0.5, True)
+    assert (got["emits"], got["followed"], got["rate"]) == (4, 2, 0.5)
+    # Four emits are under the minimum sample (5): no verdict yet.
+    assert (got["pass"], got["status"], got["n"]) == (None, "not_enough_data", 4)
 
 
 def test_build_broken_follow_is_a_read_of_an_edited_file(
@@ -93,7 +95,7 @@ def test_repeated_failed_build_follow_is_no_blind_rerun(
     got = _rate(live, "repeated_failed_build")
     assert (got["emits"], got["followed"]) == (4, 2)
     assert got["rate"] == 0.5
-    assert got["pass"] is True
+    assert (got["pass"], got["status"]) == (None, "not_enough_data")
 
 
 def test_test_stuck_follow_is_reading_the_test_or_not_rerunning(

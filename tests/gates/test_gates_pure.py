@@ -7,6 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tma1.gates import (
+    FOLLOW_MIN_EMITS,
+    PRECISION_MIN_LABELS,
     Call,
     EmitRef,
     budget_report,
@@ -16,11 +18,14 @@ from tma1.gates import (
     is_git_commit,
     is_read_of,
     overall_pass,
+    overall_status,
     precision_figures,
     same_file,
+    sample_verdict,
     session_timeline,
     since_for_days,
     split_stable_key,
+    status_text,
     window_of,
 )
 
@@ -127,6 +132,7 @@ def test_budget_report_fills_every_day_and_kind() -> None:
         "max_per_day": 6,
         "days_over": 1,
         "pass": False,
+        "status": "fail",
     }
     assert rep["kinds"]["unknown_kind"]["pass"] is True
     assert rep["pass"] is False
@@ -139,6 +145,59 @@ def test_precision_and_overall_pass() -> None:
     assert overall_pass([None, True]) is True
     assert overall_pass([True, False, None]) is False
     assert overall_pass([None, None]) is None
+
+
+def test_below_the_minimum_sample_a_gate_gives_no_verdict() -> None:
+    one_fp = precision_figures(["fp"])
+    assert (one_fp["pass"], one_fp["status"], one_fp["n"]) == (None, "not_enough_data", 1)
+    assert status_text(one_fp) == "not enough data (n = 1)"
+    nine = precision_figures(["fp"] * (PRECISION_MIN_LABELS - 1))
+    assert nine["status"] == "not_enough_data"
+    ten = precision_figures(["fp"] * PRECISION_MIN_LABELS)
+    assert (ten["pass"], ten["status"]) == (False, "fail")
+    assert status_text(ten) == "FAIL"
+    assert status_text(precision_figures([])) == "n/a"
+    assert sample_verdict(0.0, 0.3, FOLLOW_MIN_EMITS - 1, FOLLOW_MIN_EMITS)["pass"] is None
+    assert sample_verdict(0.0, 0.3, FOLLOW_MIN_EMITS, FOLLOW_MIN_EMITS)["status"] == "fail"
+    assert sample_verdict(0.3, 0.3, FOLLOW_MIN_EMITS, FOLLOW_MIN_EMITS)["status"] == "pass"
+    assert overall_status(["no_data", "not_enough_data"]) == "not_enough_data"
+    assert overall_status(["pass", "not_enough_data", "fail"]) == "fail"
+    assert overall_status([]) == "no_data"
+
+
+def test_timeline_items_carry_their_sub_agent_lane() -> None:
+    def row(i: int, **kw: object) -> dict[str, object]:
+        base: dict[str, object] = {
+            "id": i,
+            "ts": i * 10,
+            "event_type": "PreToolUse",
+            "tool_name": "Read",
+            "tool_use_id": f"u{i}",
+            "tool_file_path": "/a",
+            "tool_command": None,
+            "failure_kind": None,
+            "tool_error_summary": None,
+            "metadata": None,
+        }
+        return {**base, **kw}
+
+    items = session_timeline(
+        [
+            row(1),
+            row(2, metadata='{"agent_id": "sub-1", "agent_type": "Explore"}'),
+            row(3, agent_id="sub-2", agent_type="general"),  # the future column wins
+            row(4, metadata="not json"),
+            row(5, metadata='{"agent_id": {"odd": 1}}'),
+        ]
+    )
+    lanes = [(i["agent_id"], i["agent_type"]) for i in items]
+    assert lanes == [
+        (None, None),
+        ("sub-1", "Explore"),
+        ("sub-2", "general"),
+        (None, None),
+        (None, None),
+    ]
 
 
 def test_session_timeline_joins_pre_and_post() -> None:

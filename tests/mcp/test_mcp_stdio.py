@@ -115,7 +115,10 @@ def test_lists_tools_and_calls_each(live: LiveServer, tmp_path: Path) -> None:
         "fp": 1,
         "labelled": 1,
         "precision": 0.0,
-        "pass": False,
+        "pass": None,  # one label is below the minimum sample (docs/gates.md)
+        "status": "not_enough_data",
+        "n": 1,
+        "min_n": 10,
     }
     assert gate["human"]["overall"]["labelled"] == 0
     [after] = _emits(live, "s1")
@@ -171,7 +174,7 @@ def test_twenty_previews_leave_the_next_digest_and_stop_unchanged(
         if f["channel"] == "user_prompt_submit":
             assert f["suggestion"] in digest_a
     stop_a, stop_b = post_all(live, agents, "Stop", stop_hook_active=False)
-    assert json.loads(stop_a)["decision"] == "block"
+    assert json.loads(stop_a)["hookSpecificOutput"]["hookEventName"] == "Stop"
     assert stop_a.replace(str(a), "<project>") == stop_b.replace(str(b), "<project>")
     assert [e["kind"] for e in _emits(live, "twin-a")] == [
         e["kind"] for e in _emits(live, "twin-b")
@@ -253,6 +256,10 @@ def test_stdout_carries_only_protocol_frames(tmp_path: Path) -> None:
     errfile.close()
     parsed = [json.loads(ln) for ln in lines if ln.strip()]
     assert all(p.get("jsonrpc") == "2.0" for p in parsed)
+    # Codex shows only the first line of the instructions: it reads whole on its own.
+    first = next(p for p in parsed if p.get("id") == 1)["result"]["instructions"].splitlines()[0]
+    assert first.startswith("tma1 watches this coding session") and first.endswith(".")
+    assert "get_anomalies" in first and first.count("(") == first.count(")")
     answer = next(p for p in parsed if p.get("id") == 2)["result"]
     assert answer["isError"] is True
     assert "tma1 is not running" in answer["content"][0]["text"]

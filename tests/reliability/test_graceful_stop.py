@@ -63,7 +63,7 @@ def finding_agent(
                 )
             except httpx.HTTPError:
                 return  # the server is going away
-            if r.status_code == 200 and '"decision"' in r.text:
+            if r.status_code == 200 and '"hookEventName": "Stop"' in r.text:
                 with lock:
                     blocked.append(session)
 

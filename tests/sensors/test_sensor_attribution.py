@@ -57,6 +57,35 @@ def test_write_interval_bounds() -> None:
     assert a.explain(PROJ, "/work/proj/src/b.py", 12_000) is None  # another path
 
 
+def test_the_slack_ends_at_the_sessions_end_or_stop() -> None:
+    # Claude Code's SessionEnd 100 ms after the Edit's Post; a save 1.2 s later (inside
+    # the 2 s slack) is someone else's: the session had ended.
+    for end in ("SessionEnd", "Stop"):
+        a = Attribution()
+        a.note(edit(10_000, "PreToolUse"))
+        a.note(edit(10_500, "PostToolUse"))
+        a.note(bash(10_550, "PreToolUse"))
+        a.note(bash(10_600, "PostToolUse"))
+        a.note(ev(10_700, end, ""))
+        assert a.explain(PROJ, FILE, 10_700) == "S", end  # up to the end: still its own
+        assert a.explain(PROJ, FILE, 10_700 + 1_200) is None, end
+        assert a.explain(PROJ, "/work/proj/other.txt", 10_700 + 1_200) is None, end
+    # A UserPromptSubmit ends no slack; a Stop long after the slack changes nothing.
+    a = Attribution()
+    a.note(edit(10_000, "PreToolUse"))
+    a.note(edit(10_500, "PostToolUse"))
+    a.note(ev(10_700, "UserPromptSubmit", ""))
+    assert a.explain(PROJ, FILE, 10_700 + 1_200) == "S"
+    a.note(ev(20_000, "Stop", ""))
+    assert a.explain(PROJ, FILE, 10_700 + 1_200) == "S"
+    # Another session's end does not cut this session's slack.
+    a = Attribution()
+    a.note(edit(10_000, "PreToolUse"))
+    a.note(edit(10_500, "PostToolUse"))
+    a.note(ev(10_700, "SessionEnd", "", sid="T"))
+    assert a.explain(PROJ, FILE, 10_700 + 1_200) == "S"
+
+
 def test_open_interval_lasts_ten_minutes_at_most() -> None:
     a = Attribution()
     a.note(edit(10_000, "PreToolUse"))
@@ -209,9 +238,11 @@ def test_turn_end_closes_calls_whose_post_never_came() -> None:
     a.note(bash(10_000, "PreToolUse", sid="S", tid="lost"))
     a.note(bash(5_000, "PreToolUse", sid="OTHER", tid="running"))
     a.note(ev(20_000, "Stop", "", sid="S"))
-    assert a.explain(PROJ, FILE, 20_000 + SLACK_MS) == "S"
-    # After S's turn ended only OTHER's call can still be writing.
-    assert a.explain(PROJ, FILE, 20_000 + SLACK_MS + 1) == "OTHER"
+    assert a.explain(PROJ, FILE, 20_000) == "S"
+    # After S's turn ended (its Stop ends the slack too) only OTHER's call can still be
+    # writing.
+    assert a.explain(PROJ, FILE, 20_000 + 1) == "OTHER"
+    assert a.explain(PROJ, FILE, 20_000 + SLACK_MS) == "OTHER"
     a.note(ev(30_000, "UserPromptSubmit", "", sid="OTHER"))
     assert a.explain(PROJ, FILE, 33_000) is None
 

@@ -547,3 +547,46 @@ def test_codex_tailer_skips_byte_repeats_but_not_across_a_compaction(
         ("usage", 100),
         ("usage", 50),
     ]
+
+
+def test_codex_context_window_is_stored_with_the_usage(store: Store, tmp_path: Path) -> None:
+    """`token_count.info.model_context_window` rides with each usage row into the store
+    and back (design §2.12: the threshold is half of it), without a schema change; the
+    rollout's compaction is the start of a context epoch (§2.17). Lines trimmed from
+    data/sessions/codex/ship-rollout-2026-03-12T16-36-47-019ce3fb-….jsonl (1, 6, 367, 791)."""
+    lines = [
+        {"timestamp": "2026-03-12T21:36:51.608Z", "type": "session_meta",
+         "payload": {"id": "019ce3fb-1087-7980-8f92-8d0171aaea6a", "cwd": "/w/ship"}},
+        {"timestamp": "2026-03-12T21:36:51.609Z", "type": "turn_context",
+         "payload": {"cwd": "/w/ship", "model": "gpt-5.4"}},
+        {"timestamp": "2026-03-12T21:59:12.174Z", "type": "event_msg",
+         "payload": {"type": "token_count", "info": {
+             "total_token_usage": {"input_tokens": 4409365, "cached_input_tokens": 3914880,
+                                   "output_tokens": 27830, "total_tokens": 4437195},
+             "last_token_usage": {"input_tokens": 131712, "cached_input_tokens": 126336,
+                                  "output_tokens": 1933, "total_tokens": 133645},
+             "model_context_window": 258400}}},
+    ]  # fmt: skip
+    f = tmp_path / "rollout.jsonl"
+    f.write_text("".join(json.dumps(o) + "\n" for o in lines))
+    t = tailer(store, [])
+    t.catch_up("S", str(f), "codex")
+    u = store.latest_usage("S")
+    assert u is not None and (u.occupancy, u.model, u.context_window) == (
+        131_712,
+        "gpt-5.4",
+        258_400,
+    )
+    assert store.latest_compaction_ts("S") is None
+    compacted = {"timestamp": "2026-03-12T22:42:18.892Z", "type": "compacted",
+                 "payload": {"message": "", "replacement_history": []}}  # fmt: skip
+    with f.open("a") as fh:
+        fh.write(json.dumps(compacted) + "\n")
+    t.catch_up("S", str(f), "codex")
+    assert store.latest_compaction_ts("S") == iso_to_ms("2026-03-12T22:42:18.892Z")
+    u = store.latest_usage("S")
+    assert u is not None and (u.kind, u.model, u.context_window) == (
+        "compaction",
+        "gpt-5.4",
+        258_400,
+    )

@@ -15,13 +15,24 @@ OPTIONAL_IN_ALL = ("gemini", "copilot")
 
 
 def get_adapters(
-    name: str, settings: Settings, env: Mapping[str, str] | None = None
+    name: str,
+    settings: Settings,
+    env: Mapping[str, str] | None = None,
+    *,
+    transport: str = "command",
+    token: str | None = None,
 ) -> list[Adapter]:
-    """`claude-code`, `codex`, `gemini`, `copilot` or `all`."""
+    """`claude-code`, `codex`, `gemini`, `copilot` or `all`. `transport` applies to Claude
+    Code (the others have command hooks only)."""
+    from collections.abc import Callable
+
     from tma1.adapters import claude_code, codex, copilot, gemini
 
-    builders = {
-        "claude-code": claude_code.adapter,
+    def claude(s: Settings, e: Mapping[str, str] | None) -> Adapter:
+        return claude_code.adapter(s, e, transport=transport, token=token)
+
+    builders: dict[str, Callable[[Settings, Mapping[str, str] | None], Adapter]] = {
+        "claude-code": claude,
         "codex": codex.adapter,
         "gemini": gemini.adapter,
         "copilot": copilot.adapter,

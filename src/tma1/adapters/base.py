@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tma1.adapters.registration import Registration
@@ -16,3 +17,5 @@ class Adapter:
     # What this agent cannot be told through its hooks, one sentence each (docs/hooks.md);
     # `tma1 doctor` can print them. Empty: every channel tma1 uses is there.
     cannot_be_told: list[str] = field(default_factory=list)
+    # A line on the agent's state after install (e.g. whether Codex trusts the hooks).
+    status: Callable[[], str] | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from tma1.adapters.base import Adapter
 from tma1.adapters.files import agent_dir
@@ -23,18 +24,70 @@ EVENTS = (
     "SessionStart",
     "SessionEnd",
     "PreCompact",
+    # Sub-agent lanes (design §2.16): the frames around a Task sub-agent's tool calls.
+    "SubagentStart",
+    "SubagentStop",
 )
 # Seconds. The script itself gives up after 0.5 s; this only bounds a wedged shell.
 TIMEOUT_S = 5
+# Seconds. An http hook has no cap of its own but this (Claude Code's default is 600 s):
+# it is what bounds a wedged server. The server answers within its 400 ms insert budget.
+HTTP_TIMEOUT_S = 1
+# Claude Code sends no SessionStart over http ("HTTP hooks are not supported for
+# SessionStart"): it stays the command hook under `--transport http`.
+COMMAND_ONLY_EVENTS = frozenset({"SessionStart"})
+TRANSPORTS = ("command", "http")
 
 
 def settings_path(env: Mapping[str, str] | None = None) -> Path:
     return agent_dir(env, "CLAUDE_CONFIG_DIR", ".claude") / "settings.json"
 
 
-def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter:
+def http_handler(settings: Settings, token: str) -> dict[str, Any]:
+    """Claude Code's native http hook to tma1 (`tma1 install --transport http`).
+
+    `?transport=http` makes the server answer JSON only (Claude Code rejects any other
+    body). The URL names the script file too: that is how install recognises its own
+    entry, whatever the host or port. The token is written literally, not through
+    `allowedEnvVars`: a `$VAR` header works only when every Claude Code process has that
+    variable, and a hook without it is refused (403), an error shown on every event."""
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    return {
+        "type": "http",
+        "url": f"http://{host}:{settings.port}/api/hooks?transport=http&hook={script_name(NAME)}",
+        "headers": {"X-TMA1-Token": token},
+        "timeout": HTTP_TIMEOUT_S,
+    }
+
+
+def adapter(
+    settings: Settings,
+    env: Mapping[str, str] | None = None,
+    *,
+    transport: str = "command",
+    token: str | None = None,
+) -> Adapter:
+    """`transport="http"` (with the hook token): every event but SessionStart as a native
+    http hook; the command hook (the default) stays silent when tma1 is down."""
+    if transport not in TRANSPORTS:
+        raise ValueError(f"unknown transport {transport!r}; use command or http")
     script = script_path(settings, NAME)
     handler = {"type": "command", "command": shlex.quote(str(script)), "timeout": TIMEOUT_S}
+    per_event: dict[str, dict[str, Any]] = {}
+    notes = [
+        "Claude Code picks up settings.json changes by itself; a session started "
+        "before this may need /hooks or a restart to see them."
+    ]
+    if transport == "http":
+        if token is None:
+            raise ValueError("the http transport needs the hook token")
+        per_event = {event: handler for event in COMMAND_ONLY_EVENTS}
+        handler = http_handler(settings, token)
+        notes.append(
+            "http transport: Claude Code shows a hook error on every event while tma1 is "
+            "not running (the command hook stays silent); `tma1 install` without "
+            "--transport http goes back to it. SessionStart stays a command hook."
+        )
     return Adapter(
         name=NAME,
         title="Claude Code",
@@ -47,11 +100,10 @@ def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter
                 marker=script_name(NAME),
                 matcher="",
                 label="Claude Code hooks",
+                per_event=per_event,
+                secret=transport == "http",
             ),
             claude_registration(settings, env),
         ],
-        notes=[
-            "Claude Code picks up settings.json changes by itself; a session started "
-            "before this may need /hooks or a restart to see them."
-        ],
+        notes=notes,
     )

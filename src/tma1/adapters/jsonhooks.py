@@ -127,7 +127,10 @@ def parse_document(
 
 
 def is_ours(handler: object, marker: str) -> bool:
-    return isinstance(handler, dict) and marker in str(handler.get("command", ""))
+    """Ours: a command hook running our script, or an http hook whose URL names it."""
+    return isinstance(handler, dict) and (
+        marker in str(handler.get("command", "")) or marker in str(handler.get("url", ""))
+    )
 
 
 def count_ours(doc: Doc, marker: str) -> int:
@@ -177,9 +180,15 @@ def _strip_event(groups: list[Any], marker: str, keep_first: dict[str, Any] | No
 
 
 def add_hooks(
-    doc: Doc, events: tuple[str, ...], handler: dict[str, Any], marker: str, matcher: str | None
+    doc: Doc,
+    events: tuple[str, ...],
+    handler: dict[str, Any],
+    marker: str,
+    matcher: str | None,
+    per_event: dict[str, dict[str, Any]] | None = None,
 ) -> Doc:
-    """Our handler on each event, exactly once; our handlers on other events removed."""
+    """Our handler on each event (`per_event[event]` where given), exactly once; our
+    handlers on other events removed."""
     out = copy.deepcopy(doc)
     hooks = out.setdefault("hooks", {})
     for event in list(hooks):
@@ -188,10 +197,11 @@ def add_hooks(
             if not hooks[event]:
                 del hooks[event]
     for event in events:
+        wanted = (per_event or {}).get(event, handler)
         groups = hooks.setdefault(event, [])
-        if not _strip_event(groups, marker, handler):
+        if not _strip_event(groups, marker, wanted):
             group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
-            group["hooks"] = [copy.deepcopy(handler)]
+            group["hooks"] = [copy.deepcopy(wanted)]
             groups.append(group)
     return out
 

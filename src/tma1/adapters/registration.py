@@ -106,6 +106,10 @@ class JsonHooksRegistration:
     label: str
     # Keys under "hooks" that are settings, not events (jsonhooks.parse_document).
     config_keys: frozenset[str] = frozenset()
+    # A different handler for some events (`tma1 install --transport http`).
+    per_event: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The handlers carry the hook token: the file is written 0600.
+    secret: bool = False
     _dir_existed: bool = field(default=True, init=False, repr=False)
 
     def _current(self) -> tuple[bytes | None, jsonhooks.Doc]:
@@ -115,13 +119,16 @@ class JsonHooksRegistration:
     def plan_install(self, state: InstallState) -> FileChange:
         self._dir_existed = self.path.parent.is_dir()
         before, doc = self._current()
-        wanted = jsonhooks.add_hooks(doc, self.events, self.handler, self.marker, self.matcher)
+        wanted = jsonhooks.add_hooks(
+            doc, self.events, self.handler, self.marker, self.matcher, self.per_event
+        )
         if wanted == doc and before is not None:
             after: bytes | None = before  # already installed exactly so: leave the bytes be
         else:
             text = before.decode("utf-8") if before else ""
             after = jsonhooks.dumps(wanted, jsonhooks.detect_format(text)).encode("utf-8")
-        return FileChange(self.path, before, after, self.label, backup=True)
+        mode = 0o600 if self.secret and after != before else None
+        return FileChange(self.path, before, after, self.label, mode=mode, backup=True)
 
     def plan_uninstall(self, state: InstallState) -> FileChange:
         before, doc = self._current()

@@ -41,7 +41,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     g.add_argument("--days", type=whole_number(1, 365), default=gates.DEFAULT_DAYS)
     g.add_argument("--budget", type=whole_number(0, 100_000), default=gates.DEFAULT_BUDGET)
     g.add_argument("--window", type=whole_number(1, 100), default=gates.DEFAULT_WINDOW)
-    g.add_argument("--strict", action="store_true", help="exit 1 when any gate fails")
+    g.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when any gate fails (not enough data is not a failure)",
+    )
     g.add_argument("--json", action="store_true", help="print the full JSON of the gates")
     add_database_options(g)
     g.set_defaults(func=run_gates)
@@ -125,10 +129,6 @@ def run_anomalies(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verdict(value: bool | None) -> str:
-    return "n/a" if value is None else "pass" if value else "FAIL"
-
-
 def run_gates(args: argparse.Namespace) -> int:
     from tma1 import gates
 
@@ -153,7 +153,7 @@ def run_gates(args: argparse.Namespace) -> int:
             _table(
                 ["KIND", "GATE", "VALUE", "TARGET", "RESULT"],
                 [
-                    [r["kind"], r["gate"], r["value"], r["target"], _verdict(r["pass"])]
+                    [r["kind"], r["gate"], r["value"], r["target"], gates.status_text(r)]
                     for r in rows
                 ],
             )
@@ -161,7 +161,9 @@ def run_gates(args: argparse.Namespace) -> int:
         print(
             f"\nlast {args.days} day(s): "
             + ("some gates FAIL" if failed else "no gate fails")
-            + " (n/a = no data yet)"
+            + " (n/a = no data yet; not enough data = fewer than "
+            + f"{gates.FOLLOW_MIN_EMITS} emits or {gates.PRECISION_MIN_LABELS} labels, "
+            + "no verdict)"
         )
     return 1 if failed and args.strict else 0
 

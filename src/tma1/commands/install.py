@@ -41,6 +41,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         if name == "install":
             p.add_argument("--host", help="server address baked into the script (TMA1_HOST)")
             p.add_argument("--port", type=int, help="server port baked into the script (TMA1_PORT)")
+            p.add_argument(
+                "--transport",
+                choices=("command", "http"),
+                default="command",
+                help="Claude Code only. command (default): the hook script, silent when tma1 "
+                "is down. http: Claude Code's native http hooks for every event but "
+                "SessionStart (cheaper per event; Claude Code shows an error on every hook "
+                "while tma1 is down)",
+            )
         p.set_defaults(func=run_install if name == "install" else run_uninstall)
 
 
@@ -73,7 +82,16 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
     from tma1.token import ensure_token
 
     settings = _settings(args)
-    adapters = get_adapters(args.adapter, settings)
+    transport = getattr(args, "transport", "command")
+    token: str | None = None
+    if installing and transport == "http":
+        # The http hook carries the token itself; a dry run shows where it would go.
+        token = (
+            _existing_token(settings.token_path) or "<the token install creates>"
+            if args.dry_run
+            else ensure_token(settings.token_path)
+        )
+    adapters = get_adapters(args.adapter, settings, transport=transport, token=token)
     state = InstallState.load(settings.data_dir)
     try:
         plans = [(a, plan_all(a.registrations, state, installing=installing)) for a in adapters]
@@ -121,6 +139,8 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
                 file=out,
             )
         for adapter, _ in plans:
+            if adapter.status is not None:
+                print(f"  {adapter.status()}", file=out)
             for note in adapter.notes:
                 print(f"  note: {note}", file=out)
         print(f"\ntoken   {settings.token_path}", file=out)
@@ -132,6 +152,13 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
     else:
         print("\ntma1's hooks are removed (the data dir and token are kept).", file=out)
     return 0
+
+
+def _existing_token(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="ascii").strip() or None
+    except (OSError, ValueError):
+        return None
 
 
 def _server_status(settings: Settings) -> str:

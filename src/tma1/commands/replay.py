@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tma1.commands._args import add_database_options, database_url, open_store, whole_number
-from tma1.config import DEFAULT_CONTEXT_PRESSURE_THRESHOLD, ConfigError
+from tma1.config import ConfigError
 
 _threshold = whole_number(1, 100_000_000)
 _jobs = whole_number(1, 64)
@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "Run the real engine with a virtual clock over recorded sessions and print "
             "every delivery and a summary (emits per kind, budget per day, follow-rate). "
             "Inputs are detected by content: tma1 event logs (tma1 export), Claude Code "
-            "transcripts (JSONL or JSON array) and hook payload logs, Codex rollouts. "
+            "transcripts (JSONL or JSON array), hook payload logs and stream-json output "
+            "(claude -p --output-format stream-json --verbose), Codex rollouts. "
             "Directories are read recursively."
         ),
     )
@@ -41,8 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--threshold",
         type=_threshold,
-        default=DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
-        help="context_pressure threshold in prompt tokens (default 100000)",
+        default=None,
+        help="context_pressure threshold in prompt tokens (default: half the model's "
+        "context window when the recording tells it, else 100000)",
     )
     p.add_argument(
         "--db",
@@ -155,6 +157,14 @@ def _pass(v: Any) -> str:
     return "no data" if v is None else ("pass" if v else "FAIL")
 
 
+def _verdict(figure: Any) -> str:
+    """pass / FAIL / not enough data (n = …) / no data, as `tma1 gates` says it."""
+    from tma1.gates import status_text
+
+    text = status_text(figure)
+    return "no data" if text == "n/a" else text
+
+
 def render_text(result: Any, *, full_bodies: bool = False) -> str:
     from tma1.replay.driver import iso
 
@@ -226,7 +236,7 @@ def render_text(result: Any, *, full_bodies: bool = False) -> str:
             f"target ≥ {follow['target']:.0%})"
         )
         rows = [
-            [k, str(v["emits"]), str(v["followed"]), _rate(v["rate"]), _pass(v["pass"])]
+            [k, str(v["emits"]), str(v["followed"]), _rate(v["rate"]), _verdict(v)]
             for k, v in follow["kinds"].items()
             if v["emits"]
         ]

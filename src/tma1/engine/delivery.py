@@ -4,8 +4,9 @@
 log. Per hook event:
 
 - UserPromptSubmit → `user_prompt_submit` findings → the `<tma1-context>` digest;
-- Stop → `stop_block` findings → `{"decision":"block","reason":…}`, or "" when
-  `stop_hook_active` is set (the loop guard);
+- Stop → `stop_block` findings → a Stop block (Claude Code: `hookSpecificOutput`
+  `additionalContext`; Codex: `{"decision":"block","reason":…}`; see digest.py), or ""
+  when `stop_hook_active` is set (the loop guard);
 - PostToolUse / PostToolUseFailure → `post_tool_use` findings → hookSpecificOutput context;
 - anything else → "".
 
@@ -132,7 +133,7 @@ class Delivery:
         if not emitted:
             return ""
         if channel == Channel.STOP_BLOCK:
-            return stop_block_body(stop_reason(emitted))
+            return stop_block_body(stop_reason(emitted), envelope=envelope)
         return context_body(hook, digest(emitted), envelope=envelope)
 
     def deliver(self, session_id: str, channel: str, now: int | None = None) -> list[Anomaly]:

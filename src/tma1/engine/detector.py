@@ -17,6 +17,7 @@ from typing import Protocol
 from tma1.clock import Clock
 from tma1.counters import Counters
 from tma1.engine.anomaly import Anomaly, Channel, Kind
+from tma1.engine.context import context_threshold
 from tma1.engine.window import CHANGES_WINDOW_MS, EVENTS_WINDOW_MS, RuleConfig, SessionWindow
 from tma1.events import HookEvent
 from tma1.store import Store
@@ -42,6 +43,9 @@ _HELD_IDLE_MS = 10 * 60_000
 _DROP_MARK_TTL_MS = 5 * 60_000
 _SWEEP_EVERY_MS = 60_000
 _IDLE_MS = 24 * 3600_000
+# Context epochs (`_context_epoch`): rows the transcript tailer writes late carry an older ts, so a
+# look at what is new reaches this far back; a full look every FULL_RELOAD_MS bounds a miss.
+EPOCH_LATE_MS = 10 * 60_000
 
 
 def load_default_rules() -> dict[str, Rule]:
@@ -164,6 +168,8 @@ class Detector:
         self._projects: dict[str, set[str]] = {}
         self._session_project: dict[str, str] = {}
         self._first_ts: dict[str, tuple[int, int]] = {}  # session → (first ts, last used)
+        # session → (newest compaction or None, looked up to, last full look)
+        self._epochs: dict[str, tuple[int | None, int, int]] = {}
         self._held: dict[str, _Held] = {}
         self._last_sweep = 0
         # SQLite has one writer at a time, so ids are assigned in commit order.
@@ -191,7 +197,8 @@ class Detector:
 
     def load_window(self, session_id: str, now: int) -> SessionWindow:
         """One session's window: its events (incrementally, see `_events`), the project's
-        file changes, the latest occupancy and the session start (cached)."""
+        file changes, the latest occupancy, the session start (cached) and, when the
+        occupancy is past its threshold, the start of the context epoch."""
         if self.source is not None:
             return self.source.window(session_id, now)
         events = self._events(session_id, now)
@@ -202,6 +209,12 @@ class Detector:
             self.store.project_changes(project, now - CHANGES_WINDOW_MS, now) if project else []
         )
         usage = self.store.latest_usage(session_id, now)
+        epoch = None
+        if usage is not None and usage.occupancy >= context_threshold(
+            usage, self.config.context_pressure_threshold
+        ):
+            # Only context_pressure reads the epoch, and only past its threshold.
+            epoch = self._context_epoch(session_id, now)
         with self._lock:
             known = self._first_ts.get(session_id)
         first = known[0] if known else None
@@ -217,7 +230,29 @@ class Detector:
             changes=changes,
             usage=usage,
             session_start_ts=first,
+            epoch_start_ts=epoch,
         )
+
+    def _context_epoch(self, session_id: str, now: int) -> int | None:
+        """The session's newest compaction at or before `now` (`Store.latest_compaction_ts`).
+        The last answer is kept: a later look only reads what is newer (minus
+        `EPOCH_LATE_MS`), so a long session's usage rows are not walked on every
+        detection; every `FULL_RELOAD_MS` it looks at everything again."""
+        with self._lock:
+            memo = self._epochs.get(session_id)
+        if memo is None or now < memo[1] or not 0 <= now - memo[2] < FULL_RELOAD_MS:
+            epoch = self.store.latest_compaction_ts(session_id, now)
+            memo = (epoch, now, now)
+        else:
+            newer = self.store.latest_compaction_ts(
+                session_id, now, since_ts=memo[1] - EPOCH_LATE_MS
+            )
+            known = memo[0]
+            epoch = newer if known is None or (newer is not None and newer > known) else known
+            memo = (epoch, now, memo[2])
+        with self._lock:
+            self._epochs[session_id] = memo
+        return epoch
 
     def _events(self, session_id: str, now: int) -> list[HookEvent]:
         """The session's events in [now - 60 min, now], ts ascending.
@@ -350,6 +385,8 @@ class Detector:
             del self._held[s]
         for s in [s for s, (_, t) in self._dropped.items() if now - t >= _DROP_MARK_TTL_MS]:
             del self._dropped[s]
+        for s in [s for s, (_, seen, _) in self._epochs.items() if now - seen >= _IDLE_MS]:
+            del self._epochs[s]
         for s in [s for s, (_, used) in self._first_ts.items() if now - used >= _IDLE_MS]:
             del self._first_ts[s]
             project = self._session_project.pop(s, None)

@@ -10,13 +10,18 @@ Pure functions of findings (design §2.6–2.7):
   finding's suggestion.
 - **Envelopes**: Claude Code adds plain stdout of a UserPromptSubmit hook to the model's
   context, so the digest goes out as plain text there (the simplest form every Claude Code
-  version accepts). Codex (`?envelope=codex`) and every PostToolUse/PostToolUseFailure
-  answer use `{"hookSpecificOutput":{"hookEventName":…,"additionalContext":…}}` — plain
-  stdout of a PostToolUse hook is not shown to the model. Gemini CLI (`?envelope=gemini`)
-  gets that JSON form under its own event names; Copilot CLI (`?envelope=copilot`) gets
-  `{"additionalContext":…}`, the only form it reads. Stop
-  always answers `{"decision":"block","reason":…}` (every agent: Gemini's AfterAgent and
-  Copilot's Stop take the same form).
+  version accepts). Codex (`?envelope=codex`), Claude Code's http hooks (`?transport=http`,
+  envelope "json": JSON only) and every PostToolUse/PostToolUseFailure answer use
+  `{"hookSpecificOutput":{"hookEventName":…,"additionalContext":…}}` — plain stdout of a
+  PostToolUse hook is not shown to the model. Gemini CLI (`?envelope=gemini`) gets that
+  JSON form under its own event names; Copilot CLI (`?envelope=copilot`) gets
+  `{"additionalContext":…}`, the only form it reads. A Stop block is
+  `{"hookSpecificOutput":{"hookEventName":"Stop","additionalContext":…}}` for Claude Code
+  (the model goes on working with the reason as context, and the user sees no "stop hook
+  problem" notice: the block is a nudge, not an error) and `{"decision":"block",
+  "reason":…}` for Codex (`?envelope=codex`; it reaches the model as a hook prompt), Gemini
+  CLI (AfterAgent: the reason is the next user message) and Copilot CLI (the reason is the
+  next prompt). docs/hooks.md, "The Stop answer", has what each form shows whom.
 
 When is a digest "something new" (design §2.7)? A digest is written only for findings that
 pass suppression at this UserPromptSubmit; nothing passing means an empty answer. New
@@ -41,7 +46,9 @@ POST_TOOL_USE_MAX_FINDINGS = 4
 _FILES_SHOWN = 5
 
 # `?envelope=` values whose context always goes out as `hookSpecificOutput` JSON.
-JSON_ENVELOPES = frozenset({"codex", "gemini", "copilot"})
+JSON_ENVELOPES = frozenset({"codex", "json", "gemini", "copilot"})
+# `?envelope=` values whose Stop block is `{"decision":"block","reason":…}`.
+DECISION_STOP_ENVELOPES = frozenset({"codex", "gemini", "copilot"})
 
 OPEN_TAG = "<tma1-context>"
 CLOSE_TAG = "</tma1-context>"
@@ -112,8 +119,32 @@ def stop_reason(findings: Sequence[Anomaly], *, max_chars: int = STOP_MAX_CHARS)
     return _numbered(findings, header, "", max_chars)
 
 
-def stop_block_body(reason: str) -> str:
-    return json.dumps({"decision": "block", "reason": reason}, ensure_ascii=False)
+def stop_block_body(reason: str, *, envelope: str | None = None) -> str:
+    """The Stop answer that keeps the agent working on `reason` (module docstring)."""
+    if envelope in DECISION_STOP_ENVELOPES:
+        return json.dumps({"decision": "block", "reason": reason}, ensure_ascii=False)
+    return json.dumps(
+        {"hookSpecificOutput": {"hookEventName": "Stop", "additionalContext": reason}},
+        ensure_ascii=False,
+    )
+
+
+def stop_block_reason(body: str) -> str | None:
+    """The reason a Stop answer (either form of `stop_block_body`) carries; None when the
+    body is no block (empty, or anything else)."""
+    try:
+        data = json.loads(body) if body else None
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    if data.get("decision") == "block" and isinstance(data.get("reason"), str):
+        return str(data["reason"])
+    out = data.get("hookSpecificOutput")
+    if isinstance(out, dict) and out.get("hookEventName") == "Stop":
+        ctx = out.get("additionalContext")
+        return ctx if isinstance(ctx, str) else None
+    return None
 
 
 def context_body(hook_event_name: str, text: str, *, envelope: str | None) -> str:

@@ -12,7 +12,7 @@ a finding re-emits only on evidence newer than the resolving event.
 | repeated_failed_build             | any successful shell PostToolUse                       |
 | test_stuck                        | any successful shell PostToolUse                       |
 | external_modified_during_session  | none: the rule's 30-minute window decays it            |
-| context_pressure                  | none: one-shot per session                             |
+| context_pressure                  | none: one-shot per context epoch; a compaction re-arms |
 
 A masked failure (design §2.8) has `tool_success` False, so it never resolves anything.
 """

@@ -9,7 +9,8 @@ State is kept per (session, stable key). `decide` is the pure decision step:
    than the resolving event, otherwise it stays silent until such evidence arrives.
 4. **Same key, 10 min or more after the last emit** → emit, keeping `first_emitted_at`.
 
-Besides the four cases: `context_pressure` is one-shot per session; and (design §2.7) new
+Besides the four cases: `context_pressure` is one-shot per stable key — its subject names
+the context epoch, so once per epoch (design §2.17); and (design §2.7) new
 external file changes since the last time we told the agent about external changes are
 something new, so an `external_modified_during_session` finding whose evidence is newer
 than its last emit is delivered even inside the 10-minute window.
@@ -105,7 +106,7 @@ def decide(
 @dataclass(slots=True)
 class _Session:
     keys: dict[str, KeyState] = field(default_factory=dict)
-    one_shot: set[str] = field(default_factory=set)
+    one_shot: set[str] = field(default_factory=set)  # stable keys of one-shot kinds told
     last_seen: int = 0
 
 
@@ -139,7 +140,7 @@ class Suppression:
             res = None
             if st is not None and st.last_emit_ts is not None:
                 res = resolved_at(cand, window, st.last_emit_ts)
-            decisions.append(decide(cand, st, res, now, one_shot_done=cand.kind in one_shot))
+            decisions.append(decide(cand, st, res, now, one_shot_done=cand.stable_key in one_shot))
         return decisions
 
     def state(self, session_id: str, key: str) -> KeyState | None:
@@ -172,7 +173,7 @@ class Suppression:
                         current,
                         None,
                         now,
-                        one_shot_done=d.finding.kind in sess.one_shot,
+                        one_shot_done=key in sess.one_shot,
                     )
                 if d.emit and len(emitted) < limit:
                     self._version += 1
@@ -181,7 +182,7 @@ class Suppression:
                         last_emit_ts=now, first_emitted_at=first, version=self._version
                     )
                     if d.finding.kind in ONE_SHOT_KINDS:
-                        sess.one_shot.add(d.finding.kind)
+                        sess.one_shot.add(key)
                     emitted.append(d.finding)
                 elif d.reason == "resolved" and d.resolution_ts is not None and current:
                     self._version += 1
@@ -201,7 +202,7 @@ class Suppression:
                     version=self._version,
                 )
                 if r["kind"] in ONE_SHOT_KINDS:
-                    sess.one_shot.add(str(r["kind"]))
+                    sess.one_shot.add(str(r["stable_key"]))
                 sess.last_seen = max(sess.last_seen, int(r["ts"]))
                 n += 1
         return n

@@ -19,6 +19,10 @@ class SessionWindow:
     changes: list[FileChange] = field(default_factory=list)  # project's, last 90 min
     usage: Usage | None = None  # latest context occupancy
     session_start_ts: int | None = None  # first event we ever saw of this session
+    # When the session's context was last compacted (design §2.17); None: never, or not
+    # loaded because the context is under its threshold (the only reader is
+    # context_pressure, which has nothing to say then).
+    epoch_start_ts: int | None = None
 
     @property
     def occupancy(self) -> int | None:
@@ -30,4 +34,5 @@ class SessionWindow:
 
 @dataclass(frozen=True, slots=True)
 class RuleConfig:
-    context_pressure_threshold: int = 100_000
+    # None: half the model's context window when known, else 100,000 (engine/context.py).
+    context_pressure_threshold: int | None = None

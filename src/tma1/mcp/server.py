@@ -26,14 +26,17 @@ log = logging.getLogger("tma1.mcp")
 
 RECENT_EMITS = 10
 
-INSTRUCTIONS = """\
-tma1 watches this coding session through its hooks and spots trouble: stale file views,
-builds broken by your edits, repeated failing commands, stuck tests, files changed behind
-your back, context pressure. Ask get_anomalies when something feels off or before finishing;
-get_session_state for counts, recent failures and edits; get_external_changes before editing
-files others may have touched. If a finding is wrong, dismiss_anomaly(id, reason); if it
-helped, confirm_anomaly(id). Tools act on the newest session in this working directory
-unless you pass session_id."""
+# Codex shows only the first line of a server's instructions: it must say on its own what
+# tma1 is and when to call it (the rest adds detail).
+INSTRUCTIONS = (
+    "tma1 watches this coding session for trouble (stale file views, builds you broke, "
+    "repeated failing commands, stuck tests, files changed outside, context pressure): "
+    "call get_anomalies when something feels off and before you finish.\n"
+    "get_session_state gives counts, recent failures and edits; get_external_changes, what "
+    "changed outside before you edit it. If a finding is wrong, dismiss_anomaly(id, reason); "
+    "if it helped, confirm_anomaly(id). Tools act on the newest session in this working "
+    "directory unless you pass session_id."
+)
 
 SessionArg = Annotated[
     str | None,

@@ -22,13 +22,22 @@ What a current Claude Code would have sent its hooks, reconstructed from the tra
   (`sensors.transcripts.parse_claude_usage_lines`: prompt size = input + cache read +
   cache creation, deduplicated by `message.id`, sidechains excluded);
 - compaction (a compact summary, or a `compact_boundary` system entry) → a usage row of
-  kind `compaction`.
+  kind `compaction`;
+- lanes (design §2.16): a sub-agent's tool calls carry `agent_id` (and `agent_type` when
+  known) in their hook payloads, as Claude Code's hooks do inside sub-agents. The agent
+  is the entry's `agentId` (Claude Code ≥ 2.x, whose sub-agent transcripts live in
+  `<session>/subagents/agent-<id>.jsonl`, with the type in `agent-<id>.meta.json`), else,
+  for older transcripts that keep sidechains inline, the first entry of the sidechain
+  (chains follow `parentUuid`; parallel sub-agents are separate chains); the type is the
+  `subagent_type` of the Task call whose prompt started the sidechain.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tma1.events import Usage
@@ -186,6 +195,8 @@ class _Call:
     cwd: str | None
     sidechain: bool
     result: tuple[int, int, str, Any, str, bool] | None = None  # ts, seq, origin, ...
+    agent_id: str | None = None  # the sub-agent's lane (None: the main agent)
+    agent_type: str | None = None
 
 
 @dataclass(slots=True)
@@ -201,6 +212,10 @@ class _Session:
     calls: dict[str, _Call] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
     seen_messages: set[str] = field(default_factory=set)
+    # Lanes: sidechain entry uuid → its agent; agent → type; Task prompt → subagent_type.
+    lane_of: dict[str, str] = field(default_factory=dict)
+    agent_types: dict[str, str] = field(default_factory=dict)
+    task_types: dict[str, str] = field(default_factory=dict)
 
 
 def _entries(records: Records, out: Converted) -> list[tuple[int, dict[str, Any], int]]:
@@ -230,6 +245,45 @@ def _entries(records: Records, out: Converted) -> list[tuple[int, dict[str, Any]
             continue
         kept.append((line, rec, ts))
     return kept
+
+
+TASK_TOOLS = frozenset({"Task", "Agent"})
+
+
+def subagent_meta_type(path: str) -> str | None:
+    """`agentType` from the `agent-<id>.meta.json` Claude Code writes beside a sub-agent
+    transcript (`<session>/subagents/agent-<id>.jsonl`), when there is one."""
+    p = Path(path)
+    if p.parent.name != "subagents" or not p.name.startswith("agent-"):
+        return None
+    try:
+        meta = json.loads(p.with_name(p.name.removesuffix(".jsonl") + ".meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+    kind = meta.get("agentType") if isinstance(meta, dict) else None
+    return kind if isinstance(kind, str) and kind else None
+
+
+def entry_lane(s: _Session, e: dict[str, Any], file_type: str | None) -> tuple[str, str | None]:
+    """(agent_id, agent_type) of a sidechain entry; records what later entries need."""
+    uuid = e.get("uuid") if isinstance(e.get("uuid"), str) else None
+    agent = e.get("agentId") if isinstance(e.get("agentId"), str) and e["agentId"] else None
+    if agent is None:
+        parent = e.get("parentUuid")
+        agent = s.lane_of.get(parent) if isinstance(parent, str) else None
+        if agent is None:
+            agent = f"sidechain-{uuid}" if uuid else "sidechain"
+    if uuid:
+        s.lane_of[uuid] = agent
+    if agent not in s.agent_types:
+        kind = e.get("subagent_type") if isinstance(e.get("subagent_type"), str) else file_type
+        if kind is None and e.get("type") == "user":
+            msg = e.get("message")
+            prompt = _prompt_text(msg.get("content")) if isinstance(msg, dict) else None
+            kind = s.task_types.get(prompt.strip()) if prompt else None
+        if kind:
+            s.agent_types[agent] = kind
+    return agent, s.agent_types.get(agent)
 
 
 # A resumed session can carry a copy of earlier history in which every entry has the
@@ -344,6 +398,7 @@ def convert(records: Records) -> Converted:
             )
         s.turn_open = s.turn_active = s.turn_interrupted = False
 
+    file_type = subagent_meta_type(path)
     entries, retimed = retime_copies(_entries(records, out), path)
     out.notes.extend(retimed)
     for line, e, ts in entries:
@@ -356,7 +411,8 @@ def convert(records: Records) -> Converted:
         origin = f"{path}:{line}"
         seq = line * 100
         side = bool(e.get("isSidechain"))
-        if not s.started:
+        agent, agent_type = entry_lane(s, e, file_type) if side else (None, None)
+        if not s.started and not side:  # a sub-agent's transcript does not start it
             s.started = True
             hook(
                 s,
@@ -398,9 +454,15 @@ def convert(records: Records) -> Converted:
                     continue
                 if tid not in s.calls:
                     s.order.append(tid)
+                tool_input = block.get("input")
                 s.calls[tid] = _Call(
-                    tid, name, block.get("input"), ts, seq + 2 + i, origin, s.cwd, side
-                )
+                    tid, name, tool_input, ts, seq + 2 + i, origin, s.cwd, side,
+                    agent_id=agent, agent_type=agent_type,
+                )  # fmt: skip
+                if name in TASK_TOOLS and isinstance(tool_input, dict):
+                    prompt, kind = tool_input.get("prompt"), tool_input.get("subagent_type")
+                    if isinstance(prompt, str) and isinstance(kind, str) and kind:
+                        s.task_types[prompt.strip()] = kind
             continue
 
         # user entries: prompts, tool results, compaction summaries, interrupts
@@ -481,6 +543,10 @@ def _emit_call(out: Converted, s: _Session, call: _Call, hook: Any) -> None:
     }
     if call.cwd:
         pre["cwd"] = call.cwd
+    if call.agent_id is not None:  # as Claude Code's hooks inside a sub-agent
+        pre["agent_id"] = call.agent_id
+        if call.agent_type is not None:
+            pre["agent_type"] = call.agent_type
     if call.result is None:
         hook(s, call.ts, call.seq, call.origin, pre, call.tool_use_id)  # no result: Pre only
         return

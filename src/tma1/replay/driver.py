@@ -41,7 +41,7 @@ from typing import Any
 
 from tma1 import gates
 from tma1.clock import ManualClock
-from tma1.config import DEFAULT_CONTEXT_PRESSURE_THRESHOLD, Settings
+from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.dialects import normalize
 from tma1.engine.delivery import CHANNEL_FOR_HOOK
@@ -49,6 +49,7 @@ from tma1.engine.detector import load_default_rules
 from tma1.engine.emitlog import EmitLog
 from tma1.replay import (
     claude_hooklog,
+    claude_stream,
     claude_transcript,
     codex_rollout,
     eventlog,
@@ -57,6 +58,7 @@ from tma1.replay import (
 )
 from tma1.replay.formats import (
     CLAUDE_HOOKLOG,
+    CLAUDE_STREAM_JSON,
     CLAUDE_TRANSCRIPT,
     CODEX_ROLLOUT,
     EVENTLOG,
@@ -79,6 +81,7 @@ _CONVERTERS = {
     EVENTLOG: eventlog.convert,
     CLAUDE_TRANSCRIPT: claude_transcript.convert,
     CODEX_ROLLOUT: codex_rollout.convert,
+    CLAUDE_STREAM_JSON: claude_stream.convert,
     GEMINI_CHAT: gemini_chat.convert,
 }
 _SKIP_NAMES = ("README", ".DS_Store")
@@ -87,21 +90,44 @@ _SKIP_NAMES = ("README", ".DS_Store")
 # --- loading -------------------------------------------------------------------------------
 
 
+def _is_subagent_meta(f: Path) -> bool:
+    """Claude Code's `<session>/subagents/agent-<id>.meta.json`: read by the transcript
+    converter beside its sub-agent transcript, not an input of its own."""
+    return f.parent.name == "subagents" and f.name.endswith(".meta.json")
+
+
+def subagent_transcripts(session_file: Path) -> list[Path]:
+    """The sub-agent transcripts Claude Code (≥ 2.x) writes beside a session transcript:
+    `<session>.jsonl` → `<session>/subagents/agent-*.jsonl`."""
+    if session_file.suffix != ".jsonl":
+        return []
+    folder = session_file.with_suffix("") / "subagents"
+    return sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
+
+
 def expand_paths(paths: Iterable[str | Path]) -> tuple[list[Path], list[Problem]]:
-    """Files as given; directories recursively (sorted); missing paths are problems."""
+    """Files as given, each session transcript with its sub-agent transcripts; directories
+    recursively (sorted); missing paths are problems."""
     files: list[Path] = []
     problems: list[Problem] = []
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
             for f in sorted(p.rglob("*")):
-                if f.is_file() and not f.name.startswith(_SKIP_NAMES) and f.suffix != ".md":
+                if (
+                    f.is_file()
+                    and not f.name.startswith(_SKIP_NAMES)
+                    and f.suffix != ".md"
+                    and not _is_subagent_meta(f)
+                ):
                     files.append(f)
         elif p.is_file():
             files.append(p)
+            files.extend(subagent_transcripts(p))
         else:
             problems.append(Problem(str(p), 0, "no such file or directory"))
-    return files, problems
+    unique = list(dict.fromkeys(files))
+    return unique, problems
 
 
 def load(paths: Iterable[str | Path]) -> tuple[list[Converted], list[Problem]]:
@@ -123,7 +149,7 @@ def load(paths: Iterable[str | Path]) -> tuple[list[Converted], list[Problem]]:
             if records.records or not records.problems:
                 out.problems.append(
                     Problem(str(f), 0, "format not recognised (not an event log, Claude Code "
-                            "transcript or hook log, or Codex rollout); skipped")
+                            "transcript, hook log or stream-json, or Codex rollout); skipped")
                 )  # fmt: skip
             converted.append(out)
             continue
@@ -236,7 +262,7 @@ class Replayer:
         self,
         *,
         start_ts: int,
-        threshold: int = DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
+        threshold: int | None = None,
         db: str | Path | None = None,
         database_url: str | None = None,
         write_lock: AbstractContextManager[Any] | None = None,
@@ -395,7 +421,7 @@ def _long_lived_objects_frozen() -> Iterator[None]:
 def replay_items(
     items: Sequence[ReplayItem],
     *,
-    threshold: int = DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
+    threshold: int | None = None,
     db: str | Path | None = None,
     database_url: str | None = None,
     jobs: int = 1,
@@ -417,7 +443,7 @@ def replay_items(
 def _replay_items(
     items: Sequence[ReplayItem],
     *,
-    threshold: int,
+    threshold: int | None,
     db: str | Path | None,
     database_url: str | None,
     jobs: int,
@@ -444,7 +470,7 @@ def _replay_sharded(
     items: Sequence[ReplayItem],
     plan: shards.Plan,
     *,
-    threshold: int,
+    threshold: int | None,
     db: str | Path | None,
     jobs: int,
 ) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
@@ -577,7 +603,7 @@ def _summary(
 def replay_paths(
     paths: Iterable[str | Path],
     *,
-    threshold: int = DEFAULT_CONTEXT_PRESSURE_THRESHOLD,
+    threshold: int | None = None,
     db: str | Path | None = None,
     database_url: str | None = None,
     jobs: int = 1,

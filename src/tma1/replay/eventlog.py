@@ -8,7 +8,8 @@ One JSON object a line:
   `content_hash` when known);
 - `{"type":"usage","ts","session_id","input_tokens","cache_read_tokens",
   "cache_creation_tokens","output_tokens"}` (+ `occupancy`, `model`, `message_id`,
-  `kind` when known; occupancy defaults to the sum of the three inputs, design §2.12).
+  `kind`, `context_window` when known; occupancy defaults to the sum of the three
+  inputs, design §2.12).
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ def convert(records: Records) -> Converted:
                         model=_opt_str(rec.get("model")),
                         message_id=_opt_str(rec.get("message_id")),
                         kind=_opt_str(rec.get("kind")) or "usage",
+                        context_window=_int(rec.get("context_window")) or None,
                     ),
                     origin=origin,
                     seq=line,

@@ -21,6 +21,7 @@ from sqlalchemy import select
 
 from tma1.events import HookEvent
 from tma1.store import Store
+from tma1.store.db import split_model_cell
 from tma1.store.schema import hook_events, messages
 
 _RANK_CHANGE, _RANK_USAGE, _RANK_HOOK = 0, 1, 2
@@ -137,8 +138,11 @@ def export_session(store: Store, session_id: str) -> list[dict[str, Any]]:
             "occupancy": u["occupancy"],
             "kind": u["kind"],
         }
-        if u["model"]:
-            rec["model"] = u["model"]
+        model, window = split_model_cell(u["model"])
+        if model:
+            rec["model"] = model
+        if window:
+            rec["context_window"] = window
         if u["message_id"]:
             rec["message_id"] = u["message_id"]
         rows.append((u["ts"], _RANK_USAGE, u["id"], rec))

@@ -2,12 +2,15 @@
 
 Two containers: JSONL (one JSON value a line) and a JSON array (possibly pretty-printed
 over many lines). Each record keeps the 1-based line it starts on, so every problem can be
-reported as `file:line`. Five formats live in them:
+reported as `file:line`. Six formats live in them:
 
 - `eventlog`: tma1's own event log (design §4) — hook payloads with a `ts`, and
   `file_change` / `usage` records; what `tma1 export` writes.
 - `claude-transcript`: Claude Code transcript entries (`type` user/assistant/system, …).
 - `claude-hooklog`: Claude Code hook payloads without timestamps.
+- `claude-stream-json`: what `claude -p --output-format stream-json --verbose` prints —
+  `system` (`init`, …), `assistant`, `user` and `result` entries carrying `session_id`
+  (snake case: a transcript says `sessionId`).
 - `codex-rollout`: Codex CLI rollouts, the current `{timestamp, type, payload}` lines and
   the legacy format (a header line, then bare response items and `record_type` lines).
 - `gemini-chat`: Gemini CLI chat files (a `{sessionId, projectHash, …}` header, messages
@@ -29,8 +32,16 @@ EVENTLOG = "eventlog"
 CLAUDE_TRANSCRIPT = "claude-transcript"
 CLAUDE_HOOKLOG = "claude-hooklog"
 CODEX_ROLLOUT = "codex-rollout"
+CLAUDE_STREAM_JSON = "claude-stream-json"
 GEMINI_CHAT = "gemini-chat"
-FORMATS = (EVENTLOG, CLAUDE_TRANSCRIPT, CLAUDE_HOOKLOG, CODEX_ROLLOUT, GEMINI_CHAT)
+FORMATS = (
+    EVENTLOG,
+    CLAUDE_TRANSCRIPT,
+    CLAUDE_HOOKLOG,
+    CODEX_ROLLOUT,
+    CLAUDE_STREAM_JSON,
+    GEMINI_CHAT,
+)
 
 _WS = re.compile(r"\s*")
 # A binary or foreign file would otherwise report every one of its lines.
@@ -152,6 +163,7 @@ def _short(exc: BaseException) -> str:
 # --- detection -------------------------------------------------------------------------
 
 _CLAUDE_TYPES = frozenset({"user", "assistant", "system", "summary", "file-history-snapshot"})
+_STREAM_TYPES = frozenset({"system", "assistant", "user", "result"})
 _CODEX_TYPES = frozenset(
     {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
 )
@@ -182,6 +194,8 @@ def _vote(value: Any) -> str | None:
         return CODEX_ROLLOUT
     if "record_type" in value or ("instructions" in value and "id" in value):
         return CODEX_ROLLOUT
+    if t in _STREAM_TYPES and "session_id" in value and "sessionId" not in value:
+        return CLAUDE_STREAM_JSON
     if t in _CLAUDE_TYPES and ("sessionId" in value or "uuid" in value or t == "summary"):
         return CLAUDE_TRANSCRIPT
     if t in _CODEX_LEGACY_ITEMS and ("call_id" in value or "role" in value):

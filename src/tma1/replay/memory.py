@@ -30,6 +30,7 @@ from typing import Any
 
 from tma1.counters import Counters
 from tma1.engine.anomaly import Anomaly
+from tma1.engine.context import is_compaction_hook
 from tma1.engine.emitlog import EmitLog, emit_row
 from tma1.engine.window import CHANGES_WINDOW_MS, EVENTS_WINDOW_MS, SessionWindow
 from tma1.events import FileChange, HookEvent, Usage, json_text
@@ -62,6 +63,7 @@ class MemoryWindows:
         self._changes: dict[str, list[FileChange]] = {}
         self._change_ts: dict[str, list[int]] = {}
         self._usage: dict[str, Usage] = {}
+        self._compacted: dict[str, int] = {}  # session → its newest compaction row's ts
 
     def add_event(self, ev: HookEvent) -> None:
         self._events.setdefault(ev.session_id, []).append(ev)
@@ -75,6 +77,13 @@ class MemoryWindows:
 
     def add_usage(self, u: Usage) -> None:
         self._usage[u.session_id] = u
+        if u.kind == "compaction":
+            self.add_compaction(u.session_id, u.ts)
+
+    def add_compaction(self, session_id: str, ts: int) -> None:
+        """A compaction (usage row or hook): the start of a context epoch, as
+        `Store.latest_compaction_ts` finds it."""
+        self._compacted[session_id] = max(ts, self._compacted.get(session_id, ts))
 
     def window(self, session_id: str, now: int) -> SessionWindow:
         events = self._events.get(session_id, [])
@@ -91,6 +100,9 @@ class MemoryWindows:
             changes=changes,
             usage=self._usage.get(session_id),
             session_start_ts=events[0].ts if events else None,
+            # Whatever the occupancy (the store loads it only past the threshold, the one
+            # time the rule reads it: the findings are the same).
+            epoch_start_ts=self._compacted.get(session_id),
         )
 
 
@@ -130,6 +142,8 @@ class BufferedIngest(Ingest):
         event.id = self._fed
         self.events.append(event)
         self.windows.add_event(lean(event))
+        if is_compaction_hook(event.hook_event_name, event.metadata.get("source")):
+            self.windows.add_compaction(event.session_id, event.ts)
         if self.keep_all and len(self.events) >= WRITE_BATCH:
             # Written as the replay goes: parallel replays then rarely wait for each other
             # at the end (SQLite has one writer at a time), and the whole events are freed.

@@ -142,7 +142,7 @@ class Result:
 
 
 def replay_shard(
-    shard: Shard, threshold: int, store: Store | None = None, lock: Any = None
+    shard: Shard, threshold: int | None, store: Store | None = None, lock: Any = None
 ) -> Outcome:
     """Replay one shard: into `store` when the database is kept, else in memory (then its
     emits are judged here — its events are nowhere else)."""
@@ -167,7 +167,9 @@ def replay_shard(
     return out
 
 
-def _work(shards: Plan, next_shard: Any, db: Path | None, threshold: int, lock: Any) -> Outcome:
+def _work(
+    shards: Plan, next_shard: Any, db: Path | None, threshold: int | None, lock: Any
+) -> Outcome:
     """Replay shards, each time the next one nobody has taken, until none is left."""
     out = Outcome()
     store = Store.open(f"sqlite:///{db}", migrate=False) if db is not None else None
@@ -188,7 +190,7 @@ def _child(
     shards: Plan,
     next_shard: Any,
     db: Path | None,
-    threshold: int,
+    threshold: int | None,
     lock: Any,
     conn: Connection,
 ) -> None:
@@ -200,7 +202,7 @@ def _child(
         conn.close()
 
 
-def run(shards: Plan, *, threshold: int, db: Path | None, jobs: int = 2) -> Result:
+def run(shards: Plan, *, threshold: int | None, db: Path | None, jobs: int = 2) -> Result:
     """Replay the shards on `jobs` processes: this one and forked children, each taking
     the next shard (heaviest first) when done — into the migrated SQLite database `db`,
     or with none (`db` None) in memory, each process judging its own emits.

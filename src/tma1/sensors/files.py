@@ -5,7 +5,9 @@ Attribution. A session's *write interval* runs from the PreToolUse of an
 Edit/Write/MultiEdit/NotebookEdit/apply_patch on a path to its PostToolUse(Failure), and a
 *shell interval* from a Bash PreToolUse to its Post, for every path of the event's project.
 Both extend 2 s past the Post (a change is stamped when the watcher sees it, after the
-write) and, while the Post is pending, stay open for at most 10 min. There is no slack
+write) — but not past the session's Stop or SessionEnd: a save 1.2 s after the session
+ended is not its own (a write the watcher saw late is still matched by its mtime) — and,
+while the Post is pending, stay open for at most 10 min. There is no slack
 before the Pre: a change stamped before the call began is someone else's (the human edit
 just before the agent's stale Edit must stay external) — except when it carries exactly
 the content the Write call carries, which proves it is that call's even if the Pre was
@@ -71,6 +73,9 @@ RETRY_MS = 10 * MINUTE_MS
 WRITTEN_AT_MAX_MS = 10 * SECOND_MS
 # Events after which none of the session's tool calls can still be running.
 TURN_ENDS = frozenset({"Stop", "UserPromptSubmit", "SessionEnd"})
+# Events after which the session writes nothing until its next prompt: the 2 s slack of
+# its calls ends here (a save 1.2 s after a SessionEnd is not the session's own).
+SLACK_ENDS = frozenset({"Stop", "SessionEnd"})
 
 _DELETED = "\0deleted"
 
@@ -98,6 +103,8 @@ class Interval:
     end: int | None = None  # None: the Post is pending
     # Blob hashes of the content a Write call carries: proof that a change is this call's.
     content_hashes: frozenset[str] = frozenset()
+    # The session's Stop/SessionEnd after this call: the slack ends there.
+    stopped_at: int | None = None
 
     def covers(self, ts: int, content_hash: str | None = None) -> bool:
         # The 2 s slack extends past the Post (the watcher stamps a change when it sees it,
@@ -108,12 +115,15 @@ class Interval:
         lead = SLACK_MS if content_hash is not None and content_hash in self.content_hashes else 0
         if ts < self.start - lead:
             return False
-        if self.end is None:
-            return ts <= self.start + OPEN_MAX_MS
-        return ts <= self.end + SLACK_MS
+        return ts <= self.last_ts()
 
     def last_ts(self) -> int:
-        return self.start + OPEN_MAX_MS if self.end is None else self.end + SLACK_MS
+        if self.end is None:
+            return self.start + OPEN_MAX_MS
+        if self.stopped_at is not None:
+            # The slack past the Post ends at the session's Stop/SessionEnd (design §2.10).
+            return min(self.end + SLACK_MS, max(self.stopped_at, self.end))
+        return self.end + SLACK_MS
 
     def explains(self, project: str, path: str, ts: int, content_hash: str | None = None) -> bool:
         if self.kind == "write":
@@ -172,7 +182,7 @@ class Attribution:
         """Track `ev`; return the interval it opened or closed (None if it is no tool call
         that writes)."""
         if ev.event_type in TURN_ENDS:
-            self._close_session(ev.session_id, ev.ts)
+            self._close_session(ev.session_id, ev.ts, stopped=ev.event_type in SLACK_ENDS)
             return None
         is_write = ev.tool_name in WRITE_TOOLS and bool(ev.tool_files)
         is_shell = ev.is_shell and ev.project is not None
@@ -202,13 +212,26 @@ class Attribution:
             self._index(iv)
             return iv
 
-    def _close_session(self, session_id: str, ts: int) -> None:
+    def _close_session(self, session_id: str, ts: int, *, stopped: bool) -> None:
         """The turn is over, so every call of the session has ended, Post or not (Claude
-        Code before 2.0.5x fired no hook at all for a failed Bash)."""
+        Code before 2.0.5x fired no hook at all for a failed Bash). `stopped` (a Stop or
+        SessionEnd): the slack of the session's calls ends at `ts` as well."""
         with self._lock:
             for key in [k for k in self._open if k[0] == session_id]:
                 for iv in self._open.pop(key):
                     iv.end = max(ts, iv.start)
+            if not stopped:
+                return
+            for index in (self._by_path, self._shell):
+                for group in index.values():
+                    for iv in group:
+                        if (
+                            iv.session_id == session_id
+                            and iv.stopped_at is None
+                            and iv.end is not None
+                            and iv.end <= ts < iv.end + SLACK_MS
+                        ):
+                            iv.stopped_at = ts
 
     def _index(self, iv: Interval) -> None:
         if iv.kind == "write":

@@ -12,7 +12,9 @@ Claude Code: one API response is written as several lines repeating the same usa
 usage is deduplicated by `message.id` (+ `requestId`); sidechain (subagent) lines are not
 the main context and are skipped; `system`/`compact_boundary` lines become `compaction`
 rows. Codex: `event_msg`/`token_count` with `info.last_token_usage`; Codex writes the same
-token_count more than once (the cumulative total does not move), those repeats are dropped.
+token_count more than once (the cumulative total does not move), those repeats are dropped;
+its `info.model_context_window` is kept on each row (`Usage.context_window`: the context
+threshold is half of it, design §2.12).
 """
 
 from __future__ import annotations
@@ -173,6 +175,7 @@ class CodexState:
     model: str | None = None
     last_total: tuple[int, ...] | None = None
     compactions: int = 0
+    context_window: int | None = None  # token_count's `model_context_window`
 
 
 def _codex_payload(obj: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
@@ -223,6 +226,7 @@ def parse_codex_usage_lines(
                     kind="compaction",
                     model=state.model,
                     message_id=f"compact:{state.compactions}",
+                    context_window=state.context_window,
                 )
             )
             continue
@@ -231,6 +235,8 @@ def parse_codex_usage_lines(
         info = payload.get("info")
         if not isinstance(info, dict):
             continue
+        if window := _int(info.get("model_context_window")):
+            state.context_window = window
         last = info.get("last_token_usage")
         if not isinstance(last, dict):
             continue
@@ -258,6 +264,7 @@ def parse_codex_usage_lines(
                 output_tokens=_int(last.get("output_tokens")),
                 model=state.model,
                 message_id=f"codex:{total_key[-1]}" if total_key else None,
+                context_window=state.context_window,
             )
         )
     return out

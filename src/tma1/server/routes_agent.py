@@ -23,6 +23,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request
 from sqlalchemy import and_, case, func, or_, select
 
 from tma1.clock import MINUTE_MS
+from tma1.engine.context import context_threshold
 from tma1.events import WRITE_TOOLS
 from tma1.service import Service
 from tma1.store.schema import external_changes, hook_events
@@ -204,7 +205,6 @@ def session_state(request: Request, session_id: SessionId) -> dict[str, Any]:
     service = _service(request)
     now = service.clock.now_ms()
     started, last, project, source = _session_bounds(service, session_id)
-    threshold = service.settings.context_pressure_threshold
     failed = func.sum(case((_IS_FAILURE, 1), else_=0))
     with service.store.connect() as conn:
         per_tool = conn.execute(
@@ -254,6 +254,7 @@ def session_state(request: Request, session_id: SessionId) -> dict[str, Any]:
         for r in sorted(per_tool, key=lambda r: (-int(r.calls), r.tool_name or ""))
     }
     occupancy = usage.occupancy if usage else None
+    threshold = context_threshold(usage, service.settings.context_pressure_threshold)
     return {
         "session_id": session_id,
         "project": project,

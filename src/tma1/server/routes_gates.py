@@ -90,6 +90,22 @@ def label_anomaly(
     return out
 
 
+@router.get(
+    "/api/anomalies/{emit_id}/delivered",
+    summary="The text the agent was given with this emit (digest or Stop reason)",
+    description=(
+        "Rebuilt from the emit log with the functions delivery uses, from every emit of "
+        "the same answer (same session, channel and instant); `delivered_with` lists them."
+    ),
+    responses={404: {"description": "no emit with this id"}},
+)
+def delivered(request: Request, emit_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> dict[str, Any]:
+    out = gates.delivered(_service(request).store, emit_id)
+    if out is None:
+        raise HTTPException(status_code=404, detail=f"no emit with id {emit_id}")
+    return out
+
+
 @router.get("/api/anomalies/budget", summary="Gate: emits per kind per UTC day vs a budget")
 def budget(
     request: Request,

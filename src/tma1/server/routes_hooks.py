@@ -70,7 +70,10 @@ async def _read_capped(receive: Receive, limit: int) -> tuple[bytes, int] | None
     },
 )
 async def post_hook(
-    request: Request, source: str | None = None, envelope: str | None = None
+    request: Request,
+    source: str | None = None,
+    envelope: str | None = None,
+    transport: str | None = None,
 ) -> Response:
     # The app answers POST /api/hooks before routing (tma1.server.app.Tma1App); this route
     # documents the endpoint in the OpenAPI schema and answers identically when reached.
@@ -94,7 +97,28 @@ def _query(scope: Scope) -> dict[str, str]:
 async def answer_hook(
     service: Service, expected: str | None, scope: Scope, receive: Receive
 ) -> tuple[int, bytes, str]:
-    """(status, body, media type) of a hook request. 200 unless the token is wrong."""
+    """(status, body, media type) of a hook request. 200 unless the token is wrong.
+
+    `?transport=http` (Claude Code's native http hooks): every 200 answer is JSON — the
+    digest as `hookSpecificOutput.additionalContext`, nothing to say as `{}` — since
+    Claude Code refuses any other body ("HTTP hook must return JSON")."""
+    query = _query(scope)
+    if query.get("transport") == "http":
+        status, body, media = await _answer(service, expected, scope, receive, query, "json")
+        if status == 200 and not body:
+            return 200, b"{}", "application/json"
+        return status, body, media
+    return await _answer(service, expected, scope, receive, query, query.get("envelope"))
+
+
+async def _answer(
+    service: Service,
+    expected: str | None,
+    scope: Scope,
+    receive: Receive,
+    query: dict[str, str],
+    envelope: str | None,
+) -> tuple[int, bytes, str]:
     if expected is not None:
         given = b""
         for name, value in scope["headers"]:
@@ -116,10 +140,7 @@ async def answer_hook(
         service.reject("body_too_large", f"{total} bytes > {MAX_BODY_BYTES}")
         service.counters.inc("requests")
         return 200, b"", "text/plain"
-    query = _query(scope)
-    answer = await service.handle_hook_async(
-        body, source=query.get("source"), envelope=query.get("envelope")
-    )
+    answer = await service.handle_hook_async(body, source=query.get("source"), envelope=envelope)
     media = "application/json" if answer.startswith("{") else "text/plain"
     return 200, answer.encode("utf-8"), media
 

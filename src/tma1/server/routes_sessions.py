@@ -16,17 +16,29 @@ def _service(request: Request) -> Service:
     return request.app.state.service  # type: ignore[no-any-return]
 
 
-@router.get("/api/sessions", summary="Sessions, newest activity first")
+@router.get(
+    "/api/sessions",
+    summary="Sessions, newest activity first (a page of them; `q` searches)",
+    description=(
+        "Paging: `offset` sessions are skipped; ask for one more than a page to learn "
+        "whether another page follows. `q` matches a part of the session id or of the "
+        "project path, case-insensitively and literally."
+    ),
+)
 def list_sessions(
     request: Request,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     days: Annotated[int | None, Query(ge=1, le=365, description="active in the last N days")] = (
         None
     ),
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+    q: Annotated[str | None, Query(max_length=200, description="part of id or project")] = None,
 ) -> list[dict[str, Any]]:
     svc = _service(request)
     since = svc.clock.now_ms() - days * gates.DAY_MS if days else None
-    return gates.list_sessions(svc.store, limit=limit, since_ts=since)
+    return gates.list_sessions(
+        svc.store, limit=limit, since_ts=since, offset=offset, search=(q or "").strip() or None
+    )
 
 
 @router.get(

@@ -438,6 +438,31 @@ def _scratch_ddl(dialect: Any) -> list[str]:
     return out
 
 
+# The model's context window rides in the `model` column of `tma1_messages` (no schema
+# change for it): `gpt-5-codex#ctx=272000`. Only `insert_usages` writes it and only
+# `split_model_cell` reads it, so no reader ever sees the suffix.
+_CTX_MARK = "#ctx="
+
+
+def model_cell(model: str | None, context_window: int | None) -> str | None:
+    """The `model` column's text for a usage row: the name, plus the window when known."""
+    if context_window is None or context_window <= 0:
+        return model
+    return f"{model or ''}{_CTX_MARK}{int(context_window)}"
+
+
+def split_model_cell(cell: str | None) -> tuple[str | None, int | None]:
+    """(model, context window) from the `model` column (see `model_cell`)."""
+    if not cell or _CTX_MARK not in cell:
+        return cell, None
+    name, _, raw = cell.rpartition(_CTX_MARK)
+    try:
+        window: int | None = int(raw)
+    except ValueError:
+        return cell, None
+    return name or None, window
+
+
 class Store:
     """All reads and writes. Thread-safe: each call takes its own pooled connection."""
 
@@ -567,7 +592,7 @@ class Store:
                         "session_id": u.session_id,
                         "message_id": u.message_id,
                         "kind": u.kind,
-                        "model": u.model,
+                        "model": model_cell(u.model, u.context_window),
                         "input_tokens": u.input_tokens,
                         "cache_read_tokens": u.cache_read_tokens,
                         "cache_creation_tokens": u.cache_creation_tokens,
@@ -659,6 +684,7 @@ class Store:
         if row is None:
             return None
         m = row._mapping
+        model, window = split_model_cell(m["model"])
         return Usage(
             ts=m["ts"],
             session_id=m["session_id"],
@@ -667,10 +693,53 @@ class Store:
             cache_read_tokens=m["cache_read_tokens"],
             cache_creation_tokens=m["cache_creation_tokens"],
             output_tokens=m["output_tokens"],
-            model=m["model"],
+            model=model,
             message_id=m["message_id"],
             kind=m["kind"],
+            context_window=window,
         )
+
+    def latest_compaction_ts(
+        self, session_id: str, until_ts: int | None = None, *, since_ts: int | None = None
+    ) -> int | None:
+        """When the session's context was last compacted, at or before `until_ts`: the
+        start of its current context epoch (design §2.17). A compaction is a `compaction`
+        usage row (the transcript's compact boundary, Codex's `compacted`) or a compaction
+        hook (`PreCompact`, `PostCompact`, `SessionStart` with `source: compact`). One
+        statement of three reads, each the newest row of an index range: (session_id, ts)
+        of the messages, (session_id, event_type, ts) of the hook events. `since_ts`
+        bounds the ranges from below (the Detector looks again only at what is new)."""
+        until = until_ts if until_ts is not None else 2**62
+        since = since_ts if since_ts is not None else -(2**62)
+        rows = (
+            select(messages.c.ts)
+            .where(
+                messages.c.session_id == session_id,
+                messages.c.ts <= until,
+                messages.c.ts >= since,
+                messages.c.kind == "compaction",
+            )
+            .order_by(messages.c.ts.desc())
+            .limit(1)
+        )
+        hooks = select(func.max(hook_events.c.ts)).where(
+            hook_events.c.session_id == session_id,
+            hook_events.c.event_type.in_(("PreCompact", "PostCompact")),
+            hook_events.c.ts <= until,
+            hook_events.c.ts >= since,
+        )
+        starts = select(func.max(hook_events.c.ts)).where(
+            hook_events.c.session_id == session_id,
+            hook_events.c.event_type == "SessionStart",
+            hook_events.c.ts <= until,
+            hook_events.c.ts >= since,
+            hook_events.c.metadata.like('%"source": "compact"%'),
+        )
+        one = select(rows.scalar_subquery(), hooks.scalar_subquery(), starts.scalar_subquery())
+        with self.engine.connect() as conn:
+            found = conn.execute(one).one()
+        stamps = [int(v) for v in found if v is not None]
+        return max(stamps) if stamps else None
 
     def sessions_in_project(self, project: str, since_ts: int) -> list[str]:
         q = (
@@ -707,6 +776,61 @@ class Store:
             .order_by(anomaly_emits.c.ts, anomaly_emits.c.id)
         )
         with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+    # --- reads for the dashboard -------------------------------------------------------
+
+    def session_spans(
+        self,
+        *,
+        limit: int,
+        offset: int = 0,
+        since_ts: int | None = None,
+        session_id: str | None = None,
+        search: str | None = None,
+    ) -> list[tuple[str, int, int]]:
+        """(session_id, first ts, last ts), newest activity first, one page of them.
+
+        `search` matches, case-insensitively and literally (no wildcards), a part of the
+        session id or of the project of any of the session's events."""
+        ev = hook_events
+        last = func.max(ev.c.ts)
+        pick = select(ev.c.session_id, func.min(ev.c.ts), last).group_by(ev.c.session_id)
+        if since_ts is not None:
+            pick = pick.having(last >= since_ts)
+        if session_id is not None:
+            pick = pick.where(ev.c.session_id == session_id)
+        if search:
+            needle = search.lower()
+            pick = pick.where(
+                or_(
+                    func.lower(ev.c.session_id).contains(needle, autoescape=True),
+                    func.lower(ev.c.project).contains(needle, autoescape=True),
+                )
+            )
+        pick = pick.order_by(last.desc(), ev.c.session_id).limit(limit).offset(offset)
+        with self.engine.connect() as conn:
+            return [(str(sid), int(lo), int(hi)) for sid, lo, hi in conn.execute(pick).all()]
+
+    def emits_delivered_with(self, emit_id: int) -> list[dict[str, Any]]:
+        """The emit-log rows one answer carried together with `emit_id`, in delivery order
+        (ids ascending): same session, channel and instant. [] for an unknown id."""
+        me = select(anomaly_emits.c.session_id, anomaly_emits.c.ts, anomaly_emits.c.channel).where(
+            anomaly_emits.c.id == emit_id
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(me).first()
+            if row is None:
+                return []
+            q = (
+                select(anomaly_emits)
+                .where(
+                    anomaly_emits.c.session_id == row.session_id,
+                    anomaly_emits.c.ts == row.ts,
+                    anomaly_emits.c.channel == row.channel,
+                )
+                .order_by(anomaly_emits.c.id)
+            )
             return [dict(r._mapping) for r in conn.execute(q)]
 
     # --- housekeeping --------------------------------------------------------------------

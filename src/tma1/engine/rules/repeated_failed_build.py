@@ -22,7 +22,7 @@ from tma1.engine.rules._support import (
 )
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import HookEvent
-from tma1.extract import error_line, runs_only_plumbing
+from tma1.extract import error_line, runs_only_plumbing, split_shell
 
 REPEATS = 3
 
@@ -55,11 +55,33 @@ def telling_line(fails: list[HookEvent]) -> str | None:
     return next(ln for ln in reversed(lines) if ln and counts[ln] == best)
 
 
+def _piped(command: str | None) -> bool:
+    return bool(command) and any(op in ("|", "|&") for _, op in split_shell(command or ""))
+
+
+def _masked_note(fails: list[HookEvent]) -> str:
+    """What the masked failures among `fails` were, saying only what happened: a pipe
+    that exited 0 only when the command has one (design §2.18)."""
+    masked = [f for f in fails if f.failure_kind == "masked"]
+    if not masked:
+        return ""
+    piped = sum(1 for f in masked if _piped(f.tool_command))
+    unpiped = len(masked) - piped
+    parts = []
+    if piped:
+        parts.append(f"{piped} of them hidden by a pipe that exited 0")
+    if unpiped:
+        parts.append(
+            f"{unpiped} of them reported without a failing exit status, "
+            "recognised by their error output"
+        )
+    return f" ({'; '.join(parts)})"
+
+
 def _finding(window: SessionWindow, prefix: str, fails: list[HookEvent]) -> Anomaly:
     n = len(fails)
     line = telling_line(fails)
-    masked = sum(1 for f in fails if f.failure_kind == "masked")
-    hidden = f" ({masked} of them hidden by a pipe that exited 0)" if masked else ""
+    hidden = _masked_note(fails)
     command = quote(fails[-1].tool_command or prefix, 100)
     evidence = (
         f"{command} failed {n} times in the last 30 min{hidden}, "

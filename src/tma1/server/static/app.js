@@ -19,9 +19,17 @@
   // The poll interval is 10 s (design: polling, not SSE); tests may shorten it with ?poll=ms.
   const POLL_MS = Math.max(250, Number.parseInt(params.get("poll") || "10000", 10) || 10000);
 
+  const SESSION_PAGE = 50;
   const state = {
     tab: "anomalies",
     sessionId: null,
+    sessionPage: 0,
+    lastDetail: null,
+    delivered: new Map(), // emit id -> delivered text (promise)
+    skipped: new Set(), // emit ids skipped in the review queue
+    reviewing: null,
+    lastHash: {}, // tab -> its last hash (filters kept when switching tabs)
+    showAllEvents: false,
     expanded: new Set(),
     rows: new Map(), // emit id -> {row, detail, emit}
     seenIds: new Set(),
@@ -101,10 +109,26 @@
     return kind.replaceAll("_", " ");
   }
 
-  function verdict(pass) {
-    if (pass === true) return el("span", { class: "chip pass", text: "pass" });
-    if (pass === false) return el("span", { class: "chip fail", text: "fail" });
+  // A figure's verdict: pass, fail, "not enough data (n = …)" below the minimum sample,
+  // or "no data". `fig` is a gate figure ({status, n, min_n}) or a bare pass value.
+  function verdict(fig) {
+    const f = fig !== null && typeof fig === "object" ? fig : { pass: fig };
+    const status = f.status || (f.pass === true ? "pass" : f.pass === false ? "fail" : "no_data");
+    if (status === "pass") return el("span", { class: "chip pass", text: "pass" });
+    if (status === "fail") return el("span", { class: "chip fail", text: "fail" });
+    if (status === "not_enough_data") {
+      return el("span", {
+        class: "chip na enough",
+        text: `not enough data (n = ${f.n})`,
+        title: `no verdict below ${f.min_n}: a rate over ${f.n} says nothing yet`,
+      });
+    }
     return el("span", { class: "chip na", text: "no data", title: "nothing to judge yet" });
+  }
+
+  function statusClass(fig) {
+    const st = fig && fig.status;
+    return st === "pass" ? "pass" : st === "fail" ? "fail" : "na";
   }
 
   function emptyHelp(title) {
@@ -128,11 +152,60 @@
 
   // --- tabs & routing ------------------------------------------------------------------
 
+  // The URL keeps the view and its filters: `#anomalies?severity=high&kind=…&session=…`,
+  // `#sessions?q=…&page=2`, `#sessions/<id>`, `#gates?days=7&budget=5&window=5`. Every
+  // change of a filter writes the hash (one history entry), so reload and back/forward
+  // restore it.
+  const FILTER_INPUTS = {
+    anomalies: { severity: "f-severity", kind: "f-kind", session: "f-session" },
+    sessions: { q: "s-search" },
+    gates: { days: "g-days", budget: "g-budget", window: "g-window" },
+  };
+  const GATE_DEFAULTS = { days: "7", budget: "5", window: "5" };
+
+  function parseHash() {
+    const raw = window.location.hash.replace(/^#/, "");
+    const q = raw.indexOf("?");
+    const path = q < 0 ? raw : raw.slice(0, q);
+    const query = new URLSearchParams(q < 0 ? "" : raw.slice(q + 1));
+    const [tab, ...rest] = path.split("/");
+    return { tab, rest, query };
+  }
+
+  function hashFor(tab) {
+    const q = new URLSearchParams();
+    for (const [key, id] of Object.entries(FILTER_INPUTS[tab] || {})) {
+      const v = $(id).value.trim();
+      if (v && !(tab === "gates" && GATE_DEFAULTS[key] === v)) q.set(key, v);
+    }
+    if (tab === "sessions" && state.sessionPage > 0) q.set("page", String(state.sessionPage + 1));
+    const qs = q.toString();
+    return `#${tab}${qs ? `?${qs}` : ""}`;
+  }
+
+  function saveFilters() {
+    const next = hashFor(state.tab);
+    if (window.location.hash !== next) window.location.hash = next; // -> hashchange -> route
+    else refresh();
+  }
+
   function route() {
-    const hash = window.location.hash.replace(/^#/, "");
-    const [tab, ...rest] = hash.split("/");
+    const { tab, rest, query } = parseHash();
     state.tab = ["anomalies", "gates", "sessions"].includes(tab) ? tab : "anomalies";
     state.sessionId = state.tab === "sessions" && rest.length ? decodeURIComponent(rest.join("/")) : null;
+    state.lastHash[state.tab] = window.location.hash || `#${state.tab}`;
+    if (state.tab === "sessions" && !state.sessionId) state.lastHash.sessionsList = state.lastHash.sessions;
+    const inputs = FILTER_INPUTS[state.tab];
+    for (const [key, id] of Object.entries(inputs)) {
+      const input = $(id);
+      const v = query.get(key) ?? (state.tab === "gates" ? GATE_DEFAULTS[key] : "");
+      if (input.tagName === "SELECT" && ![...input.options].some((o) => o.value === v)) input.value = "";
+      else input.value = v;
+    }
+    if (state.tab === "sessions") {
+      const page = Number.parseInt(query.get("page") || "1", 10);
+      state.sessionPage = Number.isFinite(page) && page > 1 ? page - 1 : 0;
+    }
     for (const btn of document.querySelectorAll("[role=tab]")) {
       const on = btn.dataset.tab === state.tab;
       btn.setAttribute("aria-selected", on ? "true" : "false");
@@ -161,63 +234,189 @@
     return Boolean($("f-severity").value || $("f-kind").value || $("f-session").value.trim());
   }
 
-  async function postLabel(emit, label) {
+  async function postLabel(emit, label, note) {
     const r = await fetch(`/api/anomalies/${encodeURIComponent(emit.id)}/label`, {
       method: "POST",
       headers: { "Content-Type": "application/json", Accept: "application/json" },
-      body: JSON.stringify({ label, source: "human" }),
+      body: JSON.stringify({ label, source: "human", note: note || null }),
     });
     if (!r.ok) throw new Error(`label: HTTP ${r.status}`);
     return r.json();
   }
 
-  function labelButtons(entry) {
-    const wrap = el("div", { class: "label-buttons", role: "group", "aria-label": "Label" });
+  function humanNote(emit) {
+    const human = emit.labels && emit.labels.human;
+    return human ? human.note || "" : "";
+  }
+
+  // Every emit shown anywhere (table, timeline, review card) is one object per id, so a
+  // label set in one place shows in the others at once.
+  const emitsById = new Map();
+
+  function shared(emit) {
+    const known = emitsById.get(emit.id);
+    if (known) {
+      Object.assign(known, emit);
+      return known;
+    }
+    emitsById.set(emit.id, emit);
+    return emit;
+  }
+
+  async function applyLabel(emit, next, note) {
+    const out = await postLabel(emit, next, note);
+    emit.labels = { ...(emit.labels || {}) };
+    if (out.label) {
+      emit.labels.human = { label: out.label, note: note || null, ts: Date.now() };
+      emit.label = out.label;
+      emit.label_source = "human";
+      emit.label_note = note || null;
+    } else {
+      delete emit.labels.human;
+      const agent = emit.labels.agent;
+      emit.label = agent ? agent.label : null;
+      emit.label_source = agent ? "agent" : null;
+      emit.label_note = agent ? agent.note : null;
+    }
+    repaintLabels(emit.id);
+    setStatus(true, `labelled #${emit.id} ${out.label || "cleared"}${note ? " with a note" : ""}`);
+    return out;
+  }
+
+  // TP / FP buttons (and, with `withNote`, a note field and a "save note" button) for one
+  // emit. `onLabelled` runs after a successful label (the review queue moves on).
+  function labelControls(emit, { withNote = false, onLabelled = null } = {}) {
+    const wrap = el("div", {
+      class: `label-buttons${withNote ? " with-note" : ""}`,
+      role: "group",
+      "aria-label": `Label emit #${emit.id}`,
+      dataset: { for: String(emit.id) },
+      onclick: (ev) => ev.stopPropagation(),
+      onkeydown: (ev) => ev.stopPropagation(),
+    });
+    let noteInput = null;
+    if (withNote) {
+      noteInput = el("input", {
+        type: "text",
+        class: "label-note",
+        maxlength: "4000",
+        placeholder: "note (why TP / FP)",
+        "aria-label": `note for emit #${emit.id}`,
+      });
+      noteInput.value = humanNote(emit);
+    }
     for (const [value, text, tip] of [
       ["tp", "TP", "true positive: a real problem worth telling the agent"],
       ["fp", "FP", "false positive: noise"],
     ]) {
-      const btn = el("button", {
+      wrap.append(
+        el("button", {
+          type: "button",
+          class: `lbl lbl-${value}`,
+          text,
+          title: tip,
+          dataset: { label: value, tip },
+          "aria-pressed": "false",
+          onclick: async (ev) => {
+            ev.stopPropagation();
+            const current = emit.label_source === "human" ? emit.label : null;
+            const note = noteInput ? noteInput.value.trim() : humanNote(emit);
+            // A click on the pressed button clears it, unless a new note is being saved.
+            const next = current === value && note === humanNote(emit) ? "clear" : value;
+            try {
+              await applyLabel(emit, next, next === "clear" ? "" : note);
+              if (onLabelled) onLabelled(emit);
+            } catch (err) {
+              setStatus(false, String(err.message || err));
+            }
+          },
+        }),
+      );
+    }
+    if (noteInput) {
+      const save = el("button", {
         type: "button",
-        class: `lbl lbl-${value}`,
-        text,
-        title: tip,
-        dataset: { label: value, tip },
-        "aria-pressed": "false",
+        class: "lbl lbl-note",
+        text: "save note",
+        title: "keep this note with the current TP/FP label",
         onclick: async (ev) => {
           ev.stopPropagation();
-          const current = entry.emit.label_source === "human" ? entry.emit.label : null;
-          const next = current === value ? "clear" : value;
+          if (emit.label_source !== "human" || !emit.label) {
+            setStatus(false, `label #${emit.id} TP or FP first, then the note is kept with it`);
+            return;
+          }
           try {
-            const out = await postLabel(entry.emit, next);
-            entry.emit.label = out.label;
-            entry.emit.label_source = out.label ? "human" : null;
-            if (!out.label) {
-              const agent = entry.emit.labels && entry.emit.labels.agent;
-              entry.emit.label = agent ? agent.label : null;
-              entry.emit.label_source = agent ? "agent" : null;
-            }
-            paintLabel(entry);
-            setStatus(true, `labelled #${entry.emit.id} ${out.label || "cleared"}`);
+            await applyLabel(emit, emit.label, noteInput.value.trim());
           } catch (err) {
             setStatus(false, String(err.message || err));
           }
         },
       });
-      wrap.append(btn);
+      noteInput.addEventListener("keydown", (ev) => {
+        if (ev.key === "Enter") {
+          ev.preventDefault();
+          save.click();
+        }
+      });
+      wrap.prepend(noteInput);
+      wrap.append(save);
     }
+    paintControls(wrap, emit);
     return wrap;
   }
 
-  function paintLabel(entry) {
-    const { emit, row } = entry;
-    for (const btn of row.querySelectorAll("button.lbl")) {
+  function paintControls(wrap, emit) {
+    for (const btn of wrap.querySelectorAll("button.lbl[data-label]")) {
       const on = emit.label === btn.dataset.label;
       btn.setAttribute("aria-pressed", on && emit.label_source === "human" ? "true" : "false");
       btn.classList.toggle("by-agent", on && emit.label_source === "agent");
       btn.title = on && emit.label_source === "agent" ? "labelled by the agent; click to confirm" : btn.dataset.tip;
     }
-    row.dataset.label = emit.label || "";
+    const note = wrap.querySelector("input.label-note");
+    if (note && document.activeElement !== note) note.value = humanNote(emit);
+  }
+
+  function repaintLabels(id) {
+    const emit = emitsById.get(id);
+    if (!emit) return;
+    for (const wrap of document.querySelectorAll(`.label-buttons[data-for="${CSS.escape(String(id))}"]`)) {
+      paintControls(wrap, emit);
+    }
+    for (const node of document.querySelectorAll(`[data-id="${CSS.escape(String(id))}"].emit, li.ev-anomaly[data-id="${CSS.escape(String(id))}"]`)) {
+      node.dataset.label = emit.label || "";
+    }
+    for (const dd of document.querySelectorAll(`dd.label-note-text[data-for="${CSS.escape(String(id))}"]`)) {
+      dd.textContent = emit.label_note || "—";
+    }
+  }
+
+  function deliveredText(emit) {
+    let p = state.delivered.get(emit.id);
+    if (!p) {
+      p = getJSON(`/api/anomalies/${encodeURIComponent(emit.id)}/delivered`);
+      state.delivered.set(emit.id, p);
+      p.catch(() => state.delivered.delete(emit.id));
+    }
+    return p;
+  }
+
+  // The digest / Stop reason as the agent got it, filled in when the server answers.
+  function deliveredBlock(emit) {
+    const pre = el("pre", { class: "delivered", text: "loading…", dataset: { for: String(emit.id) } });
+    const note = el("div", { class: "muted small delivered-note" });
+    deliveredText(emit)
+      .then((d) => {
+        pre.textContent = d.text;
+        const others = d.delivered_with.filter((x) => x !== emit.id);
+        note.textContent =
+          `${d.as === "stop_reason" ? "Stop reason" : "context digest"} on ${d.channel}` +
+          (others.length ? ` · delivered together with ${others.map((x) => `#${x}`).join(", ")}` : "") +
+          " · rebuilt from the emit log";
+      })
+      .catch((err) => {
+        pre.textContent = `(not available: ${err.message || err})`;
+      });
+    return el("div", { class: "delivered-wrap" }, pre, note);
   }
 
   function detailBlock(emit) {
@@ -248,10 +447,15 @@
       el("dt", { text: "Stable key" }),
       el("dd", null, el("code", { text: emit.stable_key })),
     );
-    if (emit.label_note) {
-      dl.append(el("dt", { text: "Label note" }), el("dd", { text: emit.label_note }));
-    }
-    return dl;
+    dl.append(
+      el("dt", { text: "Label note" }),
+      el("dd", { class: "label-note-text", dataset: { for: String(emit.id) }, text: emit.label_note || "—" }),
+      el("dt", { text: "Label" }),
+      el("dd", null, labelControls(emit, { withNote: true })),
+    );
+    return el("div", { class: "finding" }, dl, el("div", { class: "delivered-col" },
+      el("div", { class: "delivered-title", text: "Delivered to the agent" }),
+      deliveredBlock(emit)));
   }
 
   function makeEmitRow(emit) {
@@ -260,8 +464,7 @@
       const open = !state.expanded.has(emit.id);
       if (open) state.expanded.add(emit.id);
       else state.expanded.delete(emit.id);
-      entry.detail.hidden = !open;
-      entry.row.setAttribute("aria-expanded", open ? "true" : "false");
+      showDetail(entry, open);
     };
     entry.row = el(
       "tr",
@@ -278,24 +481,25 @@
           }
         },
       },
+      el("td", { class: "c-id", text: `#${emit.id}`, title: `emit id ${emit.id} (tma1 label ${emit.id} tp|fp)` }),
       el("td", { class: "c-time", text: fmtTime(emit.ts), title: fmtFull(emit.ts) }),
       el("td", { class: "c-sev" }, el("span", { class: `sev sev-${emit.severity}`, text: emit.severity })),
       el("td", { class: "c-kind", text: humanKind(emit.kind) }),
       el("td", { class: "c-session", title: emit.session_id }, el("code", { text: shortId(emit.session_id) })),
       el("td", { class: "c-evidence" }, el("span", { class: "evidence", text: emit.evidence })),
-      el("td", { class: "c-label" }, labelButtons(entry)),
+      el("td", { class: "c-label" }, labelControls(emit)),
     );
-    entry.detail = el(
-      "tr",
-      { class: "emit-detail", hidden: true },
-      el("td", { colspan: "6" }, detailBlock(emit)),
-    );
-    if (state.expanded.has(emit.id)) {
-      entry.detail.hidden = false;
-      entry.row.setAttribute("aria-expanded", "true");
-    }
-    paintLabel(entry);
+    entry.detail = el("tr", { class: "emit-detail", hidden: true }, el("td", { colspan: "7" }));
+    if (state.expanded.has(emit.id)) showDetail(entry, true);
+    entry.row.dataset.label = emit.label || "";
     return entry;
+  }
+
+  function showDetail(entry, open) {
+    const cell = entry.detail.firstChild;
+    if (open && !cell.firstChild) cell.append(detailBlock(entry.emit));
+    entry.detail.hidden = !open;
+    entry.row.setAttribute("aria-expanded", open ? "true" : "false");
   }
 
   function renderEmits(emits) {
@@ -308,7 +512,8 @@
         state.rows.delete(id);
       }
     }
-    for (const emit of emits) {
+    for (const raw of emits) {
+      const emit = shared(raw);
       let entry = state.rows.get(emit.id);
       if (!entry) {
         entry = makeEmitRow(emit);
@@ -319,8 +524,7 @@
         }
         state.rows.set(emit.id, entry);
       } else {
-        entry.emit = emit;
-        paintLabel(entry);
+        repaintLabels(emit.id);
       }
       state.seenIds.add(emit.id);
       body.append(entry.row, entry.detail); // append moves existing nodes into order
@@ -344,6 +548,68 @@
   async function refreshAnomalies() {
     const data = await getJSON(`/api/anomalies?${filterQuery()}`);
     renderEmits(data.emits);
+  }
+
+  // --- the review queue: the newest emits without a human label, one at a time -----------
+
+  async function nextUnlabelled() {
+    const box = $("review");
+    box.hidden = false;
+    clear(box);
+    box.append(el("p", { class: "muted", text: "looking for the next unlabelled finding…" }));
+    let data;
+    try {
+      data = await getJSON("/api/anomalies/sample?n=200");
+    } catch (err) {
+      clear(box);
+      box.append(el("p", { class: "error-line", text: `Cannot reach tma1: ${err.message || err}` }));
+      return;
+    }
+    const todo = data.emits.filter((e) => !state.skipped.has(e.id));
+    clear(box);
+    if (!todo.length) {
+      state.reviewing = null;
+      box.append(
+        el("div", { class: "review-head" },
+          el("strong", { text: "Nothing left to label" }),
+          el("button", { type: "button", class: "btn", text: "close", onclick: closeReview })),
+        el("p", { class: "muted", text: state.skipped.size ? `${state.skipped.size} skipped in this visit.` : "Every emit has a human label." }),
+      );
+      return;
+    }
+    const emit = shared(todo[0]);
+    state.reviewing = emit.id;
+    box.dataset.id = String(emit.id);
+    box.append(
+      el("div", { class: "review-head" },
+        el("strong", { text: `Review #${emit.id}` }),
+        el("span", { class: `sev sev-${emit.severity}`, text: emit.severity }),
+        el("span", { class: "review-kind", text: humanKind(emit.kind) }),
+        el("span", { class: "muted small", text: `${todo.length} unlabelled${data.emits.length >= 200 ? "+" : ""}` }),
+        el("span", { class: "spacer" }),
+        el("button", {
+          type: "button",
+          class: "btn",
+          id: "review-skip",
+          text: "skip",
+          onclick: () => {
+            state.skipped.add(emit.id);
+            nextUnlabelled();
+          },
+        }),
+        el("button", { type: "button", class: "btn", text: "close", onclick: closeReview })),
+      detailBlock(emit),
+    );
+    // The review card's own label controls move on to the next finding once labelled.
+    const controls = box.querySelector(".label-buttons.with-note");
+    controls.replaceWith(labelControls(emit, { withNote: true, onLabelled: () => nextUnlabelled() }));
+    box.scrollIntoView({ block: "nearest" });
+  }
+
+  function closeReview() {
+    state.reviewing = null;
+    $("review").hidden = true;
+    clear($("review"));
   }
 
   // --- gates -----------------------------------------------------------------------------
@@ -416,16 +682,25 @@
   function renderGates(b, f, p) {
     const summary = $("gate-summary");
     clear(summary);
+    const followN = Object.values(f.kinds).reduce((n, k) => n + k.emits, 0);
     const overall = [
-      ["Daily budget", b.pass, `≤ ${b.budget} / kind / day`],
-      ["Follow-rate", f.pass, `≥ ${pct(f.target)} within ${f.window} tool calls`],
-      ["Precision", p.human.overall.pass, `≥ ${pct(p.target)} TP (human labels)`],
+      ["Daily budget", { status: b.status || (b.pass ? "pass" : "fail") }, `≤ ${b.budget} / kind / day`],
+      [
+        "Follow-rate",
+        { status: f.status, n: followN, min_n: f.min_emits },
+        `≥ ${pct(f.target)} within ${f.window} tool calls · verdict from ${f.min_emits} emits per kind`,
+      ],
+      [
+        "Precision",
+        p.human.overall,
+        `≥ ${pct(p.target)} TP (human labels) · verdict from ${p.min_labels} labels`,
+      ],
     ];
-    for (const [name, pass, target] of overall) {
+    for (const [name, fig, target] of overall) {
       summary.append(
-        el("div", { class: `summary-card ${pass === true ? "pass" : pass === false ? "fail" : "na"}` },
+        el("div", { class: `summary-card ${statusClass(fig)}`, dataset: { gate: name } },
           el("div", { class: "summary-name", text: name }),
-          verdict(pass),
+          verdict(fig),
           el("div", { class: "summary-target muted", text: target })),
       );
     }
@@ -451,7 +726,7 @@
       const fk = f.kinds[kind] || { emits: 0, followed: 0, rate: null, pass: null, action: "" };
       const hk = p.human.kinds[kind] || { tp: 0, fp: 0, labelled: 0, precision: null, pass: null };
       const ak = p.agent.kinds[kind] || { tp: 0, fp: 0, labelled: 0, precision: null, pass: null };
-      const fails = [bk.pass, fk.pass, hk.pass].filter((x) => x === false).length;
+      const fails = [bk, fk, hk].filter((x) => x.status === "fail" || (!x.status && x.pass === false)).length;
       const card = el(
         "article",
         { class: `card ${fails ? "has-fail" : ""}`, dataset: { kind } },
@@ -459,13 +734,13 @@
         gateRow(
           "budget",
           `max ${bk.max_per_day}/day · ${bk.days_over} day(s) over`,
-          bk.pass,
+          bk,
           budgetChart(kind, b),
         ),
         gateRow(
           "follow-rate",
           fk.emits ? `${pct(fk.rate)} · ${fk.followed}/${fk.emits} followed — ${fk.action}` : `no emits — ${fk.action}`,
-          fk.pass,
+          fk,
           meter(fk.rate, f.target, "follow-rate"),
         ),
         gateRow(
@@ -475,7 +750,7 @@
             : ak.labelled
               ? `no human labels · agent ${pct(ak.precision)} (${ak.tp} TP / ${ak.fp} FP)`
               : "no labels yet — judge emits with TP/FP",
-          hk.pass,
+          hk,
           meter(hk.precision, p.target, "precision"),
         ),
       );
@@ -495,15 +770,39 @@
     renderGates(b, f, p);
   }
 
+  // With the server down, a view says so instead of staying blank (or silently stale).
+  function showOffline(tab, err) {
+    const box = $(`${tab}-offline`);
+    if (!box) return;
+    clear(box);
+    const what = { anomalies: "anomalies", gates: "gates", sessions: "sessions" }[tab];
+    box.append(
+      el("p", { class: "help-title", text: `Cannot reach the tma1 server — the ${what} cannot be shown.` }),
+      el("p", null, "Start it with ", el("code", { text: "tma1 serve" }), "; this page retries every ", `${Math.round(POLL_MS / 1000)} s.`),
+      el("p", { class: "muted small", text: String(err.message || err) }),
+    );
+    box.hidden = false;
+  }
+
+  function hideOffline(tab) {
+    const box = $(`${tab}-offline`);
+    if (box) box.hidden = true;
+  }
+
   // --- sessions --------------------------------------------------------------------------
 
-  function renderSessions(list) {
+  function renderSessions(all) {
     const body = $("sessions-body");
     clear(body);
-    const ids = $("session-ids");
-    clear(ids);
+    const more = all.length > SESSION_PAGE;
+    const list = all.slice(0, SESSION_PAGE);
+    const search = $("s-search").value.trim();
+    const first = state.sessionPage * SESSION_PAGE;
+    $("s-prev").disabled = state.sessionPage === 0;
+    $("s-next").disabled = !more;
+    $("s-page").textContent = list.length ? `${first + 1}–${first + list.length}${more ? " · more" : ""}` : "";
+    $("sessions-pager").hidden = state.sessionPage === 0 && !more && !search && list.length === 0;
     for (const s of list) {
-      ids.append(el("option", { value: s.session_id }));
       const open = () => {
         window.location.hash = `#sessions/${encodeURIComponent(s.session_id)}`;
       };
@@ -524,10 +823,10 @@
             el("code", { class: "muted small", text: s.session_id })),
           el("td", { text: s.agent_source }),
           el("td", { text: fmtTime(s.start_ts), title: fmtFull(s.start_ts) }),
-          el("td", { class: "num", text: fmtDuration(s.duration_ms) }),
-          el("td", { class: "num", text: s.tool_calls }),
-          el("td", { class: `num ${s.failures ? "warn" : ""}`, text: s.failures }),
-          el("td", { class: `num ${s.anomalies ? "alert" : ""}`, text: s.anomalies }),
+          el("td", { class: "num", "data-k": "duration", text: fmtDuration(s.duration_ms) }),
+          el("td", { class: "num", "data-k": "tool calls", text: s.tool_calls }),
+          el("td", { class: `num ${s.failures ? "warn" : ""}`, "data-k": "failures", text: s.failures }),
+          el("td", { class: `num ${s.anomalies ? "alert" : ""}`, "data-k": "anomalies", text: s.anomalies }),
         ),
       );
     }
@@ -535,45 +834,68 @@
     const empty = $("sessions-empty");
     clear(empty);
     empty.hidden = list.length !== 0;
-    if (list.length === 0) empty.append(emptyHelp("No sessions yet — no hook event has reached tma1."));
+    if (list.length === 0) {
+      if (search || state.sessionPage > 0) {
+        empty.append(el("div", { class: "help" }, el("p", { class: "help-title", text: search ? "No sessions match this search." : "No sessions on this page." })));
+      } else {
+        empty.append(emptyHelp("No sessions yet — no hook event has reached tma1."));
+      }
+    }
   }
 
-  function timelineStrip(detail) {
+  // Lanes: the main agent, then one per sub-agent (events whose hook data carries an
+  // agent_id). Anomalies get their own lane(s) on top.
+  function laneKey(it) {
+    return it.agent_id ? `sub:${it.agent_id}` : "main";
+  }
+
+  function laneName(it) {
+    if (!it.agent_id) return "main agent";
+    return `sub-agent ${it.agent_type ? `${it.agent_type} ` : ""}${shortId(String(it.agent_id))}`;
+  }
+
+  // Markers closer than one marker's width would overlap and hide each other: they are
+  // stacked into rows (first row with room), so every marker stays whole and clickable.
+  const MARKER_PX = 18;
+
+  function stackRows(positions, widthPx) {
+    const minGap = (MARKER_PX + 2) / Math.max(widthPx, 1);
+    const rowsEnd = [];
+    return positions.map((x) => {
+      let r = rowsEnd.findIndex((end) => x - end >= minGap);
+      if (r < 0) {
+        r = rowsEnd.length;
+        rowsEnd.push(x);
+      } else rowsEnd[r] = x;
+      return r;
+    });
+  }
+
+  function timelineStrip(detail, widthPx) {
     const items = detail.timeline;
     const emits = detail.emits;
     const times = [...items.map((i) => i.ts), ...items.map((i) => i.end_ts || i.ts), ...emits.map((e) => e.ts)];
     const start = Math.min(...times);
     const end = Math.max(...times);
     const span = Math.max(end - start, 1);
-    const at = (ts) => `${(((ts - start) / span) * 98 + 1).toFixed(3)}%`;
-    const strip = el("div", { class: "timeline", role: "img", "aria-label": "session timeline" });
-    const lanes = {
-      anomalies: el("div", { class: "lane lane-anomalies" }, el("span", { class: "lane-label", text: "anomalies" })),
-      tools: el("div", { class: "lane lane-tools" }, el("span", { class: "lane-label", text: "tool calls" })),
-    };
-    for (const it of items) {
-      if (it.type !== "tool") {
-        const m = el("span", { class: "tl-event", title: `${it.event} · ${fmtFull(it.ts)}` });
-        m.style.left = at(it.ts);
-        lanes.tools.append(m);
-        continue;
-      }
-      const what = it.command || it.file || "";
-      const tick = el("span", {
-        class: `tl-tool ${it.failed ? "failed" : ""}`,
-        title: `${it.tool_name || "tool"}${what ? `: ${what}` : ""}${it.failed ? ` — failed${it.error ? `: ${it.error}` : ""}` : ""}`,
-        dataset: { tool: it.tool_name || "" },
-      });
-      tick.style.left = at(it.ts);
-      lanes.tools.append(tick);
-    }
-    for (const e of emits) {
-      const m = el("span", {
+    const frac = (ts) => ((ts - start) / span) * 0.98 + 0.01;
+    const at = (ts) => `${(frac(ts) * 100).toFixed(3)}%`;
+    const strip = el("div", { class: "timeline", role: "group", "aria-label": "session timeline" });
+
+    const byTime = [...emits].sort((a, b) => a.ts - b.ts || a.id - b.id);
+    const rowOf = stackRows(byTime.map((e) => frac(e.ts)), widthPx);
+    const rows = Math.max(1, ...rowOf.map((r) => r + 1));
+    const anomalies = el("div", { class: "lane lane-anomalies" }, el("span", { class: "lane-label", text: "anomalies" }));
+    const track = el("div", { class: "lane-track" });
+    track.style.height = `${rows * MARKER_PX + 4}px`;
+    anomalies.append(track);
+    byTime.forEach((e, i) => {
+      const m = el("button", {
+        type: "button",
         class: `tl-marker anomaly sev-${e.severity}`,
-        title: `${humanKind(e.kind)} (${e.severity}) · ${fmtFull(e.ts)}\n${e.evidence}`,
-        dataset: { id: String(e.id) },
-        role: "button",
-        tabindex: "0",
+        title: `#${e.id} ${humanKind(e.kind)} (${e.severity}) · ${fmtFull(e.ts)}\n${e.evidence}`,
+        "aria-label": `anomaly #${e.id}: ${humanKind(e.kind)}`,
+        dataset: { id: String(e.id), row: String(rowOf[i]) },
         text: "◆",
         onclick: () => {
           const li = document.querySelector(`li.ev-anomaly[data-id="${CSS.escape(String(e.id))}"]`);
@@ -585,11 +907,43 @@
         },
       });
       m.style.left = at(e.ts);
-      lanes.anomalies.append(m);
+      m.style.bottom = `${rowOf[i] * MARKER_PX + 2}px`;
+      track.append(m);
+    });
+    strip.append(anomalies);
+
+    const lanes = new Map();
+    const laneFor = (it) => {
+      const key = laneKey(it);
+      if (!lanes.has(key)) {
+        const lane = el("div", {
+          class: `lane lane-tools ${it.agent_id ? "lane-sub" : "lane-main"}`,
+          dataset: { lane: key, agent: it.agent_id || "" },
+        }, el("span", { class: "lane-label", text: laneName(it), title: it.agent_id ? `${laneName(it)} (agent_id ${it.agent_id})` : "main agent" }), el("div", { class: "lane-track" }));
+        lanes.set(key, lane);
+      }
+      return lanes.get(key).lastChild;
+    };
+    laneFor({}); // the main agent's lane always comes first
+    for (const it of items) {
+      const track = laneFor(it);
+      if (it.type !== "tool") {
+        const m = el("span", { class: "tl-event", title: `${it.event} · ${fmtFull(it.ts)}` });
+        m.style.left = at(it.ts);
+        track.append(m);
+        continue;
+      }
+      const what = it.command || it.file || "";
+      const tick = el("span", {
+        class: `tl-tool ${it.failed ? "failed" : ""}`,
+        title: `${it.tool_name || "tool"}${what ? `: ${what}` : ""}${it.failed ? ` — failed${it.error ? `: ${it.error}` : ""}` : ""}`,
+        dataset: { tool: it.tool_name || "" },
+      });
+      tick.style.left = at(it.ts);
+      track.append(tick);
     }
+    for (const lane of lanes.values()) strip.append(lane);
     strip.append(
-      lanes.anomalies,
-      lanes.tools,
       el("div", { class: "axis-row" },
         el("span", { text: fmtTime(start) }),
         el("span", { text: `${fmtDuration(end - start)} shown` }),
@@ -598,27 +952,37 @@
     return strip;
   }
 
-  function timelineList(detail) {
+  const LIST_MAX = 300;
+
+  function timelineList(detail, showAll) {
     const merged = [
       ...detail.timeline.map((i) => ({ ts: i.ts, order: 0, item: i })),
       ...detail.emits.map((e) => ({ ts: e.ts, order: 1, emit: e })),
     ].sort((a, b) => a.ts - b.ts || a.order - b.order);
     const list = el("ol", { class: "events" });
-    for (const m of merged.slice(-300)) {
+    const shown = showAll ? merged : merged.slice(-LIST_MAX);
+    for (const m of shown) {
       if (m.emit) {
-        const e = m.emit;
+        const e = shared(m.emit);
         list.append(
-          el("li", { class: `ev ev-anomaly sev-${e.severity}`, dataset: { id: String(e.id) } },
+          el("li", { class: `ev ev-anomaly sev-${e.severity}`, dataset: { id: String(e.id), label: e.label || "" } },
             el("span", { class: "ev-time", text: fmtTime(e.ts) }),
+            el("span", { class: "ev-id", text: `#${e.id}` }),
             el("span", { class: `sev sev-${e.severity}`, text: e.severity }),
             el("strong", { text: humanKind(e.kind) }),
-            el("span", { class: "ev-text", text: e.evidence })),
+            el("span", { class: "ev-text", text: e.evidence, title: e.evidence }),
+            labelControls(e, { withNote: true })),
         );
-      } else if (m.item.type === "tool") {
-        const it = m.item;
+        continue;
+      }
+      const it = m.item;
+      const lane = it.agent_id ? el("span", { class: "ev-lane", text: laneName(it), title: `agent_id ${it.agent_id}` }) : null;
+      const cls = it.agent_id ? " ev-sub" : "";
+      if (it.type === "tool") {
         list.append(
-          el("li", { class: `ev ev-tool ${it.failed ? "failed" : ""}` },
+          el("li", { class: `ev ev-tool ${it.failed ? "failed" : ""}${cls}`, dataset: { agent: it.agent_id || "" } },
             el("span", { class: "ev-time", text: fmtTime(it.ts) }),
+            lane,
             el("span", { class: "tool-name", text: it.tool_name || "tool" }),
             el("code", { class: "ev-text", text: it.command || it.file || "" }),
             it.failed ? el("span", { class: "chip fail", text: it.failure_kind === "masked" ? "failed (masked)" : "failed" }) : null,
@@ -626,22 +990,46 @@
         );
       } else {
         list.append(
-          el("li", { class: "ev ev-other" },
-            el("span", { class: "ev-time", text: fmtTime(m.item.ts) }),
-            el("span", { class: "muted", text: m.item.event })),
+          el("li", { class: `ev ev-other${cls}`, dataset: { agent: it.agent_id || "" } },
+            el("span", { class: "ev-time", text: fmtTime(it.ts) }),
+            lane,
+            el("span", { class: "muted", text: it.event })),
         );
       }
     }
-    return list;
+    const frag = el("div", { class: "events-wrap" });
+    if (!showAll && merged.length > LIST_MAX) {
+      frag.append(
+        el("button", {
+          type: "button",
+          class: "btn show-all",
+          text: `show all ${merged.length} events (the ${LIST_MAX} newest are shown)`,
+          onclick: () => {
+            state.showAllEvents = true;
+            renderSessionDetail(detail);
+          },
+        }),
+      );
+    }
+    frag.append(list);
+    return frag;
   }
 
   function renderSessionDetail(detail) {
     const box = $("session-detail");
+    // A poll must not wipe a note being typed: keep the focused note field's text.
+    const focused = document.activeElement;
+    const typing = focused && focused.classList && focused.classList.contains("label-note") && box.contains(focused)
+      ? { id: focused.closest(".label-buttons").dataset.for, value: focused.value }
+      : null;
+    if (state.lastDetail && state.lastDetail.session.session_id !== detail.session.session_id) state.showAllEvents = false;
+    state.lastDetail = detail;
     clear(box);
     const s = detail.session;
+    const subAgents = new Set(detail.timeline.filter((i) => i.agent_id).map((i) => i.agent_id));
     box.append(
       el("div", { class: "detail-head" },
-        el("a", { href: "#sessions", class: "back", text: "← all sessions" }),
+        el("a", { href: state.lastHash.sessionsList || "#sessions", class: "back", text: "← all sessions" }),
         el("h2", { text: s.project || "(unknown project)" }),
         el("code", { class: "muted", text: s.session_id })),
       el("div", { class: "stats" },
@@ -650,14 +1038,25 @@
         stat("duration", fmtDuration(s.duration_ms)),
         stat("tool calls", s.tool_calls),
         stat("failures", s.failures, s.failures ? "warn" : ""),
-        stat("anomalies", s.anomalies, s.anomalies ? "alert" : "")),
-      timelineStrip(detail),
+        stat("anomalies", s.anomalies, s.anomalies ? "alert" : ""),
+        subAgents.size ? stat("sub-agents", subAgents.size) : null),
+    );
+    const width = Math.max(box.clientWidth - 40 - 140, 120); // minus padding and lane labels
+    box.append(
+      timelineStrip(detail, width),
       el("div", { class: "legend muted" },
         el("span", { class: "legend-item" }, el("span", { class: "tl-tool" }), " tool call"),
         el("span", { class: "legend-item" }, el("span", { class: "tl-tool failed" }), " failed"),
-        el("span", { class: "legend-item" }, el("span", { class: "tl-marker anomaly sev-high", text: "◆" }), " anomaly emitted")),
-      timelineList(detail),
+        el("span", { class: "legend-item" }, el("span", { class: "tl-marker sev-high", text: "◆" }), " anomaly emitted (click: its entry below; label it there)")),
+      timelineList(detail, state.showAllEvents),
     );
+    if (typing) {
+      const input = box.querySelector(`.label-buttons[data-for="${CSS.escape(typing.id)}"] input.label-note`);
+      if (input) {
+        input.value = typing.value;
+        input.focus();
+      }
+    }
   }
 
   function stat(name, value, cls) {
@@ -667,6 +1066,7 @@
   async function refreshSessions() {
     if (state.sessionId) {
       const r = await fetch(`/api/sessions/${encodeURIComponent(state.sessionId)}`);
+      $("sessions-tools").hidden = true;
       $("sessions-table").hidden = true;
       $("sessions-empty").hidden = true;
       $("session-detail").hidden = false;
@@ -683,7 +1083,12 @@
       return;
     }
     $("session-detail").hidden = true;
-    renderSessions(await getJSON("/api/sessions?limit=200"));
+    state.lastDetail = null;
+    $("sessions-tools").hidden = false;
+    const q = new URLSearchParams({ limit: String(SESSION_PAGE + 1), offset: String(state.sessionPage * SESSION_PAGE) });
+    const search = $("s-search").value.trim();
+    if (search) q.set("q", search);
+    renderSessions(await getJSON(`/api/sessions?${q}`));
   }
 
   // --- refresh loop ------------------------------------------------------------------------
@@ -695,8 +1100,10 @@
       if (state.tab === "anomalies") await refreshAnomalies();
       else if (state.tab === "gates") await refreshGates();
       else await refreshSessions();
+      hideOffline(state.tab);
       setStatus(true, `updated ${new Date().toLocaleTimeString([], TIME_OPTS)}`);
     } catch (err) {
+      showOffline(state.tab, err);
       setStatus(false, `cannot reach tma1 (${err.message || err})`);
     } finally {
       state.busy = false;
@@ -717,27 +1124,53 @@
   function init() {
     const kindSel = $("f-kind");
     for (const k of KINDS) kindSel.append(el("option", { value: k, text: humanKind(k) }));
-    for (const id of ["f-severity", "f-kind"]) $(id).addEventListener("change", refresh);
+    for (const id of ["f-severity", "f-kind"]) $(id).addEventListener("change", saveFilters);
     let debounce = null;
-    $("f-session").addEventListener("input", () => {
+    const typed = () => {
       clearTimeout(debounce);
-      debounce = setTimeout(refresh, 300);
-    });
+      debounce = setTimeout(saveFilters, 300);
+    };
+    $("f-session").addEventListener("input", typed);
     $("filters").addEventListener("submit", (ev) => {
       ev.preventDefault();
-      refresh();
+      saveFilters();
     });
-    $("gate-params").addEventListener("change", refresh);
+    $("review-next").addEventListener("click", nextUnlabelled);
+    $("gate-params").addEventListener("change", saveFilters);
     $("gate-params").addEventListener("submit", (ev) => {
       ev.preventDefault();
-      refresh();
+      saveFilters();
+    });
+    $("s-search").addEventListener("input", () => {
+      state.sessionPage = 0;
+      typed();
+    });
+    $("sessions-tools").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      state.sessionPage = 0;
+      saveFilters();
+    });
+    $("s-prev").addEventListener("click", () => {
+      state.sessionPage = Math.max(0, state.sessionPage - 1);
+      saveFilters();
+    });
+    $("s-next").addEventListener("click", () => {
+      state.sessionPage += 1;
+      saveFilters();
     });
     for (const btn of document.querySelectorAll("[role=tab]")) {
       btn.addEventListener("click", () => {
-        window.location.hash = `#${btn.dataset.tab}`;
+        window.location.hash = state.lastHash[btn.dataset.tab] || `#${btn.dataset.tab}`;
       });
     }
     window.addEventListener("hashchange", route);
+    let resizing = null;
+    window.addEventListener("resize", () => {
+      clearTimeout(resizing);
+      resizing = setTimeout(() => {
+        if (state.lastDetail && state.tab === "sessions" && state.sessionId) renderSessionDetail(state.lastDetail);
+      }, 150);
+    });
     document.body.dataset.poll = String(POLL_MS);
     route();
     loadSessionIds();

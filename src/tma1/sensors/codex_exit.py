@@ -1,0 +1,252 @@
+"""A Codex shell call's exit status, read from the session's rollout (design §2.18).
+
+Codex ≥ 0.17 sends a shell call's PostToolUse `tool_response` as the output text only:
+no exit code. The rollout at the hook's `transcript_path` has it, a few milliseconds
+before the hook fires, as the command-end item of the call whose id is the hook's
+`tool_use_id`:
+
+- 0.17x: `{"type":"event_msg","payload":{"type":"item_completed","item":{"type":
+  "CommandExecution","id":CALL,"status":"failed","exit_code":1,…}}}`;
+- older rollouts: `{"type":"event_msg","payload":{"type":"exec_command_end","call_id":
+  CALL,"exit_code":1,…}}`;
+- and, a little after the hook, the `function_call_output` of CALL whose output says
+  `Process exited with code N` (or carries `metadata.exit_code`).
+
+Only the tail of the file is read (`TAIL_BYTES`, more only to reach the start of the
+line that names the call), and only the lines that contain the call id are decoded.
+The caller bounds the wait (`WAIT_S`) for an item not written yet; without an answer the
+event keeps what its output shows (the masked-failure markers, design §2.8).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tma1.events import HookEvent
+
+TAIL_BYTES = 128 * 1024
+# A command's item holds its whole output: reach back this far for the start of its line.
+MAX_LINE_BYTES = 8 * 1024 * 1024
+# The longest a hook waits for an item Codex has not written yet, and how often it looks.
+WAIT_S = 0.25
+POLL_S = 0.02
+
+# A rollout that has never shown a call's end after this many looks is not waited on
+# again (a Codex whose rollout says it some other way must not cost every shell call the
+# whole wait): one look, no wait.
+MISSES_BEFORE_NO_WAIT = 2
+_TRACKED_MAX = 1024
+
+_EXITED = re.compile(r"(?:Process exited with code|Exit code:)\s*(-?\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class CommandEnd:
+    """How a shell call ended: `exit_code` (None when the item has none) and Codex's
+    `status` ("completed", "failed", "declined", …; None when the item has none)."""
+
+    exit_code: int | None
+    status: str | None
+    # "item": the command-end item; "output": the call's output text (a fallback).
+    source: str = "item"
+
+    @property
+    def failed(self) -> bool:
+        if self.exit_code is not None:
+            return self.exit_code != 0
+        return self.status == "failed"
+
+
+class WaitPolicy:
+    """How long the next look into a rollout may wait: the full `wait_s` while the
+    rollout has shown an end before (or has been asked fewer than
+    `MISSES_BEFORE_NO_WAIT` times); 0 once it has only ever missed. Thread-safe enough:
+    a lost update only costs one wait more or less."""
+
+    def __init__(self, wait_s: float = WAIT_S) -> None:
+        self.wait_s = wait_s
+        self._seen: dict[str, tuple[bool, int]] = {}  # path -> (found once, misses)
+
+    def wait_for(self, path: str) -> float:
+        found, misses = self._seen.get(path, (False, 0))
+        return self.wait_s if found or misses < MISSES_BEFORE_NO_WAIT else 0.0
+
+    def record(self, path: str, found: bool) -> None:
+        was_found, misses = self._seen.pop(path, (False, 0))
+        self._seen[path] = (was_found or found, misses + (not found))
+        if len(self._seen) > _TRACKED_MAX:
+            del self._seen[next(iter(self._seen))]  # the least recently asked
+
+
+def wants_exit_status(event: HookEvent) -> bool:
+    """A Codex shell PostToolUse whose response did not already say it failed."""
+    return (
+        event.agent_source == "codex"
+        and event.event_type == "PostToolUse"
+        and event.tool_command is not None
+        and bool(event.tool_use_id)
+        and bool(event.transcript_path)
+        # A refused call (unsuccessful, no failure kind) ran nothing; a masked failure
+        # (markers in the output) is made an exit failure by a non-zero status.
+        and (event.tool_success is not False or event.failure_kind == "masked")
+    )
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def command_end(line: dict[str, Any], call_id: str) -> CommandEnd | None:
+    """The command end that one rollout line records for `call_id`, if it is one."""
+    payload = line.get("payload")
+    if not isinstance(payload, dict):
+        return None
+    kind = payload.get("type")
+    if kind == "item_completed":
+        item = payload.get("item")
+        if (
+            isinstance(item, dict)
+            and item.get("id") == call_id
+            and item.get("type") in ("CommandExecution", "commandExecution")
+        ):
+            code, status = (
+                _int(item.get("exit_code", item.get("exitCode"))),
+                _str(item.get("status")),
+            )
+            if code is not None or status is not None:
+                return CommandEnd(code, status)
+        return None
+    if kind == "exec_command_end" and payload.get("call_id") == call_id:
+        code, status = _int(payload.get("exit_code")), _str(payload.get("status"))
+        if code is not None or status is not None:
+            return CommandEnd(code, status)
+        return None
+    if kind == "function_call_output" and payload.get("call_id") == call_id:
+        return _output_end(payload.get("output"))
+    return None
+
+
+def _output_end(output: Any) -> CommandEnd | None:
+    data: Any = output
+    if isinstance(output, str) and output.startswith("{"):
+        try:
+            data = json.loads(output)
+        except ValueError:
+            data = output
+    if isinstance(data, dict):
+        meta = data.get("metadata")
+        code = _int(meta.get("exit_code")) if isinstance(meta, dict) else None
+        if code is not None:
+            return CommandEnd(code, None, "output")
+        data = data.get("output")
+    if not isinstance(data, str):
+        return None
+    m = _EXITED.search(data[:400])
+    return CommandEnd(int(m.group(1)), None, "output") if m else None
+
+
+def read_command_end(
+    path: str | os.PathLike[str], call_id: str, *, tail_bytes: int = TAIL_BYTES
+) -> CommandEnd | None:
+    """The end of call `call_id` in the rollout at `path`, from the file's tail; None when
+    the file is missing or unreadable or holds no end of that call there (yet).
+
+    The tail is widened back to the start of the line it begins inside (at most
+    `MAX_LINE_BYTES`): a command item holds the whole output after its id, so a long one
+    names the call only near its start. The command-end item wins over the call's output
+    line (written after the hook, and only as text)."""
+    needle = json.dumps(call_id).encode("utf-8")
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            start = max(0, size - tail_bytes)
+            f.seek(start)
+            data = f.read(size - start)
+            widened, step = 0, 8 * 1024
+            while start > 0 and widened < MAX_LINE_BYTES:
+                step = min(start, step * 2)  # 16 KB, 32 KB, …: most cuts are near a newline
+                f.seek(start - step)
+                chunk = f.read(step)
+                start -= step
+                widened += step
+                nl = chunk.rfind(b"\n")
+                if nl != -1:
+                    data = chunk[nl + 1 :] + data
+                    start += nl + 1
+                    break
+                data = chunk + data
+            else:
+                if start > 0:  # a line longer than we ever read: skip its head
+                    data = data[data.find(b"\n") + 1 :]
+    except OSError:
+        return None
+    fallback: CommandEnd | None = None
+    pos = data.rfind(needle)
+    while pos != -1:
+        line_start = data.rfind(b"\n", 0, pos) + 1
+        line_end = data.find(b"\n", pos)
+        if line_end != -1:  # a line still being written is not read
+            found = _decode(data[line_start:line_end], call_id)
+            if found is not None and found.source == "item":
+                return found
+            fallback = fallback or found
+        pos = data.rfind(needle, 0, line_start)
+    return fallback
+
+
+def _decode(raw: bytes, call_id: str) -> CommandEnd | None:
+    try:
+        line = json.loads(raw)
+    except ValueError:
+        return None
+    return command_end(line, call_id) if isinstance(line, dict) else None
+
+
+def _usable(path: str) -> bool:
+    try:
+        return os.path.isfile(path)
+    except (OSError, ValueError):
+        return False
+
+
+def wait_command_end(
+    path: str, call_id: str, *, wait_s: float = WAIT_S, poll_s: float = POLL_S
+) -> CommandEnd | None:
+    """`read_command_end`, looking again every `poll_s` for at most `wait_s` (a thread
+    that may block: in-process callers). No wait when the file does not exist."""
+    if not _usable(path):
+        return None
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = read_command_end(path, call_id)
+        if found is not None or time.monotonic() + poll_s > deadline:
+            return found
+        time.sleep(poll_s)
+
+
+async def await_command_end(
+    path: str, call_id: str, *, wait_s: float = WAIT_S, poll_s: float = POLL_S
+) -> CommandEnd | None:
+    """`wait_command_end` on the event loop: each look is one small read of the file's
+    tail; between looks the loop serves other hooks."""
+    if not _usable(path):
+        return None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while True:
+        found = read_command_end(path, call_id)
+        if found is not None or loop.time() + poll_s > deadline:
+            return found
+        await asyncio.sleep(poll_s)

@@ -1,0 +1,269 @@
+"""A Codex shell call's exit status from its rollout (design §2.18), on the payloads and
+rollout captured from the real Codex 0.171 binary (tests/fixtures/real-agents/)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import LiveServer
+from sqlalchemy import select
+
+from tma1.clock import ManualClock
+from tma1.events import parse_payload
+from tma1.sensors import codex_exit
+from tma1.sensors.codex_exit import CommandEnd, read_command_end, wait_command_end
+from tma1.store.schema import hook_events
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "real-agents"
+HOOKS = FIXTURES / "codex-0.171.0.hooks-buildsh.jsonl"
+ROLLOUT = FIXTURES / "codex-0.171.0.rollout-buildsh.jsonl"
+BUILD_CALLS = (
+    "call_30e8da1770f143d3ab43",
+    "call_4602f2a38a8840dd8837",
+    "call_a0d2ad8dac0d43daaff6",
+)
+CAT_CALL = "call_039b381df59f4bae8e79"
+PATCH_CALL = "call_875ceba25e3e463782ff"
+
+
+def payloads() -> list[dict[str, Any]]:
+    return [json.loads(line)["payload"] for line in HOOKS.read_text().splitlines()]
+
+
+def test_reads_each_calls_end_from_the_real_rollout() -> None:
+    for call in BUILD_CALLS:
+        assert read_command_end(ROLLOUT, call) == CommandEnd(1, "failed")
+    assert read_command_end(ROLLOUT, CAT_CALL) == CommandEnd(0, "completed")
+    # apply_patch has no command-end item, and its output is not a shell call's.
+    assert read_command_end(ROLLOUT, PATCH_CALL) is None
+    assert read_command_end(ROLLOUT, "call_nobody") is None
+    assert read_command_end(ROLLOUT.with_name("absent.jsonl"), BUILD_CALLS[0]) is None
+
+
+def test_a_long_item_whose_id_is_before_the_tail_is_read_whole(tmp_path: Path) -> None:
+    # A command item holds the whole output after its id: with 400 KB of output the id
+    # is far before a 128 KB tail, and the reader widens the tail to the line's start.
+    lines = ROLLOUT.read_text().splitlines(keepends=True)
+    item = json.loads(next(ln for ln in lines if BUILD_CALLS[0] in ln and "CommandExecution" in ln))
+    item["payload"]["item"]["aggregated_output"] = "compiling\n" * 40_000
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("".join(lines[:5]) + json.dumps(item) + "\n" + "".join(lines[-3:]))
+    assert path.stat().st_size > 3 * codex_exit.TAIL_BYTES
+    assert read_command_end(path, BUILD_CALLS[0]) == CommandEnd(1, "failed")
+    # A tail inside the real rollout's last lines: the calls named there are found.
+    assert read_command_end(ROLLOUT, BUILD_CALLS[2], tail_bytes=8192) == CommandEnd(1, "failed")
+
+
+def test_the_item_wins_over_the_output_line_and_the_output_line_is_a_fallback(
+    tmp_path: Path,
+) -> None:
+    lines = ROLLOUT.read_text().splitlines(keepends=True)
+    item = next(
+        ln for ln in lines if BUILD_CALLS[0] in ln and '"CommandExecution"' in ln
+    )  # exit 1 / failed
+    output = next(ln for ln in lines if BUILD_CALLS[0] in ln and "function_call_output" in ln)
+    only_output = tmp_path / "only-output.jsonl"
+    only_output.write_text(output)
+    assert read_command_end(only_output, BUILD_CALLS[0]) == CommandEnd(1, None, "output")
+    both = tmp_path / "both.jsonl"
+    both.write_text(item + output)
+    assert read_command_end(both, BUILD_CALLS[0]) == CommandEnd(1, "failed")
+
+
+def test_a_line_still_being_written_is_not_read(tmp_path: Path) -> None:
+    item = next(
+        ln
+        for ln in ROLLOUT.read_text().splitlines()
+        if BUILD_CALLS[0] in ln and '"CommandExecution"' in ln
+    )
+    path = tmp_path / "rollout.jsonl"
+    path.write_text(item)  # no newline yet: Codex is mid-write
+    assert read_command_end(path, BUILD_CALLS[0]) is None
+    with path.open("a") as f:
+        f.write("\n")
+    assert read_command_end(path, BUILD_CALLS[0]) == CommandEnd(1, "failed")
+
+
+def test_the_wait_finds_an_item_written_after_the_first_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    item = next(
+        ln
+        for ln in ROLLOUT.read_text().splitlines(keepends=True)
+        if BUILD_CALLS[1] in ln and '"CommandExecution"' in ln
+    )
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("")
+    looks: list[int] = []
+    real = codex_exit.read_command_end
+
+    def look(p: str, call: str, **kw: Any) -> CommandEnd | None:
+        found = real(p, call, **kw)
+        looks.append(1)
+        if len(looks) == 1:
+            path.write_text(item)  # Codex writes the item just after our first look
+        return found
+
+    monkeypatch.setattr(codex_exit, "read_command_end", look)
+    assert wait_command_end(str(path), BUILD_CALLS[1], wait_s=60, poll_s=0.001) == CommandEnd(
+        1, "failed"
+    )
+    assert len(looks) == 2
+    # A file that does not exist is not waited for at all.
+    looks.clear()
+    assert wait_command_end(str(tmp_path / "none.jsonl"), "x", wait_s=60) is None
+    assert looks == []
+
+
+def _rewritten(tmp_path: Path, *, strip_errors: bool) -> tuple[list[dict[str, Any]], Path]:
+    """The captured hooks and rollout, moved under `tmp_path`. `strip_errors`: every
+    build output becomes `compiling src/app.py` alone, no recognisable error text."""
+    project = tmp_path / "proj-codex-buildsh"
+    (project / "src").mkdir(parents=True)
+    rollout = tmp_path / "rollout.jsonl"
+    text = ROLLOUT.read_text()
+    hooks = payloads()
+    if strip_errors:
+        text = text.replace(r"src/app.py:3: error: expected return value 3, got 2\n", "")
+        for p in hooks:
+            if isinstance(p.get("tool_response"), str):
+                p["tool_response"] = p["tool_response"].replace(
+                    "src/app.py:3: error: expected return value 3, got 2\n", ""
+                )
+        assert "error" not in "".join(str(p.get("tool_response")) for p in hooks)
+    rollout.write_text(text)
+    for p in hooks:
+        p["transcript_path"] = str(rollout)
+        p["cwd"] = str(project)
+    return hooks, rollout
+
+
+def test_parsed_alone_the_captured_builds_look_like_successes() -> None:
+    # What the hooks say without the rollout: the reason this module exists.
+    builds = [p for p in payloads() if p.get("tool_use_id") in BUILD_CALLS]
+    posts = [p for p in builds if p["hook_event_name"] == "PostToolUse"]
+    assert len(posts) == 3
+    for p in posts:
+        ev = parse_payload(p, ts=1, source="codex")
+        assert ev.event_type == "PostToolUse" and not ev.is_failure
+        assert codex_exit.wants_exit_status(ev)
+
+
+@pytest.mark.parametrize("strip_errors", [False, True], ids=["as-captured", "no-error-text"])
+def test_three_failing_builds_block_the_stop_through_the_server(
+    live: LiveServer, clock: ManualClock, tmp_path: Path, strip_errors: bool
+) -> None:
+    hooks, _ = _rewritten(tmp_path, strip_errors=strip_errors)
+    answers = []
+    for p in hooks:
+        clock.advance(1000)
+        r = live.hook(p, params={"source": "codex", "envelope": "codex"})
+        assert r.status_code == 200
+        answers.append((p["hook_event_name"], r.text))
+
+    with live.store.engine.connect() as conn:
+        rows = [
+            dict(r._mapping) for r in conn.execute(select(hook_events).order_by(hook_events.c.id))
+        ]
+    builds = [r for r in rows if r["tool_use_id"] in BUILD_CALLS and r["tool_command"]]
+    posts = [r for r in builds if r["event_type"] != "PreToolUse"]
+    assert [(r["event_type"], r["failure_kind"]) for r in posts] == [
+        ("PostToolUseFailure", "exit")
+    ] * 3
+    assert all(json.loads(r["metadata"])["exit_code"] == 1 for r in posts)
+    cat = next(r for r in rows if r["tool_use_id"] == CAT_CALL and r["event_type"] != "PreToolUse")
+    assert cat["event_type"] == "PostToolUse" and cat["failure_kind"] is None
+
+    stop_name, stop_body = answers[-1]
+    assert stop_name == "Stop"
+    body = json.loads(stop_body)
+    assert body["decision"] == "block"
+    assert "./build.sh" in body["reason"]
+    assert "pipe" not in body["reason"]
+
+
+def test_without_the_rollout_the_output_markers_still_count(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    # The rollout is gone (or never has the item): no wait past the bound, and a test
+    # run whose output shows failures is still a (masked) failure.
+    payload = {
+        "session_id": "s-codex",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_use_id": "call_x",
+        "tool_input": {"command": "pytest -q"},
+        "tool_response": "FAILED tests/test_a.py::test_one - assert 1 == 2\n1 failed\n",
+        "cwd": str(tmp_path),
+        "transcript_path": str(tmp_path / "missing.jsonl"),
+    }
+    assert live.hook(payload, params={"source": "codex"}).status_code == 200
+    with live.store.engine.connect() as conn:
+        [row] = [dict(r._mapping) for r in conn.execute(select(hook_events))]
+    assert row["event_type"] == "PostToolUse" and row["failure_kind"] == "masked"
+
+
+def test_a_rollout_that_never_shows_an_end_stops_costing_a_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Codex whose rollout records the end some other way must not cost every shell call
+    the whole wait: after two misses a rollout gets one look and no wait, until it shows
+    an end again."""
+    from tma1.config import Settings
+    from tma1.service import build_service
+
+    rollout = tmp_path / "rollout.jsonl"
+    rollout.write_text('{"type":"event_msg","payload":{"type":"task_started"}}\n')
+    looks: list[str] = []
+    real = codex_exit.read_command_end
+
+    def look(p: str, call: str, **kw: Any) -> CommandEnd | None:
+        looks.append(call)
+        return real(p, call, **kw)
+
+    monkeypatch.setattr(codex_exit, "read_command_end", look)
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        database_url=f"sqlite:///{tmp_path / 'tma1.db'}",
+        watch_files=False,
+        hook_db_budget_ms=30_000,
+    )
+    service = build_service(settings, clock=ManualClock())
+    service.exit_status_wait_s = service._exit_waits.wait_s = 0.5
+    try:
+
+        def post(call: str) -> None:
+            body = {
+                "session_id": "s",
+                "hook_event_name": "PostToolUse",
+                "tool_name": "Bash",
+                "tool_use_id": call,
+                "tool_input": {"command": "./build.sh"},
+                "tool_response": "compiling\n",
+                "cwd": str(tmp_path),
+                "transcript_path": str(rollout),
+            }
+            service.handle_hook(json.dumps(body).encode(), source="codex")
+
+        post("c1")
+        post("c2")
+        assert looks.count("c1") > 1 and looks.count("c2") > 1  # waited: several looks
+        post("c3")
+        assert looks.count("c3") == 1  # two misses: one look, no wait
+        # The rollout shows an end again: waiting is back.
+        item = next(
+            ln
+            for ln in ROLLOUT.read_text().splitlines(keepends=True)
+            if BUILD_CALLS[0] in ln and '"CommandExecution"' in ln
+        )
+        with rollout.open("a") as f:
+            f.write(item)
+        post(BUILD_CALLS[0])
+        post("c5")
+        assert looks.count("c5") > 1
+    finally:
+        service.stop()
+        service.store.close()
