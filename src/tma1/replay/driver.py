@@ -52,6 +52,7 @@ from tma1.replay import (
     claude_stream,
     claude_transcript,
     codex_rollout,
+    copilot_events,
     eventlog,
     gemini_chat,
     shards,
@@ -61,6 +62,7 @@ from tma1.replay.formats import (
     CLAUDE_STREAM_JSON,
     CLAUDE_TRANSCRIPT,
     CODEX_ROLLOUT,
+    COPILOT_EVENTS,
     EVENTLOG,
     GEMINI_CHAT,
     Records,
@@ -83,6 +85,7 @@ _CONVERTERS = {
     CODEX_ROLLOUT: codex_rollout.convert,
     CLAUDE_STREAM_JSON: claude_stream.convert,
     GEMINI_CHAT: gemini_chat.convert,
+    COPILOT_EVENTS: copilot_events.convert,
 }
 _SKIP_NAMES = ("README", ".DS_Store")
 

@@ -1,4 +1,5 @@
-"""`tma1 replay` of a Gemini CLI chat file: the fixture was written by the real Gemini CLI
+"""`tma1 replay` of Gemini CLI chat files and Copilot CLI session logs. The Gemini fixture
+was written by the real Gemini CLI
 0.61.0 (driven by tests/agents/fakemodel.py: a Read, an Edit, `./build.sh` failing three
 times, a final answer)."""
 
@@ -66,3 +67,44 @@ def test_the_older_single_object_form_is_read_too(tmp_path: Path) -> None:
     conv = gemini_chat.convert(read_records(whole))
     again = gemini_chat.convert(read_records(FIX))
     assert [i.payload for i in conv.items] == [i.payload for i in again.items]
+
+
+# --- GitHub Copilot CLI -------------------------------------------------------------------
+# The fixture was written by the real Copilot CLI 1.0.102 (offline, the fake model as its
+# BYOK provider): a view, an edit, `./build.sh` failing three times, a final answer.
+
+COPILOT = Path(__file__).with_name("fixtures") / "copilot_events.jsonl"
+
+
+def test_a_copilot_session_log_is_detected_and_becomes_its_hooks(tmp_path: Path) -> None:
+    from tma1.replay import copilot_events
+    from tma1.replay.formats import COPILOT_EVENTS
+
+    misnamed = tmp_path / "session.jsonl"
+    shutil.copy(COPILOT, misnamed)
+    assert detect(read_records(misnamed)) == COPILOT_EVENTS
+    conv = copilot_events.convert(read_records(COPILOT))
+    assert conv.problems == []
+    got = [(i.hook_event, (i.payload or {}).get("tool_name")) for i in conv.items]
+    assert got == [
+        ("SessionStart", None),
+        ("UserPromptSubmit", None),
+        ("PreToolUse", "view"),
+        ("PostToolUse", "view"),
+        ("PreToolUse", "edit"),
+        ("PostToolUse", "edit"),
+        *[("PreToolUse", "bash"), ("PostToolUse", "bash")] * 3,
+        ("Stop", None),
+        ("SessionEnd", None),
+    ]
+    assert all(i.source == "copilot" and i.envelope == "copilot" for i in conv.items)
+    assert (conv.items[0].payload or {})["cwd"].endswith("/proj")
+
+
+def test_replaying_the_copilot_log_blocks_the_stop() -> None:
+    result = replay_paths([COPILOT])
+    assert result.all_problems == []
+    (stop,) = [d for d in result.deliveries if d.hook_event == "Stop"]
+    body = json.loads(stop.body)
+    assert body["decision"] == "block" and "./build.sh" in body["reason"]
+    assert "repeated_failed_build" in {f["kind"] for f in stop.findings}
