@@ -313,3 +313,12 @@ def test_sources_and_answer_shapes() -> None:
     cop = json.loads(context_body("UserPromptSubmit", "ctx", envelope="copilot"))
     assert cop == {"additionalContext": "ctx"}
     assert context_body("UserPromptSubmit", "ctx", envelope=None) == "ctx"  # Claude Code
+
+
+def test_the_stop_block_is_the_decision_form_for_both() -> None:
+    from tma1.engine.digest import stop_block_body, stop_block_reason
+
+    for envelope in ("gemini", "copilot"):
+        body = stop_block_body("tma1: do not stop yet", envelope=envelope)
+        assert json.loads(body) == {"decision": "block", "reason": "tma1: do not stop yet"}
+        assert stop_block_reason(body) == "tma1: do not stop yet"
