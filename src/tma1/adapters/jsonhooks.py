@@ -69,6 +69,26 @@ def dumps(doc: Doc, fmt: JsonFormat = DEFAULT_FORMAT) -> str:
     return text + "\n" if fmt.trailing_newline else text
 
 
+def edit_text(text: str, doc: Doc) -> str:
+    """`text` changed to hold `doc`, touching only what changed (the user's own entries
+    keep their wrapping); a file that cannot be edited so is re-rendered in its style."""
+    from tma1.adapters.jsonsplice import splice
+
+    fmt = detect_format(text)
+    if text.strip():
+        out = splice(
+            text,
+            doc,
+            indent=fmt.indent,
+            item_sep=fmt.item_sep,
+            key_sep=fmt.key_sep,
+            ensure_ascii=fmt.ensure_ascii,
+        )
+        if out is not None:
+            return out
+    return dumps(doc, fmt)
+
+
 def decode_text(path: Path, data: bytes | None) -> str:
     """The file's text ("" when absent); a file that is not UTF-8 is refused untouched."""
     if data is None:

@@ -126,7 +126,7 @@ class JsonHooksRegistration:
             after: bytes | None = before  # already installed exactly so: leave the bytes be
         else:
             text = before.decode("utf-8") if before else ""
-            after = jsonhooks.dumps(wanted, jsonhooks.detect_format(text)).encode("utf-8")
+            after = jsonhooks.edit_text(text, wanted).encode("utf-8")
         mode = 0o600 if self.secret and after != before else None
         return FileChange(self.path, before, after, self.label, mode=mode, backup=True)
 
@@ -151,7 +151,7 @@ class JsonHooksRegistration:
             after = None
         else:
             text = before.decode("utf-8")
-            after = jsonhooks.dumps(wanted, jsonhooks.detect_format(text)).encode("utf-8")
+            after = jsonhooks.edit_text(text, wanted).encode("utf-8")
         # A file that install created and uninstall deletes needs no backup.
         return FileChange(self.path, before, after, self.label, backup=after is not None)
 

@@ -37,6 +37,7 @@ from tma1.engine.digest import (
     stop_reason,
 )
 from tma1.engine.emitlog import EmitLog
+from tma1.engine.mutes import MUTES_FILE, Mutes
 from tma1.engine.suppression import REBUILD_HORIZON_MS, Decision, Suppression
 from tma1.engine.window import RuleConfig
 from tma1.events import HookEvent
@@ -90,6 +91,7 @@ class Delivery:
         rules: Mapping[str, Rule] | None = None,
         source: WindowSource | None = None,
         emitlog: EmitLog | None = None,
+        mutes: Mutes | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -107,6 +109,8 @@ class Delivery:
         )
         self.suppression = Suppression()
         self.emitlog = emitlog or EmitLog(store=store, counters=counters)
+        # Muted kinds (design §2.20): still computed, never delivered.
+        self.mutes = mutes if mutes is not None else Mutes(settings.data_dir / MUTES_FILE)
         self._evict_lock = threading.Lock()
         self._last_evict = 0
         self.restored_rows = 0
@@ -143,7 +147,14 @@ class Delivery:
         if not self.detector.serves(channel):
             return []  # e.g. PostToolUse: none of the six rules delivers there
         det = self.detector.detect(session_id, now, channel=channel)
-        candidates = delivery_order([c for c in det.candidates if c.channel == channel])
+        project = det.window.project
+        candidates = delivery_order(
+            [
+                c
+                for c in det.candidates
+                if c.channel == channel and not self.mutes.muted(c.kind, project, now)
+            ]
+        )
         if not candidates:
             self.suppression.touch(session_id, now)
             return []
@@ -164,9 +175,12 @@ class Delivery:
 
         Per finding: `would_deliver` (passes suppression and fits its channel's cap),
         `decision` (why: fresh | suppressed | window_elapsed | resolved |
-        resolved_new_evidence | new_evidence | one_shot), `first_emitted_at` (what a
-        delivery now would stamp: now for a fresh finding, the original time when the
-        finding is re-told, None when it would stay silent without having been told),
+        resolved_new_evidence | new_evidence | one_shot | muted), `muted` (its kind is
+        muted for this project: computed and shown, never delivered; with `muted_until`,
+        None for until unmuted, and `muted_project`, None for every project),
+        `first_emitted_at` (what a delivery now would stamp: now for a fresh finding, the
+        original time when the finding is re-told, None when it would stay silent without
+        having been told),
         and `outstanding_since` (when the agent was first told of it, if it was and the
         finding has not been resolved since; else None)."""
         now = self.clock.now_ms()
@@ -177,14 +191,21 @@ class Delivery:
         findings = []
         for d in decisions:
             channel = str(d.finding.channel)
-            would = d.emit and taken.get(channel, 0) < CHANNEL_LIMIT.get(channel, 1)
+            mute = self.mutes.muted(d.finding.kind, det.window.project, now)
+            would = (
+                mute is None and d.emit and taken.get(channel, 0) < CHANNEL_LIMIT.get(channel, 1)
+            )
             if would:
                 taken[channel] = taken.get(channel, 0) + 1
-            findings.append(
-                finding_json(
-                    d, would_deliver=would, first_emitted_at=d.finding.first_emitted_at or None
-                )
+            out = finding_json(
+                d, would_deliver=would, first_emitted_at=d.finding.first_emitted_at or None
             )
+            out["muted"] = mute is not None
+            if mute is not None:
+                out["decision"] = "muted"
+                out["muted_until"] = mute.until_ms
+                out["muted_project"] = mute.project
+            findings.append(out)
         return {"session_id": session_id, "now": now, "findings": findings}
 
     # --- cache invalidation -------------------------------------------------------------

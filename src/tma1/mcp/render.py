@@ -128,7 +128,15 @@ def render_anomalies(
         )
         lines.append(f"   {told}; newest evidence: {when(f.get('last_evidence_ts'), now_ms)}")
         place = CHANNEL_WORDS.get(channel, channel)
-        if f.get("would_deliver"):
+        if f.get("muted"):
+            scope = f" in {f['muted_project']}" if f.get("muted_project") else ""
+            until = (
+                f" until {when(f.get('muted_until'), now_ms)}"
+                if as_ms(f.get("muted_until")) is not None
+                else ""
+            )
+            lines.append(f"   Muted{scope}{until} (tma1 mute): shown here, never delivered to you.")
+        elif f.get("would_deliver"):
             again = " again" if as_ms(since) is not None else ""
             lines.append(f"   tma1 will tell you{again} in {place}.")
         else:

@@ -7,6 +7,7 @@ import fcntl
 import functools
 import json
 import logging
+import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -53,9 +54,12 @@ _MIGRATION_LOCK_KEY = 0x746D6131  # "tma1"
 def make_engine(url: str) -> Engine:
     """SQLite gets WAL + NORMAL sync + a busy timeout; PostgreSQL a small pool."""
     if url.startswith("sqlite"):
-        path = url.split("///", 1)[1] if "///" in url else ""
-        if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        from tma1.privacy import DIR_MODE, secure_sqlite_file, sqlite_path
+
+        db_file = sqlite_path(url)
+        if db_file is not None:
+            db_file.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+            secure_sqlite_file(db_file)  # 0600, and SQLite gives its WAL/SHM that mode
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": 10},
@@ -157,7 +161,8 @@ def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
     if not path or path == ":memory:" or path.startswith("file:"):
         yield
         return
-    with open(f"{path}.migrate-lock", "a+b") as fh:
+    fd = os.open(f"{path}.migrate-lock", os.O_RDWR | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a+b") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -477,6 +482,37 @@ class Store:
         return cls(engine)
 
     @classmethod
+    def open_readonly(cls, path: str | Path) -> Store:
+        """An existing SQLite file, read-only: no migration, no lock file, nothing created
+        (a read command on a mistyped path, a copy on a read-only mount). `immutable=1`
+        when even SQLite's shared-memory file cannot be made beside it."""
+        import sqlite3
+        from urllib.parse import quote
+
+        target = Path(path).absolute()
+        if not target.is_file():
+            raise FileNotFoundError(f"no database file at {target}")
+        base = f"file:{quote(str(target))}?mode=ro"
+        uri = base
+        try:
+            probe = sqlite3.connect(uri, uri=True)
+            try:
+                probe.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            finally:
+                probe.close()
+        except sqlite3.OperationalError:
+            uri = base + "&immutable=1"  # a WAL database in a directory we cannot write
+
+        def connect() -> sqlite3.Connection:
+            conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=10)
+            conn.execute("PRAGMA query_only=1")
+            return conn
+
+        from sqlalchemy.pool import NullPool
+
+        return cls(create_engine("sqlite://", creator=connect, poolclass=NullPool))
+
+    @classmethod
     def scratch(cls, path: str | Path) -> Store:
         """A new SQLite database that nobody keeps (a replay without --db). Its tables come
         straight from `tma1.store.schema` (the migrations give the same schema,
@@ -512,6 +548,11 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def table_names(self) -> list[str]:
+        from sqlalchemy import inspect
+
+        return list(inspect(self.engine).get_table_names())
 
     # --- writes ---------------------------------------------------------------------
 
