@@ -21,6 +21,7 @@ from tma1 import __version__
 from tma1.clock import Clock, SystemClock
 from tma1.config import Settings
 from tma1.counters import Counters
+from tma1.dialects import normalize
 from tma1.engine.delivery import Delivery
 from tma1.engine.detector import WindowSource
 from tma1.engine.emitlog import EmitLog
@@ -66,6 +67,8 @@ AGENT_SOURCES = {
     "claude-code": "claude-code",
     "claude": "claude-code",
     "codex": "codex",
+    "gemini": "gemini",
+    "copilot": "copilot",
 }
 PURGE_INTERVAL_S = 3600.0
 
@@ -259,12 +262,15 @@ class Service:
             # A typo'd or foreign `?source=` is no agent of ours: storing it would make
             # sessions that belong to nobody (refused, counted, answered empty).
             self.reject(
-                "unknown_source", f"?source={str(source)[:60]!r} is not codex or claude-code"
+                "unknown_source", f"?source={str(source)[:60]!r} is no agent tma1 knows"
             )
             return None
         try:
             event = parse_payload(
-                payload, ts=self.clock.now_ms(), source=agent, texts=self.parse_texts
+                normalize(payload, agent),  # Gemini's and Copilot's into tma1's shape
+                ts=self.clock.now_ms(),
+                source=agent,
+                texts=self.parse_texts,
             )
         except PayloadError as exc:
             self.reject(exc.reason, exc.detail)
@@ -272,8 +278,8 @@ class Service:
         if event.hook_event_name not in KNOWN_HOOK_EVENTS:
             self.reject(
                 "unknown_hook_event",
-                f"hook_event_name {event.hook_event_name[:60]!r} is no Claude Code or Codex "
-                "hook event",
+                f"hook_event_name {event.hook_event_name[:60]!r} is no hook event tma1 uses "
+                "(after mapping the agent's own names)",
             )
             return None
         return event

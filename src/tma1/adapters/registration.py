@@ -104,6 +104,8 @@ class JsonHooksRegistration:
     marker: str
     matcher: str | None
     label: str
+    # Keys under "hooks" that are settings, not events (jsonhooks.parse_document).
+    config_keys: frozenset[str] = frozenset()
     # A different handler for some events (`tma1 install --transport http`).
     per_event: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The handlers carry the hook token: the file is written 0600.
@@ -112,7 +114,7 @@ class JsonHooksRegistration:
 
     def _current(self) -> tuple[bytes | None, jsonhooks.Doc]:
         before = read_bytes(self.path)
-        return before, jsonhooks.parse_document(self.path, before)
+        return before, jsonhooks.parse_document(self.path, before, self.config_keys)
 
     def plan_install(self, state: InstallState) -> FileChange:
         self._dir_existed = self.path.parent.is_dir()
@@ -156,7 +158,7 @@ class JsonHooksRegistration:
     def record(self, change: FileChange, state: InstallState, *, installing: bool) -> None:
         key = str(self.path)
         if installing:
-            before_doc = jsonhooks.parse_document(self.path, change.before)
+            before_doc = jsonhooks.parse_document(self.path, change.before, self.config_keys)
             if jsonhooks.count_ours(before_doc, self.marker):
                 if key not in state.files:
                     # Installed before, and the state file is gone: what the user had then

@@ -22,7 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "Write the hook script under the data dir and register it with the agent: "
             "Claude Code's hooks in ~/.claude/settings.json and its MCP server in "
             "~/.claude.json; Codex's hooks in ~/.codex/hooks.json and its MCP server in "
-            "~/.codex/config.toml. Only tma1's entries change (your own keep their bytes); "
+            "~/.codex/config.toml; Gemini CLI's hooks in ~/.gemini/settings.json; Copilot CLI's "
+            "in ~/.copilot/settings.json (`all` takes these two only where their directory "
+            "exists). Only tma1's entries change (your own keep their bytes); "
             "a file's first change leaves a FILE.tma1-backup of it as it was. Running it "
             "again replaces tma1's entries in place. See --dry-run for the exact diff.",
         ),
@@ -38,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         p = sub.add_parser(name, help=f"{verb} tma1's hooks with an agent", description=desc)
         p.add_argument(
             "--adapter",
-            choices=("claude-code", "codex", "all"),
+            choices=("claude-code", "codex", "gemini", "copilot", "all"),
             default="claude-code",
             help="which agent (default: claude-code)",
         )
