@@ -81,11 +81,11 @@ def convert_many(inputs: list[Records]) -> list[Converted]:
     for slot, (fi, line, payload) in enumerate(timeline):
         ts = BASE_MS + slot * SPACING_MS
         place(fi, line, payload, ts, slot * 100)
-        for j, (pfi, pline, post) in enumerate(after.get(slot, [])):
-            place(pfi, pline, post, ts + SPACING_MS // 2, slot * 100 + 1 + j)
+        for j, (pfi, pline, answer) in enumerate(after.get(slot, [])):
+            place(pfi, pline, answer, ts + SPACING_MS // 2, slot * 100 + 1 + j)
     if not timeline:
-        for j, (pfi, pline, post) in enumerate(posts):
-            place(pfi, pline, post, BASE_MS + j * SPACING_MS, j * 100)
+        for j, (pfi, pline, answer) in enumerate(posts):
+            place(pfi, pline, answer, BASE_MS + j * SPACING_MS, j * 100)
 
     note = (
         f"hook payload log without timestamps: synthetic timeline from "
