@@ -383,7 +383,7 @@ def overall_status(statuses: Iterable[str]) -> str:
 # --- the emit log and labels ---------------------------------------------------------------
 
 
-def _emit_dict(m: Mapping[str, Any], labels: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def _emit_dict(m: Mapping[Any, Any], labels: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     human = labels.get("human")
     agent = labels.get("agent")
     chosen, source = (human, "human") if human else (agent, "agent") if agent else (None, None)
@@ -1429,7 +1429,7 @@ def _agent_of(m: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return aid, atype if aid else None
 
 
-def session_timeline(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def session_timeline(rows: Iterable[Mapping[Any, Any]]) -> list[dict[str, Any]]:
     """Events (sorted) → tool calls (a Pre joined with its Post by tool_use_id) and markers
     for the other events (prompts, stops, compactions). Each item has `agent_id` and
     `agent_type` (None: the main agent; else a sub-agent's lane)."""

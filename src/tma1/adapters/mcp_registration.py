@@ -54,6 +54,7 @@ def mcp_command(settings: Settings, argv0: str | None = None) -> McpCommand:
     """
     argv0 = sys.argv[0] if argv0 is None else argv0
     script = Path(argv0)
+    args: tuple[str, ...]
     if script.name == "tma1" and script.is_file():
         command, args = str(script.resolve()), ("mcp",)
     else:  # `python -m tma1.cli`, tests: the interpreter of this venv (not resolved: a

@@ -153,8 +153,10 @@ def render_anomalies(
         lines.append("")
         lines.append("Recently delivered to this session (emit log, newest first):")
         for e in recent_emits:
-            labels = e.get("labels") if isinstance(e.get("labels"), Mapping) else {}
-            mine = labels.get("agent") if isinstance(labels.get("agent"), Mapping) else None
+            labels = e.get("labels")
+            mine = labels.get("agent") if isinstance(labels, Mapping) else None
+            if not isinstance(mine, Mapping):
+                mine = None
             verdict = f" (your verdict: {mine.get('label')})" if mine else ""
             lines.append(
                 f"- id {e.get('id')}: [{str(e.get('severity', '?')).upper()}] "

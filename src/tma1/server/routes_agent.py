@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import PurePosixPath
@@ -112,7 +113,7 @@ class EditedFile:
     edits: int
 
 
-def recent_edits(rows: list[Any], limit: int = RECENT_EDITS_LIMIT) -> list[EditedFile]:
+def recent_edits(rows: Sequence[Any], limit: int = RECENT_EDITS_LIMIT) -> list[EditedFile]:
     """Distinct files from write-tool results (newest first), with how often each was edited."""
     seen: dict[str, list[int]] = {}
     for row in rows:  # rows come newest first

@@ -298,7 +298,7 @@ def _window_sql(dialect: Any, with_after: bool) -> tuple[str, tuple[str, ...], d
     SQLite's 0/1 into a bool, and no other column may need a result processor."""
     c = hook_events.c
     failed = or_(c.event_type == "PostToolUseFailure", c.tool_success.is_(False))
-    cols = [c[name] for name in _WINDOW_COLUMNS]
+    cols: list[Any] = [c[name] for name in _WINDOW_COLUMNS]
     cols[_WINDOW_COLUMNS.index("tool_result")] = case((failed, c.tool_result), else_=null()).label(
         "tool_result"
     )
