@@ -627,22 +627,9 @@ class Store:
         with self.engine.begin() as conn:
             for ch in changes:
                 result = conn.execute(_INSERT_CHANGE, _change_row(ch))
-                ids.append(int(result.inserted_primary_key[0]))  # type: ignore[index]
-        return ids
-        with self.engine.begin() as conn:
-            for ch in changes:
-                result = conn.execute(
-                    insert(external_changes).values(
-                        ts=ch.ts,
-                        project=ch.project,
-                        path=ch.path,
-                        change=ch.change,
-                        size=ch.size,
-                        content_hash=ch.content_hash,
-                        writer_session=ch.writer_session,
-                    )
-                )
-                ids.append(int(result.inserted_primary_key[0]))  # type: ignore[index]
+                key = result.inserted_primary_key
+                assert key is not None  # an INSERT of one row always has one
+                ids.append(int(key[0]))
         return ids
 
     def set_change_writer(self, ids: Sequence[int], session_id: str) -> int:
