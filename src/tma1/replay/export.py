@@ -21,7 +21,6 @@ from sqlalchemy import select
 
 from tma1.events import HookEvent
 from tma1.store import Store
-from tma1.store.db import split_model_cell
 from tma1.store.schema import hook_events, messages
 
 _RANK_CHANGE, _RANK_USAGE, _RANK_HOOK = 0, 1, 2
@@ -138,11 +137,10 @@ def export_session(store: Store, session_id: str) -> list[dict[str, Any]]:
             "occupancy": u["occupancy"],
             "kind": u["kind"],
         }
-        model, window = split_model_cell(u["model"])
-        if model:
-            rec["model"] = model
-        if window:
-            rec["context_window"] = window
+        if u["model"]:
+            rec["model"] = u["model"]
+        if u["context_window"]:
+            rec["context_window"] = u["context_window"]
         if u["message_id"]:
             rec["message_id"] = u["message_id"]
         rows.append((u["ts"], _RANK_USAGE, u["id"], rec))

@@ -481,31 +481,6 @@ def _scratch_ddl(dialect: Any) -> list[str]:
     return out
 
 
-# The model's context window rides in the `model` column of `tma1_messages` (no schema
-# change for it): `gpt-5-codex#ctx=272000`. Only `insert_usages` writes it and only
-# `split_model_cell` reads it, so no reader ever sees the suffix.
-_CTX_MARK = "#ctx="
-
-
-def model_cell(model: str | None, context_window: int | None) -> str | None:
-    """The `model` column's text for a usage row: the name, plus the window when known."""
-    if context_window is None or context_window <= 0:
-        return model
-    return f"{model or ''}{_CTX_MARK}{int(context_window)}"
-
-
-def split_model_cell(cell: str | None) -> tuple[str | None, int | None]:
-    """(model, context window) from the `model` column (see `model_cell`)."""
-    if not cell or _CTX_MARK not in cell:
-        return cell, None
-    name, _, raw = cell.rpartition(_CTX_MARK)
-    try:
-        window: int | None = int(raw)
-    except ValueError:
-        return cell, None
-    return name or None, window
-
-
 class Store:
     """All reads and writes. Thread-safe: each call takes its own pooled connection."""
 
@@ -658,7 +633,8 @@ class Store:
                         "session_id": u.session_id,
                         "message_id": u.message_id,
                         "kind": u.kind,
-                        "model": model_cell(u.model, u.context_window),
+                        "model": u.model,
+                        "context_window": u.context_window,
                         "input_tokens": u.input_tokens,
                         "cache_read_tokens": u.cache_read_tokens,
                         "cache_creation_tokens": u.cache_creation_tokens,
@@ -750,7 +726,6 @@ class Store:
         if row is None:
             return None
         m = row._mapping
-        model, window = split_model_cell(m["model"])
         return Usage(
             ts=m["ts"],
             session_id=m["session_id"],
@@ -759,10 +734,10 @@ class Store:
             cache_read_tokens=m["cache_read_tokens"],
             cache_creation_tokens=m["cache_creation_tokens"],
             output_tokens=m["output_tokens"],
-            model=model,
+            model=m["model"],
             message_id=m["message_id"],
             kind=m["kind"],
-            context_window=window,
+            context_window=m["context_window"],
         )
 
     def latest_compaction_ts(

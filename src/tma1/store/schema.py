@@ -101,6 +101,7 @@ messages = Table(
     Column("cache_creation_tokens", BigInteger, nullable=False, server_default="0"),
     Column("output_tokens", BigInteger, nullable=False, server_default="0"),
     Column("occupancy", BigInteger, nullable=False, server_default="0"),
+    Column("context_window", BigInteger),  # the model's, when the agent reports it
     Index("ix_messages_session_ts", "session_id", "ts"),
     Index("ix_messages_ts", "ts"),
 )
