@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import free_port
-from trustkit import clean_env, run, serving
+from trustkit import clean_env, run, serving, trust_all
 
 from tma1.adapters.hookscript import script_name
 
@@ -165,3 +165,49 @@ def test_codex_untrusted_is_a_failure(home: Path, tmp_path: Path, monkeypatch) -
     monkeypatch.setattr(codex, "trust_state", lambda codex_home: "untrusted", raising=False)
     line = trust().line()
     assert line.startswith("FAIL") and "codex trust" in line and "— fix: " in line
+
+
+def test_service_line_says_whether_something_keeps_tma1_running(
+    home: Path, tmp_path: Path
+) -> None:
+    env = _env(home, tmp_path / "data")
+    assert run(env, "install", "--adapter", "claude-code").returncode == 0
+    down = _line(_doctor(env).stdout, "service")
+    assert down.startswith("FAIL") and "no server is running" in down
+    assert "tma1 service install" in down
+    with serving(env, port=int(env["TMA1_PORT"])):
+        res = _doctor(env)
+    up = _line(res.stdout, "service")
+    assert up.startswith("warn") and "tma1 service install" in up
+    assert res.returncode == 0, res.stdout  # a warning is nothing to fix
+    installed = run(env, "service", "install")
+    assert installed.returncode == 0, installed.stderr
+    line = _line(_doctor(env).stdout, "service")
+    assert "not installed" not in line and "installed" in line, line
+
+
+def test_codex_trust_is_read_from_codex_s_own_records(home: Path, tmp_path: Path) -> None:
+    """The real `trust_state`: a fresh install is untrusted (Codex would run none of the
+    hooks); once Codex's trust records hold each handler's hash, the line is ok."""
+    (home / ".codex").mkdir()
+    env = _env(home, tmp_path / "data")
+    assert run(env, "install", "--adapter", "codex").returncode == 0
+    res = _doctor(env)
+    untrusted = _line(res.stdout, "codex trust")
+    assert untrusted.startswith("FAIL") and "Trust all and continue" in untrusted
+    trust_all(home / ".codex")
+    assert _line(_doctor(env).stdout, "codex trust").startswith("ok")
+
+
+def test_what_an_agent_cannot_be_told_is_listed_once_its_hooks_are_in(
+    home: Path, tmp_path: Path
+) -> None:
+    (home / ".gemini").mkdir()
+    env = _env(home, tmp_path / "data")
+    before = _doctor(env).stdout
+    assert "gemini limit" not in before
+    assert run(env, "install", "--adapter", "gemini").returncode == 0
+    out = _doctor(env).stdout
+    limits = [ln for ln in out.splitlines() if ln[6:24].rstrip() == "gemini limit"]
+    assert limits and all(ln.startswith("warn") for ln in limits)
+    assert any("&lt;tma1-context&gt;" in ln for ln in limits), limits

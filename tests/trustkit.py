@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import time
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import httpx
 from conftest import free_port, tma1_cmd
+
+from tma1.adapters import codex
 
 
 def clean_env(home: Path, data_dir: Path, **extra: str) -> dict[str, str]:
@@ -76,3 +79,20 @@ def serving(env: dict[str, str], *extra: str, port: int | None = None) -> Iterat
     finally:
         served.stop()
         log.close()
+
+
+def trust_all(home: Path) -> None:
+    """What Codex's "Trust all and continue" records: each handler's key and hash."""
+    hooks = json.loads((home / "hooks.json").read_text())["hooks"]
+    where = (home / "hooks.json").resolve()
+    lines = []
+    for event, groups in hooks.items():
+        for g, group in enumerate(groups):
+            for h, handler in enumerate(group["hooks"]):
+                key = f"{where}:{codex.event_label(event)}:{g}:{h}"
+                lines += [
+                    f'[hooks.state."{key}"]',
+                    f'trusted_hash = "{codex.trust_hash(event, group, handler)}"',
+                    "",
+                ]
+    (home / "config.toml").write_text('model = "gpt-5.5"\n\n[hooks.state]\n\n' + "\n".join(lines))

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from trustkit import trust_all
 
 from tma1.adapters import codex, jsonhooks
 from tma1.adapters.codex import hook_trust, trust_hash, trust_state
@@ -87,23 +88,6 @@ def install(home: Path, data_dir: Path, port: int = 14318) -> Path:
     wanted = jsonhooks.add_hooks(json.loads(doc), reg.events, reg.handler, reg.marker, reg.matcher)
     path.write_text(json.dumps(wanted, indent=2))
     return path
-
-
-def trust_all(home: Path) -> None:
-    """What Codex's "Trust all and continue" records: each handler's key and hash."""
-    hooks = json.loads((home / "hooks.json").read_text())["hooks"]
-    where = (home / "hooks.json").resolve()
-    lines = []
-    for event, groups in hooks.items():
-        for g, group in enumerate(groups):
-            for h, handler in enumerate(group["hooks"]):
-                key = f"{where}:{codex.event_label(event)}:{g}:{h}"
-                lines += [
-                    f'[hooks.state."{key}"]',
-                    f'trusted_hash = "{trust_hash(event, group, handler)}"',
-                    "",
-                ]
-    (home / "config.toml").write_text('model = "gpt-5.5"\n\n[hooks.state]\n\n' + "\n".join(lines))
 
 
 def test_states_from_install_to_trust_to_a_changed_handler(tmp_path: Path) -> None:

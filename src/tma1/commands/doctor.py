@@ -2,8 +2,9 @@
 
 Checks, in order: the server (up? which version?), each agent's hooks (installed and
 current, judged by the adapters' own install plans: a hook is current when `tma1 install`
-would change nothing), whether Codex trusts them, whether the hook token matches the
-server's, and where the data lives (size, private modes).
+would change nothing), whether Codex trusts them, what an installed agent cannot be told
+(its hooks have no channel for it), whether the hook token matches the server's, whether
+a user service keeps tma1 running, and where the data lives (size, private modes).
 
 Exit 0 when nothing needs fixing, 1 otherwise. Lines are `ok`, `warn` (worth knowing,
 not broken), `FAIL` (needs fixing; carries `fix: …`) or `?` (cannot tell; not a failure).
@@ -72,6 +73,7 @@ def diagnose(settings: Settings, env: Mapping[str, str] | None = None) -> list[C
     checks = [server]
     checks += check_hooks(settings, env)
     checks.append(check_token(settings, up=health is not None))
+    checks.append(check_service(env, up=health is not None))
     checks += check_data(settings, health)
     return checks
 
@@ -204,6 +206,12 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
         out.append(Check(OK, name, f"installed and current ({hooks.path})"))
         if adapter.name == "codex":
             out.append(check_codex_trust(settings, env))
+        # What this agent's hooks give tma1 no channel for (docs/hooks.md): worth knowing,
+        # nothing to fix.
+        out.extend(
+            Check(WARN, f"{adapter.name} limit", " ".join(limit.split()))
+            for limit in adapter.cannot_be_told
+        )
     if not installed_any and not any(c.status == FAIL for c in out):
         out.append(
             Check(
@@ -248,6 +256,52 @@ def check_codex_trust(settings: Settings, env: Mapping[str, str] | None = None) 
     if state in problems:
         return Check(FAIL, name, problems[state], fix)
     return Check(UNKNOWN, name, f"cannot tell whether Codex trusts the hooks ({state})")
+
+
+# --- service --------------------------------------------------------------------------
+
+
+def check_service(env: Mapping[str, str] | None = None, *, up: bool) -> Check:
+    """Whether something keeps tma1 running (docs/service.md): without it, tma1 watches
+    only while a `tma1 serve` somebody started runs."""
+    from tma1 import service_unit
+
+    name = "service"
+    st = service_unit.status(env)
+    if st.platform is None or st.path is None:
+        return Check(
+            WARN if up else FAIL,
+            name,
+            f"no user service here ({st.manager.detail})",
+            "" if up else "run `tma1 serve` yourself",
+        )
+    if st.file == "foreign":
+        return Check(WARN, name, f"{st.path} is not tma1's: tma1 leaves it alone")
+    if st.file == "absent":
+        fix = "`tma1 service install` keeps it running (docs/service.md)"
+        if up:
+            return Check(
+                WARN, name, "not installed: tma1 runs only while this `tma1 serve` does", fix
+            )
+        return Check(FAIL, name, "not installed, and no server is running", fix)
+    if st.file == "outdated":
+        return Check(
+            FAIL,
+            name,
+            f"{st.path} differs from what this tma1 would write",
+            "run `tma1 service install` again",
+        )
+    if not st.manager.available:
+        when = "enabled (starts with the next user manager)" if st.enabled else "not enabled"
+        return Check(WARN, name, f"installed, {when}; {st.manager.detail}")
+    if st.active:
+        return Check(OK, name, f"installed and running ({st.path})")
+    return Check(
+        FAIL,
+        name,
+        "installed but not running",
+        "`systemctl --user restart tma1` (or `tma1 service status` for why)",
+    )
 
 
 # --- token ----------------------------------------------------------------------------
