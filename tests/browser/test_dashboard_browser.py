@@ -930,3 +930,92 @@ def test_channel_filter_shows_what_session_bundles_retold(server: LiveServer, pa
     )
     page.reload()
     assert page.input_value("#f-channel") == "session_start"
+
+
+# --- design §2.20: muted kinds in the session preview and on the Gates tab --------------------
+
+
+def _seed_loop(server: LiveServer, sid: str, cwd: str) -> None:
+    """Three failures of the same build just now: `repeated_failed_build` is pending."""
+    s = Seeder(server.store, sid, SystemClock().now_ms() - 60_000, cwd)
+    mk = "Exit code 2\nmain.go:12:5: undefined: frobnicate\nmake: *** [build] Error 1"
+    for _ in range(3):
+        s.call("Bash", fail=mk, command="make build")
+    s.flush()
+    server.service.delivery.invalidate(sid)
+
+
+def _open(browser: Any, width: int) -> tuple[Any, Any, list[str]]:
+    """A fresh page at `width` (dark at 390 px) and the console errors it collects."""
+    scheme = "dark" if width == 390 else "light"
+    ctx = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+    return ctx, pg, errors
+
+
+def _preview_item(pg: Any, kind: str) -> Any:
+    item = pg.locator(f'#preview-panel li.preview-item[data-kind="{kind}"]')
+    item.wait_for()
+    return item
+
+
+def test_session_preview_shows_a_muted_kind_as_muted(server: LiveServer, browser: Any) -> None:
+    from tma1.engine.mutes import MUTES_FILE, Mute, add_mute, remove_mute
+
+    kind, proj, sid = "repeated_failed_build", "/home/dev/muted-proj", "5e1d0c2b-muted-session"
+    _seed_loop(server, sid, proj)
+    mutes = server.settings.data_dir / MUTES_FILE
+    api = httpx.get(f"{server.url}/api/anomalies/preview", params={"session_id": sid}).json()
+    assert [f["kind"] for f in api["findings"]] == [kind], api
+
+    until = SystemClock().now_ms() + 3_600_000
+    add_mute(mutes, Mute(kind=kind, project=proj, until_ms=until, since_ms=1))
+    try:
+        listed = httpx.get(f"{server.url}/api/mutes").json()["mutes"]
+        assert listed == [{"kind": kind, "project": proj, "until": until, "since": 1}]
+        for width in (1360, 390):
+            ctx, pg, errors = _open(browser, width)
+            pg.goto(f"{server.url}/#sessions/{sid}")
+            item = _preview_item(pg, kind)
+            assert item.get_attribute("data-muted") == "1"
+            badge = item.locator(".chip.muted-badge")
+            assert badge.inner_text().lower() == "muted"
+            text = item.inner_text()
+            assert f"in {proj}, until" in text and "never told to the agent" in text
+            assert "undefined: frobnicate" in text or "make build" in text
+            assert "would deliver" not in text.lower()
+            assert_no_sideways_scroll(pg)
+            shot(pg, f"session-preview-muted-{width}")
+            # The Gates tab lists the mute, read-only.
+            pg.goto(f"{server.url}/#gates")
+            mute = pg.locator(f'#gate-mutes li.mute-item[data-kind="{kind}"]')
+            mute.wait_for()
+            assert proj in mute.inner_text()
+            assert_no_sideways_scroll(pg)
+            ctx.close()
+            assert errors == [], errors
+    finally:
+        remove_mute(mutes, kind, proj)
+
+    assert httpx.get(f"{server.url}/api/mutes").json()["mutes"] == []
+    ctx, pg, errors = _open(browser, 1360)
+    pg.goto(f"{server.url}/#sessions/{sid}")
+    item = _preview_item(pg, kind)
+    assert item.get_attribute("data-muted") == "0"
+    assert item.locator(".chip.muted-badge").count() == 0
+    assert "would deliver" in item.inner_text().lower()
+    pg.goto(f"{server.url}/#gates")
+    pg.wait_for_selector("#gate-mutes:not([hidden]) .pv-empty")
+    assert "Nothing muted" in pg.inner_text("#gate-mutes")
+    ctx.close()
+    assert errors == [], errors
+
+
+def test_session_preview_has_a_quiet_empty_state(server: LiveServer, page: Any) -> None:
+    page.goto(f"{server.url}/#sessions/bulk-007")
+    page.wait_for_selector("#preview-panel .pv-empty")
+    assert "Nothing pending" in page.inner_text("#preview-panel")
+    assert page.locator("#preview-panel li.preview-item").count() == 0

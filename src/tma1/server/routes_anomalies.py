@@ -1,4 +1,5 @@
-"""`GET /api/anomalies/preview`: what the next hook would deliver, without delivering it.
+"""`GET /api/anomalies/preview`: what the next hook would deliver, without delivering it;
+`GET /api/mutes`: the kinds muted now.
 
 The emit-log listing (`GET /api/anomalies`) and labels live in routes_gates.py.
 """
@@ -31,3 +32,20 @@ async def preview(
 ) -> dict[str, Any]:
     service: Service = request.app.state.service
     return await run_in_threadpool(service.delivery.preview, session_id)
+
+
+@router.get(
+    "/api/mutes",
+    summary="Kinds muted now (read-only view of mutes.json)",
+    description=(
+        "The live entries of `mutes.json` (design §2.20), as the daemon reads them: expired "
+        "timed mutes are left out. `project` null is every project; `until` null is until "
+        "`tma1 unmute`; times are epoch ms. Change them with `tma1 mute` / `tma1 unmute`."
+    ),
+)
+def mutes(request: Request) -> dict[str, Any]:
+    service: Service = request.app.state.service
+    delivery = service.delivery
+    now = delivery.clock.now_ms()
+    live = [m.as_json() for m in delivery.mutes.current() if m.until_ms is None or now < m.until_ms]
+    return {"now": now, "mutes": live}

@@ -25,6 +25,7 @@
     sessionId: null,
     sessionPage: 0,
     lastDetail: null,
+    lastPreview: null, // GET /api/anomalies/preview for the open session
     delivered: new Map(), // emit id -> delivered text (promise)
     skipped: new Set(), // emit ids skipped in the review queue
     reviewing: null,
@@ -766,12 +767,35 @@
     const days = numberInput("g-days", 7);
     const budget = numberInput("g-budget", 5);
     const windowSize = numberInput("g-window", 5);
-    const [b, f, p] = await Promise.all([
+    const [b, f, p, m] = await Promise.all([
       getJSON(`/api/anomalies/budget?days=${days}&budget=${budget}`),
       getJSON(`/api/anomalies/follow-rate?days=${days}&window=${windowSize}`),
       getJSON(`/api/anomalies/precision?days=${days}`),
+      getJSON("/api/mutes").catch(() => null), // an older daemon without the route: no list
     ]);
     renderGates(b, f, p);
+    renderMutes(m);
+  }
+
+  // Muted kinds (design §2.20): read-only here; `tma1 mute` / `tma1 unmute` change them.
+  function renderMutes(m) {
+    const box = $("gate-mutes");
+    clear(box);
+    box.hidden = !m;
+    if (!m) return;
+    box.append(el("h3", { text: "Muted kinds" }));
+    if (!m.mutes.length) {
+      box.append(el("p", { class: "pv-empty muted", text: "Nothing muted: every kind can be delivered." }));
+      return;
+    }
+    box.append(
+      el("ul", { class: "mute-list" },
+        m.mutes.map((x) => el("li", { class: "mute-item", dataset: { kind: x.kind } },
+          el("span", { class: "chip muted-badge", text: "muted" }),
+          el("span", { class: "pv-kind", text: humanKind(x.kind) }),
+          el("span", { class: "muted small", text: muteScope(x.project, x.until) })))),
+      el("p", { class: "muted small" }, "Still computed and shown in session previews, never delivered. Undo with ", el("code", { text: "tma1 unmute KIND" }), "."),
+    );
   }
 
   // With the server down, a view says so instead of staying blank (or silently stale).
@@ -1019,6 +1043,68 @@
     return frag;
   }
 
+  // --- what tma1 would say next (GET /api/anomalies/preview) ---------------------------
+
+  const CHANNEL_NAMES = {
+    user_prompt_submit: "prompt digest",
+    stop_block: "stop block",
+    post_tool_use: "tool result",
+    session_start: "session bundle",
+  };
+  const PREVIEW_CLIP = 280;
+
+  function clip(text, limit) {
+    const t = String(text || "");
+    return t.length > limit ? `${t.slice(0, limit - 1)}…` : t;
+  }
+
+  function muteScope(project, until) {
+    const where = project ? `in ${project}` : "in every project";
+    const till = until === null || until === undefined ? "until `tma1 unmute`" : `until ${fmtFull(until)}`;
+    return `${where}, ${till}`;
+  }
+
+  function previewStatus(f) {
+    if (f.muted) {
+      return el("span", {
+        class: "chip muted-badge",
+        text: "muted",
+        title: `computed, never delivered: muted ${muteScope(f.muted_project, f.muted_until)}`,
+      });
+    }
+    if (f.would_deliver) return el("span", { class: "chip would", text: "would deliver" });
+    return el("span", { class: "chip na", text: `held: ${humanKind(f.decision || "suppressed")}` });
+  }
+
+  function previewItem(f) {
+    return el("li", { class: `preview-item${f.muted ? " is-muted" : ""}`, dataset: { kind: f.kind, muted: f.muted ? "1" : "0" } },
+      el("div", { class: "pv-head" },
+        el("span", { class: `sev sev-${f.severity}`, text: f.severity }),
+        el("span", { class: "pv-kind", text: humanKind(f.kind) }),
+        el("span", { class: "pv-channel muted", text: `via ${CHANNEL_NAMES[f.channel] || f.channel}` }),
+        previewStatus(f)),
+      f.muted ? el("div", { class: "pv-mute muted small", text: `Muted ${muteScope(f.muted_project, f.muted_until)}: shown here, never told to the agent.` }) : null,
+      el("div", { class: "pv-evidence", text: clip(f.evidence, PREVIEW_CLIP), title: f.evidence }),
+      f.suggestion ? el("div", { class: "pv-suggestion muted", text: clip(f.suggestion, PREVIEW_CLIP), title: f.suggestion }) : null);
+  }
+
+  function previewPanel(preview) {
+    const box = el("section", { class: "preview-panel", id: "preview-panel", "aria-label": "What tma1 would say next" },
+      el("div", { class: "pv-title" },
+        el("h3", { text: "What tma1 would say next" }),
+        el("span", { class: "muted small", text: "a preview: the rules run now, nothing is delivered or logged" })));
+    if (!preview) {
+      box.append(el("p", { class: "pv-empty muted", text: "Loading the preview…" }));
+    } else if (preview.error) {
+      box.append(el("p", { class: "pv-empty muted", text: `Preview unavailable (${preview.error}).` }));
+    } else if (!preview.findings.length) {
+      box.append(el("p", { class: "pv-empty muted", text: "Nothing pending: the next hook would add nothing." }));
+    } else {
+      box.append(el("ul", { class: "preview-list" }, preview.findings.map(previewItem)));
+    }
+    return box;
+  }
+
   function renderSessionDetail(detail) {
     const box = $("session-detail");
     // A poll must not wipe a note being typed: keep the focused note field's text.
@@ -1044,6 +1130,7 @@
         stat("failures", s.failures, s.failures ? "warn" : ""),
         stat("anomalies", s.anomalies, s.anomalies ? "alert" : ""),
         subAgents.size ? stat("sub-agents", subAgents.size) : null),
+      previewPanel(state.lastPreview),
     );
     const width = Math.max(box.clientWidth - 40 - 140, 120); // minus padding and lane labels
     box.append(
@@ -1069,7 +1156,12 @@
 
   async function refreshSessions() {
     if (state.sessionId) {
-      const r = await fetch(`/api/sessions/${encodeURIComponent(state.sessionId)}`);
+      const sid = state.sessionId;
+      const [r, preview] = await Promise.all([
+        fetch(`/api/sessions/${encodeURIComponent(sid)}`),
+        getJSON(`/api/anomalies/preview?session_id=${encodeURIComponent(sid)}`).catch((err) => ({ error: String(err.message || err) })),
+      ]);
+      state.lastPreview = preview;
       $("sessions-tools").hidden = true;
       $("sessions-table").hidden = true;
       $("sessions-empty").hidden = true;
