@@ -46,3 +46,25 @@ def test_readme_links_stay_inside_the_repository() -> None:
         if not link.startswith("http"):
             assert (REPO / link).exists(), link
     assert "../shared" not in readme  # a clone does not have it
+
+
+def test_every_http_route_is_documented(tmp_path: Path) -> None:
+    from tma1.config import Settings
+    from tma1.server.app import create_app
+    from tma1.service import build_service
+
+    settings = Settings(data_dir=tmp_path, watch_files=False)
+    service = build_service(settings)
+    try:
+        app = create_app(service, hook_token="t")
+        # The OpenAPI schema: FastAPI's own list of every route, included routers too.
+        paths = sorted(p for p in app.openapi()["paths"] if p.startswith("/api/"))
+    finally:
+        service.stop()
+    assert "/api/hooks" in paths and "/api/mutes" in paths, paths
+    def params_as_one(text: str) -> str:  # `{id}` in the README, `{emit_id}` in the code
+        return re.sub(r"\{[^}/]+\}", "{}", text)
+
+    readme = params_as_one((REPO / "README.md").read_text(encoding="utf-8"))
+    missing = [p for p in paths if params_as_one(p) not in readme]
+    assert missing == [], f"routes with no word in README.md: {missing}"
