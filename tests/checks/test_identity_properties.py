@@ -172,3 +172,45 @@ def test_exit_124_with_no_error_output_is_an_interruption() -> None:
     assert failure_kind_of_exit("cargo build", "Exit code 124\n   Compiling app") == "interrupted"
     said = "Exit code 124\nerror[E0425]: cannot find value `x`"
     assert failure_kind_of_exit("cargo build", said) == "exit"  # it had a verdict
+
+
+# A name filter (`-t`, `-k`, `-run`, `--grep`) only narrows the run it is given to: the
+# same files run without it cover it. From attio-mcp-server (../shared/data/sessions,
+# claude-code/attio-7c4ca6ea.chat.json, 2025-08-06 16:42–16:43): a `-t` run of one test
+# failed, then the whole file passed ("Tests 13 passed (13)").
+@pytest.mark.parametrize(
+    ("wide", "narrow"),
+    [
+        (
+            'npm run test:offline -- test/performance/regression.test.ts 2>&1 | grep -E "(Test Files|Tests)" | tail -2',  # noqa: E501
+            'npm run test:offline -- test/performance/regression.test.ts -t "should create record within budget" 2>&1 | tail -5',  # noqa: E501
+        ),
+        ("pytest tests/test_api.py", "pytest tests/test_api.py -k test_get"),
+        ("go test ./internal/api", "go test ./internal/api -run TestGet"),
+        ("npx playwright test e2e/a.spec.ts", "npx playwright test e2e/a.spec.ts --grep login"),
+    ],
+)
+def test_the_same_files_without_a_name_filter_cover_the_filtered_run(
+    wide: str, narrow: str
+) -> None:
+    w, n = check_of(wide), check_of(narrow)
+    assert w is not None and n is not None
+    assert covers(w, n)
+    assert not covers(n, w)  # the filtered run never covers the whole file
+
+
+@pytest.mark.parametrize(
+    ("wide", "narrow"),
+    [
+        # Other files, or a filter that is not a name filter, do not cover.
+        ("pytest tests/test_other.py", "pytest tests/test_api.py -k test_get"),
+        ("pytest tests/test_api.py -k test_put", "pytest tests/test_api.py -k test_get"),
+        ("npx vitest run a.test.ts", "npx vitest run -t total"),
+    ],
+)
+def test_a_name_filtered_run_is_not_covered_by_other_files_or_filters(
+    wide: str, narrow: str
+) -> None:
+    w, n = check_of(wide), check_of(narrow)
+    assert w is not None and n is not None
+    assert not covers(w, n)

@@ -97,15 +97,13 @@ def test_lint_session_reports_the_open_streak_and_not_the_fixed_one() -> None:
         assert "run --enable-only usestdlibvars`" not in a.suggestion, a.suggestion
 
 
-def test_vitest_session_finds_the_stuck_test_through_masked_failures() -> None:
+def test_vitest_session_has_no_stuck_test_once_the_whole_file_passed() -> None:
+    # `regression.test.ts -t "should create record within budget"` failed in three masked
+    # runs (16:34–16:42), then the whole file passed at 16:43:03 ("Tests 13 passed (13)").
+    # The only moment a finding could be said (the prompt at 16:47) is after that pass:
+    # a finding then would be false (issue 15, pattern 1).
     found = findings_of(session("attio-7c4ca6ea.chat.json"))
-    [stuck] = found[Kind.TEST_STUCK]
-    assert stuck.subject.startswith("test/performance/regression.test.ts > ")
-    assert stuck.subject.endswith("should create record within budget")
-    assert stuck.related_files and stuck.related_files[0].endswith(
-        "test/performance/regression.test.ts"
-    )
-    assert "AssertionError" in stuck.suggestion
+    assert Kind.TEST_STUCK not in found
 
 
 @pytest.mark.parametrize(

@@ -138,6 +138,10 @@ _SCOPE_FLAGS = frozenset(
      "--select", "--lib", "--enable-only", "--enable", "-E"}
 )  # fmt: skip
 _NO_VALUE_SCOPE = frozenset({"--lib"})
+# Test-name filters: they only narrow the files or packages the run was given, so the same
+# run without them covers it. (Not linter selections: `--enable-only`, `--select` and
+# `-E` pick rules, which a run without them may not run at all.)
+_NAME_FILTERS = ("-k=", "-m=", "-t=", "--testNamePattern=", "-run=", "--run=", "--grep=")
 _WHOLE = frozenset({".", "./", "./...", "...", "all"})
 
 
@@ -310,9 +314,20 @@ def step_covers(wide: Step, narrow: Step) -> bool:
         )
     if not wide.scope:
         return True
-    return all(any(_scope_covers(w, n) for w in wide.scope) for n in narrow.scope) and bool(
-        narrow.scope
-    )
+    # A name filter only narrows the files it is given: `wide` covers when it has no filter
+    # `narrow` lacks, and its files and packages cover `narrow`'s.
+    w_paths, w_filters = _split_filters(wide.scope)
+    n_paths, n_filters = _split_filters(narrow.scope)
+    if not w_filters <= n_filters:
+        return False
+    if not w_paths:
+        return True
+    return bool(n_paths) and all(any(_scope_covers(w, n) for w in w_paths) for n in n_paths)
+
+
+def _split_filters(scope: tuple[str, ...]) -> tuple[list[str], set[str]]:
+    paths = [s for s in scope if not s.startswith(_NAME_FILTERS)]
+    return paths, {s for s in scope if s.startswith(_NAME_FILTERS)}
 
 
 def covers(wide: Check, narrow: Check) -> bool:
