@@ -1,0 +1,86 @@
+#!/bin/bash -p
+# tma1 hook for @@AGENT@@, written by `tma1 install` (`tma1 uninstall` removes it).
+#
+# Forwards the hook event on stdin to the local tma1 server and prints the server's
+# answer (a <tma1-context> digest, a Stop block, or nothing). It must never get in the
+# agent's way: on any problem (server down, slow or wedged, wrong token) it prints
+# nothing and exits 0. TMA1_HOST, TMA1_PORT, TMA1_DATA_DIR and TMA1_HOOK_TIMEOUT in the
+# environment override the values baked in at install time.
+#
+# This is the bash variant (install writes it where /bin/bash exists; elsewhere the POSIX
+# sh + curl one): it speaks HTTP/1.1 itself over bash's /dev/tcp, so no process is
+# exec'd on the agent's path at all. Starting curl was nearly all of the old hook's cost
+# (docs/benchmarks.md). `-p` on the first line: no $BASH_ENV, no functions imported from
+# the environment.
+[ -n "${TMA1_HOST:-}" ] || TMA1_HOST=@@HOST@@
+[ -n "${TMA1_PORT:-}" ] || TMA1_PORT=@@PORT@@
+[ -n "${TMA1_DATA_DIR:-}" ] || TMA1_DATA_DIR=@@DATA_DIR@@
+[ -n "${TMA1_HOOK_TIMEOUT:-}" ] || TMA1_HOOK_TIMEOUT=0.5
+# Bytes, not characters: ${#body} is the Content-Length, `read -N` counts bytes.
+export LC_ALL=C
+
+# Nothing this script could say on stderr helps the agent (exit 2 or a message there can
+# even block it), so stderr goes nowhere from here on.
+exec 2>/dev/null
+# The agent's stdout, for the worker's answer (a closed stdout is not an error here).
+exec 5>&1 || exec 5>/dev/null
+# A background job's stdin would be /dev/null: keep the agent's pipe on fd 4 for the drain.
+exec 4<&0 || exec 4</dev/null
+
+tma1_post() {
+  local body token= url_host code= line len= answer= n
+  # Buffered, and in this process: bash reads `$(<file)` itself in 4 KB reads with no
+  # fork (`read -d ''` would take one read(2) per byte). It has no timeout of its own;
+  # the caller's `read -t` is the bound.
+  body=$(</dev/stdin) || return
+  [ -n "$body" ] || return
+  if [ -r "$TMA1_DATA_DIR/hook-token" ]; then
+    IFS= read -r token <"$TMA1_DATA_DIR/hook-token" || :
+  fi
+  case $TMA1_HOST in
+    *:*) url_host="[$TMA1_HOST]" ;;  # an IPv6 literal needs brackets in the Host header
+    *) url_host=$TMA1_HOST ;;
+  esac
+  # /dev/tcp takes the bare address, IPv6 literals included; no proxy is ever consulted.
+  exec 3<>"/dev/tcp/$TMA1_HOST/$TMA1_PORT" || return
+  # One write of the whole request (printf is a builtin: the token is in no argv). No
+  # `Expect: 100-continue`, so no round trip is waited for.
+  printf 'POST /api/hooks@@QUERY@@ HTTP/1.1\r\nHost: %s:%s\r\nX-TMA1-Token: %s\r\nContent-Type: application/json\r\nContent-Length: %s\r\nConnection: close\r\n\r\n%s' \
+    "$url_host" "$TMA1_PORT" "$token" "${#body}" "$body" >&3 || return
+  IFS=$' \r' read -r -t "$TMA1_HOOK_TIMEOUT" _ code _ <&3 || return
+  [ "$code" = 200 ] || return  # a 403 or 500 body is never shown to the agent
+  while IFS=$'\r' read -r -t "$TMA1_HOOK_TIMEOUT" line <&3; do
+    [ -n "$line" ] || break
+    case $line in
+      [Cc]ontent-[Ll]ength:*) len=${line#*:} len=${len// /} ;;
+    esac
+  done
+  [ -z "$line" ] || return  # the headers never ended
+  case $len in
+    0) return ;;
+    '' | *[!0-9]*) # no length: the body runs to the end of the connection
+      IFS= read -r -d '' -t "$TMA1_HOOK_TIMEOUT" answer <&3
+      n=$? ;;
+    *) IFS= read -r -N "$len" -t "$TMA1_HOOK_TIMEOUT" answer <&3
+      n=$? ;;
+  esac
+  # Timed out or cut short: print nothing rather than half an answer.
+  if [ "$n" -gt 128 ] || { [ -n "$len" ] && [ "${#answer}" != "$len" ]; }; then
+    return
+  fi
+  [ -z "$answer" ] || printf '%s' "$answer" >&5
+}
+
+# The worker runs in a process substitution (a fork, no exec) so that this process can
+# bound it: the pipe ends when the worker exits, and `read -t` gives up at the timeout
+# whatever the worker is stuck on (an agent that never closes stdin, a connect or write
+# to a wedged server). The worker writes nothing to that pipe, only its answer to fd 5.
+IFS= read -r -t "$TMA1_HOOK_TIMEOUT" _ < <(tma1_post)
+if [ $? -gt 128 ]; then
+  kill -s KILL $! || :
+  # Whatever the worker left unread on stdin is drained in the background: an agent
+  # still writing a large event must not get a broken pipe (Codex reports that as a
+  # failed hook), and one that never closes stdin must not hold us up.
+  cat <&4 >/dev/null 5>&- &
+fi
+exit 0
