@@ -577,7 +577,8 @@ def test_bash_script_speaks_http_itself(tmp_path: Path, home: Path, recorder: Re
     (weird / "hook-token").write_text("f" * 64 + "\n")
     script = write_script(Settings(data_dir=weird, port=recorder.port), "codex", flavor="bash")
     assert script.read_text().startswith("#!/bin/bash -p\n")
-    env = {**env_for(home), "PATH": "/nonexistent"}  # no curl, no cat: builtins only
+    # no curl, no cat: builtins only; a UTF-8 locale, in which ${#body} would count characters
+    env = {**env_for(home), "PATH": "/nonexistent", "LC_ALL": "C.UTF-8"}
     payload = '{"prompt":"grüße \\\\ %s \\n","x":"\x01"}\n\n'.encode()
     recorder.answer = "<tma1-context>ünïcode 100%</tma1-context>\n".encode()
     r = run_script(script, payload, env)
