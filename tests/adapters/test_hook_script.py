@@ -660,3 +660,55 @@ def test_bash_script_is_valid_bash(tmp_path: Path) -> None:
     if sc is not None:
         r = subprocess.run([sc, "--shell=bash", "--severity=warning", str(script)])
         assert r.returncode == 0
+
+
+def fire_over_sockets(
+    command: str, env: dict[str, str], cwd: Path, event: dict
+) -> tuple[int, bytes]:
+    """Claude Code hands a hook its stdin and stdout as Unix socketpairs (libuv), not
+    pipes: /dev/stdin cannot be opened on a socket."""
+    in_ours, in_theirs = socket.socketpair()
+    out_ours, out_theirs = socket.socketpair()
+    with in_ours, in_theirs, out_ours, out_theirs:
+        proc = subprocess.Popen(
+            [SH, "-c", command],
+            stdin=in_theirs.fileno(),
+            stdout=out_theirs.fileno(),
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+        )
+        in_theirs.close()
+        out_theirs.close()
+        try:
+            in_ours.sendall(json.dumps({"session_id": SESSION, "cwd": str(cwd), **event}).encode())
+            in_ours.shutdown(socket.SHUT_WR)
+            out_ours.settimeout(30)
+            answer = b""
+            while chunk := out_ours.recv(65536):
+                answer += chunk
+            return proc.wait(timeout=30), answer
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def test_stdin_and_stdout_as_sockets_as_claude_code_gives_them(
+    flavor: str, live: LiveServer, clock: ManualClock, home: Path, project: Path
+) -> None:
+    command = install_for(live, home, flavor)
+    agent = Agent(command, agent_env(home), project, clock)
+    rc, out = fire_over_sockets(
+        command, agent_env(home), project, {"hook_event_name": "SessionStart"}
+    )
+    assert (rc, out) == (0, b"")
+    assert live.store.counts()["tma1_hook_events"] == 1  # read from the socket and posted
+    for _ in range(3):
+        agent.failing_bash("make build", "Exit code 2\nmain.c:3:1: error: expected ';'")
+    clock.advance(1_000)
+    rc, out = fire_over_sockets(
+        command, agent_env(home), project, {"hook_event_name": "Stop", "stop_hook_active": False}
+    )
+    assert rc == 0
+    assert "repeated_failed_build" in json.loads(out)["hookSpecificOutput"]["additionalContext"]

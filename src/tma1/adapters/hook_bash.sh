@@ -30,9 +30,11 @@ exec 4<&0 || exec 4</dev/null
 tma1_post() {
   local body token= url_host code= line len= answer= n
   # Buffered, and in this process: bash reads `$(<file)` itself in 4 KB reads with no
-  # fork (`read -d ''` would take one read(2) per byte). It has no timeout of its own;
-  # the caller's `read -t` is the bound.
-  body=$(</dev/stdin) || return
+  # fork (`read -d ''` would take one read(2) per byte). Where stdin is a socket (Claude
+  # Code's, from libuv's socketpair) /dev/stdin cannot be opened: there `cat` reads it,
+  # one fork and exec. Neither has a timeout of its own; the caller's `read -t` is the
+  # bound.
+  body=$(</dev/stdin) || body=$(cat) || return
   [ -n "$body" ] || return
   if [ -r "$TMA1_DATA_DIR/hook-token" ]; then
     IFS= read -r token <"$TMA1_DATA_DIR/hook-token" || :
