@@ -186,6 +186,16 @@ def main() -> None:
                         got += list(zip(stored, took, strict=False))
                     if not got:
                         raise SystemExit(f"no hook timings in {log}")
+                    if setup.startswith("command"):
+                        # a fast hook that posts nothing is no figure: every event stored,
+                        # and the first Stop blocked (so a second one came)
+                        sid = session_of(run.stdout)
+                        n = sum(1 for e in rig.events() if e["session_id"] == sid)
+                        stops = sum(1 for event, _ in got if event == "Stop")
+                        if n < len(got) or stops != 2:
+                            raise SystemExit(
+                                f"{setup}: {len(got)} hooks, {n} stored, {stops} Stops"
+                            )
                     for event, ms in got:
                         samples[setup].setdefault(event, []).append(ms)
         finally:
