@@ -712,3 +712,34 @@ def test_stdin_and_stdout_as_sockets_as_claude_code_gives_them(
     )
     assert rc == 0
     assert "repeated_failed_build" in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_socket_stdin_never_closed_is_not_held_up(
+    flavor: str, live: LiveServer, home: Path, project: Path
+) -> None:
+    """The agent-never-closes-stdin case with Claude Code's socket stdin: the script must
+    end and leave nothing behind that holds the agent's stdout or stderr open (the agent
+    waits for their end, as communicate() does here)."""
+    command = install_for(live, home, flavor)
+    in_ours, in_theirs = socket.socketpair()
+    with in_ours, in_theirs:
+        proc = subprocess.Popen(
+            [SH, "-c", command],
+            stdin=in_theirs.fileno(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=agent_env(home),
+            cwd=project,
+        )
+        in_theirs.close()
+        in_ours.sendall(
+            json.dumps({"session_id": SESSION, "hook_event_name": "SessionEnd"}).encode()
+        )
+        try:
+            out, err = proc.communicate(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    # leaving the with block closed the agent's end: whatever still reads stdin ends
+    assert (proc.returncode, out, err) == (0, b"", b"")

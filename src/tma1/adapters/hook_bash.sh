@@ -25,16 +25,18 @@ exec 2>/dev/null
 # The agent's stdout, for the worker's answer (a closed stdout is not an error here).
 exec 5>&1 || exec 5>/dev/null
 # A background job's stdin would be /dev/null: keep the agent's pipe on fd 4 for the drain.
-exec 4<&0 || exec 4</dev/null
+# No stdin at all: no event to post.
+exec 4<&0 || exit 0
 
 tma1_post() {
-  local body token= url_host code= line len= answer= n
+  local body token= url_host code= line len= answer=
   # Buffered, and in this process: bash reads `$(<file)` itself in 4 KB reads with no
   # fork (`read -d ''` would take one read(2) per byte). Where stdin is a socket (Claude
   # Code's, from libuv's socketpair) /dev/stdin cannot be opened: there `cat` reads it,
-  # one fork and exec. Neither has a timeout of its own; the caller's `read -t` is the
-  # bound.
-  body=$(</dev/stdin) || body=$(cat) || return
+  # one fork and exec, without the agent's stdout (fd 5), which would keep the agent
+  # waiting for as long as cat lives. Neither has a timeout of its own; the caller's
+  # `read -t` is the bound (a cat left behind by it reads on, as the drain would).
+  body=$(</dev/stdin) || body=$(cat 4<&- 5>&-) || return
   [ -n "$body" ] || return
   if [ -r "$TMA1_DATA_DIR/hook-token" ]; then
     IFS= read -r token <"$TMA1_DATA_DIR/hook-token" || :
@@ -45,13 +47,15 @@ tma1_post() {
   esac
   # /dev/tcp takes the bare address, IPv6 literals included; no proxy is ever consulted.
   exec 3<>"/dev/tcp/$TMA1_HOST/$TMA1_PORT" || return
-  # One write of the whole request (printf is a builtin: the token is in no argv). No
-  # `Expect: 100-continue`, so no round trip is waited for.
+  # The request is written by the printf builtin: the token is in no argv. No `Expect:
+  # 100-continue`, so no round trip is waited for.
   printf 'POST /api/hooks@@QUERY@@ HTTP/1.1\r\nHost: %s:%s\r\nX-TMA1-Token: %s\r\nContent-Type: application/json\r\nContent-Length: %s\r\nConnection: close\r\n\r\n%s' \
     "$url_host" "$TMA1_PORT" "$token" "${#body}" "$body" >&3 || return
-  IFS=$' \r' read -r -t "$TMA1_HOOK_TIMEOUT" _ code _ <&3 || return
+  # The answer is read one byte per read(2) (bash reads sockets unbuffered); no `-t`
+  # here, which would add a select(2) per byte: the caller's `read -t` bounds it all.
+  IFS=$' \r' read -r _ code _ <&3 || return
   [ "$code" = 200 ] || return  # a 403 or 500 body is never shown to the agent
-  while IFS=$'\r' read -r -t "$TMA1_HOOK_TIMEOUT" line <&3; do
+  while IFS=$'\r' read -r line <&3; do
     [ -n "$line" ] || break
     case $line in
       [Cc]ontent-[Ll]ength:*) len=${line#*:} len=${len// /} ;;
@@ -61,15 +65,11 @@ tma1_post() {
   case $len in
     0) return ;;
     '' | *[!0-9]*) # no length: the body runs to the end of the connection
-      IFS= read -r -d '' -t "$TMA1_HOOK_TIMEOUT" answer <&3
-      n=$? ;;
-    *) IFS= read -r -N "$len" -t "$TMA1_HOOK_TIMEOUT" answer <&3
-      n=$? ;;
+      IFS= read -r -d '' answer <&3 ;;
+    *) IFS= read -r -N "$len" answer <&3
+      # cut short: print nothing rather than half an answer
+      [ "${#answer}" = "$len" ] || return ;;
   esac
-  # Timed out or cut short: print nothing rather than half an answer.
-  if [ "$n" -gt 128 ] || { [ -n "$len" ] && [ "${#answer}" != "$len" ]; }; then
-    return
-  fi
   [ -z "$answer" ] || printf '%s' "$answer" >&5
 }
 
