@@ -278,6 +278,26 @@ def test_slow_server_times_out_silently(
     assert 0.4 < elapsed < 3  # it did wait for the server (max-time 0.5 s), then gave up
 
 
+def test_large_event_to_a_wedged_server_is_bounded(
+    flavor: str, tmp_path: Path, home: Path, project: Path, silent_server: int
+) -> None:
+    """2 MB to a server that accepts and never reads: the write blocks once the socket
+    buffers fill, and the cap must still hold (no curl fallback needed for it)."""
+    from tma1.adapters.hookscript import write_script
+    from tma1.config import Settings
+
+    settings = Settings(data_dir=tmp_path / "data", port=silent_server)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "hook-token").write_text("a" * 64 + "\n")
+    script = write_script(settings, "claude-code", flavor=flavor)
+    agent = Agent(shlex.quote(str(script)), agent_env(home), project, None)
+    t0 = time.monotonic()
+    r = agent.fire({"hook_event_name": "PostToolUse", "tool_response": "A" * 2_000_000})
+    elapsed = time.monotonic() - t0
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert elapsed < 3
+
+
 def test_environment_overrides_the_baked_in_port(
     flavor: str, live: LiveServer, home: Path, project: Path
 ) -> None:
