@@ -763,3 +763,21 @@ def test_socket_stdin_never_closed_is_not_held_up(
                 proc.communicate()
     # leaving the with block closed the agent's end: whatever still reads stdin ends
     assert (proc.returncode, out, err) == (0, b"", b"")
+
+
+def test_bash_script_run_with_sh_hands_over_to_bash(
+    tmp_path: Path, home: Path, recorder: Recorder
+) -> None:
+    """`sh script` ignores the first line; the script must still work (tests and users
+    do run it that way)."""
+    from tma1.adapters.hookscript import write_script
+    from tma1.config import Settings
+
+    if not hookscript.bash_has_dev_tcp():
+        pytest.skip("no /bin/bash with /dev/tcp here")
+    (tmp_path / "hook-token").write_text("t\n")
+    script = write_script(Settings(data_dir=tmp_path, port=recorder.port), "codex", flavor="bash")
+    recorder.answer = b"ok"
+    r = subprocess.run([SH, str(script)], input=b"{}", env=env_for(home), capture_output=True)
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"ok", b"")
+    assert len(recorder.requests) == 1

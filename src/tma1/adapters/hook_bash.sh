@@ -12,6 +12,8 @@
 # exec'd on the agent's path at all. Starting curl was nearly all of the old hook's cost
 # (docs/benchmarks.md). `-p` on the first line: no $BASH_ENV, no functions imported from
 # the environment.
+# Run as `sh script` (the first line ignored)? This line is still POSIX: hand over to bash.
+[ -n "${BASH_VERSION:-}" ] || exec /bin/bash -p "$0" "$@"
 [ -n "${TMA1_HOST:-}" ] || TMA1_HOST=@@HOST@@
 [ -n "${TMA1_PORT:-}" ] || TMA1_PORT=@@PORT@@
 [ -n "${TMA1_DATA_DIR:-}" ] || TMA1_DATA_DIR=@@DATA_DIR@@
