@@ -339,7 +339,7 @@ def test_script_without_curl_exits_0_silently(
     agent = Agent(install_for(live, home, flavor), agent_env(home), project, None)
     bare = tmp_path / "bin"
     bare.mkdir()
-    for tool in ("cat",):  # what the script may use besides curl
+    for tool in ("cat", "head"):  # what the script may use besides curl
         os.symlink(
             subprocess.check_output(["sh", "-c", f"command -v {tool}"], text=True).strip(),
             bare / tool,
@@ -597,8 +597,12 @@ def test_bash_script_speaks_http_itself(tmp_path: Path, home: Path, recorder: Re
     (weird / "hook-token").write_text("f" * 64 + "\n")
     script = write_script(Settings(data_dir=weird, port=recorder.port), "codex", flavor="bash")
     assert script.read_text().startswith("#!/bin/bash -p\n")
-    # no curl, no cat: builtins only; a UTF-8 locale, in which ${#body} would count characters
-    env = {**env_for(home), "PATH": "/nonexistent", "LC_ALL": "C.UTF-8"}
+    # no curl, no cat: builtins and head only; a UTF-8 locale, in which ${#body} would
+    # count characters
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(shutil.which("head") or "/usr/bin/head", bindir / "head")
+    env = {**env_for(home), "PATH": str(bindir), "LC_ALL": "C.UTF-8"}
     payload = '{"prompt":"grüße \\\\ %s \\n","x":"\x01"}\n\n'.encode()
     recorder.answer = "<tma1-context>ünïcode 100%</tma1-context>\n".encode()
     r = run_script(script, payload, env)

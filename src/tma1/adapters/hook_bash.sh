@@ -32,16 +32,21 @@ exec 4<&0 || exit 0
 
 tma1_post() {
   local body token= url_host code= line len= answer=
-  # Buffered, and in this process: bash reads `$(<file)` itself in 4 KB reads with no
-  # fork (`read -d ''` would take one read(2) per byte). Where stdin is a socket (Claude
-  # Code's, from libuv's socketpair) /dev/stdin cannot be opened: there `cat` reads it,
-  # one fork and exec, without the agent's stdout (fd 5), which would keep the agent
-  # waiting for as long as cat lives. Neither has a timeout of its own; the caller's
-  # `read -t` is the bound (a cat left behind by it reads on, as the drain would).
-  body=$(</dev/stdin) || body=$(cat 4<&- 5>&-) || return
+  # At most 64 KiB + 1 byte of the event, by `head` (one fork and exec): bash's own
+  # `read` takes one read(2) per byte on a pipe or socket (27 KB took 190 ms), and
+  # `$(</dev/stdin)` cannot open the socketpair Claude Code passes as stdin nor stop
+  # early. Neither fd 5 (the agent's stdout) nor fd 4 goes to it: a reader left behind
+  # would keep the agent waiting for as long as it lives. No timeout of its own; the
+  # caller's `read -t` is the bound. (Trailing newlines are dropped, and between
+  # JSON tokens that is all they can be.)
+  body=$(head -c 65537 4<&- 5>&-) || return
   [ -n "$body" ] || return
   if [ -r "$TMA1_DATA_DIR/hook-token" ]; then
     IFS= read -r token <"$TMA1_DATA_DIR/hook-token" || :
+  fi
+  if [ "${#body}" -gt 65536 ]; then
+    tma1_post_big "$body" "$token"
+    return
   fi
   case $TMA1_HOST in
     *:*) url_host="[$TMA1_HOST]" ;;  # an IPv6 literal needs brackets in the Host header
@@ -73,6 +78,33 @@ tma1_post() {
       [ "${#answer}" = "$len" ] || return ;;
   esac
   [ -z "$answer" ] || printf '%s' "$answer" >&5
+}
+
+# A big event goes to curl, streamed: what `head` read, then the rest of stdin (chunked,
+# so no length is needed up front). Bash would take seconds over tens of MB; curl's
+# start-up only matters for small events. The token goes as a config file on fd 3.
+tma1_post_big() {
+  local url_host out
+  command -v curl >/dev/null 2>&1 || return
+  case $TMA1_HOST in
+    *:*) url_host="[$TMA1_HOST]" ;;
+    *) url_host=$TMA1_HOST ;;
+  esac
+  out=$({ printf '%s' "$1"; cat; } 4<&- 5>&- | curl -q --silent --noproxy '*' \
+      --connect-timeout 0.25 --max-time "$TMA1_HOOK_TIMEOUT" --config /dev/fd/3 \
+      -H 'Content-Type: application/json' -H 'Expect:' \
+      --upload-file - -X POST --write-out '%{http_code}' \
+      "http://$url_host:$TMA1_PORT/api/hooks@@QUERY@@" 3<<TMA1_CURL_CONFIG 4<&- 5>&-
+header = "X-TMA1-Token: $2"
+TMA1_CURL_CONFIG
+) || out=000
+  if [ "${out: -3}" = 200 ]; then
+    [ -z "${out%???}" ] || printf '%s' "${out%???}" >&5
+  else
+    # curl may have stopped reading (refused, 403, timed out): drain the rest in the
+    # background, so an agent still writing never gets a broken pipe
+    cat <&4 >/dev/null 5>&- &
+  fi
 }
 
 # The worker runs in a process substitution (a fork, no exec) so that this process can
