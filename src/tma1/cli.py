@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
 from tma1 import __version__
 from tma1.config import ConfigError
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 
 # Modules that each add one or more subcommands: `register(subparsers) -> None`, and
 # set `func=callable(args) -> int` on their parser.
@@ -21,6 +24,8 @@ COMMAND_MODULES = (
     "tma1.commands.replay",  # replay, export
     "tma1.commands.mcp",
     "tma1.commands.service",  # service install|uninstall|status
+    "tma1.commands.doctor",
+    "tma1.commands.mute",  # mute (list), unmute
 )
 
 
@@ -66,12 +71,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not as an "Exception ignored" at exit
+        return code
     except ConfigError as exc:
         print(f"tma1: configuration error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`tma1 anomalies --json | head`): stop quietly, with the
+        # status of a program ended by SIGPIPE, as `git log | head` does.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

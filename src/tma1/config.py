@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 14318
@@ -48,7 +49,7 @@ class Settings:
     def token_path(self) -> Path:
         return self.data_dir / "hook-token"
 
-    def with_overrides(self, **changes: object) -> Settings:
+    def with_overrides(self, **changes: Any) -> Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 

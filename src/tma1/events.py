@@ -16,7 +16,15 @@ from functools import lru_cache
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
-from tma1.extract import error_line, extract_test_ids, is_masked_failure
+from tma1.checks import (
+    NOT_CHECK_FAILURES,
+    check_of,
+    error_line,
+    extract_passed_ids,
+    extract_test_ids,
+    failure_kind_of_exit,
+    is_masked_failure,
+)
 
 TOOL_INPUT_CAP = 8 * 1024
 TOOL_RESULT_CAP = 16 * 1024
@@ -43,6 +51,8 @@ _KNOWN_FIELDS = frozenset(
         "permission_mode",
         "duration_ms",
         "ts",
+        "agent_id",
+        "agent_type",
     }
 )
 _STRING_FIELDS = (
@@ -81,7 +91,9 @@ class HookEvent:
     tool_command: str | None = None
     tool_command_prefix: str | None = None
     tool_success: bool | None = None
-    failure_kind: str | None = None  # "exit" | "masked" | None
+    # "exit" | "masked" | None, or a failed call that is no failure of a check (design
+    # §2.15): "invocation" | "coverage" | "interrupted" | "fixed".
+    failure_kind: str | None = None
     tool_error_summary: str | None = None
     test_ids: list[str] = field(default_factory=list)
     cwd: str | None = None
@@ -91,11 +103,27 @@ class HookEvent:
     duration_ms: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     id: int | None = None
+    # Tests and test files the output reports passing (closes a stuck test, §2.15).
+    passed_test_ids: list[str] = field(default_factory=list)
+    # Claude Code sub-agent hooks carry these; None on the main agent (lanes, §2.16).
+    agent_id: str | None = None
+    agent_type: str | None = None
 
     @property
     def is_failure(self) -> bool:
         """Native failure, derived exit failure, or a masked one (design §2.8)."""
         return self.event_type == "PostToolUseFailure" or self.failure_kind == "masked"
+
+    @property
+    def is_check_failure(self) -> bool:
+        """A failure that counts against a check: not an invocation error, a coverage-only
+        exit, a sandbox interruption or a fixer that fixed everything (design §2.15)."""
+        return self.is_failure and self.failure_kind not in NOT_CHECK_FAILURES
+
+    @property
+    def lane(self) -> str:
+        """The agent within the session: a sub-agent's id, or "" for the main agent."""
+        return self.agent_id or ""
 
     @property
     def is_success(self) -> bool:
@@ -378,6 +406,14 @@ def response_failure(resp: Any) -> bool:
     return False
 
 
+def _short_str(value: Any) -> str | None:
+    """An id-like field: a non-blank string, capped (a lane id is no place for a novel);
+    anything else is no id (a hook that sends a number is not refused for it)."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return value.strip()[:200]
+
+
 # --- the parser --------------------------------------------------------------------------
 
 
@@ -434,6 +470,8 @@ def parse_payload(
         transcript_path=payload.get("transcript_path"),
         permission_mode=payload.get("permission_mode"),
         duration_ms=int(duration) if duration is not None else None,
+        agent_id=_short_str(payload.get("agent_id")),
+        agent_type=_short_str(payload.get("agent_type")),
     )
 
     # Files touched and the command run.
@@ -458,6 +496,7 @@ def parse_payload(
             ev.tool_command_prefix = command_prefix(ev.tool_command)
 
     # Result and failure derivation (design §2.8).
+    text: str | None = None
     resp = payload.get("tool_response", payload.get("tool_result"))
     if ev.event_type == "PostToolUseFailure":
         err = payload.get("error")
@@ -469,7 +508,7 @@ def parse_payload(
         )
         ev.tool_result = text
         ev.tool_success = False
-        ev.failure_kind = "exit"
+        ev.failure_kind = failure_kind_of_exit(ev.tool_command, text) if ev.tool_command else "exit"
         if is_refusal(text):
             # A refusal is not a failure: keep it as a plain, unsuccessful result.
             ev.event_type = "PostToolUse"
@@ -483,7 +522,9 @@ def parse_payload(
         elif response_failure(resp):
             ev.event_type = "PostToolUseFailure"
             ev.tool_success = False
-            ev.failure_kind = "exit"
+            ev.failure_kind = (
+                failure_kind_of_exit(ev.tool_command, text) if ev.tool_command else "exit"
+            )
         elif ev.tool_command and is_masked_failure(ev.tool_command, text):
             ev.tool_success = False
             ev.failure_kind = "masked"
@@ -497,6 +538,12 @@ def parse_payload(
         # The exit-status line alone is still better than nothing to show a human.
         ev.tool_error_summary = error_line(ev.tool_result) or ev.tool_result.strip()[:300] or None
         ev.test_ids = extract_test_ids(ev.tool_result)
+    if ev.tool_command and ev.event_type in ("PostToolUse", "PostToolUseFailure"):
+        # Passing tests are read from the whole output (replay keeps no passing text), and
+        # only for checks: a `cat` of a test log reports nothing.
+        out = text if ev.event_type == "PostToolUse" else ev.tool_result
+        if out and check_of(ev.tool_command) is not None:
+            ev.passed_test_ids = extract_passed_ids(out)
 
     extra = {k: v for k, v in payload.items() if k not in _KNOWN_FIELDS}
     if extra:
@@ -513,7 +560,12 @@ def mark_exit_failure(ev: HookEvent, exit_code: int | None) -> None:
     output the response carried stays the tool result; `exit_code` goes to metadata."""
     ev.event_type = "PostToolUseFailure"
     ev.tool_success = False
-    ev.failure_kind = "exit"
+    # Classified like any exit failure (design §2.15: invocation error, coverage-only,
+    # sandbox timeout); the rollout's status stands in for the `Exit code N` line.
+    said = f"Exit code {exit_code}\n{ev.tool_result or ''}" if exit_code is not None else None
+    ev.failure_kind = (
+        failure_kind_of_exit(ev.tool_command, said or ev.tool_result) if ev.tool_command else "exit"
+    )
     if exit_code is not None:
         ev.metadata = {**ev.metadata, "exit_code": exit_code}
     if ev.tool_result:

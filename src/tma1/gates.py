@@ -39,14 +39,18 @@ from typing import Any, NamedTuple
 from sqlalchemy import and_, case, delete, func, insert, or_, select, true, update
 from sqlalchemy.exc import IntegrityError
 
-from tma1.engine.anomaly import Kind
+from tma1.checks import check_of, file_of_test_id
+from tma1.engine.anomaly import Channel, Kind
+from tma1.engine.rules import SPECS
 from tma1.events import READ_TOOLS, SHELL_TOOLS, WRITE_TOOLS, HookEvent, json_text
-from tma1.extract import file_of_test_id
 from tma1.store import Store
 from tma1.store.schema import anomaly_emits, anomaly_labels, hook_events, messages
 
 KINDS: tuple[str, ...] = tuple(k.value for k in Kind)
 SEVERITIES: tuple[str, ...] = ("high", "medium", "low")
+# Every channel an emit can be delivered on; `session_start` is the session bundle's
+# re-telling (design §2.19). The budget counts every channel: an emit is an emit.
+CHANNELS: tuple[str, ...] = tuple(c.value for c in Channel)
 LABELS: tuple[str, ...] = ("tp", "fp")
 LABEL_SOURCES: tuple[str, ...] = ("human", "agent")
 
@@ -68,14 +72,8 @@ TEST_LOOKBACK_MS = 30 * MINUTE_MS
 # Follow-rate verdicts of emits this old are final even if their window never filled up.
 SETTLE_MS = DAY_MS
 
-FOLLOW_ACTIONS: dict[str, str] = {
-    Kind.STALE_FILE_VIEW: "a Read of a related file",
-    Kind.BUILD_BROKEN_AFTER_MY_EDIT: "a Read of a related file",
-    Kind.EXTERNAL_MODIFIED_DURING_SESSION: "a Read of a related file",
-    Kind.REPEATED_FAILED_BUILD: "no re-run of the same failing command before an edit",
-    Kind.TEST_STUCK: "a Read/Edit of the failing test's file, or no re-run of the test command",
-    Kind.CONTEXT_PRESSURE: "a compaction, a session end or a git commit",
-}
+# Each rule declares its follow action in its spec (design §2.13, §5).
+FOLLOW_ACTIONS: dict[str, str] = {kind: spec.follow_action for kind, spec in SPECS.items()}
 
 COMPACTION_EVENTS = frozenset({"PreCompact", "PostCompact"})
 END_EVENTS = frozenset({"SessionEnd"})
@@ -227,9 +225,16 @@ def is_edit_of(call: Call, files: Sequence[str]) -> bool:
 
 
 def is_rerun(call: Call, prefixes: Iterable[str]) -> bool:
+    """A run of the same command — by prefix, or (design §2.15: build subjects are check
+    identities) of the same check however spelled (its cwd is not fetched: a `cd DIR &&`
+    still counts)."""
     if not call.is_tool_call or not call.is_shell or not call.command_prefix:
         return False
-    return call.command_prefix in set(prefixes)
+    wanted = set(prefixes)
+    if call.command_prefix in wanted:
+        return True
+    check = check_of(call.command) if call.command else None
+    return check is not None and check.identity in wanted
 
 
 def blind_rerun(tool_calls: Sequence[Call], prefixes: Iterable[str]) -> bool:
@@ -378,7 +383,7 @@ def overall_status(statuses: Iterable[str]) -> str:
 # --- the emit log and labels ---------------------------------------------------------------
 
 
-def _emit_dict(m: Mapping[str, Any], labels: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def _emit_dict(m: Mapping[Any, Any], labels: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     human = labels.get("human")
     agent = labels.get("agent")
     chosen, source = (human, "human") if human else (agent, "agent") if agent else (None, None)
@@ -427,6 +432,7 @@ def list_emits(
     severity: str | None = None,
     since_id: int | None = None,
     since_ts: int | None = None,
+    channel: str | None = None,
 ) -> list[dict[str, Any]]:
     """Newest first, straight from the emit log (never runs rules)."""
     q = select(anomaly_emits)
@@ -436,6 +442,8 @@ def list_emits(
         q = q.where(anomaly_emits.c.kind == kind)
     if severity:
         q = q.where(anomaly_emits.c.severity == severity)
+    if channel:
+        q = q.where(anomaly_emits.c.channel == channel)
     if since_id is not None:
         q = q.where(anomaly_emits.c.id > since_id)
     if since_ts is not None:
@@ -1421,7 +1429,7 @@ def _agent_of(m: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return aid, atype if aid else None
 
 
-def session_timeline(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def session_timeline(rows: Iterable[Mapping[Any, Any]]) -> list[dict[str, Any]]:
     """Events (sorted) → tool calls (a Pre joined with its Post by tool_use_id) and markers
     for the other events (prompts, stops, compactions). Each item has `agent_id` and
     `agent_type` (None: the main agent; else a sub-agent's lane)."""

@@ -30,8 +30,12 @@ Policy (docs/reliability.md, "Database slow or gone"):
    column (e.g. session_id, 200) are cut to fit, before the insert on every backend, so
    the stored data is the same on SQLite and PostgreSQL.
 6. **Stop.** A graceful stop drains the queue for up to `drain_s` seconds; what is left
-   is counted (`ingest.lost_at_shutdown`) and logged. `kill -9` loses the queue: only
-   events that were answered during an outage (empty body) are ever in it.
+   is counted (`ingest.lost_at_shutdown`) and logged — unless a journal keeps it.
+7. **Journal** (`tma1 serve`: `ingest-journal.jsonl` in the data dir, tma1.journal). Each
+   queued event is also appended to the journal before its hook is answered, and marked
+   done once written; on start the journal's pending events go back on the queue. So a
+   `kill -9` (or a stop that ran out of time) during an outage loses nothing the queue
+   accepted. Without a journal (in-process callers, replay) the queue is memory only.
 
 Every counter is reported by `GET /api/health` under `ingest`.
 """
@@ -57,6 +61,7 @@ from sqlalchemy import exc as sa_exc
 
 from tma1.counters import Counters
 from tma1.events import HookEvent
+from tma1.journal import Journal
 from tma1.store import Store
 from tma1.store.schema import hook_events
 
@@ -248,6 +253,7 @@ class Ingest:
         max_events: int = DEFAULT_MAX_EVENTS,
         max_bytes: int = DEFAULT_MAX_BYTES,
         drain_s: float = DRAIN_S,
+        journal: Journal | None = None,
     ) -> None:
         self.store = store
         self.counters = counters
@@ -278,6 +284,9 @@ class Ingest:
             threading.Lock() if store.dialect == "sqlite" else contextlib.nullcontext()
         )
         self._flusher: threading.Thread | None = None
+        # Queued events' journal numbers, by the event object's id (it stays in the queue).
+        self.journal = journal
+        self._journal_seq: dict[int, int] = {}
         self._stopping = threading.Event()
         self._stopped = False
 
@@ -312,6 +321,8 @@ class Ingest:
             return True
         except FutureTimeout:
             self._over_budget()
+            with self._lock:
+                self._journal_locked(event)  # answered without a commit: keep it safe
             # The insert keeps going; whoever finishes it decides where the event ends up.
             fut.add_done_callback(lambda f: self._late(event, f))
             return False
@@ -353,6 +364,7 @@ class Ingest:
             if job.state != _PENDING:
                 return  # committed in time: its answer is on the way
             job.state = _EXPIRED
+            self._journal_locked(job.event)  # answered without a commit: keep it safe
         self._over_budget()
         if not job.fut.done():
             job.fut.set_result("")
@@ -451,6 +463,7 @@ class Ingest:
             if state == _EXPIRED:  # answered empty already; as `_late` for a sync hook
                 if exc is None:
                     self.counters.inc("ingest.late_commits")
+                    self._journal_done([job.event])
                     self._recovered()
                     self._stored([job.event])
                 else:
@@ -472,6 +485,7 @@ class Ingest:
         exc = fut.exception()
         if exc is None:
             self.counters.inc("ingest.late_commits")
+            self._journal_done([event])
             self._recovered()
             self._stored([event])
         else:
@@ -525,6 +539,7 @@ class Ingest:
             pending = len(self._queue) + self._flushing
             full = pending >= self.max_events or self._queued_bytes + size > self.max_bytes
             if not full:
+                self._journal_locked(event)  # before the hook is answered
                 self._queue.append((event, size))
                 self._queued_bytes += size
                 self._wake.notify()
@@ -594,10 +609,25 @@ class Ingest:
             self._done(batch)
             return self._one_by_one(events)
         self._done(batch)
+        self._journal_done(events)
         self.counters.inc("ingest.flushed", len(events))
         self._recovered()
         self._stored(events)
         return True
+
+    def _journal_locked(self, event: HookEvent) -> None:
+        """Journal `event` once (called with the lock held)."""
+        if self.journal is not None and id(event) not in self._journal_seq:
+            seq = self.journal.append(event)
+            if seq is not None:
+                self._journal_seq[id(event)] = seq
+
+    def _journal_done(self, events: Sequence[HookEvent]) -> None:
+        if self.journal is None:
+            return
+        with self._lock:
+            seqs = [s for e in events if (s := self._journal_seq.pop(id(e), None)) is not None]
+        self.journal.done(seqs)
 
     def _one_by_one(self, events: list[HookEvent]) -> bool:
         stored: list[HookEvent] = []
@@ -607,6 +637,7 @@ class Ingest:
                 self.store.insert_event(ev)
                 stored.append(ev)
                 settled += 1
+                self._journal_done([ev])
             except Exception as exc:
                 if is_transient(exc):
                     with self._lock:
@@ -615,6 +646,7 @@ class Ingest:
                             self._queued_bytes += _size(e)
                     break
                 settled += 1
+                self._journal_done([ev])
                 self.counters.inc("ingest.rejected_by_db")
                 log.error("the database refused a queued event (dropped): %s", exc)
         if stored:
@@ -637,6 +669,20 @@ class Ingest:
         with self._lock:
             self._stopped = False
             self._stopping.clear()
+        if self.journal is not None:
+            # Events answered during an outage before a crash: back on the queue first.
+            recovered = self.journal.recover()
+            with self._lock:
+                for seq, event in recovered:
+                    size = _size(event)
+                    self._queue.append((event, size))
+                    self._queued_bytes += size
+                    self._journal_seq[id(event)] = seq
+                if recovered:
+                    self._wake.notify()
+                    self._ensure_flusher()
+            if recovered:
+                self.counters.inc("ingest.recovered_from_journal", len(recovered))
 
     def stop(self) -> int:
         """Drain the queue (and wait for in-flight inserts) for up to `drain_s` seconds.
@@ -665,11 +711,23 @@ class Ingest:
             backoff = min(backoff * 2, BACKOFF_MAX_S)
         with self._lock:
             lost = len(self._queue) + self._flushing
+            kept = min(lost, len(self._journal_seq))
+            self._journal_seq.clear()
             self._queue.clear()
             self._queued_bytes = 0
             for _ in range(self._workers):
                 self._jobs.put(None)
             self._workers = 0
+        if self.journal is not None:
+            self.journal.close()
+        lost -= kept
+        if kept:
+            log.warning(
+                "stopping with the database unavailable: %d hook events kept in the journal "
+                "(%s), written on the next start",
+                kept,
+                self.journal.path if self.journal is not None else "",
+            )
         if lost:
             self.counters.inc("ingest.lost_at_shutdown", lost)
             log.error("stopping with the database unavailable: %d hook events lost", lost)
@@ -714,6 +772,7 @@ class Ingest:
             "dropped_queue_full",
             "rejected_by_db",
             "lost_at_shutdown",
+            "recovered_from_journal",
         ):
             state[key] = counts.get(key, 0)
         return state

@@ -8,6 +8,7 @@ and answered with an empty body.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -20,17 +21,55 @@ from tma1 import __version__
 from tma1.clock import Clock, SystemClock
 from tma1.config import Settings
 from tma1.counters import Counters
+from tma1.dialects import normalize
 from tma1.engine.delivery import Delivery
 from tma1.engine.detector import WindowSource
 from tma1.engine.emitlog import EmitLog
 from tma1.events import HookEvent, PayloadError, mark_exit_failure, parse_payload
 from tma1.ingest import Ingest
+from tma1.journal import JOURNAL_FILE, Journal
 from tma1.sensors import Sensors, codex_exit
 from tma1.store import Store
 
 log = logging.getLogger("tma1.hooks")
 
-MAX_BODY_BYTES = 1024 * 1024
+# The hard limit of one hook body (docs/hooks.md): anything up to it is stored, its big
+# fields cut to the caps in tma1.events and the event marked `truncated` with its
+# `original_bytes`; only a larger body is refused (counted as rejected.body_too_large).
+MAX_BODY_BYTES = 64 * 1024 * 1024
+# Bodies above this are decoded on a worker thread, not on the server's event loop.
+LARGE_BODY_BYTES = 1024 * 1024
+_CUT_MARK = "…[truncated]"
+
+# The hook events Claude Code and Codex send (docs/agent-protocols.md). Anything else
+# ("Banana", a probe, a typo) is refused and counted, never stored: it would make junk
+# sessions on the dashboard.
+KNOWN_HOOK_EVENTS = frozenset(
+    {
+        "PreToolUse",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "UserPromptSubmit",
+        "Stop",
+        "SubagentStart",
+        "SubagentStop",
+        "SessionStart",
+        "SessionEnd",
+        "PreCompact",
+        "PostCompact",
+        "Notification",
+        "PermissionRequest",
+    }
+)
+# `?source=` → the agent it names; no parameter is Claude Code (its script sends none).
+AGENT_SOURCES = {
+    "": "claude-code",
+    "claude-code": "claude-code",
+    "claude": "claude-code",
+    "codex": "codex",
+    "gemini": "gemini",
+    "copilot": "copilot",
+}
 PURGE_INTERVAL_S = 3600.0
 
 
@@ -57,6 +96,8 @@ class Service:
     # converters already carry the status.
     exit_status_wait_s: float = codex_exit.WAIT_S
     _exit_waits: codex_exit.WaitPolicy = field(default_factory=codex_exit.WaitPolicy)
+    # The outage journal (tma1.journal): `tma1 serve` keeps one in the data dir.
+    journal: Journal | None = None
 
     def __post_init__(self) -> None:
         self._exit_waits.wait_s = self.exit_status_wait_s
@@ -67,6 +108,7 @@ class Service:
                 on_stored=self._notify_stored,
                 budget_ms=self.settings.hook_db_budget_ms,
                 max_events=self.settings.ingest_queue_max,
+                journal=self.journal,
             )
 
     # --- lifecycle -------------------------------------------------------------------
@@ -137,7 +179,11 @@ class Service:
         """
         self.counters.inc("requests")
         try:
-            event = self._event_from_body(body, source)
+            if len(body) > LARGE_BODY_BYTES:
+                # Decoding tens of MB would stall every other agent's hook on the loop.
+                event = await asyncio.to_thread(self._event_from_body, body, source)
+            else:
+                event = self._event_from_body(body, source)
             if event is None:
                 return ""
             if codex_exit.wants_exit_status(event):
@@ -202,17 +248,41 @@ class Service:
         except (ValueError, RecursionError) as exc:
             self.reject("invalid_json", str(exc)[:200])
             return None
-        return self._event_from_payload(payload, source)
+        event = self._event_from_payload(payload, source)
+        if event is not None and _was_cut(event):
+            # Its big fields were cut to the caps: say so, and how big the event was.
+            event.metadata["truncated"] = True
+            event.metadata["original_bytes"] = len(body)
+            self.counters.inc("events.truncated")
+        return event
 
     def _event_from_payload(self, payload: object, source: str | None) -> HookEvent | None:
-        agent = "codex" if source is not None and source.lower() == "codex" else "claude-code"
+        agent = AGENT_SOURCES.get(source.strip().lower() if source is not None else "")
+        if agent is None:
+            # A typo'd or foreign `?source=` is no agent of ours: storing it would make
+            # sessions that belong to nobody (refused, counted, answered empty).
+            self.reject(
+                "unknown_source", f"?source={str(source)[:60]!r} is no agent tma1 knows"
+            )
+            return None
         try:
-            return parse_payload(
-                payload, ts=self.clock.now_ms(), source=agent, texts=self.parse_texts
+            event = parse_payload(
+                normalize(payload, agent),  # Gemini's and Copilot's into tma1's shape
+                ts=self.clock.now_ms(),
+                source=agent,
+                texts=self.parse_texts,
             )
         except PayloadError as exc:
             self.reject(exc.reason, exc.detail)
             return None
+        if event.hook_event_name not in KNOWN_HOOK_EVENTS:
+            self.reject(
+                "unknown_hook_event",
+                f"hook_event_name {event.hook_event_name[:60]!r} is no hook event tma1 uses "
+                "(after mapping the agent's own names)",
+            )
+            return None
+        return event
 
     def handle_payload(
         self, payload: object, *, source: str | None = None, envelope: str | None = None
@@ -293,6 +363,14 @@ class Service:
         }
 
 
+def _was_cut(event: HookEvent) -> bool:
+    return bool(
+        (event.tool_result and event.tool_result.endswith(_CUT_MARK))
+        or (event.tool_input and event.tool_input.endswith(_CUT_MARK))
+        or event.metadata.get("_truncated")
+    )
+
+
 def build_service(
     settings: Settings,
     *,
@@ -302,6 +380,7 @@ def build_service(
     make_ingest: Callable[[Counters], Ingest] | None = None,
     make_emitlog: Callable[[Counters], EmitLog] | None = None,
     parse_texts: bool = True,
+    journal: bool = False,
 ) -> Service:
     """Wire the real components for `settings` (migrations run here). Replay hands in its
     in-memory windows (`source`), its ingest (`make_ingest`), its emit log when it keeps
@@ -334,4 +413,5 @@ def build_service(
         sensors=sensors,
         ingest=make_ingest(counters) if make_ingest is not None else None,
         parse_texts=parse_texts,
+        journal=Journal(settings.data_dir / JOURNAL_FILE) if journal else None,
     )

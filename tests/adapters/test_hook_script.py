@@ -275,7 +275,7 @@ def test_slow_server_times_out_silently(
     r = agent.fire({"hook_event_name": "UserPromptSubmit", "prompt": "hello"})
     elapsed = time.monotonic() - t0
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
-    assert 0.4 < elapsed < 3  # it did wait for the server (max-time 0.5 s), then gave up
+    assert 1.9 < elapsed < 4.5  # it did wait for the server (max-time 2 s), then gave up
 
 
 def test_large_event_to_a_wedged_server_is_bounded(
@@ -295,7 +295,7 @@ def test_large_event_to_a_wedged_server_is_bounded(
     r = agent.fire({"hook_event_name": "PostToolUse", "tool_response": "A" * 2_000_000})
     elapsed = time.monotonic() - t0
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
-    assert elapsed < 3
+    assert elapsed < 4.5  # the 2 s cap (the agent allows 5 s)
 
 
 def test_environment_overrides_the_baked_in_port(
@@ -402,7 +402,7 @@ def test_script_sends_token_from_an_oddly_named_data_dir(tmp_path: Path, home: P
     assert 'header = "X-TMA1-Token: ' + "f" * 64 + '"' in sent
     assert sent.count("f" * 64) == 1  # only in the config on fd 3, not in the arguments
     assert sent.endswith('{"a":1}')  # stdin forwarded as is
-    assert "--max-time\n0.5" in sent
+    assert "--max-time\n2" in sent
     for code in ("403", "500", "000", "204"):
         r = subprocess.run(
             [SH, str(script)],
@@ -461,7 +461,7 @@ def test_an_agent_that_never_closes_stdin_is_not_held_up(
         if proc.poll() is None:
             proc.kill()
     assert rc == 0 and proc.stdout.read() == b""
-    assert elapsed < 3  # the 0.5 s cap covers reading stdin too
+    assert elapsed < 4.5  # the 2 s cap covers reading stdin too (the agent allows 5 s)
 
 
 @pytest.mark.parametrize("server", ["down", "up", "refuses-token"])

@@ -29,7 +29,13 @@ REPO = Path(__file__).resolve().parents[2]
 VERSIONS_FILE = Path(__file__).with_name("versions.json")
 AGENTS_DIR = REPO / ".agents"
 BIN = AGENTS_DIR / "node_modules" / ".bin"
-PACKAGES = {"claude-code": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
+PACKAGES = {
+    "claude-code": "@anthropic-ai/claude-code",
+    "codex": "@openai/codex",
+    "gemini": "@google/gemini-cli",
+    "copilot": "@github/copilot",
+}
+EXECUTABLES = {"claude-code": "claude", "codex": "codex", "gemini": "gemini", "copilot": "copilot"}
 
 BUILD_SH = """#!/bin/sh
 echo "compiling src/app.py"
@@ -59,7 +65,7 @@ def agent_binary(agent: str) -> Path:
     package = PACKAGES[agent]
     want = pinned_versions()[package]
     have = installed_version(package)
-    exe = BIN / ("claude" if agent == "claude-code" else "codex")
+    exe = BIN / EXECUTABLES[agent]
     reason = None
     if have is None or not exe.exists():
         reason = f"{package} is not installed under .agents/ (scripts/test installs it)"
@@ -449,6 +455,68 @@ class Rig:
             timeout=timeout,
         )
 
+    # Gemini CLI ---------------------------------------------------------------------
+    def write_gemini_settings(self) -> None:
+        """Everything that would reach past loopback off (usage statistics, telemetry,
+        update checks), the API-key auth that honours GOOGLE_GEMINI_BASE_URL. Written
+        before `tma1 install`, which adds its hooks to this file."""
+        path = self.home / ".gemini" / "settings.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(GEMINI_SETTINGS, indent=2) + "\n")
+
+    def gemini(self, model_url: str, prompt: str, *args: str, timeout: float = 240) -> Run:
+        exe = agent_binary("gemini")
+        return self.run(
+            [str(exe), "-p", prompt, "--yolo", "--skip-trust", "-m", "gemini-2.5-pro", *args],
+            env=self.env(
+                GOOGLE_GEMINI_BASE_URL=model_url,
+                GEMINI_API_KEY="fake-key-for-loopback-tests",
+                GEMINI_TELEMETRY_ENABLED="false",
+                GEMINI_CLI_NO_RELAUNCH="true",
+                NO_BROWSER="1",
+            ),
+            timeout=timeout,
+        )
+
+    # GitHub Copilot CLI ---------------------------------------------------------------
+    def copilot(self, model_url: str, prompt: str, *args: str, timeout: float = 240) -> Run:
+        """Offline (`COPILOT_OFFLINE`: no GitHub auth, telemetry, web tools, GitHub MCP
+        server or auto-update) against a BYOK provider on loopback that speaks the
+        Anthropic Messages API (the fake model)."""
+        exe = agent_binary("copilot")
+        return self.run(
+            [
+                str(exe),
+                "-p",
+                prompt,
+                "--allow-all-tools",
+                "--no-auto-update",
+                "--disable-client-telemetry",
+                *args,
+            ],
+            env=self.env(
+                COPILOT_OFFLINE="true",
+                # Exactly "true" also trusts the project (its hooks run); --trust-folder
+                # would too, but cannot be given with --resume.
+                COPILOT_ALLOW_ALL="true",
+                COPILOT_PROVIDER_BASE_URL=model_url,
+                COPILOT_PROVIDER_TYPE="anthropic",
+                COPILOT_PROVIDER_API_KEY="fake-key-for-loopback-tests",
+                COPILOT_MODEL="claude-sonnet-4.5",
+                COPILOT_AUTO_UPDATE="false",
+                NO_COLOR="1",
+            ),
+            timeout=timeout,
+        )
+
+
+GEMINI_SETTINGS: dict[str, Any] = {
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+    "security": {"auth": {"selectedType": "gemini-api-key"}},
+    "ide": {"enabled": False},
+}
 
 CODEX_CONFIG = """\
 model = "gpt-5.5"

@@ -5,7 +5,9 @@ It speaks just enough of two wire protocols for Claude Code and Codex to run a s
 - the Anthropic Messages API (`POST /v1/messages`, SSE when `stream` is true, plus
   `/v1/messages/count_tokens`) for Claude Code (`ANTHROPIC_BASE_URL`);
 - the OpenAI Responses API (`POST …/responses`, SSE) for Codex (a `model_providers`
-  entry with `wire_api = "responses"`).
+  entry with `wire_api = "responses"`);
+- Google's Gemini API (`POST /v1beta/models/<model>:streamGenerateContent?alt=sse`,
+  `:generateContent`, `:countTokens`) for Gemini CLI (`GOOGLE_GEMINI_BASE_URL`).
 
 A script is a list of turns. Every request that offers the agent's working tools (a
 "main" request: Claude Code's `Bash`, Codex's `exec_command`) takes the next turn; side
@@ -66,7 +68,7 @@ class Request:
         """What the agent sent as the conversation (Anthropic `system` + `messages`,
         Responses `instructions` + `input`) as JSON text: the tool list left out, since
         it names tma1's MCP tools in every request."""
-        keys = ("system", "messages", "instructions", "input")
+        keys = ("system", "messages", "instructions", "input", "systemInstruction", "contents")
         return json.dumps([self.body.get(k) for k in keys], ensure_ascii=False)
 
 
@@ -86,10 +88,13 @@ def tool_names(body: Body) -> list[str]:
         for sub in t.get("tools") or ():  # a namespace of tools
             if isinstance(sub, dict) and isinstance(sub.get("name"), str):
                 names.append(f"{name}.{sub['name']}")
+        for decl in t.get("functionDeclarations") or ():  # Gemini
+            if isinstance(decl, dict) and isinstance(decl.get("name"), str):
+                names.append(decl["name"])
     return names
 
 
-MAIN_TOOLS = ("Bash", "exec_command", "shell", "shell_command")
+MAIN_TOOLS = ("Bash", "bash", "exec_command", "shell", "shell_command", "run_shell_command")
 
 
 @dataclass
@@ -207,6 +212,13 @@ class FakeModel:
         elif route.endswith("/responses"):
             _, reply = self._next_reply(route, body)
             self._responses(h, body, reply)
+        elif route.endswith(":countTokens"):
+            self._send_json(h, 200, {"totalTokens": 100})
+        elif route.endswith(":generateContent") or route.endswith(":streamGenerateContent"):
+            # Gemini's body has no `tools` key on side requests; `request` wraps it when
+            # the CLI talks to Code Assist (not used here).
+            _, reply = self._next_reply(route, body)
+            self._gemini(h, body, reply, stream=route.endswith(":streamGenerateContent"))
         else:
             with self._lock:
                 self.requests.append(Request(path=route, body=body, main=False))
@@ -368,3 +380,36 @@ class FakeModel:
                 ),
             ],
         )
+
+    # Google Gemini ------------------------------------------------------------------
+    def _gemini(self, h: BaseHTTPRequestHandler, body: Body, reply: Reply, *, stream: bool) -> None:
+        part: Body
+        if isinstance(reply, Tool):
+            assert isinstance(reply.input, dict)
+            part = {"functionCall": {"name": self._resolve(reply, body), "args": reply.input}}
+        else:
+            part = {"text": reply.text}
+        doc = {
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": [part]},
+                    "finishReason": "STOP",
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": {
+                "promptTokenCount": 100,
+                "candidatesTokenCount": 10,
+                "totalTokenCount": 110,
+            },
+            "modelVersion": "gemini-fake",
+        }
+        if not stream:
+            self._send_json(h, 200, doc)
+            return
+        data = f"data: {json.dumps(doc)}\r\n\r\n".encode()
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)

@@ -902,3 +902,31 @@ def test_gates_tab_says_so_when_the_server_is_down(browser: Any, tmp_path: Path)
             srv.stop()
     # Only the refused connections themselves may be logged, no script error.
     assert [e for e in errors if "ERR_CONNECTION_REFUSED" not in e] == [], errors
+
+
+def test_channel_filter_shows_what_session_bundles_retold(server: LiveServer, page: Any) -> None:
+    now = SystemClock().now_ms()
+    server.store.insert_emits(
+        [
+            emit(
+                now,
+                "bundle-session",
+                "repeated_failed_build",
+                "high",
+                "make",
+                "retold",
+                channel="session_start",
+            )
+        ]
+    )
+    page.goto(server.url + "/")
+    page.wait_for_selector("#emits-body tr.emit")
+    page.select_option("#f-channel", "session_start")
+    page.wait_for_function("() => location.hash === '#anomalies?channel=session_start'")
+    n = api_count(server, channel="session_start")
+    assert n >= 1
+    page.wait_for_function(
+        "n => document.querySelectorAll('#emits-body tr.emit').length === n", arg=n
+    )
+    page.reload()
+    assert page.input_value("#f-channel") == "session_start"

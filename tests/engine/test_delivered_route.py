@@ -30,7 +30,9 @@ def test_delivered_text_is_the_answer_the_agent_got(live: LiveServer, clock: Man
     for _ in range(3):
         _post(live, clock, bash_fail(sid, PYTEST, PYTEST_OUT))
     digest = _post(live, clock, prompt(sid))
-    reason = json.loads(_post(live, clock, stop(sid)))["reason"]
+    # Claude Code's Stop answer carries the reason as additionalContext (docs/hooks.md).
+    answer = json.loads(_post(live, clock, stop(sid)))
+    reason = answer["hookSpecificOutput"]["additionalContext"]
     assert live.service.delivery.flush()
     rows = {r["kind"]: r for r in live.store.emits_since(0) if r["session_id"] == sid}
     assert set(rows) == {"test_stuck", "repeated_failed_build"}

@@ -62,11 +62,17 @@ def test_repeated_failure_blocks_stop_until_resolved_then_blocks_again_on_new_ev
     assert post(live, clock, stop(sid, active=True)) == ""
     clock.advance(2 * MINUTE_MS)
     assert post(live, clock, stop(sid)) == ""  # same finding, inside the 10-minute window
+    # Design §2.15: an unrelated success (`git status`) resolves nothing any more; a
+    # passing run of the same check, however spelled, does.
     assert post(live, clock, bash_ok(sid, "git status", "nothing to commit")) == ""
+    clock.advance(10 * MINUTE_MS)
+    assert post(live, clock, stop(sid)) == ""  # stale: no failure newer than the block
+    assert post(live, clock, bash_ok(sid, f"{BUILD} 2>&1 | tail -3", "ok")) == ""
     assert post(live, clock, stop(sid)) == ""  # resolved, and no failure since
     clock.advance(12 * MINUTE_MS)
     assert post(live, clock, stop(sid)) == ""  # still resolved: old evidence stays old
-    post(live, clock, bash_fail(sid, BUILD, BUILD_OUT))
+    for _ in range(3):  # failures before the pass are history: a new streak of three
+        post(live, clock, bash_fail(sid, BUILD, BUILD_OUT))
     again = blocked(post(live, clock, stop(sid)))
     t_again = clock.now_ms()
     assert "make build" in again["reason"]
@@ -116,7 +122,11 @@ def test_restart_does_not_reemit_what_was_delivered_in_the_last_10_minutes(
         clock.advance(5 * MINUTE_MS)
         assert post(second, clock, stop(sid)) == ""
         clock.advance(5 * MINUTE_MS)
-        blocked(post(second, clock, stop(sid)))  # the window has passed
+        # The window has passed, but nothing new failed: the same stale block is not
+        # repeated (issue 15, pattern 7); a newer failure blocks again.
+        assert post(second, clock, stop(sid)) == ""
+        post(second, clock, bash_fail(sid, BUILD, BUILD_OUT))
+        blocked(post(second, clock, stop(sid)))
         rows = emits(second, sid)
         assert [r["first_emitted_at"] for r in rows] == [t_first, t_first]
     finally:

@@ -7,12 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rulekit import OTHER, SID, at, bash_fail, bash_masked, change, edit, read, src, usage, window
 
+from tma1.checks import error_line, extract_test_ids, file_line_refs, is_masked_failure
 from tma1.engine.anomaly import Channel, Severity
 from tma1.engine.rules import RULES
 from tma1.engine.rules.stale_file_view import detect_stale_edit
 from tma1.engine.window import RuleConfig
 from tma1.events import FileChange
-from tma1.extract import error_line, extract_test_ids, file_line_refs, is_masked_failure
 
 FOO = src("foo.go")
 times = st.lists(st.integers(min_value=0, max_value=40), max_size=8)

@@ -1,4 +1,4 @@
-"""`repeated_failed_build`: one command prefix failing 3+ times within 30 minutes."""
+"""`repeated_failed_build`: one check failing 3+ times within 30 minutes in one lane, open."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_exactly_three_failures_fire_two_do_not() -> None:
         Severity.HIGH,
         Channel.STOP_BLOCK,
     )
-    assert a.subject == LINT
+    assert a.subject == "golangci-lint run"  # the check's identity (design §2.15)
     assert a.last_evidence_ts == at(3)
     assert a.session_id == SID and a.first_emitted_at == 0
     assert "failed 3 times" in a.evidence
@@ -90,12 +90,14 @@ def test_refusals_and_successes_do_not_count() -> None:
     assert run([bash_ok(at(i), LINT) for i in (1, 2, 3)], at(4)) == []
 
 
-def test_prefixes_are_the_first_60_characters() -> None:
+def test_one_check_however_filtered_is_one_subject() -> None:
+    # Turn 1 grouped by the first 60 characters; design §2.15 groups by the check.
     base = "go test ./internal/monitoring ./internal/server ./internal/build"
-    assert len(base) > 60
-    same = [bash_fail(at(i), f"{base} -run Test{i}") for i in (1, 2, 3)]
+    same = [bash_fail(at(i), f"{base} -run TestUpgrade{' -v' * i}") for i in (1, 2, 3)]
     [a] = run(same, at(4))
-    assert a.subject == base[:60]
+    assert a.subject == "go test"
+    # Three different test filters are three different runs, not one re-run three times.
+    assert run([bash_fail(at(i), f"{base} -run Test{i}") for i in (1, 2, 3)], at(4)) == []
     different = [
         bash_fail(at(1), "make test"),
         bash_fail(at(2), "make lint"),

@@ -24,6 +24,7 @@ from enginekit import (
     store_event,
 )
 
+from tma1.checks import check_of
 from tma1.clock import MINUTE_MS, ManualClock
 from tma1.config import Settings
 from tma1.counters import Counters
@@ -309,10 +310,16 @@ def test_stale_file_view_resolves_on_reread_of_the_related_file(sess: Session) -
     "kind",
     [Kind.BUILD_BROKEN_AFTER_MY_EDIT, Kind.REPEATED_FAILED_BUILD, Kind.TEST_STUCK],
 )
-def test_build_and_test_kinds_resolve_on_a_successful_shell_command(
+def test_build_and_test_kinds_resolve_on_a_covering_pass_of_their_check(
     sess: Session, kind: Kind
 ) -> None:
-    f = finding(kind, subject="make build", last_evidence_ts=sess.clock.now_ms())
+    # Design §2.15 (turn 2): the rules carry the failing check; only a passing run that
+    # covers it resolves (turn 1: any successful shell command, so an `ls` "fixed" a build).
+    check = check_of("make build")
+    f = replace(
+        finding(kind, subject="make build", last_evidence_ts=sess.clock.now_ms()),
+        extra={"check": check},
+    )
     channel = str(f.channel)
     sess.sees(f)
     assert len(sess.deliver(channel)) == 1
@@ -329,7 +336,9 @@ def test_build_and_test_kinds_resolve_on_a_successful_shell_command(
     sess.event(payload(sess.sid, "PostToolUse", tool_name="Read", tool_input={"file_path": "x"}))
     assert sess.deliver(channel) == []
     assert sess.d.preview(sess.sid)["findings"][0]["decision"] == "suppressed"
-    fixed_at = sess.event(bash_ok(sess.sid, "ls"))
+    sess.event(bash_ok(sess.sid, "ls"))  # no check: resolves nothing
+    assert sess.d.preview(sess.sid)["findings"][0]["decision"] == "suppressed"
+    fixed_at = sess.event(bash_ok(sess.sid, "make build 2>&1 | tail -3", stdout="ok"))
     assert sess.deliver(channel) == []
     sess.clock.advance(SUPPRESSION_WINDOW_MS * 2)
     assert sess.deliver(channel) == []  # resolved: the old evidence never comes back
@@ -388,6 +397,10 @@ def test_restart_rebuilds_state_from_the_emit_log(
     sess.clock.advance(SUPPRESSION_WINDOW_MS - 1_000)
     assert sess.deliver(STOP) == []
     sess.clock.advance(1_000)
+    # A Stop block is not repeated on the same evidence (issue 15, pattern 7) ...
+    assert sess.deliver(STOP) == []
+    # ... and is, keeping its first_emitted_at, once a newer failure supports it.
+    sess.sees(replace(f, last_evidence_ts=sess.clock.now_ms()))
     assert [a.first_emitted_at for a in sess.deliver(STOP)] == [t_emit]
     sess.d.flush()
     assert [r["first_emitted_at"] for r in store.emits_since(0)] == [t_emit, t_emit]

@@ -153,3 +153,18 @@ def test_cli_labels_while_the_server_runs(live: LiveServer) -> None:
     assert r.status_code == 200
     js = json.loads(_run(url, "anomalies", "--json").stdout)
     assert js["emits"][0]["label"] == "fp"
+
+
+def test_anomalies_filters_by_channel_and_the_budget_counts_bundle_emits(
+    store: Store, db_url: str
+) -> None:
+    now = SystemClock().now_ms()
+    told = emit_row(ts=now - 60_000, session_id="cli-b", kind="repeated_failed_build")
+    retold = {**told, "ts": now - 30_000, "channel": "session_start"}
+    store.insert_emits([told, retold])
+    js = json.loads(_run(db_url, "anomalies", "--channel", "session_start", "--json").stdout)
+    assert [(e["channel"], e["ts"]) for e in js["emits"]] == [("session_start", now - 30_000)]
+    bad = _run(db_url, "anomalies", "--channel", "nope")
+    assert bad.returncode == 2 and "session_start" in bad.stderr  # the choices are listed
+    gates = json.loads(_run(db_url, "gates", "--json", "--days", "1").stdout)
+    assert gates["budget"]["kinds"]["repeated_failed_build"]["total"] == 2

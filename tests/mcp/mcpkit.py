@@ -20,6 +20,7 @@ TOOL_NAMES = {
     "get_anomalies",
     "get_session_state",
     "get_external_changes",
+    "get_session_bundle",
     "dismiss_anomaly",
     "confirm_anomaly",
 }

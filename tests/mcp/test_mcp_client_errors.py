@@ -23,6 +23,7 @@ ARGS: dict[str, dict[str, Any]] = {
     "get_anomalies": {"session_id": "s1"},
     "get_session_state": {"session_id": "s1"},
     "get_external_changes": {"session_id": "s1"},
+    "get_session_bundle": {"session_id": "s1"},
     "dismiss_anomaly": {"id": 3, "reason": "wrong"},
     "confirm_anomaly": {"id": 3},
 }

@@ -187,6 +187,7 @@ def test_every_tool_returns_a_clear_error_when_tma1_is_down(tmp_path: Path) -> N
         "get_anomalies": {},
         "get_session_state": {},
         "get_external_changes": {"session_id": "s1", "since": "2026-01-01T00:00:00Z"},
+        "get_session_bundle": {"source": "compact"},
         "dismiss_anomaly": {"id": 1, "reason": "wrong"},
         "confirm_anomaly": {"id": 1},
     }

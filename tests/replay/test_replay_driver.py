@@ -123,7 +123,9 @@ def test_cli_json_over_every_fixture_format(tmp_path: Path) -> None:
         "agent-a9859ef26cdf3c4d6.jsonl": "claude-transcript",
         "codex_legacy.jsonl": "codex-rollout",
         "codex_rollout.jsonl": "codex-rollout",
+        "copilot_events.jsonl": "copilot-events",
         "eventlog.jsonl": "eventlog",
+        "gemini_chat.jsonl": "gemini-chat",
         "hooklog_post.json": "claude-hooklog",
         "hooklog_pre.json": "claude-hooklog",
     }

@@ -32,11 +32,12 @@ def test_evaluate_writes_the_doc_with_labels_and_baseline(tmp_path: Path) -> Non
     doc = out.read_text()
     assert "| repeated_failed_build | 1 | 0 | 0 | 1 |" in doc  # one emit, unlabelled
     assert (
-        "| 10:03:20 | repeated_failed_build | high | stop_block | go build ./... | unlabelled"
+        # The subject is the check's identity (design §2.15): `go build ./...` is `go build`.
+        "| 10:03:20 | repeated_failed_build | high | stop_block | go build | unlabelled"
         in doc
     )
 
-    key = "drv-1|repeated_failed_build|high|go build ./...|2025-02-03T10:03:20.000Z"
+    key = "drv-1|repeated_failed_build|high|go build|2025-02-03T10:03:20.000Z"
     gone = "drv-1|test_stuck|medium|x|2025-02-03T10:00:00.000Z"
     labels.write_text(
         json.dumps(
@@ -75,6 +76,6 @@ def test_evaluate_context_prints_each_unlabelled_emit_with_its_surroundings(
     failing_build_session(corpus / "s.jsonl")
     proc = run("--sessions", str(corpus), "--labels", str(tmp_path / "none.json"), "--context")
     assert proc.returncode == 0, proc.stderr
-    assert "drv-1|repeated_failed_build|high|go build ./...|2025-02-03T10:03:20.000Z" in proc.stdout
+    assert "drv-1|repeated_failed_build|high|go build|2025-02-03T10:03:20.000Z" in proc.stdout
     assert "PostToolUseFailure Bash go build ./... ERR: Exit code 1" in proc.stdout
     assert "--- before" in proc.stdout and "--- after" in proc.stdout

@@ -89,13 +89,17 @@ def test_plan_keeps_a_project_with_file_changes_together_and_each_shard_in_time_
                 assert owner[item.change.project] == i
 
 
-def test_sessions_of_a_project_without_file_changes_may_go_apart(
+def test_sessions_of_one_project_stay_together_even_without_file_changes(
     tmp_path: Path, every_shard_counts: None
 ) -> None:
+    """The session bundle at SessionStart reads the project's other sessions (their open
+    checks, whether they are active): a project's sessions share a shard."""
     inputs, _ = driver.load(_sessions(tmp_path))
     items, _ = driver.merge_items(inputs)
     plan = shards.plan(items, 4)
-    assert len(plan) == 4  # a-1 and a-2 share /work/a, which nothing outside changed
+    assert len(plan) == 3  # a-1 and a-2 share /work/a, which nothing outside changed
+    together = [{i.session_id for _, i in shard} for shard in plan]
+    assert any({"a-1", "a-2"} <= s for s in together), together
 
 
 def test_a_sharded_replay_gives_what_one_process_gives(

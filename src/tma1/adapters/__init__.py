@@ -1,4 +1,5 @@
-"""Agent adapters: the hook script, and its registration with Claude Code and Codex."""
+"""Agent adapters: the hook script, and its registration with Claude Code, Codex, Gemini
+CLI and GitHub Copilot CLI."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from collections.abc import Mapping
 from tma1.adapters.base import Adapter
 from tma1.config import Settings
 
-ADAPTER_NAMES = ("claude-code", "codex")
+ADAPTER_NAMES = ("claude-code", "codex", "gemini", "copilot")
+# `all` takes these only where the agent's config directory exists already (the agent has
+# run here): installing must not create ~/.gemini or ~/.copilot for an agent nobody uses.
+OPTIONAL_IN_ALL = ("gemini", "copilot")
 
 
 def get_adapters(
@@ -18,11 +22,11 @@ def get_adapters(
     transport: str = "command",
     token: str | None = None,
 ) -> list[Adapter]:
-    """`claude-code`, `codex` or `all`. `transport` applies to Claude Code (Codex has
-    command hooks only)."""
+    """`claude-code`, `codex`, `gemini`, `copilot` or `all`. `transport` applies to Claude
+    Code (the others have command hooks only)."""
     from collections.abc import Callable
 
-    from tma1.adapters import claude_code, codex
+    from tma1.adapters import claude_code, codex, copilot, gemini
 
     def claude(s: Settings, e: Mapping[str, str] | None) -> Adapter:
         return claude_code.adapter(s, e, transport=transport, token=token)
@@ -30,9 +34,27 @@ def get_adapters(
     builders: dict[str, Callable[[Settings, Mapping[str, str] | None], Adapter]] = {
         "claude-code": claude,
         "codex": codex.adapter,
+        "gemini": gemini.adapter,
+        "copilot": copilot.adapter,
     }
     if name == "all":
-        return [builders[n](settings, env) for n in ADAPTER_NAMES]
+        out = []
+        for n in ADAPTER_NAMES:
+            a = builders[n](settings, env)
+            if n in OPTIONAL_IN_ALL and not _config_dir_exists(a):
+                continue
+            out.append(a)
+        return out
     if name not in builders:
-        raise ValueError(f"unknown adapter {name!r}; use claude-code, codex or all")
+        raise ValueError(f"unknown adapter {name!r}; use {', '.join(ADAPTER_NAMES)} or all")
     return [builders[name](settings, env)]
+
+
+def _config_dir_exists(adapter: Adapter) -> bool:
+    from tma1.adapters.registration import JsonHooksRegistration
+
+    return any(
+        r.path.parent.is_dir()
+        for r in adapter.registrations
+        if isinstance(r, JsonHooksRegistration)
+    )

@@ -14,5 +14,8 @@ class Adapter:
     title: str
     registrations: list[Registration]
     notes: list[str] = field(default_factory=list)
+    # What this agent cannot be told through its hooks, one sentence each (docs/hooks.md);
+    # `tma1 doctor` can print them. Empty: every channel tma1 uses is there.
+    cannot_be_told: list[str] = field(default_factory=list)
     # A line on the agent's state after install (e.g. whether Codex trusts the hooks).
     status: Callable[[], str] | None = None

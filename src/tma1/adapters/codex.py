@@ -233,4 +233,3 @@ _TRUST_SAYS: dict[TrustState, str] = {
 def trust_line(codex_home: str | os.PathLike[str]) -> str:
     """One line for `tma1 install` (and `tma1 doctor`): the trust state and its fix."""
     return _TRUST_SAYS[trust_state(codex_home)]
-

@@ -99,16 +99,29 @@ class FileChange:
             ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines
         )
 
-    def apply(self) -> Path | None:
-        """Carry the change out; returns the backup's path when one was written."""
+    @property
+    def backup_path(self) -> Path:
+        return self.path.with_name(self.path.name + BACKUP_SUFFIX)
+
+    def apply(self, *, write_backup: bool = True) -> Path | None:
+        """Carry the change out; returns the backup's path when one was written.
+
+        The backup holds the user's file as it was before tma1 first changed it: it is
+        written only with `write_backup` (install, on a file tma1 has no record of) and
+        never over an existing backup."""
         if not self.changed:
             return None
         # A settings file kept in a dotfiles repository is often a symlink: write through
         # it, so the link (and the repository) stay as the user set them up.
         target = self.path.resolve() if self.path.is_symlink() else self.path
         backup = None
-        if self.backup and self.before is not None:
-            backup = self.path.with_name(self.path.name + BACKUP_SUFFIX)
+        if (
+            self.backup
+            and write_backup
+            and self.before is not None
+            and not self.backup_path.exists()
+        ):
+            backup = self.backup_path
             mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o600
             atomic_write(backup, self.before, mode=mode)
         if self.after is None:

@@ -10,7 +10,7 @@
 [ -n "${TMA1_HOST:-}" ] || TMA1_HOST=@@HOST@@
 [ -n "${TMA1_PORT:-}" ] || TMA1_PORT=@@PORT@@
 [ -n "${TMA1_DATA_DIR:-}" ] || TMA1_DATA_DIR=@@DATA_DIR@@
-[ -n "${TMA1_HOOK_TIMEOUT:-}" ] || TMA1_HOOK_TIMEOUT=0.5
+[ -n "${TMA1_HOOK_TIMEOUT:-}" ] || TMA1_HOOK_TIMEOUT=2
 
 # Nothing this script could say on stderr helps the agent (exit 2 or a message there can
 # even block it), so stderr goes nowhere from here on.
@@ -35,8 +35,10 @@ case $TMA1_HOST in
 esac
 
 # stdin is streamed (--upload-file -, chunked) rather than read whole before connecting,
-# so --max-time bounds the read too: an agent that never closes stdin costs 0.5 s, not the
-# hook's whole timeout.
+# so --max-time bounds the read too: an agent that never closes stdin costs the cap, not
+# the hook's whole timeout. The cap (2 s, under the agents' 5 s hook timeout) is what a
+# big event needs to upload: the server takes bodies up to 64 MiB, answers a big one as
+# soon as it has arrived, and answers every other within its 400 ms insert budget.
 # The token goes to curl as a config file on fd 3, not as an argument, so other local
 # users cannot read it from the process list (only where /dev/fd is missing does it fall
 # back to an argument). `Expect:` stops curl from waiting for a 100-continue on large

@@ -17,7 +17,7 @@
 [ -n "${TMA1_HOST:-}" ] || TMA1_HOST=@@HOST@@
 [ -n "${TMA1_PORT:-}" ] || TMA1_PORT=@@PORT@@
 [ -n "${TMA1_DATA_DIR:-}" ] || TMA1_DATA_DIR=@@DATA_DIR@@
-[ -n "${TMA1_HOOK_TIMEOUT:-}" ] || TMA1_HOOK_TIMEOUT=0.5
+[ -n "${TMA1_HOOK_TIMEOUT:-}" ] || TMA1_HOOK_TIMEOUT=2
 # Bytes, not characters: ${#body} is the Content-Length, `read -N` counts bytes.
 export LC_ALL=C
 

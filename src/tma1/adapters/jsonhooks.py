@@ -69,6 +69,26 @@ def dumps(doc: Doc, fmt: JsonFormat = DEFAULT_FORMAT) -> str:
     return text + "\n" if fmt.trailing_newline else text
 
 
+def edit_text(text: str, doc: Doc) -> str:
+    """`text` changed to hold `doc`, touching only what changed (the user's own entries
+    keep their wrapping); a file that cannot be edited so is re-rendered in its style."""
+    from tma1.adapters.jsonsplice import splice
+
+    fmt = detect_format(text)
+    if text.strip():
+        out = splice(
+            text,
+            doc,
+            indent=fmt.indent,
+            item_sep=fmt.item_sep,
+            key_sep=fmt.key_sep,
+            ensure_ascii=fmt.ensure_ascii,
+        )
+        if out is not None:
+            return out
+    return dumps(doc, fmt)
+
+
 def decode_text(path: Path, data: bytes | None) -> str:
     """The file's text ("" when absent); a file that is not UTF-8 is refused untouched."""
     if data is None:
@@ -102,9 +122,12 @@ def parse_json_object(path: Path, data: bytes | None) -> Doc:
     return doc
 
 
-def parse_document(path: Path, data: bytes | None) -> Doc:
+def parse_document(
+    path: Path, data: bytes | None, config_keys: frozenset[str] = frozenset()
+) -> Doc:
     """The hooks file as a dict ({} when absent or blank). Refuses anything we can't edit
-    safely."""
+    safely. `config_keys`: keys inside "hooks" that are settings, not events (Gemini CLI's
+    `enabled`, `disabled`, `notifications`); they are left alone."""
     doc = parse_json_object(path, data)
     hooks = doc.get("hooks")
     if hooks is not None and not isinstance(hooks, dict):
@@ -113,6 +136,8 @@ def parse_document(path: Path, data: bytes | None) -> Doc:
             "fix it and run again. Nothing was changed."
         )
     for event, groups in (hooks or {}).items():
+        if event in config_keys:
+            continue
         if not isinstance(groups, list):
             raise InstallError(
                 f'{path}: "hooks"."{event}" is a {type(groups).__name__}, not a list; '
@@ -132,6 +157,7 @@ def count_ours(doc: Doc, marker: str) -> int:
     return sum(
         1
         for groups in (doc.get("hooks") or {}).values()
+        if isinstance(groups, list)
         for group in groups
         if isinstance(group, dict) and isinstance(group.get("hooks"), list)
         for h in group["hooks"]
@@ -139,8 +165,8 @@ def count_ours(doc: Doc, marker: str) -> int:
     )
 
 
-def _has_ours(groups: list[Any], marker: str) -> bool:
-    return any(
+def _has_ours(groups: Any, marker: str) -> bool:
+    return isinstance(groups, list) and any(
         isinstance(g, dict)
         and isinstance(g.get("hooks"), list)
         and any(is_ours(h, marker) for h in g["hooks"])

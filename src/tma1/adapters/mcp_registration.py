@@ -54,6 +54,7 @@ def mcp_command(settings: Settings, argv0: str | None = None) -> McpCommand:
     """
     argv0 = sys.argv[0] if argv0 is None else argv0
     script = Path(argv0)
+    args: tuple[str, ...]
     if script.name == "tma1" and script.is_file():
         command, args = str(script.resolve()), ("mcp",)
     else:  # `python -m tma1.cli`, tests: the interpreter of this venv (not resolved: a
@@ -234,8 +235,7 @@ class ClaudeMcpRegistration:
         wanted = add_claude_server(doc, claude_entry(self.command))
         if wanted == doc and before is not None:
             return FileChange(self.path, before, before, self.label, backup=True)
-        fmt = jsonhooks.detect_format(_decode(self.path, before))
-        after = jsonhooks.dumps(wanted, fmt).encode("utf-8")
+        after = jsonhooks.edit_text(_decode(self.path, before), wanted).encode("utf-8")
         return FileChange(self.path, before, after, self.label, mode=_mode(before), backup=True)
 
     def plan_uninstall(self, state: InstallState) -> FileChange:
@@ -252,8 +252,7 @@ class ClaudeMcpRegistration:
         elif rec.get("created_file") and not wanted:
             after = None
         else:
-            fmt = jsonhooks.detect_format(_decode(self.path, before))
-            after = jsonhooks.dumps(wanted, fmt).encode("utf-8")
+            after = jsonhooks.edit_text(_decode(self.path, before), wanted).encode("utf-8")
         # A file that install created and uninstall deletes needs no backup.
         return FileChange(self.path, before, after, self.label, backup=after is not None)
 

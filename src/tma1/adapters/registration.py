@@ -104,6 +104,8 @@ class JsonHooksRegistration:
     marker: str
     matcher: str | None
     label: str
+    # Keys under "hooks" that are settings, not events (jsonhooks.parse_document).
+    config_keys: frozenset[str] = frozenset()
     # A different handler for some events (`tma1 install --transport http`).
     per_event: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The handlers carry the hook token: the file is written 0600.
@@ -112,7 +114,7 @@ class JsonHooksRegistration:
 
     def _current(self) -> tuple[bytes | None, jsonhooks.Doc]:
         before = read_bytes(self.path)
-        return before, jsonhooks.parse_document(self.path, before)
+        return before, jsonhooks.parse_document(self.path, before, self.config_keys)
 
     def plan_install(self, state: InstallState) -> FileChange:
         self._dir_existed = self.path.parent.is_dir()
@@ -124,7 +126,7 @@ class JsonHooksRegistration:
             after: bytes | None = before  # already installed exactly so: leave the bytes be
         else:
             text = before.decode("utf-8") if before else ""
-            after = jsonhooks.dumps(wanted, jsonhooks.detect_format(text)).encode("utf-8")
+            after = jsonhooks.edit_text(text, wanted).encode("utf-8")
         mode = 0o600 if self.secret and after != before else None
         return FileChange(self.path, before, after, self.label, mode=mode, backup=True)
 
@@ -149,14 +151,14 @@ class JsonHooksRegistration:
             after = None
         else:
             text = before.decode("utf-8")
-            after = jsonhooks.dumps(wanted, jsonhooks.detect_format(text)).encode("utf-8")
+            after = jsonhooks.edit_text(text, wanted).encode("utf-8")
         # A file that install created and uninstall deletes needs no backup.
         return FileChange(self.path, before, after, self.label, backup=after is not None)
 
     def record(self, change: FileChange, state: InstallState, *, installing: bool) -> None:
         key = str(self.path)
         if installing:
-            before_doc = jsonhooks.parse_document(self.path, change.before)
+            before_doc = jsonhooks.parse_document(self.path, change.before, self.config_keys)
             if jsonhooks.count_ours(before_doc, self.marker):
                 if key not in state.files:
                     # Installed before, and the state file is gone: what the user had then

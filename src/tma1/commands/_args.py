@@ -44,11 +44,37 @@ def database_url(args: argparse.Namespace) -> str:
     return settings.effective_database_url
 
 
-def open_store(url: str) -> Store:
-    """The store at `url` (migrated), or a ConfigError that names it."""
+def open_store(url: str, *, write: bool = False) -> Store:
+    """The existing store at `url`, or a ConfigError that names it and the fix.
+
+    Commands that only read (`anomalies`, `gates`, `export`) open a SQLite file read-only
+    (no migration, no lock file: a read-only copy works); `write` (`label`) opens it as
+    the daemon does. Neither creates a database: a mistyped --data-dir or --database-url
+    is an error, not a new empty database."""
+    from tma1.privacy import sqlite_path
     from tma1.store import Store
 
+    fix = "check --data-dir / --database-url (TMA1_DATA_DIR, TMA1_DATABASE_URL)"
+    path = sqlite_path(url)
+    if path is not None and not path.is_file():
+        raise ConfigError(
+            f"no tma1 database at {path}: {fix}; `tma1 serve` creates it on first start"
+        )
     try:
-        return Store.open(url)
+        if path is not None and not write:
+            store = Store.open_readonly(path)
+        else:
+            store = Store.open(url, migrate=write)
     except Exception as exc:
-        raise ConfigError(f"cannot open the database {url}: {exc}") from None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"cannot open the database {url}: {first}; {fix}") from None
+    try:
+        tables = store.table_names()
+    except Exception as exc:
+        store.close()
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"cannot read the database {url}: {first}; {fix}") from None
+    if "tma1_hook_events" not in tables:
+        store.close()
+        raise ConfigError(f"{url} is not a tma1 database (no tma1 tables): {fix}")
+    return store

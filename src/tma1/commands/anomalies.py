@@ -28,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--session", help="only this session id")
     p.add_argument("--kind", choices=gates.KINDS, help="only this kind")
     p.add_argument("--severity", choices=gates.SEVERITIES, help="only this severity")
+    p.add_argument("--channel", choices=gates.CHANNELS, help="only emits delivered on this channel")
     p.add_argument("--limit", type=whole_number(1, 10_000), default=50, help="rows (default 50)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_database_options(p)
@@ -63,8 +64,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     lab.set_defaults(func=run_label)
 
 
-def _open_store(args: argparse.Namespace) -> Any:
-    return open_store(database_url(args))
+def _open_store(args: argparse.Namespace, *, write: bool = False) -> Any:
+    return open_store(database_url(args), write=write)
 
 
 def _now_ms() -> int:
@@ -88,8 +89,16 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def _one_line(text: str, limit: int) -> str:
+    """`text` on one line, cut to `limit` at a word boundary (mid-word only for one word
+    longer than half the limit, such as an id)."""
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space >= limit // 2:
+        cut = cut[:space].rstrip(" ,;:")
+    return cut + "…"
 
 
 def run_anomalies(args: argparse.Namespace) -> int:
@@ -103,6 +112,7 @@ def run_anomalies(args: argparse.Namespace) -> int:
             session_id=args.session,
             kind=args.kind,
             severity=args.severity,
+            channel=args.channel,
         )
     finally:
         store.close()
@@ -171,16 +181,36 @@ def run_gates(args: argparse.Namespace) -> int:
 def run_label(args: argparse.Namespace) -> int:
     from tma1 import gates
 
-    store = _open_store(args)
+    store = _open_store(args, write=True)
     try:
         out = gates.set_label(
             store, args.id, args.label, now_ms=_now_ms(), source=args.source, note=args.note
         )
+        others = (
+            {}
+            if out is None
+            else {
+                src: v
+                for src, v in gates._labels_for(store, [args.id]).get(args.id, {}).items()
+                if src != args.source
+            }
+        )
     finally:
         store.close()
     if out is None:
-        print(f"tma1: no emit with id {args.id}", file=sys.stderr)
+        print(f"tma1: no emit with id {args.id} (see `tma1 anomalies` for ids)", file=sys.stderr)
         return 1
-    shown = out["label"] or "cleared"
-    print(f"emit {out['id']}: {shown} ({out['source']})")
+    if out["label"] is None:
+        line = f"emit {out['id']}: the {out['source']} label is cleared"
+        if others:
+            kept = ", ".join(f"{src} label {v['label']}" for src, v in sorted(others.items()))
+            line += (
+                f"; the {kept} remains (clear it with "
+                f"`tma1 label {out['id']} clear --source {sorted(others)[0]}`)"
+            )
+        else:
+            line += "; it has no label now"
+        print(line)
+        return 0
+    print(f"emit {out['id']}: {out['label']} ({out['source']})")
     return 0

@@ -6,8 +6,12 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tma1.config import ConfigError, Settings, load_settings
+
+if TYPE_CHECKING:
+    from tma1.adapters.files import FileChange
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -15,20 +19,28 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         (
             "install",
             "register",
-            "Write the hook script under the data dir and register it with the agent "
-            "(Claude Code: ~/.claude/settings.json; Codex: ~/.codex/hooks.json). Running it "
-            "again replaces tma1's entries in place; your own entries are kept.",
+            "Write the hook script under the data dir and register it with the agent: "
+            "Claude Code's hooks in ~/.claude/settings.json and its MCP server in "
+            "~/.claude.json; Codex's hooks in ~/.codex/hooks.json and its MCP server in "
+            "~/.codex/config.toml; Gemini CLI's hooks in ~/.gemini/settings.json; Copilot CLI's "
+            "in ~/.copilot/settings.json (`all` takes these two only where their directory "
+            "exists). Only tma1's entries change (your own keep their bytes); "
+            "a file's first change leaves a FILE.tma1-backup of it as it was. Running it "
+            "again replaces tma1's entries in place. See --dry-run for the exact diff.",
         ),
         (
             "uninstall",
             "remove",
-            "Remove exactly what `tma1 install` added (the script and tma1's hook entries).",
+            "Remove exactly what `tma1 install` added (the script, tma1's hook entries and "
+            "MCP server entries). A file that comes back byte for byte as it was before "
+            "install has its .tma1-backup removed; otherwise the backup (your file from "
+            "before install) is kept.",
         ),
     ):
         p = sub.add_parser(name, help=f"{verb} tma1's hooks with an agent", description=desc)
         p.add_argument(
             "--adapter",
-            choices=("claude-code", "codex", "all"),
+            choices=("claude-code", "codex", "gemini", "copilot", "all"),
             default="claude-code",
             help="which agent (default: claude-code)",
         )
@@ -96,6 +108,10 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
     except InstallError as exc:
         print(f"tma1: {exc}", file=sys.stderr)
         return 1
+    if installing and not args.dry_run:
+        from tma1.privacy import prepare_data_dir
+
+        prepare_data_dir(settings.data_dir)  # 0700 before the script and token go in
 
     out = sys.stdout
     if args.dry_run:
@@ -114,13 +130,19 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
             if failed:
                 continue
             try:
-                backup = change.apply()
+                # Install backs up a file tma1 has no record of (the user's own); uninstall
+                # never writes one, and drops it after a byte-identical restore.
+                first = str(change.path) not in state.files
+                backup = change.apply(write_backup=installing and first)
                 reg.record(change, state, installing=installing)
+                kept = _settle_backup(change) if not installing else None
             except OSError as exc:
                 print(f"tma1: cannot change {change.path}: {exc}", file=sys.stderr)
                 failed = True
                 continue
             extra = f"; backup {backup.name}" if backup else ""
+            if not installing and kept is not None:
+                extra = f"; your file from before install is kept in {kept.name}"
             print(f"  {change.verb:<10} {change.path}  ({change.what}{extra})", file=out)
     if args.dry_run:
         return 0
@@ -157,6 +179,22 @@ def _existing_token(path: Path) -> str | None:
         return path.read_text(encoding="ascii").strip() or None
     except (OSError, ValueError):
         return None
+
+
+def _settle_backup(change: FileChange) -> Path | None:
+    """After uninstall: remove the backup when the file is back byte for byte as it was
+    (or gone, as install found it); the backup's path when it is kept."""
+    backup = change.backup_path
+    if not backup.exists():
+        return None
+    try:
+        same = change.after is None or backup.read_bytes() == change.after
+    except OSError:
+        return backup
+    if same and change.changed:
+        backup.unlink(missing_ok=True)
+        return None
+    return backup
 
 
 def _server_status(settings: Settings) -> str:

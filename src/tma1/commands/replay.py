@@ -89,6 +89,18 @@ def run_replay(args: argparse.Namespace) -> int:
 
     jobs = args.jobs if args.jobs is not None else default_jobs()
     result = replay_paths(args.paths, threshold=args.threshold, db=args.db, jobs=jobs)
+    if result.items_fed == 0:
+        # Nothing was replayed: the reasons alone, not an empty report.
+        for problem in result.all_problems:
+            print(f"tma1 replay: {problem}", file=sys.stderr)
+        present = [p for p in args.paths if Path(p).exists()]
+        if present:
+            print(
+                f"tma1 replay: nothing to replay in {', '.join(present)}: no tma1 event log, "
+                "Claude Code transcript or hook log, or Codex rollout with events in it",
+                file=sys.stderr,
+            )
+        return 1
     if args.json:
         json.dump(result_json(result), sys.stdout, ensure_ascii=False, indent=2)
         print()
@@ -145,8 +157,21 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _one_line(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    from tma1.commands.anomalies import _one_line as cut
+
+    return cut(text, limit)
+
+
+# What each note from a recording means, in plain words.
+NOTE_WORDS = {
+    "validation_rejected": "tool calls the agent's tool layer refused before running them "
+    "(bad arguments, <tool_use_error>); not failures, so not replayed",
+    "modified_since_read": "edits refused because the file changed after the agent read it; "
+    "not failures, so not replayed",
+    "refused": "tool calls a hook or the user refused; replayed as calls, not as failures",
+    "retimed_copy": "entries a resumed session copied with one shared timestamp; re-timed "
+    "from their neighbours",
+}
 
 
 def _rate(v: Any) -> str:
@@ -183,13 +208,16 @@ def render_text(result: Any, *, full_bodies: bool = False) -> str:
         if c.synthetic_time:
             lines.append(f"  note: {Path(c.path).name}: {c.synthetic_time}")
     if result.duplicates_dropped:
-        lines.append(f"  note: {result.duplicates_dropped} items seen in an earlier input dropped")
+        lines.append(
+            f"  note: {result.duplicates_dropped} items were in more than one input (the same "
+            "session recorded twice, e.g. a transcript and its hook log); each was replayed once"
+        )
     notes = Counter(n.kind for n in result.notes)
     if notes:
         lines.append("")
-        lines.append(
-            "notes from the recordings: " + ", ".join(f"{k} ×{v}" for k, v in sorted(notes.items()))
-        )
+        lines.append("notes from the recordings:")
+        for k, v in sorted(notes.items()):
+            lines.append(f"  {k} ×{v}: {NOTE_WORDS.get(k, 'see the lines below')}")
         for n in result.notes:
             if n.kind in ("modified_since_read", "retimed_copy"):
                 when = iso(n.ts) if n.ts else ""
@@ -254,10 +282,7 @@ def run_export(args: argparse.Namespace) -> int:
     from tma1.replay.export import SessionNotFound, export_lines
 
     url = database_url(args)
-    if url.startswith("sqlite") and not Path(url.split("///", 1)[-1]).exists():
-        print(f"tma1 export: no database at {url}", file=sys.stderr)
-        return 1
-    store = open_store(url)
+    store = open_store(url)  # an existing database, read-only, or a ConfigError
     try:
         try:
             lines = list(export_lines(store, args.session))

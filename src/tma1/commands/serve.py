@@ -30,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     from tma1.cli import setup_logging
     from tma1.config import ConfigError, validate_database_url
-    from tma1.server.app import PortInUseError, run_server
+    from tma1.privacy import check_loopback_host, prepare_data_dir
+    from tma1.server.app import PortInUseError, check_port_free, run_server
     from tma1.service import build_service
     from tma1.token import ensure_token
 
@@ -48,21 +49,31 @@ def run(args: argparse.Namespace) -> int:
         watch_files=False if args.no_watch else None,
     )
     setup_logging(settings.log_level)
+    check_loopback_host(settings.host, "--host" if args.host else "TMA1_HOST")
+    try:
+        check_port_free(settings.host, settings.port)  # before migrations: one line, no log
+    except PortInUseError as exc:
+        print(f"tma1: {exc}", file=sys.stderr)
+        return 1
+    prepare_data_dir(settings.data_dir)  # 0700, writable, or a ConfigError naming the fix
     token = ensure_token(settings.token_path)
     try:
-        service = build_service(settings)
+        service = build_service(settings, journal=True)  # events of an outage survive kill -9
     except Exception as exc:
         print(
             f"tma1: cannot open the database {settings.effective_database_url}: {exc}",
             file=sys.stderr,
         )
         return 1
-    log.info(
-        "tma1 serving on http://%s:%d (database: %s)",
-        settings.host,
-        settings.port,
-        service.store.dialect,
-    )
+
+    def listening() -> None:  # said once the socket listens, never before
+        log.info(
+            "tma1 serving on http://%s:%d (database: %s)",
+            settings.host,
+            settings.port,
+            service.store.dialect,
+        )
+
     try:
         run_server(
             service,
@@ -70,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
             port=settings.port,
             hook_token=token,
             log_level=settings.log_level,
+            on_listening=listening,
         )
     except PortInUseError as exc:
         print(f"tma1: {exc}", file=sys.stderr)

@@ -25,6 +25,8 @@ class Channel(StrEnum):
     USER_PROMPT_SUBMIT = "user_prompt_submit"
     STOP_BLOCK = "stop_block"
     POST_TOOL_USE = "post_tool_use"
+    # Findings re-told in the session bundle at SessionStart (design §2.19).
+    SESSION_START = "session_start"
 
 
 SEVERITY_RANK = {Severity.HIGH: 0, Severity.MEDIUM: 1, Severity.LOW: 2}

@@ -8,6 +8,10 @@ log. Per hook event:
   `additionalContext`; Codex: `{"decision":"block","reason":…}`; see digest.py), or ""
   when `stop_hook_active` is set (the loop guard);
 - PostToolUse / PostToolUseFailure → `post_tool_use` findings → hookSpecificOutput context;
+- SessionStart → the session bundle (`tma1.engine.bundle`, design §2.19) as
+  hookSpecificOutput context; re-told findings are emitted on `session_start`;
+- PreCompact (Claude Code) → plain-text summary instructions naming what is still open
+  (nothing emitted: the summariser is not the agent; docs/bundle.md);
 - anything else → "".
 
 Only the findings actually put into the answer are committed to suppression and written
@@ -20,12 +24,28 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from tma1.clock import MINUTE_MS, Clock
 from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.engine.anomaly import Anomaly, Channel, delivery_order
+from tma1.engine.bundle import (
+    ACTIVE_MS,
+    CHANGES_HORIZON_MS,
+    CHECKS_HORIZON_MS,
+    SESSION_START,
+    Bundle,
+    BundleInput,
+    BundleMemory,
+    BundleReads,
+    Peer,
+    build_bundle,
+    compact_instructions,
+    epoch_start,
+    unresolved,
+)
 from tma1.engine.detector import Detector, Rule, WindowSource
 from tma1.engine.digest import (
     DIGEST_MAX_FINDINGS,
@@ -37,6 +57,7 @@ from tma1.engine.digest import (
     stop_reason,
 )
 from tma1.engine.emitlog import EmitLog
+from tma1.engine.mutes import MUTES_FILE, Mutes
 from tma1.engine.suppression import REBUILD_HORIZON_MS, Decision, Suppression
 from tma1.engine.window import RuleConfig
 from tma1.events import HookEvent
@@ -49,6 +70,7 @@ CHANNEL_FOR_HOOK: dict[str, Channel] = {
     "Stop": Channel.STOP_BLOCK,
     "PostToolUse": Channel.POST_TOOL_USE,
     "PostToolUseFailure": Channel.POST_TOOL_USE,
+    "SessionStart": Channel.SESSION_START,  # the bundle (`session_start`, not `deliver`)
 }
 CHANNEL_LIMIT: dict[str, int] = {
     Channel.USER_PROMPT_SUBMIT: DIGEST_MAX_FINDINGS,
@@ -90,6 +112,7 @@ class Delivery:
         rules: Mapping[str, Rule] | None = None,
         source: WindowSource | None = None,
         emitlog: EmitLog | None = None,
+        mutes: Mutes | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -106,7 +129,10 @@ class Delivery:
             source=source,
         )
         self.suppression = Suppression()
+        self.bundles = BundleMemory()
         self.emitlog = emitlog or EmitLog(store=store, counters=counters)
+        # Muted kinds (design §2.20): still computed, never delivered.
+        self.mutes = mutes if mutes is not None else Mutes(settings.data_dir / MUTES_FILE)
         self._evict_lock = threading.Lock()
         self._last_evict = 0
         self.restored_rows = 0
@@ -124,6 +150,10 @@ class Delivery:
 
     def _respond(self, event: HookEvent, *, envelope: str | None) -> str:
         hook = event.hook_event_name
+        if hook == "SessionStart":
+            return self.session_start(event, envelope=envelope)
+        if hook == "PreCompact":
+            return self.pre_compact(event, envelope=envelope)
         channel = CHANNEL_FOR_HOOK.get(hook)
         if channel is None:
             return ""
@@ -143,11 +173,23 @@ class Delivery:
         if not self.detector.serves(channel):
             return []  # e.g. PostToolUse: none of the six rules delivers there
         det = self.detector.detect(session_id, now, channel=channel)
-        candidates = delivery_order([c for c in det.candidates if c.channel == channel])
+        project = det.window.project
+        candidates = delivery_order(
+            [
+                c
+                for c in det.candidates
+                if c.channel == channel and not self.mutes.muted(c.kind, project, now)
+            ]
+        )
         if not candidates:
             self.suppression.touch(session_id, now)
             return []
         decisions = self.suppression.evaluate(session_id, candidates, det.window, now)
+        if channel != Channel.STOP_BLOCK:
+            # A bundle just told these (design §2.19): the digest does not repeat them.
+            decisions = [
+                d for d in decisions if not (d.emit and self.bundles.recently_told(d.finding, now))
+            ]
         emitted = self.suppression.commit(
             session_id, decisions, now, limit=CHANNEL_LIMIT.get(channel, 1)
         )
@@ -155,6 +197,147 @@ class Delivery:
             self.counters.inc(f"engine.delivered.{channel}", len(emitted))
             self.emitlog.record(emitted, ts=now)
         return emitted
+
+    # --- the session bundle (SessionStart) -----------------------------------------------
+
+    def session_start(self, event: HookEvent, *, envelope: str | None = None) -> str:
+        """Answer a SessionStart with the bundle, commit what it told, emit its findings."""
+        now = self.clock.now_ms()
+        self._maybe_evict(now)
+        source = event.metadata.get("source")
+        bundle = self.bundle(
+            event.session_id,
+            source=source if isinstance(source, str) else None,
+            now=now,
+            before_ts=event.ts,
+            project=event.project,
+        )
+        if not bundle.text:
+            return ""
+        self.bundles.record(event.session_id, bundle.keys, now)
+        if bundle.findings:
+            self.counters.inc(f"engine.delivered.{SESSION_START}", len(bundle.findings))
+            self.emitlog.record(
+                [
+                    replace(f, channel=SESSION_START, first_emitted_at=f.first_emitted_at or now)
+                    for f in bundle.findings
+                ],
+                ts=now,
+            )
+        self.counters.inc("engine.bundles")
+        return context_body("SessionStart", bundle.text, envelope=envelope)
+
+    def pre_compact(self, event: HookEvent, *, envelope: str | None = None) -> str:
+        """Claude Code appends a PreCompact hook's plain stdout to the compaction prompt:
+        ask the summary to keep what is still open. Only as plain stdout (the command
+        hook): Codex's answer was not measured, and a JSON-only transport (Claude Code's
+        http hooks, envelope "json") has no plain text to give — both get nothing."""
+        if envelope is not None or event.agent_source == "codex":
+            return ""
+        now = self.clock.now_ms()
+        inp = self._bundle_input(
+            event.session_id, source="compact", now=now, before_ts=event.ts, project=event.project
+        )
+        text = compact_instructions(inp)
+        if text:
+            self.counters.inc("engine.compact_instructions")
+        return text
+
+    def bundle(
+        self,
+        session_id: str,
+        *,
+        source: str | None,
+        now: int | None = None,
+        before_ts: int | None = None,
+        project: str | None = None,
+    ) -> Bundle:
+        """The bundle a SessionStart of `source` would get now. Changes nothing."""
+        return build_bundle(
+            self._bundle_input(
+                session_id, source=source, now=now, before_ts=before_ts, project=project
+            )
+        )
+
+    def _bundle_input(
+        self,
+        session_id: str,
+        *,
+        source: str | None,
+        now: int | None = None,
+        before_ts: int | None = None,
+        project: str | None = None,
+    ) -> BundleInput:
+        """Load what `build_bundle` looks at (a few indexed reads; the rules via the
+        detector's cache)."""
+        now = self.clock.now_ms() if now is None else now
+        before = now if before_ts is None else before_ts
+        windows = self.detector.source
+        store: BundleReads = windows if isinstance(windows, BundleReads) else self.store
+        det = self.detector.detect(session_id, now)
+        project = project or det.window.project or store.session_project(session_id, now)
+        decisions = self.suppression.evaluate(
+            session_id, delivery_order(list(det.candidates)), det.window, now
+        )
+        start = epoch_start(
+            store.latest_compaction_ts(session_id, now), det.window.session_start_ts
+        )
+        last = store.session_last_ts(session_id, before)
+        runs: list[HookEvent] = []
+        changes = []
+        peers: list[Peer] = []
+        if project:
+            runs = store.project_shell_results(project, now - CHECKS_HORIZON_MS, now)
+            if last is not None:
+                changes = store.project_changes(project, max(last, now - CHANGES_HORIZON_MS), now)
+            peers = [
+                Peer(session_id=sid, agent=agent, last_ts=ts)
+                for sid, ts, agent, ended in store.project_activity(project, now - ACTIVE_MS, now)
+                if sid != session_id and (ended is None or ended < ts)
+            ]
+        return BundleInput(
+            session_id=session_id,
+            project=project,
+            source=source,
+            now=now,
+            epoch_start=start,
+            told=self.bundles.told(session_id),
+            runs=runs,
+            # A muted kind is never delivered (design §2.20): nor re-told.
+            findings=[
+                f for f in unresolved(decisions) if self.mutes.muted(f.kind, project, now) is None
+            ],
+            last_event_ts=last,
+            changes=changes,
+            peers=peers,
+        )
+
+    def preview_bundle(self, session_id: str, source: str | None = "resume") -> dict[str, Any]:
+        """What a SessionStart of `source` would be told now (MCP, dashboards). Read-only:
+        no epoch memory, no suppression state, no emit-log row."""
+        now = self.clock.now_ms()
+        b = self.bundle(session_id, source=source, now=now)
+        return {
+            "session_id": session_id,
+            "now": now,
+            "source": source,
+            "text": b.text,
+            "chars": len(b.text),
+            "parts": list(b.parts),
+            "findings": [
+                {
+                    "kind": str(f.kind),
+                    "severity": str(f.severity),
+                    "channel": str(f.channel),
+                    "subject": f.subject,
+                    "stable_key": f.stable_key,
+                    "suggestion": f.suggestion,
+                    "evidence": f.evidence,
+                    "related_files": list(f.related_files),
+                }
+                for f in b.findings
+            ],
+        }
 
     # --- read-only ----------------------------------------------------------------------
 
@@ -164,9 +347,12 @@ class Delivery:
 
         Per finding: `would_deliver` (passes suppression and fits its channel's cap),
         `decision` (why: fresh | suppressed | window_elapsed | resolved |
-        resolved_new_evidence | new_evidence | one_shot), `first_emitted_at` (what a
-        delivery now would stamp: now for a fresh finding, the original time when the
-        finding is re-told, None when it would stay silent without having been told),
+        resolved_new_evidence | new_evidence | one_shot | muted), `muted` (its kind is
+        muted for this project: computed and shown, never delivered; with `muted_until`,
+        None for until unmuted, and `muted_project`, None for every project),
+        `first_emitted_at` (what a delivery now would stamp: now for a fresh finding, the
+        original time when the finding is re-told, None when it would stay silent without
+        having been told),
         and `outstanding_since` (when the agent was first told of it, if it was and the
         finding has not been resolved since; else None)."""
         now = self.clock.now_ms()
@@ -177,14 +363,21 @@ class Delivery:
         findings = []
         for d in decisions:
             channel = str(d.finding.channel)
-            would = d.emit and taken.get(channel, 0) < CHANNEL_LIMIT.get(channel, 1)
+            mute = self.mutes.muted(d.finding.kind, det.window.project, now)
+            would = (
+                mute is None and d.emit and taken.get(channel, 0) < CHANNEL_LIMIT.get(channel, 1)
+            )
             if would:
                 taken[channel] = taken.get(channel, 0) + 1
-            findings.append(
-                finding_json(
-                    d, would_deliver=would, first_emitted_at=d.finding.first_emitted_at or None
-                )
+            out = finding_json(
+                d, would_deliver=would, first_emitted_at=d.finding.first_emitted_at or None
             )
+            out["muted"] = mute is not None
+            if mute is not None:
+                out["decision"] = "muted"
+                out["muted_until"] = mute.until_ms
+                out["muted_project"] = mute.project
+            findings.append(out)
         return {"session_id": session_id, "now": now, "findings": findings}
 
     # --- cache invalidation -------------------------------------------------------------
@@ -202,7 +395,11 @@ class Delivery:
         now = self.clock.now_ms()
         try:
             rows = self.emitlog.rows_since(now - REBUILD_HORIZON_MS)
-            self.restored_rows = self.suppression.restore(rows)
+            # Bundle rows re-tell; they never advance suppression (design §2.19).
+            self.restored_rows = self.suppression.restore(
+                r for r in rows if r["channel"] != SESSION_START
+            )
+            self.bundles.restore(rows)
         except Exception:
             self.counters.inc("errors.engine_restore")
             log.exception("could not rebuild suppression state from the emit log")
@@ -221,6 +418,7 @@ class Delivery:
                 return
             self._last_evict = now
         evicted = self.suppression.evict_idle(now)
+        self.bundles.evict_idle(now)
         if evicted:
             self.counters.inc("engine.sessions_evicted", evicted)
 

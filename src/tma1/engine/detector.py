@@ -16,7 +16,7 @@ from typing import Protocol
 
 from tma1.clock import Clock
 from tma1.counters import Counters
-from tma1.engine.anomaly import Anomaly, Channel, Kind
+from tma1.engine.anomaly import Anomaly
 from tma1.engine.context import context_threshold
 from tma1.engine.window import CHANGES_WINDOW_MS, EVENTS_WINDOW_MS, RuleConfig, SessionWindow
 from tma1.events import HookEvent
@@ -83,21 +83,20 @@ class Detection:
     by_kind: Mapping[str, tuple[Anomaly, ...]] = field(default_factory=dict)
 
 
-# The channels each of the seed's rules can deliver on (seed's rule table). A delivery on
-# one channel only needs the rules that can produce findings for it: a Stop runs two
-# rules, a PostToolUse none of the six. A rule not listed here (one a test or a plugin
-# registers) runs for every channel. The candidate cache is per rule, so the preview
-# (all rules) and later deliveries reuse whatever already ran on the same window.
-RULE_CHANNELS: dict[str, frozenset[str]] = {
-    Kind.STALE_FILE_VIEW.value: frozenset({Channel.USER_PROMPT_SUBMIT.value}),
-    Kind.BUILD_BROKEN_AFTER_MY_EDIT.value: frozenset(
-        {Channel.USER_PROMPT_SUBMIT.value, Channel.STOP_BLOCK.value}
-    ),
-    Kind.REPEATED_FAILED_BUILD.value: frozenset({Channel.STOP_BLOCK.value}),
-    Kind.TEST_STUCK.value: frozenset({Channel.USER_PROMPT_SUBMIT.value}),
-    Kind.EXTERNAL_MODIFIED_DURING_SESSION.value: frozenset({Channel.USER_PROMPT_SUBMIT.value}),
-    Kind.CONTEXT_PRESSURE.value: frozenset({Channel.USER_PROMPT_SUBMIT.value}),
-}
+# The channels each rule can deliver on (its `RuleSpec`). A delivery on one channel only
+# needs the rules that can produce findings for it: a Stop runs two rules, a PostToolUse
+# none of the six. A rule without a spec (one a test or a plugin registers) runs for
+# every channel. The candidate cache is per rule, so the preview (all rules) and later
+# deliveries reuse whatever already ran on the same window.
+def _rule_channels() -> dict[str, frozenset[str]]:
+    try:
+        from tma1.engine.rules import SPECS
+    except Exception:
+        return {}  # load_default_rules logs it; every rule then serves every channel
+    return {kind: spec.channels for kind, spec in SPECS.items()}
+
+
+RULE_CHANNELS: dict[str, frozenset[str]] = _rule_channels()
 
 
 def rule_serves(kind: str, channel: str | None) -> bool:

@@ -13,12 +13,15 @@ Pure functions of findings (design §2.6–2.7):
   version accepts). Codex (`?envelope=codex`), Claude Code's http hooks (`?transport=http`,
   envelope "json": JSON only) and every PostToolUse/PostToolUseFailure answer use
   `{"hookSpecificOutput":{"hookEventName":…,"additionalContext":…}}` — plain stdout of a
-  PostToolUse hook is not shown to the model. A Stop block is
+  PostToolUse hook is not shown to the model. Gemini CLI (`?envelope=gemini`) gets that
+  JSON form under its own event names; Copilot CLI (`?envelope=copilot`) gets
+  `{"additionalContext":…}`, the only form it reads. A Stop block is
   `{"hookSpecificOutput":{"hookEventName":"Stop","additionalContext":…}}` for Claude Code
   (the model goes on working with the reason as context, and the user sees no "stop hook
   problem" notice: the block is a nudge, not an error) and `{"decision":"block",
-  "reason":…}` for Codex (`?envelope=codex`; it reaches the model as a hook prompt).
-  docs/hooks.md, "The Stop answer", has what each form shows whom.
+  "reason":…}` for Codex (`?envelope=codex`; it reaches the model as a hook prompt), Gemini
+  CLI (AfterAgent: the reason is the next user message) and Copilot CLI (the reason is the
+  next prompt). docs/hooks.md, "The Stop answer", has what each form shows whom.
 
 When is a digest "something new" (design §2.7)? A digest is written only for findings that
 pass suppression at this UserPromptSubmit; nothing passing means an empty answer. New
@@ -32,6 +35,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from tma1.dialects import agent_event_name
 from tma1.engine.anomaly import Anomaly
 
 DIGEST_MAX_FINDINGS = 4
@@ -40,6 +44,11 @@ STOP_MAX_FINDINGS = 3
 STOP_MAX_CHARS = 2_000
 POST_TOOL_USE_MAX_FINDINGS = 4
 _FILES_SHOWN = 5
+
+# `?envelope=` values whose context always goes out as `hookSpecificOutput` JSON.
+JSON_ENVELOPES = frozenset({"codex", "json", "gemini", "copilot"})
+# `?envelope=` values whose Stop block is `{"decision":"block","reason":…}`.
+DECISION_STOP_ENVELOPES = frozenset({"codex", "gemini", "copilot"})
 
 OPEN_TAG = "<tma1-context>"
 CLOSE_TAG = "</tma1-context>"
@@ -112,7 +121,7 @@ def stop_reason(findings: Sequence[Anomaly], *, max_chars: int = STOP_MAX_CHARS)
 
 def stop_block_body(reason: str, *, envelope: str | None = None) -> str:
     """The Stop answer that keeps the agent working on `reason` (module docstring)."""
-    if envelope == "codex":
+    if envelope in DECISION_STOP_ENVELOPES:
         return json.dumps({"decision": "block", "reason": reason}, ensure_ascii=False)
     return json.dumps(
         {"hookSpecificOutput": {"hookEventName": "Stop", "additionalContext": reason}},
@@ -142,11 +151,16 @@ def context_body(hook_event_name: str, text: str, *, envelope: str | None) -> st
     """Wrap context for the agent (see the module docstring for who gets which form)."""
     if not text:
         return ""
-    if envelope in ("codex", "json") or hook_event_name != "UserPromptSubmit":
+    if envelope == "copilot":
+        # Copilot CLI 1.0 reads `additionalContext` at the top level of a Claude-format
+        # hook's answer; it ignores it inside `hookSpecificOutput` (tried on the binary).
+        return json.dumps({"additionalContext": text}, ensure_ascii=False)
+    if envelope in JSON_ENVELOPES or hook_event_name != "UserPromptSubmit":
         return json.dumps(
             {
                 "hookSpecificOutput": {
-                    "hookEventName": hook_event_name,
+                    # Gemini's own names (BeforeAgent, AfterTool); tma1's for the others.
+                    "hookEventName": agent_event_name(envelope, hook_event_name),
                     "additionalContext": text,
                 }
             },

@@ -8,27 +8,32 @@ a finding re-emits only on evidence newer than the resolving event.
 | kind                              | resolving event                                        |
 |-----------------------------------|--------------------------------------------------------|
 | stale_file_view                   | a Read of a related file (or a shell read: `cat f`)   |
-| build_broken_after_my_edit        | any successful shell PostToolUse                       |
-| repeated_failed_build             | any successful shell PostToolUse                       |
-| test_stuck                        | any successful shell PostToolUse                       |
+| build_broken_after_my_edit        | a passing run of a check covering the failing one      |
+| repeated_failed_build             | a passing run of a check covering the failing one      |
+| test_stuck                        | a run reporting the test passed, or a covering pass    |
 | external_modified_during_session  | none: the rule's 30-minute window decays it            |
 | context_pressure                  | none: one-shot per context epoch; a compaction re-arms |
 
-A masked failure (design §2.8) has `tool_success` False, so it never resolves anything.
+Turn 2 (design §2.15): "any successful shell" let an `ls` resolve a broken build; a check
+is fixed when a run that covers it passes — however spelled, in any lane. The rules put
+the failing check in `finding.extra["check"]`. A masked failure (design §2.8) has
+`tool_success` False, so it never resolves anything. Each rule's check is declared in its
+`RuleSpec`; `CHECKS` is read from there.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
 
-from tma1.engine.anomaly import Anomaly, Kind
+from tma1.checks import Check, covers, files_read_by, reported_passing
+from tma1.engine.anomaly import Anomaly
+from tma1.engine.checkruns import run_of
+from tma1.engine.spec import ResolutionCheck
 from tma1.engine.window import SessionWindow
 from tma1.events import READ_TOOLS, HookEvent
-from tma1.extract import files_read_by
 
-ResolutionCheck = Callable[[Anomaly, SessionWindow, int], "int | None"]
+__all__ = ["ResolutionCheck", "covering_pass", "never", "reread_related_file", "resolved_at"]
 
 
 def _norm(path: str, base: str | None = None) -> str:
@@ -76,20 +81,53 @@ def successful_shell(finding: Anomaly, window: SessionWindow, since_ts: int) -> 
     return latest
 
 
+def _check_of_finding(finding: Anomaly) -> Check | None:
+    check = finding.extra.get("check")
+    return check if isinstance(check, Check) else None
+
+
+def covering_pass(finding: Anomaly, window: SessionWindow, since_ts: int) -> int | None:
+    """Build kinds: a run that covers the failing check passed after we told the agent."""
+    check = _check_of_finding(finding)
+    if check is None:
+        return None
+    latest: int | None = None
+    for ev in window.events:
+        if ev.ts > since_ts and ev.is_shell and ev.is_success and ev.tool_command:
+            run = run_of(ev, window.project)
+            if run is not None and run.passed and covers(run.check, check):
+                latest = ev.ts
+    return latest
+
+
+def test_passed(finding: Anomaly, window: SessionWindow, since_ts: int) -> int | None:
+    """test_stuck: a later run reported the test passing, or a covering run passed."""
+    latest = covering_pass(finding, window, since_ts)
+    for ev in window.events:
+        if ev.ts > since_ts and reported_passing(finding.subject, ev.passed_test_ids):
+            latest = max(latest or 0, ev.ts)
+    return latest
+
+
+test_passed.__test__ = False  # type: ignore[attr-defined]
+
+
 def never(finding: Anomaly, window: SessionWindow, since_ts: int) -> None:
     return None
 
 
-CHECKS: dict[str, ResolutionCheck] = {
-    Kind.STALE_FILE_VIEW: reread_related_file,
-    Kind.BUILD_BROKEN_AFTER_MY_EDIT: successful_shell,
-    Kind.REPEATED_FAILED_BUILD: successful_shell,
-    Kind.TEST_STUCK: successful_shell,
-    Kind.EXTERNAL_MODIFIED_DURING_SESSION: never,
-    Kind.CONTEXT_PRESSURE: never,
-}
+def _checks() -> dict[str, ResolutionCheck]:
+    # The rule modules import this one for their specs: read them when first asked.
+    from tma1.engine.rules import SPECS
+
+    return {kind: spec.resolution for kind, spec in SPECS.items()}
+
+
+_CHECKS: dict[str, ResolutionCheck] = {}
 
 
 def resolved_at(finding: Anomaly, window: SessionWindow, since_ts: int) -> int | None:
     """The latest resolving event after `since_ts`, or None (unknown kinds never resolve)."""
-    return CHECKS.get(finding.kind, never)(finding, window, since_ts)
+    if not _CHECKS:
+        _CHECKS.update(_checks())
+    return _CHECKS.get(finding.kind, never)(finding, window, since_ts)

@@ -7,7 +7,10 @@ State is kept per (session, stable key). `decide` is the pure decision step:
 3. **Same key, resolution observed since the last emit** → the emit state is reset; the
    finding emits again (fresh `first_emitted_at`) only when its `last_evidence_ts` is newer
    than the resolving event, otherwise it stays silent until such evidence arrives.
-4. **Same key, 10 min or more after the last emit** → emit, keeping `first_emitted_at`.
+4. **Same key, 10 min or more after the last emit** → emit, keeping `first_emitted_at` —
+   except a `stop_block` finding with no evidence newer than its last emit (issue 15,
+   pattern 7: a Stop block repeated 10 minutes later with stale evidence re-tells the
+   agent what it already knows; it re-blocks only on a newer failure).
 
 Besides the four cases: `context_pressure` is one-shot per stable key — its subject names
 the context epoch, so once per epoch (design §2.17); and (design §2.7) new
@@ -30,15 +33,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tma1.clock import MINUTE_MS
-from tma1.engine.anomaly import Anomaly, Kind
+from tma1.engine.anomaly import SEVERITY_RANK, Anomaly, Channel, Severity, stable_key
 from tma1.engine.resolution import resolved_at
+from tma1.engine.rules import SPECS
 from tma1.engine.window import SessionWindow
 
 SUPPRESSION_WINDOW_MS = 10 * MINUTE_MS  # a constant on purpose: config must never disable it
 IDLE_EVICT_MS = 24 * 60 * MINUTE_MS
 REBUILD_HORIZON_MS = 24 * 60 * MINUTE_MS
-ONE_SHOT_KINDS = frozenset({Kind.CONTEXT_PRESSURE.value})
-NOVEL_EVIDENCE_KINDS = frozenset({Kind.EXTERNAL_MODIFIED_DURING_SESSION.value})
+# Read from the rules' specs (design §5): a rule declares these once.
+ONE_SHOT_KINDS = frozenset(k for k, spec in SPECS.items() if spec.one_shot)
+NOVEL_EVIDENCE_KINDS = frozenset(k for k, spec in SPECS.items() if spec.novel_evidence)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +59,7 @@ class Decision:
     finding: Anomaly  # first_emitted_at filled with what an emit would stamp
     emit: bool
     reason: str  # fresh | resolved_new_evidence | window_elapsed | new_evidence |
-    # suppressed | resolved | one_shot
+    # suppressed | resolved | one_shot | stale | told
     resolution_ts: int | None  # a resolution observed since the last emit (to record)
     outstanding_since: int | None  # when the agent was first told, if it still stands
     version: int  # of the state this decision was made on
@@ -100,7 +105,55 @@ def decide(
         if finding.kind in NOVEL_EVIDENCE_KINDS and finding.last_evidence_ts > state.last_emit_ts:
             return out(True, "new_evidence", state.first_emitted_at, state.first_emitted_at)
         return out(False, "suppressed", state.first_emitted_at, state.first_emitted_at)
+    if (
+        finding.channel == Channel.STOP_BLOCK.value
+        and finding.last_evidence_ts <= state.last_emit_ts
+    ):
+        # A Stop block is re-told only with evidence newer than the last block: the same
+        # stale failure 10 minutes later tells the agent what it already knows (pattern 7).
+        return out(False, "stale", state.first_emitted_at, state.first_emitted_at)
     return out(True, "window_elapsed", state.first_emitted_at, state.first_emitted_at)
+
+
+# Kinds that report the same thing about one subject: a failing check (design §2.15, the
+# subject is the check's identity for both).
+_FAMILIES = (frozenset({"repeated_failed_build", "build_broken_after_my_edit"}),)
+
+
+def _siblings(finding: Anomaly) -> list[str]:
+    """Keys that tell the agent the same thing at the same or a higher severity: the same
+    kind at a higher one (a build_broken that blocked a Stop as high, falling back to
+    medium after it), and the other kind of its family at the same or a higher one (a
+    build_broken block, then repeated_failed_build on the same failures). A climb stays
+    news: a medium told at a prompt, then the agent stopping with it still broken, blocks."""
+    rank = SEVERITY_RANK[Severity(finding.severity)] if finding.severity in _SEVS else 9
+    family = next((f for f in _FAMILIES if finding.kind in f), frozenset({finding.kind}))
+    out: list[str] = []
+    for kind in family:
+        for sev in Severity:
+            higher = SEVERITY_RANK[sev] < rank
+            if (kind == finding.kind and higher) or (kind != finding.kind and (
+                higher or SEVERITY_RANK[sev] == rank
+            )):  # fmt: skip
+                out.append(stable_key(kind, sev.value, finding.subject))
+    return out
+
+
+_SEVS = frozenset(s.value for s in Severity)
+
+
+def _told_as_sibling(finding: Anomaly, states: Mapping[str, KeyState]) -> bool:
+    """A sibling (`_siblings`) was delivered after the finding's newest evidence: the agent
+    was told this already (issue 15, pattern 7)."""
+    for key in _siblings(finding):
+        st = states.get(key)
+        if (
+            st is not None
+            and st.last_emit_ts is not None
+            and (st.last_emit_ts >= finding.last_evidence_ts)
+        ):
+            return True
+    return False
 
 
 @dataclass(slots=True)
@@ -133,14 +186,18 @@ class Suppression:
         self, session_id: str, candidates: Sequence[Anomaly], window: SessionWindow, now: int
     ) -> list[Decision]:
         """Decide every candidate without changing anything (the preview is this call)."""
-        states, one_shot = self._snapshot(session_id, (c.stable_key for c in candidates))
+        keys = {c.stable_key for c in candidates} | {k for c in candidates for k in _siblings(c)}
+        states, one_shot = self._snapshot(session_id, keys)
         decisions = []
         for cand in candidates:
             st = states.get(cand.stable_key)
             res = None
             if st is not None and st.last_emit_ts is not None:
                 res = resolved_at(cand, window, st.last_emit_ts)
-            decisions.append(decide(cand, st, res, now, one_shot_done=cand.stable_key in one_shot))
+            d = decide(cand, st, res, now, one_shot_done=cand.stable_key in one_shot)
+            if d.emit and _told_as_sibling(cand, states):
+                d = replace(d, emit=False, reason="told")
+            decisions.append(d)
         return decisions
 
     def state(self, session_id: str, key: str) -> KeyState | None:

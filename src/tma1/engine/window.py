@@ -23,6 +23,9 @@ class SessionWindow:
     # loaded because the context is under its threshold (the only reader is
     # context_pressure, which has nothing to say then).
     epoch_start_ts: int | None = None
+    # What several rules derive from the same events at the same `now` (the session's
+    # check runs): computed once per detection, never compared or shown.
+    memo: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def occupancy(self) -> int | None:

@@ -10,6 +10,7 @@ CHANNEL_WORDS = {
     "user_prompt_submit": "the digest before your next prompt",
     "stop_block": "a Stop block when you try to finish",
     "post_tool_use": "the next tool result",
+    "session_start": "the session bundle at start, resume or compaction",
 }
 MAX_TEXT = 12_000  # agents cut long tool output; the structured content keeps everything
 
@@ -128,7 +129,15 @@ def render_anomalies(
         )
         lines.append(f"   {told}; newest evidence: {when(f.get('last_evidence_ts'), now_ms)}")
         place = CHANNEL_WORDS.get(channel, channel)
-        if f.get("would_deliver"):
+        if f.get("muted"):
+            scope = f" in {f['muted_project']}" if f.get("muted_project") else ""
+            until = (
+                f" until {when(f.get('muted_until'), now_ms)}"
+                if as_ms(f.get("muted_until")) is not None
+                else ""
+            )
+            lines.append(f"   Muted{scope}{until} (tma1 mute): shown here, never delivered to you.")
+        elif f.get("would_deliver"):
             again = " again" if as_ms(since) is not None else ""
             lines.append(f"   tma1 will tell you{again} in {place}.")
         else:
@@ -144,8 +153,10 @@ def render_anomalies(
         lines.append("")
         lines.append("Recently delivered to this session (emit log, newest first):")
         for e in recent_emits:
-            labels = e.get("labels") if isinstance(e.get("labels"), Mapping) else {}
-            mine = labels.get("agent") if isinstance(labels.get("agent"), Mapping) else None
+            labels = e.get("labels")
+            mine = labels.get("agent") if isinstance(labels, Mapping) else None
+            if not isinstance(mine, Mapping):
+                mine = None
             verdict = f" (your verdict: {mine.get('label')})" if mine else ""
             lines.append(
                 f"- id {e.get('id')}: [{str(e.get('severity', '?')).upper()}] "
@@ -224,3 +235,19 @@ def render_changes(payload: Mapping[str, Any]) -> str:
         lines.append(f"… {total} changes in all; only the newest {len(changes)} are listed.")
     lines.append("Re-read a file before editing it if it changed after you last read it.")
     return _cap("\n".join(lines))
+
+
+def render_bundle(bundle: Mapping[str, Any]) -> str:
+    """The bundle preview: its text as a SessionStart would get it, or why it is silent."""
+    sid = bundle.get("session_id", "?")
+    source = bundle.get("source") or "resume"
+    text = str(bundle.get("text") or "")
+    if not text:
+        return (
+            f"Session {sid}: a SessionStart ({source}) now would be told nothing — no check "
+            "is failing in the project, nothing of this session is unresolved or not yet "
+            "told in this context epoch, no file changed outside, no other session is active."
+        )
+    parts = ", ".join(str(p) for p in bundle.get("parts") or [])
+    head = f"Session {sid}: a SessionStart ({source}) now would be told ({parts}):"
+    return _cap(head + "\n" + text)

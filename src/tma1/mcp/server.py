@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 from mcp.server.mcpserver import MCPServer
@@ -33,7 +33,8 @@ INSTRUCTIONS = (
     "repeated failing commands, stuck tests, files changed outside, context pressure): "
     "call get_anomalies when something feels off and before you finish.\n"
     "get_session_state gives counts, recent failures and edits; get_external_changes, what "
-    "changed outside before you edit it. If a finding is wrong, dismiss_anomaly(id, reason); "
+    "changed outside before you edit it; get_session_bundle, after a compaction or resume, "
+    "what is still open. If a finding is wrong, dismiss_anomaly(id, reason); "
     "if it helped, confirm_anomaly(id). Tools act on the newest session in this working "
     "directory unless you pass session_id."
 )
@@ -157,6 +158,18 @@ class Tools:
         payload["resolved_from"] = session["resolved_from"]
         return _ok(render.render_changes(payload), payload)
 
+    async def get_session_bundle(self, session_id: str | None, source: str) -> CallToolResult:
+        session = await self.resolve(session_id)
+        sid = session["session_id"]
+        try:
+            bundle = await self.api.get(
+                f"/api/agent/sessions/{quote(sid, safe='')}/bundle", {"source": source}
+            )
+        except Tma1NotFound as exc:
+            raise Tma1Error(f"{exc} (session {sid!r} is unknown to tma1)") from None
+        bundle["resolved_from"] = session["resolved_from"]
+        return _ok(render.render_bundle(bundle), bundle)
+
     async def label(self, emit_id: int, label: str, note: str | None) -> CallToolResult:
         try:
             body = {"label": label, "source": "agent"}
@@ -231,6 +244,25 @@ def build_server(api: Tma1Api, *, cwd: str, pinned_session: str | None = None) -
     ) -> CallToolResult:
         return await tools.guard(
             "get_external_changes", lambda: tools.get_external_changes(session_id, since)
+        )
+
+    @server.tool(
+        description="The session bundle: what tma1 would tell this session if it started, "
+        "resumed or was compacted now — checks failing in the project and who broke them, "
+        "this session's unresolved findings, files changed outside since its last event, "
+        "other sessions active on the project. Read-only: a preview that emits nothing and "
+        "never changes what the hooks will tell you.",
+        annotations=read_only,
+    )
+    async def get_session_bundle(
+        session_id: SessionArg = None,
+        source: Annotated[
+            Literal["startup", "resume", "clear", "compact"],
+            Field(description="Which SessionStart to preview (default: resume)"),
+        ] = "resume",
+    ) -> CallToolResult:
+        return await tools.guard(
+            "get_session_bundle", lambda: tools.get_session_bundle(session_id, source)
         )
 
     @server.tool(

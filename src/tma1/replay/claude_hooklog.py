@@ -58,8 +58,8 @@ def convert_many(inputs: list[Records]) -> list[Converted]:
             orphans.append(post)
 
     last_slot: dict[str, int] = {}
-    for slot, (_, _, p) in enumerate(timeline):
-        last_slot[str(p.get("session_id"))] = slot
+    for slot, (_, _, payload) in enumerate(timeline):
+        last_slot[str(payload.get("session_id"))] = slot
     for post in orphans:
         slot = last_slot.get(str(post[2].get("session_id")), len(timeline) - 1)
         after.setdefault(max(slot, 0), []).append(post)
@@ -78,14 +78,14 @@ def convert_many(inputs: list[Records]) -> list[Converted]:
             )
         )
 
-    for slot, (fi, line, p) in enumerate(timeline):
+    for slot, (fi, line, payload) in enumerate(timeline):
         ts = BASE_MS + slot * SPACING_MS
-        place(fi, line, p, ts, slot * 100)
-        for j, (pfi, pline, post) in enumerate(after.get(slot, [])):
-            place(pfi, pline, post, ts + SPACING_MS // 2, slot * 100 + 1 + j)
+        place(fi, line, payload, ts, slot * 100)
+        for j, (pfi, pline, answer) in enumerate(after.get(slot, [])):
+            place(pfi, pline, answer, ts + SPACING_MS // 2, slot * 100 + 1 + j)
     if not timeline:
-        for j, (pfi, pline, post) in enumerate(posts):
-            place(pfi, pline, post, BASE_MS + j * SPACING_MS, j * 100)
+        for j, (pfi, pline, answer) in enumerate(posts):
+            place(pfi, pline, answer, BASE_MS + j * SPACING_MS, j * 100)
 
     note = (
         f"hook payload log without timestamps: synthetic timeline from "

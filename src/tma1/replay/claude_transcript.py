@@ -42,7 +42,7 @@ from typing import Any
 
 from tma1.events import Usage
 from tma1.replay.formats import CLAUDE_TRANSCRIPT, Records, parse_ts
-from tma1.replay.model import HOOK, USAGE, Converted, Note, Problem, ReplayItem
+from tma1.replay.model import HOOK, USAGE, Converted, Note, Problem, ReplayItem, obj
 from tma1.sensors.transcripts import parse_claude_usage_lines
 
 # Built-in commands that run locally: no UserPromptSubmit, nothing reaches the model.
@@ -423,7 +423,7 @@ def convert(records: Records) -> Converted:
                 "",
             )
         etype = e["type"]
-        msg = e.get("message") if isinstance(e.get("message"), dict) else {}
+        msg = obj(e.get("message"))
 
         if etype == "system":
             for u in entry_usages(e, ts, sid, s.seen_messages):  # compact_boundary

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tma1.replay.formats import CODEX_ROLLOUT, Records, parse_ts
-from tma1.replay.model import HOOK, USAGE, Converted, Problem, ReplayItem
+from tma1.replay.model import HOOK, USAGE, Converted, Problem, ReplayItem, obj
 from tma1.sensors.transcripts import CodexState, parse_codex_usage_lines
 
 LEGACY_SPACING_MS = 5_000
@@ -89,7 +89,7 @@ def tool_response(output: Any) -> str:
     else:
         return json.dumps(output, ensure_ascii=False) if output is not None else ""
     if isinstance(data, dict) and "output" in data:
-        meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+        meta = obj(data.get("metadata"))
         code = meta.get("exit_code")
         text = data["output"] if isinstance(data["output"], str) else json.dumps(data["output"])
         if isinstance(code, int) and not isinstance(code, bool):
@@ -267,7 +267,9 @@ def _convert_current(records: Records, out: Converted) -> None:
             continue
         rtype, ptype = rec.get("type"), p.get("type")
         if rtype == "session_meta":
-            meta = p.get("meta") if isinstance(p.get("meta"), dict) else p
+            meta = p.get("meta")
+            if not isinstance(meta, dict):
+                meta = p
             if isinstance(meta.get("id"), str):
                 st.sid = meta["id"]
             if isinstance(meta.get("cwd"), str):
@@ -332,7 +334,7 @@ def _response_item(
         else:
             out.problems.append(Problem(out.path, line, "custom_tool_call without call_id or name"))
     elif ptype == "local_shell_call":
-        action = p.get("action") if isinstance(p.get("action"), dict) else {}
+        action = obj(p.get("action"))
         cid = call_id or (p.get("id") if isinstance(p.get("id"), str) else None)
         if cid:
             em.call(ts, seq, origin, cid, "local_shell", {
@@ -370,7 +372,7 @@ def _convert_legacy(records: Records, out: Converted) -> None:
             if base is None:
                 out.problems.append(Problem(path, line, "header without a readable timestamp"))
                 base = 0
-            git = rec.get("git") if isinstance(rec.get("git"), dict) else {}
+            git = obj(rec.get("git"))
             if isinstance(git.get("cwd"), str):
                 st.cwd = git["cwd"]
             continue

@@ -43,6 +43,7 @@ from tma1 import gates
 from tma1.clock import ManualClock
 from tma1.config import Settings
 from tma1.counters import Counters
+from tma1.dialects import normalize
 from tma1.engine.delivery import CHANNEL_FOR_HOOK
 from tma1.engine.detector import load_default_rules
 from tma1.engine.emitlog import EmitLog
@@ -51,7 +52,9 @@ from tma1.replay import (
     claude_stream,
     claude_transcript,
     codex_rollout,
+    copilot_events,
     eventlog,
+    gemini_chat,
     shards,
 )
 from tma1.replay.formats import (
@@ -59,7 +62,9 @@ from tma1.replay.formats import (
     CLAUDE_STREAM_JSON,
     CLAUDE_TRANSCRIPT,
     CODEX_ROLLOUT,
+    COPILOT_EVENTS,
     EVENTLOG,
+    GEMINI_CHAT,
     Records,
     detect,
     read_records,
@@ -79,6 +84,8 @@ _CONVERTERS = {
     CLAUDE_TRANSCRIPT: claude_transcript.convert,
     CODEX_ROLLOUT: codex_rollout.convert,
     CLAUDE_STREAM_JSON: claude_stream.convert,
+    GEMINI_CHAT: gemini_chat.convert,
+    COPILOT_EVENTS: copilot_events.convert,
 }
 _SKIP_NAMES = ("README", ".DS_Store")
 
@@ -335,6 +342,8 @@ class Replayer:
                 body = service.handle_payload(payload, source=item.source, envelope=item.envelope)
                 if body:
                     hook = item.hook_event or ""
+                    if item.source in ("gemini", "copilot"):  # tma1's name for it
+                        hook = str(normalize(payload, item.source).get("hook_event_name", hook))
                     channel = CHANNEL_FOR_HOOK.get(hook)
                     self.deliveries.append(
                         DeliveryRecord(

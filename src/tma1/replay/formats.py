@@ -2,7 +2,7 @@
 
 Two containers: JSONL (one JSON value a line) and a JSON array (possibly pretty-printed
 over many lines). Each record keeps the 1-based line it starts on, so every problem can be
-reported as `file:line`. Five formats live in them:
+reported as `file:line`. Seven formats live in them:
 
 - `eventlog`: tma1's own event log (design §4) — hook payloads with a `ts`, and
   `file_change` / `usage` records; what `tma1 export` writes.
@@ -13,6 +13,10 @@ reported as `file:line`. Five formats live in them:
   (snake case: a transcript says `sessionId`).
 - `codex-rollout`: Codex CLI rollouts, the current `{timestamp, type, payload}` lines and
   the legacy format (a header line, then bare response items and `record_type` lines).
+- `gemini-chat`: Gemini CLI chat files (a `{sessionId, projectHash, …}` header, messages
+  of type user/gemini, `$set` updates; or one object with a `messages` list).
+- `copilot-events`: GitHub Copilot CLI session logs (`{type, data, id, timestamp}` lines:
+  `session.start`, `user.message`, `tool.execution_start`, …).
 """
 
 from __future__ import annotations
@@ -31,7 +35,17 @@ CLAUDE_TRANSCRIPT = "claude-transcript"
 CLAUDE_HOOKLOG = "claude-hooklog"
 CODEX_ROLLOUT = "codex-rollout"
 CLAUDE_STREAM_JSON = "claude-stream-json"
-FORMATS = (EVENTLOG, CLAUDE_TRANSCRIPT, CLAUDE_HOOKLOG, CODEX_ROLLOUT, CLAUDE_STREAM_JSON)
+GEMINI_CHAT = "gemini-chat"
+COPILOT_EVENTS = "copilot-events"
+FORMATS = (
+    EVENTLOG,
+    CLAUDE_TRANSCRIPT,
+    CLAUDE_HOOKLOG,
+    CODEX_ROLLOUT,
+    CLAUDE_STREAM_JSON,
+    GEMINI_CHAT,
+    COPILOT_EVENTS,
+)
 
 _WS = re.compile(r"\s*")
 # A binary or foreign file would otherwise report every one of its lines.
@@ -152,6 +166,7 @@ def _short(exc: BaseException) -> str:
 
 # --- detection -------------------------------------------------------------------------
 
+_COPILOT_KINDS = frozenset({"session", "user", "assistant", "tool", "system", "hook", "subagent"})
 _CLAUDE_TYPES = frozenset({"user", "assistant", "system", "summary", "file-history-snapshot"})
 _STREAM_TYPES = frozenset({"system", "assistant", "user", "result"})
 _CODEX_TYPES = frozenset(
@@ -178,6 +193,14 @@ def _vote(value: Any) -> str | None:
         return EVENTLOG
     if "hook_event_name" in value:
         return EVENTLOG if "ts" in value else CLAUDE_HOOKLOG
+    if (
+        isinstance(t, str)
+        and t.split(".", 1)[0] in _COPILOT_KINDS
+        and isinstance(value.get("data"), dict)
+    ):
+        return COPILOT_EVENTS
+    if "$set" in value or t == "gemini" or ("projectHash" in value and "sessionId" in value):
+        return GEMINI_CHAT
     if t in _CODEX_TYPES and "payload" in value:
         return CODEX_ROLLOUT
     if "record_type" in value or ("instructions" in value and "id" in value):

@@ -23,7 +23,7 @@ bisection.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -49,7 +49,7 @@ def lean(ev: HookEvent) -> HookEvent:
         ev.tool_name, ev.tool_use_id, None, ev.tool_result if failed else None,
         ev.tool_file_path, ev.tool_files, ev.tool_command, ev.tool_command_prefix,
         ev.tool_success, ev.failure_kind, ev.tool_error_summary, ev.test_ids, ev.cwd,
-        ev.project, None, None, None, {}, ev.id,
+        ev.project, None, None, None, {}, ev.id, ev.passed_test_ids, ev.agent_id,
     )  # fmt: skip
 
 
@@ -63,6 +63,10 @@ class MemoryWindows:
         self._changes: dict[str, list[FileChange]] = {}
         self._change_ts: dict[str, list[int]] = {}
         self._usage: dict[str, Usage] = {}
+        # For the session bundle (`BundleReads`, tma1.engine.bundle): the project's events
+        # in feed order.
+        self._by_project: dict[str, list[HookEvent]] = {}
+        self._project_ts: dict[str, list[int]] = {}
         self._compacted: dict[str, int] = {}  # session → its newest compaction row's ts
 
     def add_event(self, ev: HookEvent) -> None:
@@ -70,6 +74,8 @@ class MemoryWindows:
         self._event_ts.setdefault(ev.session_id, []).append(ev.ts)
         if ev.project:
             self._project[ev.session_id] = ev.project
+            self._by_project.setdefault(ev.project, []).append(ev)
+            self._project_ts.setdefault(ev.project, []).append(ev.ts)
 
     def add_change(self, ch: FileChange) -> None:
         self._changes.setdefault(ch.project, []).append(ch)
@@ -104,6 +110,53 @@ class MemoryWindows:
             # time the rule reads it: the findings are the same).
             epoch_start_ts=self._compacted.get(session_id),
         )
+
+    # --- the session bundle's reads, as `Store` answers them (tma1.engine.bundle) --------
+
+    def _project_events(self, project: str, since_ts: int, until_ts: int) -> list[HookEvent]:
+        held = self._by_project.get(project, [])
+        ts = self._project_ts.get(project, [])
+        return held[bisect_left(ts, since_ts) : bisect_right(ts, until_ts)]
+
+    def project_shell_results(
+        self, project: str, since_ts: int, until_ts: int, *, limit: int = 1_000
+    ) -> list[HookEvent]:
+        found = [
+            e
+            for e in self._project_events(project, since_ts, until_ts)
+            if e.event_type in ("PostToolUse", "PostToolUseFailure") and e.tool_command is not None
+        ]
+        return found[-limit:]
+
+    def project_activity(
+        self, project: str, since_ts: int, until_ts: int
+    ) -> list[tuple[str, int, str, int | None]]:
+        seen: dict[str, tuple[int, str, int | None]] = {}
+        for e in self._project_events(project, since_ts, until_ts):
+            last, agent, ended = seen.get(e.session_id, (e.ts, e.agent_source, None))
+            if e.hook_event_name == "SessionEnd":
+                ended = e.ts if ended is None else max(ended, e.ts)
+            seen[e.session_id] = (max(last, e.ts), max(agent, e.agent_source), ended)
+        return [(sid, last, agent, ended) for sid, (last, agent, ended) in seen.items()]
+
+    def session_last_ts(self, session_id: str, before_ts: int) -> int | None:
+        ts = self._event_ts.get(session_id, [])
+        i = bisect_left(ts, before_ts)
+        return ts[i - 1] if i else None
+
+    def latest_compaction_ts(self, session_id: str, until_ts: int | None = None) -> int | None:
+        return self._compacted.get(session_id)  # fed in time order: never after `now`
+
+    def project_changes(
+        self, project: str, since_ts: int, until_ts: int | None = None
+    ) -> list[FileChange]:
+        held = self._changes.get(project, [])
+        ts = self._change_ts.get(project, [])
+        hi = len(ts) if until_ts is None else bisect_right(ts, until_ts)
+        return held[bisect_left(ts, since_ts) : hi]
+
+    def session_project(self, session_id: str, until_ts: int | None = None) -> str | None:
+        return self._project.get(session_id)
 
 
 class BufferedIngest(Ingest):

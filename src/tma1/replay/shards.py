@@ -1,9 +1,10 @@
 """Replay on several cores.
 
-A session never sees another session's events: its window holds its own events, the file
-changes of its project and its own usage, and suppression is kept per session. So
-sessions that share no file changes can be replayed apart and give the same deliveries.
-`plan` groups sessions with the projects whose file changes they see, and packs the
+A session sees no other project: its window holds its own events, the file changes of its
+project and its own usage, suppression is kept per session, and the session bundle at
+SessionStart (tma1.engine.bundle) reads the project's other sessions (their open checks,
+whether they are active). So sessions of different projects can be replayed apart and
+give the same deliveries. `plan` groups sessions with their projects, and packs the
 groups into shards of about the same work (hook events; a Stop or a prompt, which runs
 the rules, counts five). The first shard runs in this process and each other one in a
 forked child at the same time, through the same `Replayer` as a serial replay: in memory,
@@ -54,11 +55,8 @@ def default_jobs() -> int:
 
 def plan(items: Sequence[ReplayItem], jobs: int) -> Plan:
     """Items (with their position in `items`) split into shards for `jobs` processes, in
-    time order within each, heaviest shard first; sessions of a project with file changes
-    stay in one shard."""
-    # Only file changes tie sessions together: without any in a project, its sessions
-    # replay apart (a recorded transcript carries none).
-    changed = {i.change.project for i in items if i.kind == FILE_CHANGE and i.change is not None}
+    time order within each, heaviest shard first; the sessions and file changes of one
+    project stay in one shard."""
     positions: dict[str, list[int]] = defaultdict(list)  # "s:<session>" | "p:<project>"
     weight: Counter[str] = Counter()
     links: set[tuple[str, str]] = set()
@@ -74,10 +72,12 @@ def plan(items: Sequence[ReplayItem], jobs: int) -> Plan:
         events += 1
         # An answered hook runs the rules over the window: about five events' work.
         weight[key] += _ANSWERED_WEIGHT if item.hook_event in _ANSWERED else 1
-        if changed and item.payload:
+        if item.payload:
             cwd = item.payload.get("cwd")
-            if isinstance(cwd, str) and cwd and (project := project_for(cwd)) in changed:
-                links.add((key, "p:" + project))
+            if isinstance(cwd, str) and cwd:
+                node = "p:" + project_for(cwd)
+                positions.setdefault(node, [])  # a project node even without file changes
+                links.add((key, node))
 
     parent = {k: k for k in positions}
 

@@ -267,12 +267,12 @@ class Attribution:
                         index[k] = kept
                     else:
                         del index[k]
-            for k in list(self._open):
-                kept = [iv for iv in self._open[k] if iv.last_ts() >= horizon]
+            for key in list(self._open):
+                kept = [iv for iv in self._open[key] if iv.last_ts() >= horizon]
                 if kept:
-                    self._open[k] = kept
+                    self._open[key] = kept
                 else:
-                    del self._open[k]
+                    del self._open[key]
 
     def size(self) -> int:
         with self._lock:

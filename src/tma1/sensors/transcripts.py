@@ -122,13 +122,15 @@ def parse_claude_usage_lines(
             kind == "user" and obj.get("isCompactSummary") is True
         ):
             ts = _ts(obj, default_ts)
-            key = f"compact:{obj.get('uuid') or ts}"
-            if key in seen:
+            compact_key = f"compact:{obj.get('uuid') or ts}"
+            if compact_key in seen:
                 continue
-            seen.add(key)
+            seen.add(compact_key)
             # The context was just replaced by a summary: its size is unknown until the next
             # request reports it, and it is certainly not the pre-compaction size.
-            out.append(Usage(ts=ts, session_id=sid, occupancy=0, kind="compaction", message_id=key))
+            out.append(
+                Usage(ts=ts, session_id=sid, occupancy=0, kind="compaction", message_id=compact_key)
+            )
             continue
         if kind != "assistant":
             continue

@@ -6,7 +6,7 @@ import contextlib
 import errno
 import logging
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import uvicorn
@@ -121,11 +121,34 @@ def check_port_free(host: str, port: int) -> None:
                     f"cannot listen on {host}:{port}: the address is in use "
                     f"(is another tma1 running? set TMA1_PORT or --port)"
                 ) from None
-            raise
+            why = exc.strerror or str(exc)
+            raise PortInUseError(
+                f"cannot listen on {host}:{port}: {why} (set TMA1_HOST or --host to a "
+                "loopback address of this machine: 127.0.0.1, the default, or ::1)"
+            ) from None
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, calling `on_listening` once its socket is bound and listening."""
+
+    def __init__(self, config: uvicorn.Config, on_listening: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self.on_listening = on_listening
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started and not self.should_exit and self.on_listening is not None:
+            self.on_listening()
 
 
 def run_server(
-    service: Service, *, host: str, port: int, hook_token: str | None, log_level: str = "info"
+    service: Service,
+    *,
+    host: str,
+    port: int,
+    hook_token: str | None,
+    log_level: str = "info",
+    on_listening: Callable[[], None] | None = None,
 ) -> None:
     check_port_free(host, port)
     app = create_app(service, hook_token=hook_token)
@@ -138,4 +161,11 @@ def run_server(
         lifespan="on",
         timeout_graceful_shutdown=5,
     )
-    uvicorn.Server(config).run()
+    server = _Server(config, on_listening)
+    try:
+        server.run()
+    except SystemExit:  # uvicorn exits when its bind fails (a race lost to another process)
+        raise PortInUseError(f"cannot listen on {host}:{port}: see the log above") from None
+    if not server.started:
+        # uvicorn logged why (a bind that lost a race with another process): say it plainly.
+        raise PortInUseError(f"cannot listen on {host}:{port}: see the log above")

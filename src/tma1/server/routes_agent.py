@@ -5,19 +5,23 @@
   files, context occupancy against its threshold;
 - `GET /api/agent/sessions/{id}/external-changes?since=` — file changes in the session's
   project that this session did not write, with who wrote them (another session or nobody
-  we know).
+  we know);
+- `GET /api/agent/sessions/{id}/bundle?source=` — the session bundle a SessionStart would
+  get now (design §2.19), as a preview: no epoch memory, no emit-log row.
 
-Nothing here runs the rules or touches suppression: these are plain reads of the store.
+Nothing here touches suppression or writes anything: plain reads of the store (the bundle
+preview runs the rules, like the anomalies preview).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import PurePosixPath
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 from sqlalchemy import and_, case, func, or_, select
@@ -109,7 +113,7 @@ class EditedFile:
     edits: int
 
 
-def recent_edits(rows: list[Any], limit: int = RECENT_EDITS_LIMIT) -> list[EditedFile]:
+def recent_edits(rows: Sequence[Any], limit: int = RECENT_EDITS_LIMIT) -> list[EditedFile]:
     """Distinct files from write-tool results (newest first), with how often each was edited."""
     seen: dict[str, list[int]] = {}
     for row in rows:  # rows come newest first
@@ -360,3 +364,22 @@ def session_external_changes(
             for r in rows
         ],
     }
+
+
+BundleSource = Literal["startup", "resume", "clear", "compact"]
+
+
+@router.get(
+    "/sessions/{session_id}/bundle",
+    summary="The session bundle a SessionStart would get now (a preview: nothing is emitted)",
+)
+def session_bundle(
+    request: Request,
+    session_id: SessionId,
+    source: Annotated[
+        BundleSource, Query(description="the SessionStart source to preview for")
+    ] = "resume",
+) -> dict[str, Any]:
+    service = _service(request)
+    _session_bounds(service, session_id)  # 404 for a session tma1 never saw
+    return service.delivery.preview_bundle(session_id, source=source)

@@ -19,6 +19,7 @@ router = APIRouter(tags=["anomalies"])
 
 KindParam = StrEnum("KindParam", {k: k for k in gates.KINDS})  # type: ignore[misc]
 SeverityParam = StrEnum("SeverityParam", {s: s for s in gates.SEVERITIES})  # type: ignore[misc]
+ChannelParam = StrEnum("ChannelParam", {c: c for c in gates.CHANNELS})  # type: ignore[misc]
 
 MAX_ID = 2**63 - 1  # ids are 64-bit in both databases
 Days = Annotated[int, Query(ge=1, le=365, description="UTC days back, today included")]
@@ -49,6 +50,7 @@ def list_anomalies(
     session_id: Annotated[str | None, Query(max_length=200)] = None,
     kind: KindParam | None = None,
     severity: SeverityParam | None = None,
+    channel: ChannelParam | None = None,
     since_id: Annotated[
         int | None, Query(ge=0, le=MAX_ID, description="only emits with a larger id")
     ] = None,
@@ -61,6 +63,7 @@ def list_anomalies(
         kind=kind.value if kind else None,
         severity=severity.value if severity else None,
         since_id=since_id,
+        channel=channel.value if channel else None,
     )
     return {"emits": emits}
 

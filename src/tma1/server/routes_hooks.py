@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 from urllib.parse import parse_qsl
@@ -10,11 +11,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from tma1.service import MAX_BODY_BYTES, Service
+from tma1.service import LARGE_BODY_BYTES, MAX_BODY_BYTES, Service
 
 log = logging.getLogger("tma1.hooks")
 
 router = APIRouter()
+# Big events being stored after their answer (a reference keeps each task alive).
+_BACKGROUND: set[asyncio.Task[str]] = set()
 
 _HOOK_BODY_DOC = {
     "requestBody": {
@@ -83,6 +86,19 @@ async def post_hook(
     return Response(body, status_code=status, media_type=media)
 
 
+@router.get(
+    "/api/hooks/token-check",
+    summary="200 when X-TMA1-Token is the hook token, 403 otherwise (for `tma1 doctor`)",
+    responses={403: {"description": "Missing or wrong X-TMA1-Token"}},
+)
+async def token_check(request: Request) -> Response:
+    expected = request.app.state.hook_token
+    given = request.headers.get("x-tma1-token", "").encode("latin-1")
+    if expected is not None and not hmac.compare_digest(given, expected.encode()):
+        return Response(_FORBIDDEN, status_code=403, media_type="text/plain")
+    return Response(b"ok\n", media_type="text/plain")
+
+
 _FORBIDDEN = b"forbidden: missing or wrong X-TMA1-Token\n"
 
 
@@ -139,6 +155,15 @@ async def _answer(
     if total > MAX_BODY_BYTES:
         service.reject("body_too_large", f"{total} bytes > {MAX_BODY_BYTES}")
         service.counters.inc("requests")
+        return 200, b"", "text/plain"
+    if total > LARGE_BODY_BYTES:
+        # A big event (a huge tool output) is answered empty at once and stored in the
+        # background: the hook script's time cap must cover its upload, not its decoding.
+        task = asyncio.create_task(
+            service.handle_hook_async(body, source=query.get("source"), envelope=None)
+        )
+        _BACKGROUND.add(task)
+        task.add_done_callback(_BACKGROUND.discard)
         return 200, b"", "text/plain"
     answer = await service.handle_hook_async(body, source=query.get("source"), envelope=envelope)
     media = "application/json" if answer.startswith("{") else "text/plain"

@@ -7,6 +7,7 @@ import fcntl
 import functools
 import json
 import logging
+import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import (
     Engine,
+    and_,
     bindparam,
     case,
     create_engine,
@@ -53,15 +55,24 @@ _MIGRATION_LOCK_KEY = 0x746D6131  # "tma1"
 def make_engine(url: str) -> Engine:
     """SQLite gets WAL + NORMAL sync + a busy timeout; PostgreSQL a small pool."""
     if url.startswith("sqlite"):
-        path = url.split("///", 1)[1] if "///" in url else ""
-        if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        from tma1.privacy import DIR_MODE, secure_sqlite_file, sqlite_path
+
+        db_file = sqlite_path(url)
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": 10},
             pool_size=8,
             max_overflow=8,
         )
+
+        if db_file is not None:
+
+            @event.listens_for(engine, "do_connect")
+            def _private_file(*_args: Any) -> None:
+                # Right before SQLite opens it, not when the engine is made: an engine
+                # nobody connects to (a replay held in memory) leaves no file behind.
+                db_file.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+                secure_sqlite_file(db_file)  # 0600, and SQLite gives its WAL/SHM that mode
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -157,7 +168,8 @@ def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
     if not path or path == ":memory:" or path.startswith("file:"):
         yield
         return
-    with open(f"{path}.migrate-lock", "a+b") as fh:
+    fd = os.open(f"{path}.migrate-lock", os.O_RDWR | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a+b") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -214,6 +226,9 @@ def event_row(ev: HookEvent) -> dict[str, Any]:
         "permission_mode": ev.permission_mode,
         "duration_ms": ev.duration_ms,
         "metadata": _json(ev.metadata) if ev.metadata else None,
+        "passed_test_ids": _json(ev.passed_test_ids) if ev.passed_test_ids else None,
+        "agent_id": ev.agent_id,
+        "agent_type": ev.agent_type,
     }
 
 
@@ -244,6 +259,9 @@ def row_to_event(row: Any) -> HookEvent:
         permission_mode=m["permission_mode"],
         duration_ms=m["duration_ms"],
         metadata=_loads(m["metadata"], {}),
+        passed_test_ids=_path_list(m["passed_test_ids"]),
+        agent_id=m["agent_id"],
+        agent_type=m["agent_type"],
     )
 
 
@@ -268,6 +286,8 @@ _WINDOW_COLUMNS = (
     "test_ids",
     "cwd",
     "project",
+    "passed_test_ids",
+    "agent_id",
 )
 
 
@@ -278,7 +298,7 @@ def _window_sql(dialect: Any, with_after: bool) -> tuple[str, tuple[str, ...], d
     SQLite's 0/1 into a bool, and no other column may need a result processor."""
     c = hook_events.c
     failed = or_(c.event_type == "PostToolUseFailure", c.tool_success.is_(False))
-    cols = [c[name] for name in _WINDOW_COLUMNS]
+    cols: list[Any] = [c[name] for name in _WINDOW_COLUMNS]
     cols[_WINDOW_COLUMNS.index("tool_result")] = case((failed, c.tool_result), else_=null()).label(
         "tool_result"
     )
@@ -310,14 +330,34 @@ def _path_list(text: str | None) -> list[str]:
 
 def _window_event(row: Any) -> HookEvent:
     (id_, ts, sid, etype, hook, agent, tool, tuid, result, fpath, files, cmd, prefix, ok,
-     fkind, summary, tids, cwd, project) = row  # fmt: skip
+     fkind, summary, tids, cwd, project, passed, agent_id) = row  # fmt: skip
     # Positional, in HookEvent's field order: this runs for every row of every window.
     # SQLite hands booleans back as 0/1.
     return HookEvent(
         ts, sid, etype, hook, agent, tool, tuid, None, result, fpath, _path_list(files),
         cmd, prefix, None if ok is None else bool(ok), fkind, summary,
         _path_list(tids),
-        cwd, project, None, None, None, {}, id_,
+        cwd, project, None, None, None, {}, id_, _path_list(passed), agent_id,
+    )  # fmt: skip
+
+
+# Column order of `Store.project_shell_results` rows (the session bundle's open checks).
+_SHELL_RESULT_COLUMNS = (
+    "id", "ts", "session_id", "event_type", "hook_event_name", "agent_source", "tool_name",
+    "tool_command", "tool_success", "failure_kind", "tool_error_summary", "cwd", "project",
+    "agent_id", "tool_result",
+)  # fmt: skip
+
+
+def _shell_result(row: Any) -> HookEvent:
+    (id_, ts, sid, etype, hook, agent, tool, cmd, ok, fkind, summary, cwd, project, agent_id,
+     result) = row  # fmt: skip
+    # Positional, in HookEvent's field order (as `_window_event`): a SessionStart in a busy
+    # project reads a thousand of these.
+    return HookEvent(
+        ts, sid, etype, hook, agent, tool, None, None, result, None, [], cmd, None,
+        None if ok is None else bool(ok), fkind, summary, [], cwd, project, None, None, None,
+        {}, id_, [], agent_id,
     )  # fmt: skip
 
 
@@ -402,6 +442,9 @@ def event_values(ev: HookEvent) -> tuple[Any, ...]:
         ev.permission_mode,
         ev.duration_ms,
         _json(ev.metadata) if ev.metadata else None,
+        _json(ev.passed_test_ids) if ev.passed_test_ids else None,
+        ev.agent_id,
+        ev.agent_type,
     )
 
 
@@ -477,6 +520,37 @@ class Store:
         return cls(engine)
 
     @classmethod
+    def open_readonly(cls, path: str | Path) -> Store:
+        """An existing SQLite file, read-only: no migration, no lock file, nothing created
+        (a read command on a mistyped path, a copy on a read-only mount). `immutable=1`
+        when even SQLite's shared-memory file cannot be made beside it."""
+        import sqlite3
+        from urllib.parse import quote
+
+        target = Path(path).absolute()
+        if not target.is_file():
+            raise FileNotFoundError(f"no database file at {target}")
+        base = f"file:{quote(str(target))}?mode=ro"
+        uri = base
+        try:
+            probe = sqlite3.connect(uri, uri=True)
+            try:
+                probe.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            finally:
+                probe.close()
+        except sqlite3.OperationalError:
+            uri = base + "&immutable=1"  # a WAL database in a directory we cannot write
+
+        def connect() -> sqlite3.Connection:
+            conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=10)
+            conn.execute("PRAGMA query_only=1")
+            return conn
+
+        from sqlalchemy.pool import NullPool
+
+        return cls(create_engine("sqlite://", creator=connect, poolclass=NullPool))
+
+    @classmethod
     def scratch(cls, path: str | Path) -> Store:
         """A new SQLite database that nobody keeps (a replay without --db). Its tables come
         straight from `tma1.store.schema` (the migrations give the same schema,
@@ -513,6 +587,11 @@ class Store:
     def close(self) -> None:
         self.engine.dispose()
 
+    def table_names(self) -> list[str]:
+        from sqlalchemy import inspect
+
+        return list(inspect(self.engine).get_table_names())
+
     # --- writes ---------------------------------------------------------------------
 
     def insert_event(self, ev: HookEvent) -> int:
@@ -548,22 +627,9 @@ class Store:
         with self.engine.begin() as conn:
             for ch in changes:
                 result = conn.execute(_INSERT_CHANGE, _change_row(ch))
-                ids.append(int(result.inserted_primary_key[0]))  # type: ignore[index]
-        return ids
-        with self.engine.begin() as conn:
-            for ch in changes:
-                result = conn.execute(
-                    insert(external_changes).values(
-                        ts=ch.ts,
-                        project=ch.project,
-                        path=ch.path,
-                        change=ch.change,
-                        size=ch.size,
-                        content_hash=ch.content_hash,
-                        writer_session=ch.writer_session,
-                    )
-                )
-                ids.append(int(result.inserted_primary_key[0]))  # type: ignore[index]
+                key = result.inserted_primary_key
+                assert key is not None  # an INSERT of one row always has one
+                ids.append(int(key[0]))
         return ids
 
     def set_change_writer(self, ids: Sequence[int], session_id: str) -> int:
@@ -768,6 +834,62 @@ class Store:
         with self.engine.connect() as conn:
             value = conn.execute(q).scalar()
         return str(value) if value is not None else None
+
+    # --- reads for the session bundle (tma1.engine.bundle) -------------------------------
+
+    def project_shell_results(
+        self, project: str, since_ts: int, until_ts: int, *, limit: int = 1_000
+    ) -> list[HookEvent]:
+        """The project's newest `limit` shell tool results (every session) in [since,
+        until], ts ascending, lean: what deciding a check's outcome and quoting its error
+        needs — `tool_result` only for a failure without an error summary, no tool input,
+        files, test ids or metadata."""
+        c = hook_events.c
+        failed = or_(c.event_type == "PostToolUseFailure", c.tool_success.is_(False))
+        result = case((and_(failed, c.tool_error_summary.is_(None)), c.tool_result), else_=null())
+        cols = [c[name] for name in _SHELL_RESULT_COLUMNS[:-1]] + [result.label("tool_result")]
+        q = (
+            select(*cols)
+            .where(
+                c.project == project,
+                c.ts >= since_ts,
+                c.ts <= until_ts,
+                c.event_type.in_(("PostToolUse", "PostToolUseFailure")),
+                c.tool_command.is_not(None),
+            )
+            .order_by(c.ts.desc(), c.id.desc())
+            .limit(limit)
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).all()
+        return [_shell_result(r) for r in reversed(rows)]
+
+    def project_activity(
+        self, project: str, since_ts: int, until_ts: int
+    ) -> list[tuple[str, int, str, int | None]]:
+        """(session, newest event ts, agent, newest SessionEnd ts or None) of every session
+        with an event in the project in [since, until]."""
+        c = hook_events.c
+        ended = func.max(case((c.hook_event_name == "SessionEnd", c.ts), else_=null()))
+        q = (
+            select(c.session_id, func.max(c.ts), func.max(c.agent_source), ended)
+            .where(c.project == project, c.ts >= since_ts, c.ts <= until_ts)
+            .group_by(c.session_id)
+        )
+        with self.engine.connect() as conn:
+            return [
+                (str(r[0]), int(r[1]), str(r[2]), None if r[3] is None else int(r[3]))
+                for r in conn.execute(q)
+            ]
+
+    def session_last_ts(self, session_id: str, before_ts: int) -> int | None:
+        """The session's newest event strictly before `before_ts`."""
+        q = select(func.max(hook_events.c.ts)).where(
+            hook_events.c.session_id == session_id, hook_events.c.ts < before_ts
+        )
+        with self.engine.connect() as conn:
+            value = conn.execute(q).scalar()
+        return int(value) if value is not None else None
 
     def emits_since(self, since_ts: int) -> list[dict[str, Any]]:
         q = (

@@ -53,6 +53,11 @@ hook_events = Table(
     Column("permission_mode", String(64)),
     Column("duration_ms", BigInteger),
     Column("metadata", Text),  # JSON object: unknown fields, capped
+    # Migration 0003 (design §2.15, §2.16): passing tests the output reports, and the
+    # sub-agent lane of the event (NULL: the main agent).
+    Column("passed_test_ids", Text),  # JSON list
+    Column("agent_id", String(200)),
+    Column("agent_type", String(200)),
     Index("ix_hook_events_session_ts", "session_id", "ts"),
     Index("ix_hook_events_project_ts", "project", "ts"),
     Index("ix_hook_events_ts", "ts"),

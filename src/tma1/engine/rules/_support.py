@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 
+from tma1.checks import command_key, files_read_by
 from tma1.clock import MINUTE_MS
 from tma1.events import READ_TOOLS, SHELL_TOOLS, WRITE_TOOLS, FileChange, HookEvent, absolutize
-from tma1.extract import command_key, files_read_by
 
 # The seed's per-rule lookback. A constant, never a setting (seed: "change them in code").
 RULE_WINDOW_MS = 30 * MINUTE_MS

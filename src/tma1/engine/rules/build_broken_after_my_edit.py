@@ -1,74 +1,69 @@
-"""`build_broken_after_my_edit` — a build/test command fails on files the agent just edited.
+"""`build_broken_after_my_edit` — an open check fails at a place in a file this session
+just edited.
 
-Seed: the agent edited source file F in the last 30 min, then a shell failure within
-±10 min of an edit of F mentions F's basename in its command or output. Design §2.2: one
-finding per failing command (subject = its 60-char prefix) naming every edited file its
-failures mention, and failures count only from the agent's first edit of F in the window
-(the failure that prompted the edit was not caused by it). High at 3+ failures.
+Design §2.15. An *open* check (its newest run failed, no later covering run passed, any
+lane) whose newest failure has an *error location* (`file:line` of a compiler, linter or
+test stack-frame error line — not a coverage-table row, a passing test's line or a
+warning) in a source file this session edited in the last 30 minutes, with:
 
-What the real sessions taught (docs/evaluation.md): a mention must name F (not another
-directory's file of the same name) in the output, or in a build/test step of the
-command; complaints F already had before the agent first touched it are not the edit's;
-file plumbing (`git stash pop`) is no build; and a check that passed since is fixed —
-only the current failure streak counts.
+- that failure at or after the agent's first edit of the file in the window (the failure
+  that prompted the edit was not caused by it);
+- the location not pre-existing: no run of the same check before that first edit already
+  reported the same error about the file (line numbers blanked: edits move them) — a lint
+  run listing 21 files the agent never broke is not "your" failure.
+
+One finding per check (subject = its identity) naming every such file, most recently
+failing first; the suggestion quotes an error line *of that file*. Severity: medium,
+high from 3 failing runs of the check since the first edit (the seed's). At a Stop it is
+high — it blocks — whatever the count, when the newest run failed after the session's last
+edit of the named file: stopping with a build the agent just broke is the harm the stop
+channel exists for (on recorded sessions agents announced success right then). A check
+the agent edited again after its newest failure is not re-told until it runs again: the
+agent is visibly fixing it (pattern 7), and its newest run no longer says the current
+code fails (at a Stop too: the design's "a check the agent never re-ran after its edit
+counts only if its newest run came after that edit").
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from functools import lru_cache
 
-from tma1.clock import MINUTE_MS
+from tma1.checks import error_line_of_file, located_in
+from tma1.checks.locations import _error_text
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
+from tma1.engine.checkruns import Run, at_stop, check_runs
+from tma1.engine.resolution import covering_pass
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
-    Streaks,
     basename,
     clock_time,
     display_path,
     edits,
     is_source,
-    mentions,
     mentions_path,
     norm_path,
     plural,
     quote,
-    shell_failures,
     visible,
 )
+from tma1.engine.spec import RuleSpec
 from tma1.engine.window import RuleConfig, SessionWindow
-from tma1.events import HookEvent
-from tma1.extract import (
-    error_line,
-    has_failure_markers,
-    ref_for_file,
-    runs_build_or_test,
-    runs_only_plumbing,
-    split_shell,
-)
 
-EDIT_DISTANCE_MS = 10 * MINUTE_MS
 _DIGITS = re.compile(r"\d+")
 HIGH_AT = 3
-
-
-@dataclass(slots=True)
-class _Group:
-    prefix: str
-    hits: list[tuple[HookEvent, list[str]]] = field(default_factory=list)  # failure, files
 
 
 def build_broken_after_my_edit(
     window: SessionWindow, now: int, config: RuleConfig
 ) -> list[Anomaly]:
     since = now - RULE_WINDOW_MS
-    events = visible(window.events, now)
-    all_failures = shell_failures(events)
-    if not any(f.ts >= since for f in all_failures):
-        return []  # no recent failure: nothing any edit could have broken
+    runs = check_runs(window, now)
+    open_checks = {i: r for i, r in runs.open_failures().items() if r.ts >= since}
+    if not open_checks:
+        return []
     edit_times: dict[str, list[int]] = {}
-    for call in edits(events):
+    for call in edits(visible(window.events, now)):
         if call.ts < since:
             continue
         for f in call.files:
@@ -76,135 +71,117 @@ def build_broken_after_my_edit(
                 edit_times.setdefault(norm_path(f, window.project), []).append(call.ts)
     if not edit_times:
         return []
-
-    said_before: dict[str, frozenset[str]] = {}  # per file, filled on first need
-
-    def already_broken(output: str, path: str) -> bool:
-        """Every complaint about the file was made before the agent first touched it.
-
-        A lint run listing a file's old warnings after an edit elsewhere in that file is
-        not a build the edit broke.
-        """
-        if path not in said_before:
-            first = min(edit_times[path])
-            said: set[str] = set()
-            for f in all_failures:
-                if f.ts < first:
-                    said |= _file_lines(_own_output(f.tool_result or ""), path)
-            said_before[path] = frozenset(said)
-        if not said_before[path]:
-            return False
-        now_said = _file_lines(output, path)
-        return bool(now_said) and now_said <= said_before[path]
-
-    # A file can only be named where its basename occurs at all: a substring test rules
-    # out most (failure, file) pairs before the word-boundary and path checks.
-    edited = [(path, basename(path), times) for path, times in edit_times.items()]
-    groups: dict[str, _Group] = {}
-    for fail in (f for f in all_failures if f.ts >= since):
-        command = fail.tool_command or ""
-        if command and runs_only_plumbing(command):
-            continue  # `git stash pop` listing the file is no broken build
-        output = _own_output(fail.tool_result or "")
-        hit = [
-            path
-            for path, name, times in edited
-            if (name in output or name in command)
-            and _caused_by_edit(fail.ts, times)
-            and _names_file(command, output, path)
-            and not already_broken(output, path)
-        ]
-        if hit:
-            prefix = fail.tool_command_prefix or (fail.tool_name or "shell")
-            groups.setdefault(prefix, _Group(prefix)).hits.append((fail, hit))
-
-    if not groups:
-        return []
-    streaks = Streaks(events)
+    stopping = at_stop(window, now)
     found = []
-    for group in groups.values():
-        # Fixed since: the same check passed after these failures.
-        streak = {id(f) for f in streaks.current([f for f, _ in group.hits])}
-        group.hits = [(f, files) for f, files in group.hits if id(f) in streak]
-        if group.hits:
-            found.append(_finding(window, group))
+    for ident, newest in open_checks.items():
+        output = newest.event.tool_result or ""
+        hit: list[str] = []
+        fresh: dict[str, frozenset[str]] = {}
+        for path, times in edit_times.items():
+            first = min(times)
+            if newest.ts < first or located_in(output, path) is None:
+                continue
+            said = _said_before(runs.runs, ident, first, path)
+            now_said = _file_lines(output, path)
+            if said and now_said and now_said <= said:
+                continue  # every error about the file predates the agent's edit
+            hit.append(path)
+            fresh[path] = now_said - said
+        if not hit:
+            continue
+        if any(max(edit_times[p]) > newest.ts for p in hit):
+            # Edited since it failed: its newest run says nothing of the current code. The
+            # agent is fixing it (pattern 7); a re-run will say whether it did (design
+            # §2.15: a check counts only if its newest run came after the edit).
+            continue
+        first_edit = min(min(edit_times[p]) for p in hit)
+        streak = [
+            r
+            for r in runs.runs
+            if r.failed and r.check.identity == ident and r.ts >= first_edit
+            and not runs.closed(r)
+        ]  # fmt: skip
+        found.append(
+            _finding(
+                window,
+                ident,
+                newest,
+                hit,
+                streak,
+                stopping,
+                fresh[hit[0]],
+            )
+        )
     return found
+
+
+def _said_before(runs: list[Run], ident: str, first_edit: int, path: str) -> frozenset[str]:
+    """What runs of the same check reported about `path` before the agent first edited it
+    (pre-existing errors: not the edit's)."""
+    said: set[str] = set()
+    for r in runs:
+        if r.ts >= first_edit:
+            break
+        if r.failed and r.check.identity == ident:
+            said |= _file_lines(r.event.tool_result or "", path)
+    return frozenset(said)
 
 
 @lru_cache(maxsize=2048)
 def _file_lines(output: str, path: str) -> frozenset[str]:
-    """The output's lines about `path`, numbers blanked (edits move line numbers)."""
+    """The output's error lines about `path`, numbers blanked (edits move line numbers)."""
     name = basename(path)
     if name not in output:
         return frozenset()
     return frozenset(
         _DIGITS.sub("#", ln.strip())
-        for ln in output.splitlines()
+        for ln in _error_text(output).splitlines()
         if name in ln and mentions_path(ln, path)
     )
 
 
-@lru_cache(maxsize=512)
-def _own_output(output: str) -> str:
-    """The output without npm/yarn's echo of the script (`> vitest run x.test.ts`)."""
-    if "\n> " not in output and not output.startswith("> "):
-        return output
-    return "\n".join(ln for ln in output.splitlines() if not ln.startswith("> "))
-
-
-# Every detection asks again about each recent failure and edited file.
-@lru_cache(maxsize=2048)
-def _names_file(command: str, output: str, path: str) -> bool:
-    """The output names the file, or a build/test step of the command does and the
-    output shows a build/test failure.
-
-    (`npm test x.test.ts` answering `vitest: command not found` names the file, but the
-    failure is the environment's, not the edit's; in `npm run build && node x.js` the
-    build's errors are not about x.js.)
-    """
-    if mentions_path(output, path):
-        return True
-    name = basename(path)
-    if not mentions(command, name):
-        return False
-    return any(
-        mentions(segment, name) and runs_build_or_test(segment)
-        for segment, _ in split_shell(command)
-    ) and has_failure_markers(output)
-
-
-def _caused_by_edit(fail_ts: int, edit_times: list[int]) -> bool:
-    """At or after the first edit of the file, and within ±10 min of one of its edits."""
-    if fail_ts < min(edit_times):
-        return False
-    return any(abs(fail_ts - t) <= EDIT_DISTANCE_MS for t in edit_times)
-
-
-def _finding(window: SessionWindow, group: _Group) -> Anomaly:
-    failures = [f for f, _ in group.hits]
-    last_fail_by_file: dict[str, int] = {}
-    for fail, files in group.hits:
-        for path in files:
-            last_fail_by_file[path] = fail.ts
-    n = len(failures)
-    high = n >= HIGH_AT
-    latest = failures[-1]
-    output = latest.tool_result or ""
-    # Most recently failing first; among equals, a file the output points into first.
-    files = sorted(
-        last_fail_by_file,
-        key=lambda p: (-last_fail_by_file[p], ref_for_file(output, p) is None),
-    )
+def _finding(
+    window: SessionWindow,
+    ident: str,
+    newest: Run,
+    files: list[str],
+    streak: list[Run],
+    stopping: bool,
+    fresh: frozenset[str],
+) -> Anomaly:
+    n = max(len(streak), 1)
+    output = newest.event.tool_result or ""
+    # A file the output points into first (every one does; keep the edit order stable).
     first_file = files[0]
-    where = ref_for_file(output, first_file) or display_path(first_file, window.project)
-    err = error_line(output, first_file)
+    ref = located_in(output, first_file)
+    err = error_line_of_file(output, first_file)
+    # Quote an error the edit caused, not one the file already had.
+    new_line = next(
+        (
+            ln.strip()
+            for ln in _error_text(output).splitlines()
+            if _DIGITS.sub("#", ln.strip()) in fresh and located_in(ln, first_file)
+        ),
+        None,
+    )
+    old = _file_lines(output, first_file) - fresh
+    if new_line is not None and (err is None or _DIGITS.sub("#", err) in old):
+        err, ref = new_line, located_in(new_line, first_file)
+    if err is not None and (quoted := located_in(err, first_file)) is not None:
+        ref = quoted  # "Fix F:N" names the line the quote is about
+    where = str(ref) if ref else display_path(first_file, window.project)
     shown = [display_path(f, window.project) for f in files]
     named = ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
-    command = quote(latest.tool_command or group.prefix, 100)
+    command = quote(newest.event.tool_command or ident, 100)
+    # `stopping`: at a Stop, with the newest run failing after the last edit of the named
+    # files — the agent is stopping on a build it broke.
+    high = n >= HIGH_AT or stopping
     evidence = (
-        f"{command} failed {plural(n, 'time')} since {clock_time(failures[0].ts)} "
-        f"(last at {clock_time(latest.ts)}), naming {plural(len(files), 'file')} you had "
-        f"just edited: {named}."
+        f"The check {quote(ident, 80)} failed {plural(n, 'time')} since "
+        f"{clock_time(streak[0].ts if streak else newest.ts)} (last at "
+        f"{clock_time(newest.ts)}, after your last edit) at "
+        f"{plural(len(files), 'file')} you had just edited: {named}"
+        + (", and you are stopping with it failing." if stopping else ".")
     )
     fix = f"Fix {where}" + (f" ({quote(err, 120)})" if err else "")
     suggestion = f"{fix}, then re-run {command}."
@@ -215,7 +192,18 @@ def _finding(window: SessionWindow, group: _Group) -> Anomaly:
         evidence=evidence,
         suggestion=suggestion,
         related_files=tuple(files),
-        subject=group.prefix,
-        last_evidence_ts=latest.ts,
+        subject=ident,
+        last_evidence_ts=newest.ts,
         session_id=window.session_id,
+        extra={"check": newest.check},
     )
+
+
+SPEC = RuleSpec(
+    kind=Kind.BUILD_BROKEN_AFTER_MY_EDIT.value,
+    run=build_broken_after_my_edit,
+    channels=frozenset({Channel.USER_PROMPT_SUBMIT.value, Channel.STOP_BLOCK.value}),
+    severity="medium; high at 3+ failing runs, or at a Stop right after the edit broke it",
+    resolution=covering_pass,
+    follow_action="a Read of a related file",
+)

@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.context import context_threshold, context_window
+from tma1.engine.resolution import never
+from tma1.engine.spec import RuleSpec
 from tma1.engine.window import RuleConfig, SessionWindow
 
 
@@ -67,3 +69,14 @@ def context_pressure(window: SessionWindow, now: int, config: RuleConfig) -> lis
             session_id=window.session_id,
         )
     ]
+
+
+SPEC = RuleSpec(
+    kind=Kind.CONTEXT_PRESSURE.value,
+    run=context_pressure,
+    channels=frozenset({Channel.USER_PROMPT_SUBMIT.value}),
+    severity="medium",
+    resolution=never,
+    follow_action="a compaction, a session end or a git commit",
+    one_shot=True,
+)

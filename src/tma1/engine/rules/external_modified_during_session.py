@@ -9,6 +9,7 @@ decay keep it quiet; the digest reports new changes itself (design §2.7).
 from __future__ import annotations
 
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
+from tma1.engine.resolution import never
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
     clock_time,
@@ -16,6 +17,7 @@ from tma1.engine.rules._support import (
     norm_path,
     plural,
 )
+from tma1.engine.spec import RuleSpec
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import FileChange
 
@@ -73,3 +75,15 @@ def _finding(window: SessionWindow, changes: list[FileChange], now: int) -> Anom
         last_evidence_ts=newest_first[0].ts,
         session_id=window.session_id,
     )
+
+
+SPEC = RuleSpec(
+    kind=Kind.EXTERNAL_MODIFIED_DURING_SESSION.value,
+    run=external_modified_during_session,
+    channels=frozenset({Channel.USER_PROMPT_SUBMIT.value}),
+    severity="low",
+    # The rule's 30-minute window decays it; new changes are news (design §2.7).
+    resolution=never,
+    follow_action="a Read of a related file",
+    novel_evidence=True,
+)

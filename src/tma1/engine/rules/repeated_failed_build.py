@@ -1,48 +1,62 @@
-"""`repeated_failed_build` — the same shell command failed 3+ times in the last 30 minutes.
+"""`repeated_failed_build` — a check failed 3+ times in 30 minutes in one lane, still open.
 
-Commands are the same when their first 60 characters (whitespace collapsed) are: the
-parser's `tool_command_prefix`. Masked failures (`npm test | tail`) count (design §2.8).
-Only the current streak counts: failures before the latest success of the same check
-(`npm run build` passing after `npm run build 2>&1 | tail` failed) are fixed history.
-Commands that only move or read files (grep, ls, git checkout) are not builds.
+Design §2.15–2.16. Turn 1 grouped failures by the command's first 60 characters; on
+held-out sessions that made a pass spelled differently (`cargo build --release | tail`)
+not end a streak of `cargo build 2>&1 | grep …`, and three sub-agents each trying a
+broken script once "a loop". Now:
+
+- failures are runs of one *check* (runner + target + working directory, however
+  spelled; `tma1.checks`), masked failures included; invocation errors, coverage-only
+  exits and sandbox interruptions are no verdict and never count;
+- counted per *lane* (the main agent, or one sub-agent): a loop is one agent re-running;
+- the check must still be *open*: its newest run failed and no later covering run passed,
+  in any lane (a build is project state). Failures before a covering pass are history;
+- the runs re-run the same thing: each covers or is covered by the newest failing run
+  (three different spec files failing once each are no loop).
+
+Subject = the check's identity. High, stop channel (the seed's).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from tma1.checks import error_line, split_shell
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
-from tma1.engine.rules._support import (
-    RULE_WINDOW_MS,
-    Streaks,
-    clock_time,
-    quote,
-    shell_failures,
-    visible,
-)
+from tma1.engine.checkruns import Run, check_runs, related
+from tma1.engine.resolution import covering_pass
+from tma1.engine.rules._support import RULE_WINDOW_MS, clock_time, quote
+from tma1.engine.spec import RuleSpec
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import HookEvent
-from tma1.extract import error_line, runs_only_plumbing, split_shell
 
 REPEATS = 3
 
 
 def repeated_failed_build(window: SessionWindow, now: int, config: RuleConfig) -> list[Anomaly]:
-    events = visible(window.events, now)
-    by_prefix: dict[str, list[HookEvent]] = {}
-    for fail in shell_failures(visible(events, now, now - RULE_WINDOW_MS)):
-        # A grep or `git checkout` failing again builds nothing and harms nothing.
-        if fail.tool_command_prefix and not runs_only_plumbing(fail.tool_command or ""):
-            by_prefix.setdefault(fail.tool_command_prefix, []).append(fail)
-    if not by_prefix:
+    runs = check_runs(window, now)
+    open_checks = runs.open_failures()
+    if not open_checks:
         return []
-    streaks = Streaks(events)
-    found = []
-    for prefix, fails in by_prefix.items():
-        streak = streaks.current(fails)
-        if len(streak) >= REPEATS:
-            found.append(_finding(window, prefix, streak))
-    return found
+    since = now - RULE_WINDOW_MS
+    by_lane: dict[tuple[str, str], list[Run]] = {}
+    for r in runs.runs:
+        ident = r.check.identity
+        if (
+            r.failed
+            and r.ts >= since
+            and ident in open_checks
+            and related(r.check, open_checks[ident].check)
+            and not runs.closed(r)
+        ):
+            by_lane.setdefault((ident, r.lane), []).append(r)
+    best: dict[str, list[Run]] = {}
+    for (ident, _lane), fails in by_lane.items():
+        if len(fails) >= REPEATS and (
+            ident not in best or (len(fails), fails[-1].ts) > (len(best[ident]), best[ident][-1].ts)
+        ):
+            best[ident] = fails
+    return [_finding(window, ident, fails, open_checks[ident]) for ident, fails in best.items()]
 
 
 def telling_line(fails: list[HookEvent]) -> str | None:
@@ -78,15 +92,20 @@ def _masked_note(fails: list[HookEvent]) -> str:
     return f" ({'; '.join(parts)})"
 
 
-def _finding(window: SessionWindow, prefix: str, fails: list[HookEvent]) -> Anomaly:
+def _finding(window: SessionWindow, ident: str, fails: list[Run], newest: Run) -> Anomaly:
     n = len(fails)
-    line = telling_line(fails)
-    hidden = _masked_note(fails)
-    command = quote(fails[-1].tool_command or prefix, 100)
+    events = [r.event for r in fails]
+    line = telling_line(events)
+    hidden = _masked_note(events)
+    spellings = len({f.tool_command for f in events})
+    spelled = f", spelled {spellings} ways" if spellings > 1 else ""
+    lane = fails[-1].lane
+    who = f" by sub-agent {fails[-1].event.agent_type or lane}" if lane else ""
+    command = quote(events[-1].tool_command or ident, 100)
     evidence = (
-        f"{command} failed {n} times in the last 30 min{hidden}, "
-        f"first at {clock_time(fails[0].ts)}, last at {clock_time(fails[-1].ts)}"
-        + (f"; it keeps saying {quote(line)}." if line else ".")
+        f"The check {quote(ident, 80)} failed {n} times in the last 30 min{who}{spelled}"
+        f"{hidden}, first at {clock_time(events[0].ts)}, last at {clock_time(events[-1].ts)},"
+        " and has not passed since" + (f"; it keeps saying {quote(line)}." if line else ".")
     )
     if line:
         suggestion = (
@@ -105,7 +124,18 @@ def _finding(window: SessionWindow, prefix: str, fails: list[HookEvent]) -> Anom
         evidence=evidence,
         suggestion=suggestion,
         related_files=(),
-        subject=prefix,
-        last_evidence_ts=fails[-1].ts,
+        subject=ident,
+        last_evidence_ts=events[-1].ts,
         session_id=window.session_id,
+        extra={"check": newest.check},
     )
+
+
+SPEC = RuleSpec(
+    kind=Kind.REPEATED_FAILED_BUILD.value,
+    run=repeated_failed_build,
+    channels=frozenset({Channel.STOP_BLOCK.value}),
+    severity="high",
+    resolution=covering_pass,
+    follow_action="no re-run of the same failing check before an edit",
+)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
+from tma1.engine.resolution import reread_related_file
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
     clock_time,
@@ -24,6 +25,7 @@ from tma1.engine.rules._support import (
     visible,
     who_wrote,
 )
+from tma1.engine.spec import RuleSpec
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import FileChange
 
@@ -129,3 +131,13 @@ def _finding(window: SessionWindow, path: str, stale: Sequence[StaleEdit], now: 
         last_evidence_ts=newest_edit,
         session_id=window.session_id,
     )
+
+
+SPEC = RuleSpec(
+    kind=Kind.STALE_FILE_VIEW.value,
+    run=stale_file_view,
+    channels=frozenset({Channel.USER_PROMPT_SUBMIT.value}),
+    severity="medium",
+    resolution=reread_related_file,
+    follow_action="a Read of a related file",
+)

@@ -157,7 +157,7 @@
   // change of a filter writes the hash (one history entry), so reload and back/forward
   // restore it.
   const FILTER_INPUTS = {
-    anomalies: { severity: "f-severity", kind: "f-kind", session: "f-session" },
+    anomalies: { severity: "f-severity", kind: "f-kind", channel: "f-channel", session: "f-session" },
     sessions: { q: "s-search" },
     gates: { days: "g-days", budget: "g-budget", window: "g-window" },
   };
@@ -223,15 +223,19 @@
     const q = new URLSearchParams({ limit: "200" });
     const sev = $("f-severity").value;
     const kind = $("f-kind").value;
+    const channel = $("f-channel").value;
     const session = $("f-session").value.trim();
     if (sev) q.set("severity", sev);
     if (kind) q.set("kind", kind);
+    if (channel) q.set("channel", channel);
     if (session) q.set("session_id", session);
     return q;
   }
 
   function filtersActive() {
-    return Boolean($("f-severity").value || $("f-kind").value || $("f-session").value.trim());
+    return Boolean(
+      $("f-severity").value || $("f-kind").value || $("f-channel").value || $("f-session").value.trim()
+    );
   }
 
   async function postLabel(emit, label, note) {
@@ -1124,7 +1128,7 @@
   function init() {
     const kindSel = $("f-kind");
     for (const k of KINDS) kindSel.append(el("option", { value: k, text: humanKind(k) }));
-    for (const id of ["f-severity", "f-kind"]) $(id).addEventListener("change", saveFilters);
+    for (const id of ["f-severity", "f-kind", "f-channel"]) $(id).addEventListener("change", saveFilters);
     let debounce = null;
     const typed = () => {
       clearTimeout(debounce);

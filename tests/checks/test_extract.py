@@ -17,7 +17,7 @@ from conftest import require_sessions
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tma1.extract import (
+from tma1.checks import (
     command_key,
     error_line,
     error_line_for_test,
@@ -1037,7 +1037,7 @@ _MARKERISH = st.lists(
 @example("2 faıling")
 @example("ERRORS: 3 errors")
 def test_the_quick_marker_test_never_hides_a_marker(output: str) -> None:
-    from tma1.extract import _FAILURE_MARKERS
+    from tma1.checks.outcome import _FAILURE_MARKERS
 
     whole = any(p.search(strip_ansi(output)) for p in _FAILURE_MARKERS)
     assert has_failure_markers(output) is whole
@@ -1051,7 +1051,7 @@ def test_the_quick_marker_test_never_hides_a_marker(output: str) -> None:
      "panic: x"],
 )  # fmt: skip
 def test_each_marker_alone_is_found(line: str) -> None:
-    from tma1.extract import _FAILURE_MARKERS
+    from tma1.checks.outcome import _FAILURE_MARKERS
 
     # Found, with its marker's words guarding the scan: a wrong word would hide it.
     assert has_failure_markers(f"ok\n{line}\nmore")
@@ -1063,7 +1063,7 @@ def test_each_marker_alone_is_found(line: str) -> None:
 def test_words_are_what_shlex_splits(segment: str) -> None:
     import shlex
 
-    from tma1.extract import _words
+    from tma1.checks.normalize import _words
 
     try:
         expected = shlex.split(segment)
@@ -1107,7 +1107,7 @@ _CASE_LINEISH = st.lists(
 @example("build faıled")
 @example("permission DENİED")
 def test_one_test_per_error_tier_finds_what_any_of_its_patterns_does(line: str) -> None:
-    from tma1.extract import _TIER_TESTS
+    from tma1.checks.locations import _TIER_TESTS
 
     for patterns, found in _TIER_TESTS.items():
         assert found(line) == any(p.search(line) for p in patterns)
@@ -1129,7 +1129,7 @@ def test_one_test_per_error_tier_finds_what_any_of_its_patterns_does(line: str) 
 def test_only_patterns_tied_to_the_line_start_are_tried_there_alone(
     pattern: str, anchored: bool
 ) -> None:
-    from tma1.extract import LineTest, _starts_anchored
+    from tma1.checks.text import LineTest, _starts_anchored
 
     p = re.compile(pattern)
     assert _starts_anchored(p) is anchored
@@ -1150,7 +1150,7 @@ def test_only_patterns_tied_to_the_line_start_are_tried_there_alone(
 def test_a_shared_head_is_scanned_once_and_matches_what_each_pattern_does(
     patterns: tuple[str, ...],
 ) -> None:
-    from tma1.extract import LineTest
+    from tma1.checks.text import LineTest
 
     compiled = tuple(re.compile(p) for p in patterns)
     test = LineTest(compiled, heads=("a",))
@@ -1160,7 +1160,7 @@ def test_a_shared_head_is_scanned_once_and_matches_what_each_pattern_does(
 
 def _stylish_reference(lines: list[str]) -> list[str]:
     """`_eslint_stylish_errors` as first written: both patterns tried on every line."""
-    from tma1.extract import _STYLISH_ERROR, _STYLISH_FILE
+    from tma1.checks.locations import _STYLISH_ERROR, _STYLISH_FILE
 
     out: list[str] = []
     current: str | None = None
@@ -1186,7 +1186,7 @@ def _stylish_reference(lines: list[str]) -> list[str]:
     )
 )  # fmt: skip
 def test_stylish_rows_are_found_as_when_every_line_was_tried_both_ways(lines: list[str]) -> None:
-    from tma1.extract import _eslint_stylish_errors
+    from tma1.checks.locations import _eslint_stylish_errors
 
     assert _eslint_stylish_errors(lines) == _stylish_reference(lines)
 
@@ -1217,7 +1217,7 @@ def _lines_of(path: Path) -> Iterator[str]:
 def test_the_words_every_loose_tier_pattern_needs_are_in_every_corpus_line_it_matches() -> None:
     """`_NEEDS` is what makes the tier tests fast; a wrong word would hide real matches.
     Checked on every line of every tool output in the real session corpus."""
-    from tma1.extract import _NEEDS
+    from tma1.checks.locations import _NEEDS
 
     corpus = require_sessions()
     lines = {ln for f in corpus.rglob("*") if f.is_file() for ln in _lines_of(f)}
@@ -1247,7 +1247,7 @@ _TEST_LINEISH = st.lists(
 @settings(max_examples=3000, deadline=None)
 @given(_TEST_LINEISH)
 def test_the_test_line_filter_lets_every_test_line_through(line: str) -> None:
-    from tma1 import extract
+    from tma1.checks import testids as extract
 
     patterns = (extract._GO_TEST, extract._GO_PKG_FAIL, extract._GO_PKG_DONE,
                 extract._PYTEST_SUMMARY, extract._PYTEST_VERBOSE, extract._UNITTEST,

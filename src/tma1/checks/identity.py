@@ -1,0 +1,330 @@
+"""Runner identity (design §2.15): does a command run a build, test, lint or type check,
+and which one.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from tma1.checks.normalize import _PYTHON, VALUE_FLAGS, Invocation, _segments, normalise
+
+_RUNNER_HEAD = re.compile(
+    r"^(?:"
+    r"pytest|py\.test|tox|nox|unittest|mypy|pyright|ruff|flake8|pylint|"
+    r"python[\d.]*\s+manage\.py\s+test|"
+    r"go\s+(?:test|build|vet|run|install|generate)|golangci-lint|gotestsum|staticcheck|"
+    r"(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?(?:test|build|lint|typecheck|type-check|check|"
+    r"tsc|compile|ci|e2e|verify)[\w:.\-]*|npm\s+t|"
+    r"vitest|jest|mocha|tsc|eslint|playwright|cypress|ava|tap|node\s+--test|"
+    r"bun\s+test|deno\s+(?:test|check|lint)|"
+    r"cargo\s+(?:test|build|check|clippy|nextest|run)|rustc|"
+    r"make|gmake|cmake|ninja|meson|bazel|gcc|g\+\+|cc|c\+\+|clang\+?\+?|"
+    r"mvn|mvnw|gradle|gradlew|ant|sbt|"
+    r"rspec|rake|rails\s+test|phpunit|pest|composer\s+(?:test|run)|"
+    r"dotnet\s+(?:test|build)|swift\s+(?:test|build)|xcodebuild|mix\s+test|"
+    r"elixir|ctest|zig\s+(?:build|test)"
+    r")(?=$|\s|['\"])"
+)
+
+
+@lru_cache(maxsize=4096)
+def runs_build_or_test(command: str) -> bool:
+    """True when some segment of the shell command runs a test runner or build tool.
+
+    `grep FAIL build.log` or `cat out | grep error` never does: grep/cat are not runners.
+    """
+    return any(_RUNNER_HEAD.match(seg) for seg in _segments(command))
+
+
+# Commands that move files or read them but never compile or test anything. `git commit`
+
+
+# --- checks: identity, scope, coverage (design §2.15) ---------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One runner invocation: where it runs, which runner and target, and its scope
+    (paths, packages, test filters; empty = the whole project)."""
+
+    workdir: str
+    runner: str
+    scope: tuple[str, ...] = ()
+
+    @property
+    def identity(self) -> str:
+        return f"{self.runner} (in {self.workdir})" if self.workdir else self.runner
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """What a shell command checks: its steps (`cargo build && cargo test` has two)."""
+
+    steps: tuple[Step, ...]
+
+    @property
+    def identity(self) -> str:
+        """The check however spelled and whatever its scope: the subject of its findings."""
+        return " && ".join(dict.fromkeys(s.identity for s in self.steps))
+
+    @property
+    def scope(self) -> tuple[str, ...]:
+        return tuple(p for s in self.steps for p in s.scope)
+
+    @property
+    def compiles(self) -> bool:
+        return any(s.runner in _COMPILE_RUNNERS for s in self.steps)
+
+
+# A profile (`--release`) changes what is built, not whether it compiles.
+_COMPILE_RUNNERS = frozenset(
+    {"cargo build", "cargo check", "cargo clippy", "go build", "go vet", "tsc", "make",
+     "dotnet build", "swift build", "zig build"}
+)  # fmt: skip
+# Subcommands that name the check: `cargo test`, `go vet`, `dotnet build`.
+_SUBCOMMAND_RUNNERS = {
+    "cargo": frozenset({"build", "check", "test", "clippy", "nextest", "run", "bench", "doc"}),
+    "go": frozenset({"build", "test", "vet", "run", "install", "generate"}),
+    "dotnet": frozenset({"build", "test"}),
+    "swift": frozenset({"build", "test"}),
+    "zig": frozenset({"build", "test"}),
+    "deno": frozenset({"test", "check", "lint"}),
+    "bun": frozenset({"test"}),
+    "mix": frozenset({"test", "compile"}),
+    "golangci-lint": frozenset({"run"}),
+    "ruff": frozenset({"check", "format"}),
+    "rails": frozenset({"test"}),
+    "node": frozenset({"--test"}),
+    "cmake": frozenset({"--build"}),
+}
+# Runners whose first word is the check: any positional argument is scope.
+_PLAIN_RUNNERS = frozenset(
+    {"pytest", "py.test", "tox", "nox", "mypy", "pyright", "flake8", "pylint", "black",
+     "isort", "unittest", "tsc", "eslint", "jest", "vitest", "mocha", "ava", "playwright",
+     "cypress", "staticcheck", "gotestsum", "rspec", "phpunit", "pest", "ctest", "ninja",
+     "rustc", "biome", "prettier", "svelte-check", "vue-tsc", "stylelint", "shellcheck",
+     "clippy-driver", "xcodebuild", "bazel", "tap"}
+)  # fmt: skip
+# Task runners: the targets are part of the check (`make test` is not `make lint`).
+_TASK_RUNNERS = {"make": "make", "gmake": "make", "gradle": "gradle", "gradlew": "gradle",
+                 "mvn": "mvn", "mvnw": "mvn", "rake": "rake", "just": "just",
+                 "ant": "ant", "sbt": "sbt"}  # fmt: skip
+_NODE_PMS = frozenset({"npm", "pnpm", "yarn", "bun"})
+# npm scripts that are checks (`npm run dev` is a server, `npm install` an install).
+_CHECK_SCRIPT = re.compile(
+    r"^(?:test|build|lint|typecheck|type-check|check|tsc|compile|ci|e2e|verify|types|"
+    r"validate)(?:[:.\-_][\w:.\-]*)?$"
+)
+_JS_TEST_RUNNERS = frozenset({"jest", "vitest", "mocha", "ava", "tap", "node --test"})
+# What a project's own npm script runs, when the script is the usual one: the whole test
+# suite passing covers a jest file's failure (the script's runner is not in the command).
+_SCRIPT_COVERS: dict[str, frozenset[str]] = {
+    "test": _JS_TEST_RUNNERS,
+    "build": frozenset({"tsc"}),
+    "typecheck": frozenset({"tsc", "vue-tsc"}),
+    "type-check": frozenset({"tsc", "vue-tsc"}),
+    "tsc": frozenset({"tsc"}),
+    "lint": frozenset({"eslint", "biome"}),
+}
+_SCRIPT_FILE = re.compile(r"\.(?:sh|bash|py|js|mjs|cjs|ts|rb|pl)$")
+# Flags that narrow what is checked: their value is scope.
+_SCOPE_FLAGS = frozenset(
+    {"-k", "-m", "-t", "--testNamePattern", "-run", "--run", "-p", "--package", "--test",
+     "--bin", "--example", "--project", "--testPathPattern", "--grep", "-g", "--spec",
+     "--select", "--lib", "--enable-only", "--enable", "-E"}
+)  # fmt: skip
+_NO_VALUE_SCOPE = frozenset({"--lib"})
+_WHOLE = frozenset({".", "./", "./...", "...", "all"})
+
+
+def _clean_path(p: str) -> str:
+    p = p.replace("\\", "/")
+    while p.startswith("./"):
+        p = p[2:]
+    return p.rstrip("/") if p not in ("/",) else p
+
+
+def _scope(args: Sequence[str], runner: str) -> tuple[str, ...]:
+    scope: list[str] = []
+    take: str | None = None
+    for a in args:
+        if take is not None:
+            scope.append(f"{take}={a}")
+            take = None
+            continue
+        if a == "--":
+            continue
+        if a.startswith("-"):
+            flag, eq, value = a.partition("=")
+            if flag in _SCOPE_FLAGS:
+                if flag in _NO_VALUE_SCOPE:
+                    scope.append(flag)
+                elif eq:
+                    scope.append(f"{flag}={value}")
+                else:
+                    take = flag
+            elif flag == "--release" or flag == "--profile":
+                continue
+            elif not eq and a in VALUE_FLAGS:
+                take = ""
+            continue
+        if take == "":
+            take = None
+            continue
+        if runner == "make" or runner in _TASK_RUNNERS.values():
+            continue
+        p = _clean_path(a)
+        if p in _WHOLE or not p:
+            continue
+        scope.append(p)
+    # `take == ""` marked a value to skip; a skipped value is no scope.
+    return tuple(sorted(s for s in dict.fromkeys(scope) if not s.startswith("=")))
+
+
+def _step(inv: Invocation) -> Step | None:
+    words = list(inv.words)
+    workdir = inv.workdir
+    if not words:
+        return None
+    head = words[0].rsplit("/", 1)[-1] if not words[0].startswith("./") else words[0]
+    base = words[0].rsplit("/", 1)[-1]
+    rest = words[1:]
+    # `npm --prefix web test`, `pnpm -C web test`, `make -C dir`: the directory moves.
+    for flag in ("--prefix", "-C", "--dir", "--cwd"):
+        if flag in rest[:-1] and base in (*_NODE_PMS, "make", "gmake"):
+            i = rest.index(flag)
+            workdir = posixpath.normpath(posixpath.join(workdir, rest[i + 1]))
+            rest = rest[:i] + rest[i + 2 :]
+    if base in _NODE_PMS:
+        if base == "bun" and rest[:1] == ["test"]:
+            return Step(workdir, "bun test", _scope(rest[1:], "bun test"))
+        if rest[:1] in (["run"], ["run-script"]):
+            rest = rest[1:]
+        elif rest[:1] == ["t"]:
+            rest = ["test", *rest[1:]]
+        while rest and rest[0].startswith("-"):
+            rest = rest[1:]
+        if not rest or not _CHECK_SCRIPT.match(rest[0]):
+            return None
+        return Step(workdir, f"npm run {rest[0]}", _scope(rest[1:], "npm"))
+    if base in _TASK_RUNNERS:
+        runner = _TASK_RUNNERS[base]
+        targets = [w for w in rest if not w.startswith("-") and "=" not in w]
+        if runner == "make" and any(w.startswith(("-n", "--dry-run")) for w in rest):
+            return None
+        return Step(workdir, " ".join([runner, *targets]), ())
+    if base in _SUBCOMMAND_RUNNERS:
+        sub = next((w for w in rest if not w.startswith("-") or w in ("--test", "--build")),
+                   None)  # fmt: skip
+        if sub is None or sub not in _SUBCOMMAND_RUNNERS[base]:
+            if base == "ruff" and (not rest or rest[0].startswith("-") or "." in rest[0]):
+                return Step(workdir, "ruff check", _scope(rest, "ruff"))
+            return None
+        i = rest.index(sub)
+        runner = f"{base} {sub}"
+        if runner == "ruff format" and "--check" not in rest:
+            return None  # a formatter that formats checks nothing
+        if runner == "cmake --build":
+            return Step(workdir, "cmake --build", ())
+        return Step(workdir, runner, _scope(rest[i + 1 :], runner))
+    if base in _PLAIN_RUNNERS:
+        if base in ("prettier", "black", "isort") and not any(
+            w in ("--check", "-c", "--diff", "--list-different", "-l") for w in rest
+        ):
+            return None  # formatting, not checking
+        runner = "pytest" if base == "py.test" else base
+        if runner == "vitest" and rest[:1] in (["run"], ["related"]):
+            rest = rest[1:]
+        if runner == "playwright" and rest[:1] == ["test"]:
+            rest = rest[1:]
+        return Step(workdir, runner, _scope(rest, runner))
+    # A project script, by its path: `./build.sh`, `bash build.sh`, `python scripts/x.py`.
+    script: str | None = None
+    args: list[str] = []
+    if head.startswith("./") or (words[0].startswith("/") and _SCRIPT_FILE.search(words[0])):
+        script, args = words[0], rest
+    elif base in ("bash", "sh", "zsh", "node", "tsx", "ts-node", "ruby", "perl", "deno") or (
+        _PYTHON.match(base)
+    ):
+        if base == "deno" and rest[:1] == ["run"]:
+            rest = rest[1:]
+        if _PYTHON.match(base) and rest[:1] == ["-m"] and len(rest) > 1:
+            # `python -m app.main`: the project's own module, by its name.
+            return Step(workdir, f"python -m {rest[1]}", _scope(rest[2:], "script"))
+        pos = [w for w in rest if not w.startswith("-")]
+        if pos and _SCRIPT_FILE.search(pos[0]) and not rest[0].startswith("-c"):
+            script = pos[0]
+            args = rest[rest.index(pos[0]) + 1 :]
+    if script is None:
+        return None
+    name = _clean_path(script)
+    if name.rsplit("/", 1)[-1] in ("gradlew", "mvnw"):
+        return _step(Invocation(workdir, (name.rsplit("/", 1)[-1], *args)))
+    return Step(workdir, f"script {name}", _scope(args, "script"))
+
+
+@lru_cache(maxsize=4096)
+def check_of(command: str, workdir: str = "") -> Check | None:
+    """The check a shell command runs, or None (`git add`, `ls`, `npm install`, `npm run
+    dev` run none). `workdir` is the command's cwd relative to its project."""
+    steps: list[Step] = []
+    for inv in normalise(command):
+        step = _step(inv)
+        if step is None:
+            continue
+        if workdir and not step.workdir.startswith(("/", "~")):
+            wd = posixpath.normpath(posixpath.join(workdir, step.workdir or "."))
+            step = Step("" if wd == "." else wd, step.runner, step.scope)
+        elif step.workdir == ".":
+            step = Step("", step.runner, step.scope)
+        if step not in steps:
+            steps.append(step)
+    return Check(tuple(steps)) if steps else None
+
+
+def _scope_covers(wide: str, narrow: str) -> bool:
+    if wide == narrow:
+        return True
+    if wide.endswith("/..."):
+        wide = wide[:-4]
+    if "=" in wide or "=" in narrow:
+        return False  # a filter covers only itself
+    return narrow.startswith((wide + "/", wide + "::", wide + " > ", wide + ":"))
+
+
+def step_covers(wide: Step, narrow: Step) -> bool:
+    """A passing `wide` shows that `narrow` passes too (design §2.15)."""
+    if wide.workdir != narrow.workdir:
+        return False
+    if wide.runner != narrow.runner:
+        # The project's own test/build/lint script, run whole, runs the usual runner.
+        script = wide.runner.removeprefix("npm run ").split(":", 1)[0]
+        return (
+            wide.runner.startswith("npm run ")
+            and not wide.scope
+            and narrow.runner in _SCRIPT_COVERS.get(script, frozenset())
+        )
+    if not wide.scope:
+        return True
+    return all(any(_scope_covers(w, n) for w in wide.scope) for n in narrow.scope) and bool(
+        narrow.scope
+    )
+
+
+def covers(wide: Check, narrow: Check) -> bool:
+    """Every step of `narrow` is covered by a step of `wide`."""
+    return all(any(step_covers(w, n) for w in wide.steps) for n in narrow.steps)
+
+
+def relative_workdir(cwd: str | None, project: str | None) -> str:
+    """`cwd` relative to the project root ("" at the root or when unknown)."""
+    if not cwd or not project:
+        return ""
+    c, p = cwd.replace("\\", "/").rstrip("/"), project.replace("\\", "/").rstrip("/")
+    if c == p or not c.startswith(p + "/"):
+        return ""
+    return c[len(p) + 1 :]

@@ -1,0 +1,359 @@
+"""`tma1 doctor`: is everything wired up? One line per check, each problem with its fix.
+
+Checks, in order: the server (up? which version?), each agent's hooks (installed and
+current, judged by the adapters' own install plans: a hook is current when `tma1 install`
+would change nothing), whether Codex trusts them, whether the hook token matches the
+server's, and where the data lives (size, private modes).
+
+Exit 0 when nothing needs fixing, 1 otherwise. Lines are `ok`, `warn` (worth knowing,
+not broken), `FAIL` (needs fixing; carries `fix: …`) or `?` (cannot tell; not a failure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tma1.config import ConfigError, Settings, load_settings
+
+OK, WARN, FAIL, UNKNOWN = "ok", "warn", "FAIL", "?"
+
+
+@dataclass(frozen=True)
+class Check:
+    status: str
+    name: str
+    message: str
+    fix: str = ""
+
+    def line(self) -> str:
+        text = f"{self.status:<4}  {self.name:<18} {self.message}"
+        return f"{text} — fix: {self.fix}" if self.fix else text
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "doctor",
+        help="check the server, the agents' hooks, the token and the data dir",
+        description=(
+            "Say whether the server is up (and its version), which agents have tma1's hooks "
+            "installed and current, whether Codex trusts them, whether the hook token "
+            "matches the server's, and where the data lives. Each problem names its fix; "
+            "the exit code is 1 when something needs fixing."
+        ),
+    )
+    p.add_argument("--host", help="server address (TMA1_HOST, default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="server port (TMA1_PORT, default 14318)")
+    p.add_argument("--data-dir", type=Path, help="data directory (TMA1_DATA_DIR, ~/.tma1)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    if args.port is not None and not 1 <= args.port <= 65_535:
+        raise ConfigError(f"--port {args.port} is out of range (1..65535)")
+    data_dir = (args.data_dir or settings.data_dir).expanduser().absolute()
+    settings = settings.with_overrides(host=args.host, port=args.port, data_dir=data_dir)
+    checks = diagnose(settings)
+    for c in checks:
+        print(c.line())
+    bad = [c for c in checks if c.status == FAIL]
+    print(f"\n{len(bad)} problem(s) to fix" if bad else "\neverything tma1 needs is in place")
+    return 1 if bad else 0
+
+
+def diagnose(settings: Settings, env: Mapping[str, str] | None = None) -> list[Check]:
+    server, health = check_server(settings)
+    checks = [server]
+    checks += check_hooks(settings, env)
+    checks.append(check_token(settings, up=health is not None))
+    checks += check_data(settings, health)
+    return checks
+
+
+# --- server ---------------------------------------------------------------------------
+
+
+def server_url(settings: Settings) -> str:
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    return f"http://{host}:{settings.port}"
+
+
+def check_server(settings: Settings) -> tuple[Check, dict[str, Any] | None]:
+    import httpx
+
+    from tma1 import __version__
+
+    url = server_url(settings)
+    try:
+        resp = httpx.get(f"{url}/api/health", timeout=2.0, trust_env=False)
+        resp.raise_for_status()
+        health = resp.json()
+        if not isinstance(health, dict):
+            raise ValueError("not a JSON object")
+    except (httpx.HTTPError, ValueError) as exc:
+        what = type(exc).__name__ if not str(exc) else str(exc).splitlines()[0][:80]
+        return (
+            Check(
+                FAIL,
+                "server",
+                f"not running at {url} ({what}); hooks stay silent until it is",
+                "start it with `tma1 serve` (or `tma1 service install` to keep it running)",
+            ),
+            None,
+        )
+    version = str(health.get("version", "?"))
+    detail = f"running at {url} (tma1 {version}, database {health.get('database', '?')})"
+    if health.get("status") != "ok":
+        return (
+            Check(
+                FAIL,
+                "server",
+                f"{detail} but degraded: the database is unavailable",
+                "see the server's log; events are kept and written when the database is back",
+            ),
+            health,
+        )
+    if version != __version__:
+        return (
+            Check(
+                WARN,
+                "server",
+                f"{detail}; this command is tma1 {__version__}",
+                "restart the server so both run the same version",
+            ),
+            health,
+        )
+    return Check(OK, "server", detail), health
+
+
+# --- hooks ----------------------------------------------------------------------------
+
+
+def _agent_config_dir(adapter_name: str, env: Mapping[str, str] | None) -> Path:
+    from tma1.adapters import claude_code, codex
+
+    if adapter_name == "codex":
+        return codex.hooks_path(env).parent
+    return claude_code.settings_path(env).parent
+
+
+def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> list[Check]:
+    """One line per agent: hooks installed and current, missing, or stale."""
+    from tma1.adapters import get_adapters, jsonhooks
+    from tma1.adapters.files import InstallError
+    from tma1.adapters.registration import (
+        InstallState,
+        JsonHooksRegistration,
+        ScriptRegistration,
+    )
+
+    state = InstallState.load(settings.data_dir)
+    out: list[Check] = []
+    installed_any = False
+    for adapter in get_adapters("all", settings, env):
+        name = f"hooks {adapter.name}"
+        install = f"`tma1 install --adapter {adapter.name}`"
+        hooks = next(r for r in adapter.registrations if isinstance(r, JsonHooksRegistration))
+        script = next(r for r in adapter.registrations if isinstance(r, ScriptRegistration))
+        try:
+            _before, doc = hooks._current()
+            ours = jsonhooks.count_ours(doc, hooks.marker)
+            stale = [
+                change.path
+                for change in (hooks.plan_install(state), script.plan_install(state))
+                if change.changed
+            ]
+        except InstallError as exc:
+            out.append(Check(FAIL, name, str(exc), f"repair the file, then run {install}"))
+            continue
+        if ours == 0:
+            config_dir = _agent_config_dir(adapter.name, env)
+            if not config_dir.is_dir():
+                out.append(
+                    Check(OK, name, f"not installed ({adapter.title} not found: no {config_dir})")
+                )
+                continue
+            out.append(
+                Check(
+                    FAIL,
+                    name,
+                    f"not installed in {hooks.path}: {adapter.title} sends tma1 nothing",
+                    install,
+                )
+            )
+            continue
+        installed_any = True
+        if stale:
+            out.append(
+                Check(
+                    FAIL,
+                    name,
+                    "installed but not current (differs from what this tma1 would write: "
+                    + ", ".join(str(p) for p in stale)
+                    + ")",
+                    f"run {install} again",
+                )
+            )
+            continue
+        out.append(Check(OK, name, f"installed and current ({hooks.path})"))
+        if adapter.name == "codex":
+            out.append(check_codex_trust(settings, env))
+    if not installed_any and not any(c.status == FAIL for c in out):
+        out.append(
+            Check(
+                FAIL,
+                "hooks",
+                "no agent has tma1's hooks: nothing reaches the server",
+                "`tma1 install --adapter claude-code` (or codex, or all)",
+            )
+        )
+    return out
+
+
+def check_codex_trust(settings: Settings, env: Mapping[str, str] | None = None) -> Check:
+    """Codex runs a new or changed hook only once the user trusted it (/hooks).
+
+    Asks `tma1.adapters.codex.trust_state(codex_home)` when this tma1 has it ("trusted",
+    "untrusted", "stale", "disabled", "absent"); says "cannot tell" otherwise."""
+    from tma1.adapters import codex
+
+    name = "codex trust"
+    fix = str(getattr(codex, "TRUST_NOTE", "") or "open Codex, run /hooks and trust tma1's hooks")
+    fix = " ".join(fix.split())
+    fn = getattr(codex, "trust_state", None)
+    if fn is None:
+        return Check(
+            UNKNOWN,
+            name,
+            "cannot tell whether Codex trusts the hooks (this tma1 cannot read Codex's "
+            f"trust records); if Codex ignores them: {fix}",
+        )
+    try:
+        state = str(fn(codex.hooks_path(env).parent)).lower()
+    except Exception as exc:
+        return Check(UNKNOWN, name, f"cannot tell whether Codex trusts the hooks ({exc})")
+    if state == "trusted":
+        return Check(OK, name, "Codex trusts tma1's hooks")
+    problems = {
+        "untrusted": "Codex has not trusted tma1's hooks yet: it runs none of them",
+        "stale": "tma1's hooks changed since Codex trusted them: it runs none of them",
+        "disabled": "tma1's hooks are switched off in Codex",
+    }
+    if state in problems:
+        return Check(FAIL, name, problems[state], fix)
+    return Check(UNKNOWN, name, f"cannot tell whether Codex trusts the hooks ({state})")
+
+
+# --- token ----------------------------------------------------------------------------
+
+
+def check_token(settings: Settings, *, up: bool) -> Check:
+    import httpx
+
+    path = settings.token_path
+    try:
+        token = path.read_text(encoding="ascii").strip()
+    except OSError:
+        token = ""
+    if not token:
+        return Check(
+            FAIL,
+            "hook token",
+            f"no token at {path}: the hooks cannot authenticate",
+            "run `tma1 install` (or start `tma1 serve` with this data dir) to create it",
+        )
+    if not up:
+        return Check(UNKNOWN, "hook token", f"{path} exists; cannot compare (server down)")
+    try:
+        resp = httpx.get(
+            f"{server_url(settings)}/api/hooks/token-check",
+            headers={"X-TMA1-Token": token},
+            timeout=2.0,
+            trust_env=False,
+        )
+    except httpx.HTTPError as exc:
+        return Check(UNKNOWN, "hook token", f"cannot compare with the server ({exc})")
+    if resp.status_code == 200:
+        return Check(OK, "hook token", f"{path} matches the server's")
+    if resp.status_code == 403:
+        return Check(
+            FAIL,
+            "hook token",
+            f"{path} does not match the server's: every hook is refused (403)",
+            "restart `tma1 serve` with the same data dir as the hooks "
+            f"(TMA1_DATA_DIR={settings.data_dir})",
+        )
+    return Check(
+        UNKNOWN,
+        "hook token",
+        f"the server cannot check tokens (HTTP {resp.status_code}); restart it with this tma1",
+    )
+
+
+# --- data -----------------------------------------------------------------------------
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+def check_data(settings: Settings, health: dict[str, Any] | None) -> list[Check]:
+    data_dir = settings.data_dir
+    out: list[Check] = []
+    if not data_dir.exists():
+        return [
+            Check(
+                FAIL,
+                "data",
+                f"{data_dir} does not exist yet",
+                "start `tma1 serve` (it creates the data dir, private to you)",
+            )
+        ]
+    if not data_dir.is_dir():
+        return [
+            Check(
+                FAIL,
+                "data",
+                f"{data_dir} is not a directory",
+                "move it away or set TMA1_DATA_DIR to a directory",
+            )
+        ]
+    files = [data_dir / n for n in ("tma1.db", "tma1.db-wal", "tma1.db-shm")]
+    total = sum(p.stat().st_size for p in files if p.exists())
+    where = (
+        settings.database_url.split("@")[-1]
+        if settings.database_url
+        else f"{files[0]} ({_size(total)} with its WAL)"
+    )
+    rows = (health or {}).get("rows")
+    events = f", {rows.get('tma1_hook_events', '?')} events" if isinstance(rows, dict) else ""
+    out.append(Check(OK, "data", f"database {where}{events}; data dir {data_dir}"))
+    loose = []
+    if stat.S_IMODE(data_dir.stat().st_mode) & 0o077:
+        loose.append(f"{data_dir} ({oct(stat.S_IMODE(data_dir.stat().st_mode))})")
+    for p in files:
+        if p.exists() and stat.S_IMODE(p.stat().st_mode) & 0o077:
+            loose.append(f"{p.name} ({oct(stat.S_IMODE(p.stat().st_mode))})")
+    if loose:
+        out.append(
+            Check(
+                FAIL,
+                "data privacy",
+                "readable by other local users: " + ", ".join(loose),
+                f"restart `tma1 serve` (it tightens them) or chmod 700 {data_dir} and 600 its "
+                "database files",
+            )
+        )
+    elif os.name == "posix":
+        out.append(Check(OK, "data privacy", "data dir 0700, database files 0600"))
+    return out

@@ -1,0 +1,530 @@
+"""The session bundle: what an agent must not forget, said at `SessionStart` (design §2.19).
+
+At a session's start, resume, `/clear` or compaction the agent's context is new: whatever
+tma1 told it before is gone (a compaction summarises it away). The bundle is a short
+`<tma1-context>` (under `BUNDLE_MAX_CHARS`) with up to four parts, each present only when
+it is true:
+
+1. **Open checks in this project** (`open_checks`): a build/test/lint run whose newest run
+   failed and no later run of the same check passed — in any session of the project, so a
+   session that starts in a project another session broke is told so, and by whom.
+2. **This session's unresolved findings** (after resume, compaction or clear — never at a
+   fresh startup, which has none): what the rules still find, minus what suppression knows
+   to be resolved and the one-shot `context_pressure` (a compaction answers it).
+3. **Files changed outside since the session's last event**: file changes in the project
+   that no write of this session explains, newer than the session's last event before this
+   SessionStart.
+4. **Other sessions active on the project right now**: an event in the last `ACTIVE_MS`
+   and no `SessionEnd` since.
+
+`build_bundle` is a pure function of a `BundleInput` (a window of store reads, `now`, and
+what was already told in this context epoch); `Delivery.session_start` loads the input and
+commits the result. Nothing is told twice in one context epoch (design §2.17): every item
+has a key, and an item told at or after the epoch's start is left out. A compaction starts
+an epoch (`SessionStart` with `source: compact` is itself such a start, as are PreCompact,
+PostCompact and a compaction the transcript tailer saw).
+
+Findings re-told here are *emitted*: an emit-log row on channel `session_start` (counted in
+the daily budget like any other emit). Re-telling never touches suppression, so a
+`stop_block` finding told in a bundle still blocks the next Stop (design §2.3); and a
+`user_prompt_submit` digest leaves out a finding the bundle told in the last ten minutes
+unless its evidence is newer (`BundleMemory.recently_told`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from tma1.checks import covers, error_line
+from tma1.clock import MINUTE_MS
+from tma1.engine.anomaly import Anomaly, Channel, Kind, delivery_order
+from tma1.engine.checkruns import check_runs
+from tma1.engine.digest import CLOSE_TAG, OPEN_TAG, clip
+from tma1.engine.rules._support import clock_time
+from tma1.engine.window import SessionWindow
+from tma1.events import FileChange, HookEvent
+
+SESSION_START = Channel.SESSION_START.value
+BUNDLE_MAX_CHARS = 2_000
+# How far back the project's shell runs are read for open checks: a build broken this
+# morning and never re-run is still broken this afternoon.
+CHECKS_HORIZON_MS = 12 * 60 * MINUTE_MS
+# Files changed since the session's last event, at most this far back.
+CHANGES_HORIZON_MS = 24 * 60 * MINUTE_MS
+# A session with an event this recent (and no SessionEnd since) is active right now.
+ACTIVE_MS = 10 * MINUTE_MS
+# A digest leaves out a finding a bundle told this recently (the suppression window).
+RECENTLY_TOLD_MS = 10 * MINUTE_MS
+IDLE_EVICT_MS = 24 * 60 * MINUTE_MS
+
+MAX_CHECKS = 3
+MAX_FINDINGS = 3
+MAX_FILES = 5
+MAX_PEERS = 3
+_CHECK_CHARS = 240
+_FINDING_CHARS = 300
+_FILES_CHARS = 300
+_PEERS_CHARS = 200
+# When not everything fits, more of these parts first: this session's own findings.
+_PRIORITY = {"findings": 0, "checks": 1, "changes": 2, "sessions": 3}
+
+SOURCES = ("startup", "resume", "clear", "compact")
+# The bundle never re-tells these: a compaction is the answer to context pressure.
+_NOT_RETOLD = frozenset({Kind.CONTEXT_PRESSURE.value})
+# Suppression decisions that mean "the agent need not hear this again".
+_SETTLED = frozenset({"resolved", "one_shot"})
+
+
+# --- checks ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OpenCheck:
+    """A check whose newest run failed with no later passing run of it."""
+
+    key: str  # the check's identity (`tma1.checks.Check.identity`)
+    command: str  # the newest failing run's command, as typed
+    since: int  # the first failure after the last pass: when it broke
+    last_failure: int
+    failures: int  # failing runs since it broke
+    broken_by: str  # the session of the first failure after the last pass
+    broken_by_agent: str
+    error: str | None  # the newest failure's telling error line
+
+    @property
+    def item_key(self) -> str:
+        return f"check|{self.key}|{self.since}"
+
+
+def open_checks(runs: Sequence[HookEvent], now: int, project: str | None = None) -> list[OpenCheck]:
+    """Checks open at `now` over the project's shell results `runs` (any session, ts
+    ascending), with the checks' own notion (design §2.15, `tma1.engine.checkruns`): the
+    newest run of the check failed and no later covering run passed. Invocation errors,
+    coverage-only exits and interruptions are no verdict. Newest-broken first.
+
+    `since`/`broken_by` are those of the first failure no covering pass closed: when, and
+    by which session, the check broke."""
+    # The checks' own reading of a run list (a window of no session: every session's runs).
+    cr = check_runs(SessionWindow(session_id="", project=project, events=list(runs)), now)
+    found = cr.runs
+    out = []
+    for ident, last in cr.open_failures().items():
+        # Back from the newest failure to the newest pass that covers it: the failures met
+        # on the way are the streak; its first is when (and by whom) the check broke.
+        at = next(i for i in range(len(found) - 1, -1, -1) if found[i] is last)
+        streak = [last]
+        for r in reversed(found[:at]):
+            if r.passed and covers(r.check, last.check):
+                break
+            if r.failed and r.check.identity == ident:
+                streak.append(r)
+        first = streak[-1]
+        out.append(
+            OpenCheck(
+                key=ident,
+                command=last.event.tool_command or ident,
+                since=first.ts,
+                last_failure=last.ts,
+                failures=len(streak),
+                broken_by=first.event.session_id,
+                broken_by_agent=first.event.agent_source,
+                error=last.event.tool_error_summary or error_line(last.event.tool_result or ""),
+            )
+        )
+    out.sort(key=lambda c: (-c.last_failure, c.key))
+    return out
+
+
+def _named_by(c: OpenCheck, subjects: set[str]) -> bool:
+    """A finding's subject names this check (its identity; before checks, a 60-char prefix)."""
+    return (
+        c.key in subjects
+        or c.command[:60] in subjects
+        or " ".join(c.command.split())[:60] in subjects
+    )
+
+
+# --- epochs ---------------------------------------------------------------------------------
+
+
+def epoch_start(latest_compaction: int | None, session_start: int | None) -> int:
+    """When the session's current context epoch began (design §2.17): its newest
+    compaction (`Store.latest_compaction_ts`: a compaction hook — `SessionStart` with
+    `source: compact` among them — or one the transcript tailer saw), else its start."""
+    if latest_compaction is not None:
+        return latest_compaction
+    return session_start if session_start is not None else 0
+
+
+# --- what the bundle reads -------------------------------------------------------------------
+
+
+@runtime_checkable
+class BundleReads(Protocol):
+    """Where the bundle's inputs come from: `Store` live; replay's `MemoryWindows`, which
+    answers the same reads from what the replay fed so far (so a replay tells the bundle
+    the live server told)."""
+
+    def project_shell_results(
+        self, project: str, since_ts: int, until_ts: int
+    ) -> list[HookEvent]: ...
+
+    def project_activity(
+        self, project: str, since_ts: int, until_ts: int
+    ) -> list[tuple[str, int, str, int | None]]: ...
+
+    def session_last_ts(self, session_id: str, before_ts: int) -> int | None: ...
+
+    def latest_compaction_ts(self, session_id: str, until_ts: int | None = None) -> int | None: ...
+
+    def project_changes(
+        self, project: str, since_ts: int, until_ts: int | None = None
+    ) -> list[FileChange]: ...
+
+    def session_project(self, session_id: str, until_ts: int | None = None) -> str | None: ...
+
+
+# --- the bundle -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """Another session with recent events in the project."""
+
+    session_id: str
+    agent: str
+    last_ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class BundleInput:
+    session_id: str
+    project: str | None
+    source: str | None  # startup | resume | clear | compact (None: the agent did not say)
+    now: int
+    epoch_start: int
+    told: Mapping[str, int] = field(default_factory=dict)  # item key → when last told
+    runs: Sequence[HookEvent] = ()  # the project's shell results, ts ascending
+    findings: Sequence[Anomaly] = ()  # this session's unresolved findings
+    last_event_ts: int | None = None  # the session's last event before this SessionStart
+    changes: Sequence[FileChange] = ()  # the project's changes since `last_event_ts`
+    peers: Sequence[Peer] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Bundle:
+    text: str  # "" when there is nothing to say
+    keys: tuple[str, ...] = ()  # every item told (for the epoch memory)
+    findings: tuple[Anomaly, ...] = ()  # re-told findings: emitted on `session_start`
+    parts: tuple[str, ...] = ()  # which parts are present: checks, findings, changes, sessions
+
+
+def unresolved(decisions: Iterable[Any]) -> list[Anomaly]:
+    """The findings of suppression `Decision`s the agent should still hear of: every one not
+    settled (resolved, or a one-shot already told), `context_pressure` never."""
+    out = [
+        d.finding
+        for d in decisions
+        if d.reason not in _SETTLED and d.finding.kind not in _NOT_RETOLD
+    ]
+    return delivery_order(out)
+
+
+def finding_key(f: Anomaly) -> str:
+    return f"finding|{f.stable_key}"
+
+
+def _short(session_id: str) -> str:
+    return session_id[:8]
+
+
+def _clock(ms: int) -> str:
+    return clock_time(ms)
+
+
+def _ago(now: int, ts: int) -> str:
+    minutes = max(0, now - ts) // MINUTE_MS
+    return "just now" if minutes < 1 else f"{minutes} min ago"
+
+
+def _rel(path: str, project: str | None) -> str:
+    if project:
+        root = project.rstrip("/") + "/"
+        if path.startswith(root):
+            return path[len(root) :]
+    return path
+
+
+def _code(text: str, limit: int) -> str:
+    return "`" + clip(text, limit).replace("`", "'") + "`"
+
+
+def _check_line(c: OpenCheck, session_id: str) -> str:
+    who = (
+        "broken by this session"
+        if c.broken_by == session_id
+        else f"broken by session {_short(c.broken_by)} ({c.broken_by_agent})"
+    )
+    runs = "1 failing run" if c.failures == 1 else f"{c.failures} failing runs"
+    head = f"- {_code(c.command, 100)} fails since {_clock(c.since)} ({who}; {runs})"
+    if c.error:
+        head += f": {_code(c.error, 140)}"
+    return clip(head, _CHECK_CHARS)
+
+
+def _finding_line(n: int, f: Anomaly) -> str:
+    head = f"{n}. [{f.severity}] {f.kind}: "
+    room = _FINDING_CHARS - len(head)
+    suggestion = clip(f.suggestion, max(room * 2 // 3, 40))
+    evidence = clip(f.evidence, max(room - len(suggestion) - len(" Seen: "), 0))
+    text = head + suggestion + (f" Seen: {evidence}" if evidence else "")
+    return clip(text, _FINDING_CHARS)
+
+
+def _changes_line(changes: Sequence[FileChange], project: str | None, since: int) -> str:
+    newest: dict[str, FileChange] = {}
+    for ch in changes:
+        newest.pop(ch.path, None)
+        newest[ch.path] = ch  # insertion order = newest change last
+    paths = list(reversed(newest.values()))
+    shown = ", ".join(f"{_rel(c.path, project)} ({c.change})" for c in paths[:MAX_FILES])
+    more = len(paths) - MAX_FILES
+    who = (
+        "another agent session"
+        if all(c.writer_session for c in paths)
+        else "something outside this session"
+    )
+    text = (
+        f"Changed by {who} since this session's last event ({_clock(since)}): {shown}"
+        + (f" (+{more} more)" if more > 0 else "")
+        + ". Re-read a file before editing it."
+    )
+    return clip(text, _FILES_CHARS)
+
+
+def _peers_line(peers: Sequence[Peer], now: int) -> str:
+    shown = ", ".join(
+        f"{_short(p.session_id)} ({p.agent}, last event {_ago(now, p.last_ts)})"
+        for p in peers[:MAX_PEERS]
+    )
+    more = len(peers) - MAX_PEERS
+    text = (
+        f"Other sessions active on this project now: {shown}"
+        + (f" (+{more} more)" if more > 0 else "")
+        + ". They may change files and checks under you."
+    )
+    return clip(text, _PEERS_CHARS)
+
+
+def _fresh(key: str, inp: BundleInput) -> bool:
+    told = inp.told.get(key)
+    return told is None or told < inp.epoch_start
+
+
+def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bundle:
+    """The bundle for one SessionStart; `Bundle("")` when there is nothing to say."""
+    sections: list[tuple[str, str, list[tuple[tuple[str, ...], str, Anomaly | None]]]] = []
+    retelling = inp.source != "startup"
+
+    standing = [f for f in inp.findings if f.kind not in _NOT_RETOLD] if retelling else []
+    findings = [f for f in standing if _fresh(finding_key(f), inp)][:MAX_FINDINGS]
+    # A check this session's own standing finding names is told as that finding, not twice.
+    named = {f.subject for f in standing if f.subject}
+
+    checks = [
+        c
+        for c in open_checks(inp.runs, inp.now, inp.project)
+        if _fresh(c.item_key, inp) and not _named_by(c, named)
+    ][:MAX_CHECKS]
+    if checks:
+        sections.append(
+            (
+                "checks",
+                "Checks failing in this project (no passing run since):",
+                [((c.item_key,), _check_line(c, inp.session_id), None) for c in checks],
+            )
+        )
+    if findings:
+        sections.append(
+            (
+                "findings",
+                "Still unresolved in this session:",
+                [((finding_key(f),), _finding_line(i, f), f) for i, f in enumerate(findings, 1)],
+            )
+        )
+    if inp.last_event_ts is not None:
+        # Files a standing external_modified_during_session finding names are told there.
+        covered = {
+            p
+            for f in standing
+            if f.kind == Kind.EXTERNAL_MODIFIED_DURING_SESSION.value
+            for p in f.related_files
+        }
+        changes = [
+            c
+            for c in inp.changes
+            if inp.last_event_ts < c.ts <= inp.now
+            and c.writer_session != inp.session_id
+            and c.path not in covered
+        ]
+        key = f"changes|{inp.last_event_ts}|{max((c.ts for c in changes), default=0)}"
+        if changes and _fresh(key, inp):
+            sections.append(
+                (
+                    "changes",
+                    "",
+                    [((key,), _changes_line(changes, inp.project, inp.last_event_ts), None)],
+                )
+            )
+    peers = sorted(
+        (
+            p
+            for p in inp.peers
+            if p.session_id != inp.session_id and inp.now - p.last_ts < ACTIVE_MS
+        ),
+        key=lambda p: (-p.last_ts, p.session_id),
+    )
+    peers = [p for p in peers if _fresh(f"peer|{p.session_id}", inp)]
+    if peers:
+        shown = tuple(f"peer|{p.session_id}" for p in peers[:MAX_PEERS])
+        sections.append(("sessions", "", [(shown, _peers_line(peers, inp.now), None)]))
+    if not sections:
+        return Bundle("")
+
+    header = f"{OPEN_TAG}\ntma1 (session {inp.source or 'start'}): what this session should know."
+    footer = "\n" + CLOSE_TAG
+    # Which items fit: the first item of every part first (so a long first part never
+    # crowds out the others), then the rest in order. Items are never cut in half, and an
+    # item not shown is not told.
+    used = len(header) + len(footer)
+    chosen: set[tuple[int, int]] = set()
+    rest = sorted(range(len(sections)), key=lambda si: _PRIORITY.get(sections[si][0], 9))
+    order = [(si, 0) for si in range(len(sections))] + [
+        (si, ii) for si in rest for ii in range(1, len(sections[si][2]))
+    ]
+    for si, ii in order:
+        _, title, items = sections[si]
+        if ii > 0 and (si, 0) not in chosen:
+            continue  # a part whose first item did not fit says nothing
+        cost = len(items[ii][1]) + 1 + (len(title) + 1 if ii == 0 and title else 0)
+        if used + cost > max_chars:
+            continue
+        chosen.add((si, ii))
+        used += cost
+    lines = [header]
+    keys: list[str] = []
+    told: list[Anomaly] = []
+    parts: list[str] = []
+    for si, (name, title, items) in enumerate(sections):
+        picked = [item for ii, item in enumerate(items) if (si, ii) in chosen]
+        if not picked:
+            continue
+        if title:
+            lines.append(title)
+        for item_keys, line, finding in picked:
+            lines.append(line)
+            keys.extend(item_keys)
+            if finding is not None:
+                told.append(finding)
+        parts.append(name)
+    if not parts:
+        return Bundle("")
+    text = "\n".join(lines) + footer
+    return Bundle(text=text, keys=tuple(keys), findings=tuple(told), parts=tuple(parts))
+
+
+# --- PreCompact: what the summary must keep ------------------------------------------------
+
+COMPACT_MAX_CHARS = 1_500
+
+
+def compact_instructions(inp: BundleInput, *, max_chars: int = COMPACT_MAX_CHARS) -> str:
+    """Extra summary instructions for a PreCompact answer (Claude Code appends a PreCompact
+    hook's plain stdout to the compaction prompt as "Additional Instructions"; docs/bundle.md).
+
+    Every check still failing and every finding still standing — whether or not it was told
+    in this epoch: the summary replaces the whole context. "" when nothing is open. Pure;
+    nothing is recorded or emitted (the summariser is not the agent; the SessionStart with
+    `source: compact` that follows tells the agent itself)."""
+    findings = [f for f in inp.findings if f.kind not in _NOT_RETOLD][:MAX_FINDINGS]
+    named = {f.subject for f in findings if f.subject}
+    checks = [c for c in open_checks(inp.runs, inp.now, inp.project) if not _named_by(c, named)][
+        :MAX_CHECKS
+    ]
+    if not findings and not checks:
+        return ""
+    head = (
+        "tma1, which monitors this session, reports these problems as still open. Keep each "
+        "one in the summary as an open item, with its command, file and error line; do not "
+        "describe them as fixed:"
+    )
+    lines = [head]
+    used = len(head)
+    for line in [_check_line(c, inp.session_id) for c in checks] + [
+        _finding_line(i, f) for i, f in enumerate(findings, 1)
+    ]:
+        if used + len(line) + 1 > max_chars:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return "\n".join(lines) if len(lines) > 1 else ""
+
+
+# --- what was told, per session ---------------------------------------------------------------
+
+
+class BundleMemory:
+    """Item key → when a bundle last told it, per session (thread-safe).
+
+    Rebuilt at start-up from the emit log's `session_start` rows (findings only: the other
+    parts are project state, told again after a restart at most once more per epoch)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._told: dict[str, dict[str, int]] = {}
+        self._seen: dict[str, int] = {}
+
+    def told(self, session_id: str) -> dict[str, int]:
+        with self._lock:
+            return dict(self._told.get(session_id, {}))
+
+    def record(self, session_id: str, keys: Iterable[str], now: int) -> None:
+        with self._lock:
+            told = self._told.setdefault(session_id, {})
+            for k in keys:
+                told[k] = now
+            self._seen[session_id] = max(self._seen.get(session_id, 0), now)
+
+    def recently_told(self, finding: Anomaly, now: int) -> bool:
+        """A bundle told this finding in the last `RECENTLY_TOLD_MS`, and nothing newer
+        supports it since: a digest leaves it out."""
+        with self._lock:
+            at = self._told.get(finding.session_id, {}).get(finding_key(finding))
+        return at is not None and now - at < RECENTLY_TOLD_MS and finding.last_evidence_ts <= at
+
+    def restore(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        n = 0
+        with self._lock:
+            for r in rows:
+                if r.get("channel") != SESSION_START:
+                    continue
+                sid, ts = str(r["session_id"]), int(r["ts"])
+                self._told.setdefault(sid, {})[f"finding|{r['stable_key']}"] = ts
+                self._seen[sid] = max(self._seen.get(sid, 0), ts)
+                n += 1
+        return n
+
+    def evict_idle(self, now: int) -> int:
+        with self._lock:
+            idle = [s for s, t in self._seen.items() if now - t >= IDLE_EVICT_MS]
+            for s in idle:
+                self._seen.pop(s, None)
+                self._told.pop(s, None)
+        return len(idle)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._told)

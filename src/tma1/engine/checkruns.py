@@ -1,0 +1,145 @@
+"""The session's check runs (design §2.15, §2.16), shared by the three build/test rules.
+
+A *run* is a shell call that ran a check (`tma1.checks.check_of`), with its outcome and
+its lane (the sub-agent that ran it, "" for the main agent). Invocation errors,
+coverage-only exits and sandbox interruptions are runs with no verdict: they neither
+fail a check nor pass it. A failing run is *closed* once a later run (any lane: a build
+is project state) passes a check that covers it.
+
+Built once per (window, now) and kept in the window's memo: the three rules ask the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from tma1.checks import Check, Outcome, check_of, covers, outcome_of, relative_workdir
+from tma1.engine.window import SessionWindow
+from tma1.events import SHELL_TOOLS, HookEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    event: HookEvent
+    check: Check
+    outcome: Outcome
+    # Read for every run by every rule: plain fields, not properties.
+    ts: int
+    lane: str  # the sub-agent's id, "" for the main agent (design §2.16)
+    failed: bool
+    passed: bool
+
+
+@dataclass(slots=True)
+class CheckRuns:
+    runs: list[Run]  # ts ascending, at or before `now`
+    closed_ids: set[int]  # id() of the failing runs' events that a later pass covers
+
+    _open: dict[str, Run] | None = None
+
+    def closed(self, run: Run) -> bool:
+        """A later run passed a check that covers this one (in any lane)."""
+        return id(run.event) in self.closed_ids
+
+    def newest_by_identity(self) -> dict[str, Run]:
+        """Each check's newest run with a verdict (pass or fail)."""
+        out: dict[str, Run] = {}
+        for r in self.runs:
+            if r.failed or r.passed:
+                out[r.check.identity] = r
+        return out
+
+    def open_failures(self) -> dict[str, Run]:
+        """Open checks (design §2.15): the newest run failed and no later covering run
+        passed. Identity → that newest failing run. (Asked by two rules: kept.)"""
+        if self._open is None:
+            self._open = {
+                ident: r
+                for ident, r in self.newest_by_identity().items()
+                if r.failed and not self.closed(r)
+            }
+        return self._open
+
+
+@lru_cache(maxsize=8192)
+def _covers(wide: Check, narrow: Check) -> bool:
+    return covers(wide, narrow)
+
+
+@lru_cache(maxsize=8192)
+def _check(command: str, workdir: str) -> Check | None:
+    return check_of(command, workdir)
+
+
+def _closed(runs: list[Run]) -> set[int]:
+    """The failing runs a later pass covers. Newest to oldest, against the distinct checks
+    that passed later: a session re-runs a handful of checks, so this is about O(runs)
+    (comparing each failure with every later pass was quadratic on long sessions)."""
+    closed: set[int] = set()
+    passed_later: dict[Check, None] = {}
+    for r in reversed(runs):
+        if r.passed:
+            passed_later.setdefault(r.check, None)
+        elif r.failed and any(_covers(p, r.check) for p in passed_later):
+            closed.add(id(r.event))
+    return closed
+
+
+def run_of(ev: HookEvent, project: str | None) -> Run | None:
+    """The event as a run of a check, or None (no shell result, no check, never ran)."""
+    if ev.tool_name not in SHELL_TOOLS or not ev.tool_command:
+        return None
+    if ev.event_type not in ("PostToolUse", "PostToolUseFailure"):
+        return None
+    check = _check(ev.tool_command, relative_workdir(ev.cwd, ev.project or project))
+    if check is None:
+        return None
+    outcome = outcome_of(ev.tool_command, ev.event_type, ev.tool_success, ev.failure_kind)
+    if outcome is Outcome.NOT_A_CHECK:
+        return None
+    return Run(
+        ev,
+        check,
+        outcome,
+        ev.ts,
+        ev.agent_id or "",
+        outcome is Outcome.FAIL,
+        outcome is Outcome.PASS,
+    )
+
+
+def check_runs(window: SessionWindow, now: int) -> CheckRuns:
+    key = ("check_runs", now, len(window.events))
+    memo = window.memo.get(key)
+    if isinstance(memo, CheckRuns):
+        return memo
+    runs = [
+        r
+        for e in window.events
+        if e.ts <= now and e.tool_command and (r := run_of(e, window.project)) is not None
+    ]
+    found = CheckRuns(runs, _closed(runs))
+    window.memo.clear()  # one `now` at a time: the detector asks about the present
+    window.memo[key] = found
+    return found
+
+
+def related(a: Check, b: Check) -> bool:
+    """Runs of one check that re-run the same thing: one covers the other. Three runs of
+    `playwright` on three different spec files are no loop; `pytest` and `pytest tests/x.py`
+    are."""
+    return _covers(a, b) or _covers(b, a)
+
+
+def stopped_since(window: SessionWindow, now: int, ts: int) -> bool:
+    """A Stop came after `ts` (at or before `now`): the agent ended its turn since."""
+    return any(e.hook_event_name == "Stop" and ts < e.ts <= now for e in reversed(window.events))
+
+
+def at_stop(window: SessionWindow, now: int) -> bool:
+    """The event being answered is a Stop (the window holds it: delivery stores first)."""
+    for e in reversed(window.events):
+        if e.ts <= now:
+            return e.hook_event_name == "Stop"
+    return False

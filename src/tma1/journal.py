@@ -1,0 +1,194 @@
+"""The outage journal: hook events answered while the database was down survive `kill -9`.
+
+While the database is unavailable, `tma1.ingest` keeps answered events on an in-memory
+queue. Each one is also appended, as it is queued, to `ingest-journal.jsonl` in the data
+dir (mode 0600): one JSON line `{"seq": N, "event": {…}}`. When the queue writes events to
+the database it appends `{"done": [N, …]}`; once nothing is pending the file is emptied.
+On start, every journalled event without a `done` line goes back on the queue (and so into
+the database, and the engine) before the first hook is answered.
+
+Durability (fsync policy): each line is one `write(2)` on an `O_APPEND` descriptor, done
+before the hook is answered, so a `kill -9` of the server loses nothing the journal
+accepted (the kernel holds the data). A background `fsync` runs at most `SYNC_EVERY_S`
+(1 s) after a write: a crash of the whole machine loses at most the last second of the
+outage's events. A crash between a batch's commit and its `done` line replays that batch
+once more on start: at-least-once, never lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from tma1.events import HookEvent
+
+log = logging.getLogger("tma1.ingest")
+
+JOURNAL_FILE = "ingest-journal.jsonl"
+SYNC_EVERY_S = 1.0
+_FIELDS = {f.name for f in dataclasses.fields(HookEvent)}
+
+
+def event_json(event: HookEvent) -> dict[str, Any]:
+    return {name: getattr(event, name) for name in _FIELDS if name != "id"}
+
+
+def event_from_json(raw: object) -> HookEvent | None:
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return HookEvent(**{k: v for k, v in raw.items() if k in _FIELDS and k != "id"})
+    except TypeError:
+        return None
+
+
+class Journal:
+    """Append-only, thread-safe. `append` returns the event's sequence number."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._seq = 0
+        self._pending: set[int] = set()
+        self._dirty = threading.Event()
+        self._closed = threading.Event()
+        self._syncer: threading.Thread | None = None
+
+    # --- recovery ---------------------------------------------------------------------
+
+    def recover(self) -> list[tuple[int, HookEvent]]:
+        """The journalled events that never reached the database, in order."""
+        try:
+            text = self.path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return []
+        events: dict[int, HookEvent] = {}
+        done: set[int] = set()
+        for line in text.splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue  # a line cut by the crash: it was never acknowledged whole
+            if not isinstance(rec, dict):
+                continue
+            if isinstance(rec.get("done"), list):
+                done.update(n for n in rec["done"] if isinstance(n, int))
+            elif isinstance(rec.get("seq"), int):
+                ev = event_from_json(rec.get("event"))
+                if ev is not None:
+                    events[rec["seq"]] = ev
+        pending = sorted((s, e) for s, e in events.items() if s not in done)
+        with self._lock:
+            self._seq = max([*events, *done, 0])
+            self._pending = {s for s, _ in pending}
+            if not pending:
+                self._truncate_locked()
+        if pending:
+            log.warning(
+                "replaying %d hook events journalled while the database was down", len(pending)
+            )
+        return pending
+
+    # --- writing ----------------------------------------------------------------------
+
+    def _open_locked(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            if self._syncer is None:
+                self._syncer = threading.Thread(
+                    target=self._sync_loop, name="tma1-journal-sync", daemon=True
+                )
+                self._syncer.start()
+        return self._fd
+
+    def _write_locked(self, record: dict[str, Any]) -> None:
+        data = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode(
+            "utf-8", "replace"
+        )
+        fd = self._open_locked()
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        self._dirty.set()
+
+    def append(self, event: HookEvent) -> int | None:
+        """Journal `event`; its sequence number, or None when it could not be written."""
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+            try:
+                self._write_locked({"seq": seq, "event": event_json(event)})
+            except OSError as exc:
+                log.error("cannot write the outage journal %s: %s", self.path, exc)
+                return None
+            self._pending.add(seq)
+            return seq
+
+    def done(self, seqs: list[int]) -> None:
+        """These events are in the database (or refused by it): never replay them."""
+        seqs = [s for s in seqs if s is not None]
+        if not seqs:
+            return
+        with self._lock:
+            self._pending.difference_update(seqs)
+            try:
+                if self._pending:
+                    self._write_locked({"done": seqs})
+                else:
+                    self._truncate_locked()  # nothing pending: start the next outage afresh
+            except OSError as exc:
+                log.error("cannot write the outage journal %s: %s", self.path, exc)
+
+    def adopt(self, seq: int) -> None:
+        """A recovered event is back on the queue under its old number."""
+        with self._lock:
+            self._pending.add(seq)
+
+    def _truncate_locked(self) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                if self.path.stat().st_size:
+                    os.truncate(self.path, 0)
+
+    # --- fsync ------------------------------------------------------------------------
+
+    def _sync_loop(self) -> None:
+        while not self._closed.is_set():
+            self._dirty.wait(timeout=SYNC_EVERY_S)
+            if self._closed.wait(SYNC_EVERY_S if self._dirty.is_set() else 0):
+                break
+            self.sync()
+
+    def sync(self) -> None:
+        """fsync what was written (outside the lock: appends never wait for the disk)."""
+        with self._lock:
+            if not self._dirty.is_set() or self._fd is None:
+                return
+            self._dirty.clear()
+            fd = os.dup(self._fd)
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._syncer is not None:
+            self._syncer.join(timeout=5)
+        self.sync()
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None

@@ -1,0 +1,160 @@
+"""Gemini CLI chat files (`~/.gemini/tmp/<project>/chats/session-*.jsonl`) → replay items.
+
+Gemini CLI 0.61 writes a session as JSONL: a header `{sessionId, projectHash, startTime,
+kind}`, then messages `{id, timestamp, type: "user"|"gemini", content, …}` and
+`{"$set": {…}}` updates; a `gemini` message is written again, same `id`, once its
+`toolCalls` (`{id, name, args, result: [{functionResponse: {response: {output|error}}}],
+status, timestamp}`) are done — the last copy counts. Older versions wrote one JSON object
+with a `messages` list; both are read. The working directory is not recorded as such: it
+is taken from the "Workspace Directories" Gemini writes into the first (context) message.
+
+What Gemini would have sent its hooks (docs/hooks.md), with `?source=gemini`:
+SessionStart; BeforeAgent for each typed prompt (a user message that is not a tool's
+answer); BeforeTool / AfterTool for each tool call (`tool_response.llmContent` the
+recorded output, `error` when the call failed); AfterAgent when a model turn ends without
+a tool call. tma1.dialects maps those onto tma1's events, as it does live.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tma1.replay.formats import GEMINI_CHAT, Records, parse_ts
+from tma1.replay.model import HOOK, Converted, Problem, ReplayItem
+
+_WORKSPACE = re.compile(r"\*\*Workspace Directories:\*\*\s*\n\s*- (\S[^\n]*)")
+_CONTEXT_PREFIX = "<session_context>"
+
+
+def _texts(content: Any) -> tuple[str, bool]:
+    """(the text of a message's content, whether it holds a tool's answer)."""
+    if isinstance(content, str):
+        return content, False
+    parts: list[str] = []
+    tool_answer = False
+    for part in content if isinstance(content, list) else ():
+        if isinstance(part, dict):
+            if "functionResponse" in part:
+                tool_answer = True
+            elif isinstance(part.get("text"), str):
+                parts.append(part["text"])
+    return "\n".join(parts), tool_answer
+
+
+def _messages(records: Records, out: Converted) -> tuple[dict[str, Any], list[tuple[int, Any]]]:
+    header: dict[str, Any] = {}
+    order: list[str] = []
+    latest: dict[str, tuple[int, Any]] = {}
+    n = 0
+
+    def add(line: int, msg: Any) -> None:
+        nonlocal n
+        if not isinstance(msg, dict) or msg.get("type") not in ("user", "gemini"):
+            return
+        mid = msg.get("id")
+        key = mid if isinstance(mid, str) else f"#{n}"
+        n += 1
+        if key not in latest:
+            order.append(key)
+        latest[key] = (line, msg)
+
+    for line, value in records.records:
+        if not isinstance(value, dict):
+            out.problems.append(Problem(records.path, line, "not a JSON object; skipped"))
+            continue
+        if "sessionId" in value and ("projectHash" in value or "startTime" in value):
+            header.update({k: v for k, v in value.items() if k != "messages"})
+        update = value.get("$set")
+        msgs = value.get("messages")
+        if isinstance(update, dict) and isinstance(update.get("messages"), list):
+            msgs = update["messages"]
+        if isinstance(msgs, list):
+            for msg in msgs:
+                add(line, msg)
+        else:
+            add(line, value)
+    return header, [latest[k] for k in order]
+
+
+def convert(records: Records) -> Converted:
+    out = Converted(path=records.path, format=GEMINI_CHAT, records=len(records.records))
+    out.problems.extend(records.problems)
+    header, messages = _messages(records, out)
+    sid = header.get("sessionId")
+    if not isinstance(sid, str) or not sid:
+        out.problems.append(Problem(records.path, 0, "no sessionId header; file skipped"))
+        return out
+    cwd: str | None = None
+    for _, msg in messages:
+        text, _ = _texts(msg.get("content"))
+        m = _WORKSPACE.search(text)
+        if m:
+            cwd = m.group(1).strip()
+            break
+    base: dict[str, Any] = {"session_id": sid}
+    if cwd:
+        base["cwd"] = cwd
+    seq = 0
+
+    def emit(ts: int | None, line: int, payload: dict[str, Any]) -> None:
+        nonlocal seq
+        if ts is None:
+            out.problems.append(Problem(records.path, line, "no timestamp; event skipped"))
+            return
+        seq += 1
+        out.items.append(
+            ReplayItem(
+                ts=ts,
+                kind=HOOK,
+                session_id=sid,
+                payload={**base, **payload},
+                source="gemini",
+                envelope="gemini",
+                origin=f"{records.path}:{line}",
+                seq=seq,
+                key=f"gemini:{sid}:{seq}",
+            )
+        )
+
+    start = parse_ts(header.get("startTime"))
+    if start is None and messages:
+        start = parse_ts(messages[0][1].get("timestamp"))
+    emit(start, 1, {"hook_event_name": "SessionStart", "source": "startup"})
+    for line, msg in messages:
+        ts = parse_ts(msg.get("timestamp"))
+        text, tool_answer = _texts(msg.get("content"))
+        if msg["type"] == "user":
+            if not tool_answer and text and not text.startswith(_CONTEXT_PREFIX):
+                emit(ts, line, {"hook_event_name": "BeforeAgent", "prompt": text})
+            continue
+        calls = [c for c in msg.get("toolCalls") or () if isinstance(c, dict)]
+        for call in calls:
+            name = call.get("name") if isinstance(call.get("name"), str) else "unknown"
+            args = call.get("args") if isinstance(call.get("args"), dict) else {}
+            tool = {"tool_name": name, "tool_input": args}
+            emit(ts, line, {"hook_event_name": "BeforeTool", **tool})
+            response: dict[str, Any] = {"llmContent": "", "returnDisplay": ""}
+            for r in call.get("result") or ():
+                fr = r.get("functionResponse") if isinstance(r, dict) else None
+                body = fr.get("response") if isinstance(fr, dict) else None
+                if isinstance(body, dict):
+                    if isinstance(body.get("output"), str):
+                        response["llmContent"] += body["output"]
+                    if isinstance(body.get("error"), str):
+                        response["error"] = {"message": body["error"]}
+            if call.get("status") == "error" and "error" not in response:
+                response["error"] = {"message": response["llmContent"] or "tool call failed"}
+            done = parse_ts(call.get("timestamp")) or ts
+            emit(done, line, {"hook_event_name": "AfterTool", **tool, "tool_response": response})
+        if not calls and text:
+            emit(
+                ts,
+                line,
+                {
+                    "hook_event_name": "AfterAgent",
+                    "prompt_response": text,
+                    "stop_hook_active": False,
+                },
+            )
+    return out

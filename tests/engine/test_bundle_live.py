@@ -1,0 +1,251 @@
+"""The session bundle through a real server: real SessionStart payloads posted to
+`/api/hooks`, the real rule set, a real database (SQLite and PostgreSQL), a ManualClock.
+The emit log, the budget gate and the API's channel filter see the `session_start`
+channel; nothing is re-told twice in one context epoch."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from conftest import LiveServer, start_live_server
+from enginekit import PROJECT, bash_fail, payload, prompt, stop
+
+from tma1.clock import MINUTE_MS, ManualClock
+from tma1.engine.bundle import BUNDLE_MAX_CHARS
+from tma1.engine.digest import stop_block_reason
+from tma1.engine.mutes import MUTES_FILE, Mute, add_mute
+from tma1.events import FileChange
+
+BUILD = "./build.sh"
+BUILD_OUT = "Exit code 1\nsrc/app.py:3: error: name 'x' is not defined\nbuild failed"
+APP = f"{PROJECT}/src/app.py"
+PYTEST = "pytest -q tests/test_calc.py"
+PYTEST_OUT = (
+    "Exit code 1\nF.\n=== FAILURES ===\nE       assert 3 == 4\n"
+    "FAILED tests/test_calc.py::test_add - assert 3 == 4\n1 failed, 1 passed in 0.02s"
+)
+
+
+def post(live: LiveServer, clock: ManualClock, data: dict[str, Any], **params: str) -> str:
+    clock.advance(1_000)
+    r = live.hook(data, params=params or None)
+    assert r.status_code == 200
+    return r.text
+
+
+def start(live: LiveServer, clock: ManualClock, sid: str, how: str, **params: str) -> str:
+    return post(live, clock, payload(sid, "SessionStart", source=how), **params)
+
+
+def context(body: str) -> str:
+    """The bundle as the agent's protocol carries it at SessionStart."""
+    out = json.loads(body)
+    assert out["hookSpecificOutput"]["hookEventName"] == "SessionStart", out
+    text = out["hookSpecificOutput"]["additionalContext"]
+    assert isinstance(text, str) and text.startswith("<tma1-context>")
+    assert len(text) < BUNDLE_MAX_CHARS
+    return text
+
+
+def edit(sid: str, path: str) -> list[dict[str, Any]]:
+    tool_input = {"file_path": path, "old_string": "a", "new_string": "b"}
+    return [
+        payload(sid, "PreToolUse", tool_name="Edit", tool_input=tool_input, tool_use_id="e1"),
+        payload(
+            sid,
+            "PostToolUse",
+            tool_name="Edit",
+            tool_input=tool_input,
+            tool_use_id="e1",
+            tool_response={"filePath": path, "success": True},
+        ),
+    ]
+
+
+def break_build(live: LiveServer, clock: ManualClock, sid: str) -> None:
+    """The agent edits src/app.py, then ./build.sh fails three times on it."""
+    for p in edit(sid, APP):
+        post(live, clock, p)
+    for _ in range(3):
+        post(live, clock, bash_fail(sid, BUILD, BUILD_OUT))
+
+
+def emits(live: LiveServer, **params: str) -> list[dict[str, Any]]:
+    assert live.service.delivery.flush()
+    r = live.client().get("/api/anomalies", params=params)
+    assert r.status_code == 200, r.text
+    return list(reversed(r.json()["emits"]))  # oldest first
+
+
+def test_resume_and_compact_retell_unresolved_findings_once_per_epoch(
+    live: LiveServer, clock: ManualClock
+) -> None:
+    sid = "bundle-1"
+    assert start(live, clock, sid, "startup") == ""  # a new session in a quiet project
+    break_build(live, clock, sid)
+    assert stop_block_reason(post(live, clock, stop(sid)))
+
+    resumed = context(start(live, clock, sid, "resume"))
+    t_resume = clock.now_ms()
+    assert "Still unresolved in this session:" in resumed
+    assert "build_broken_after_my_edit" in resumed and "repeated_failed_build" in resumed
+    assert "src/app.py:3: error" in resumed
+    # The check is this session's finding: told once, as the finding, not again as a check.
+    assert "Checks failing" not in resumed
+
+    # The same epoch (no compaction since): a second resume re-tells nothing.
+    assert start(live, clock, sid, "resume") == ""
+    # A compaction starts a new epoch: the summary lost it, so it is told again.
+    post(live, clock, payload(sid, "PreCompact", trigger="auto"))
+    compacted = context(start(live, clock, sid, "compact"))
+    t_compact = clock.now_ms()
+    assert "build_broken_after_my_edit" in compacted
+    assert start(live, clock, sid, "resume") == ""
+
+    bundle_rows = emits(live, session_id=sid, channel="session_start")
+    assert [(r["kind"], r["ts"]) for r in bundle_rows] == [
+        ("build_broken_after_my_edit", t_resume),
+        ("repeated_failed_build", t_resume),
+        ("build_broken_after_my_edit", t_compact),
+        ("repeated_failed_build", t_compact),
+    ]
+    assert {r["channel"] for r in emits(live, session_id=sid, channel="stop_block")} == {
+        "stop_block"
+    }
+    assert len(emits(live, session_id=sid)) == len(bundle_rows) + 2
+    # The budget gate counts bundle emits like any other emit.
+    budget = live.client().get("/api/anomalies/budget", params={"days": 1}).json()
+    assert budget["kinds"]["repeated_failed_build"]["total"] == 3
+    health = live.client().get("/api/health").json()["engine"]
+    assert health["delivered"]["session_start"] == 4
+    # An unknown channel is a clear 422, not an empty list.
+    assert live.client().get("/api/anomalies", params={"channel": "nope"}).status_code == 422
+
+
+def test_a_stop_block_finding_told_in_a_bundle_still_blocks_the_stop(
+    live: LiveServer, clock: ManualClock
+) -> None:
+    sid = "bundle-2"
+    break_build(live, clock, sid)
+    assert "repeated_failed_build" in context(start(live, clock, sid, "resume"))
+    reason = stop_block_reason(post(live, clock, stop(sid)))
+    assert reason is not None and BUILD in reason
+
+
+def test_a_digest_does_not_repeat_what_the_bundle_just_told(
+    live: LiveServer, clock: ManualClock
+) -> None:
+    sid = "bundle-3"
+    for _ in range(3):
+        post(live, clock, bash_fail(sid, PYTEST, PYTEST_OUT))
+    assert "test_stuck" in post(live, clock, prompt(sid))  # told on the digest
+    clock.advance(11 * MINUTE_MS)  # past the digest's ten-minute window
+    post(live, clock, payload(sid, "PreCompact", trigger="manual"))
+    assert "test_stuck" in context(start(live, clock, sid, "compact"))
+    assert "test_stuck" not in post(live, clock, prompt(sid))  # the bundle just said it
+    clock.advance(11 * MINUTE_MS)
+    post(live, clock, bash_fail(sid, PYTEST, PYTEST_OUT))  # new evidence
+    assert "test_stuck" in post(live, clock, prompt(sid))
+
+
+def test_a_session_starting_in_a_project_another_session_broke_is_told_so(
+    live: LiveServer, clock: ManualClock
+) -> None:
+    breaker, newcomer = "breaker-aaaaaaaa", "newcomer-bbbbbbbb"
+    break_build(live, clock, breaker)
+    text = context(start(live, clock, newcomer, "startup"))
+    assert "Checks failing in this project" in text
+    assert f"`{BUILD}` fails since" in text
+    assert f"broken by session {breaker[:8]} (claude-code); 3 failing runs" in text
+    assert f"Other sessions active on this project now: {breaker[:8]} (claude-code" in text
+    assert "Still unresolved" not in text  # a new session has no findings of its own
+    assert emits(live, session_id=newcomer) == []  # project state is told, not emitted
+    # Sessions that ended are no longer "active now"; the check they broke stays open.
+    for sid in (breaker, newcomer):
+        post(live, clock, payload(sid, "SessionEnd", reason="other"))
+    later = context(start(live, clock, "third-cccccccc", "startup"))
+    assert "Other sessions" not in later and "broken by session breaker-" in later
+
+
+def test_files_changed_outside_since_the_last_event_are_told_on_resume(
+    live: LiveServer, clock: ManualClock
+) -> None:
+    sid = "bundle-5"
+    post(live, clock, payload(sid, "UserPromptSubmit", prompt="hi"))
+    # The session is away; a teammate saves two files, and two hours later it resumes (the
+    # rules' windows no longer hold the saves: only the bundle's "since your last event" does).
+    clock.advance(10 * MINUTE_MS)
+    now = clock.now_ms()
+    for path, writer in (("src/util.py", None), ("src/app.py", "someone-else")):
+        live.store.insert_change(
+            FileChange(
+                ts=now,
+                project=PROJECT,
+                path=f"{PROJECT}/{path}",
+                change="modified",
+                writer_session=writer,
+            )
+        )
+    clock.advance(120 * MINUTE_MS)
+    text = context(start(live, clock, sid, "resume"))
+    assert "since this session's last event" in text
+    assert "src/app.py (modified)" in text and "src/util.py (modified)" in text
+
+
+def test_codex_gets_the_bundle_as_hook_specific_output(
+    live: LiveServer, clock: ManualClock
+) -> None:
+    break_build(live, clock, "breaker-codex")
+    body = start(live, clock, "codex-1", "startup", source="codex", envelope="codex")
+    assert "broken by session breaker-" in context(body)
+
+
+def test_after_a_restart_the_epoch_memory_comes_back_from_the_emit_log(
+    live: LiveServer, clock: ManualClock
+) -> None:
+    sid = "bundle-7"
+    break_build(live, clock, sid)
+    assert "repeated_failed_build" in context(start(live, clock, sid, "resume"))
+    live.stop()  # graceful shutdown flushes the emit log
+    again = start_live_server(live.settings, clock=clock)
+    try:
+        assert again.service.delivery.bundles.told(sid)  # rebuilt from session_start rows
+        assert start(again, clock, sid, "resume") == ""  # same epoch: not re-told
+        # ... and the bundle rows did not advance suppression: the Stop still blocks.
+        assert stop_block_reason(post(again, clock, stop(sid)))
+    finally:
+        again.stop()
+
+
+def test_pre_compact_answers_summary_instructions_and_emits_nothing(
+    live: LiveServer, clock: ManualClock
+) -> None:
+    sid = "bundle-8"
+    break_build(live, clock, sid)
+    text = post(live, clock, payload(sid, "PreCompact", trigger="auto"))
+    assert text.startswith("tma1, which monitors this session")  # plain stdout, not JSON
+    assert "repeated_failed_build" in text and BUILD in text
+    assert emits(live, session_id=sid) == []
+    # Codex's PreCompact answer was not measured: nothing.
+    codex = payload("codex-8", "PreCompact", trigger="auto")
+    break_build(live, clock, "codex-8")
+    assert post(live, clock, codex, source="codex", envelope="codex") == ""
+    # Claude Code's http hooks take JSON only: no plain-text instructions there.
+    http = payload(sid, "PreCompact", trigger="auto")
+    assert post(live, clock, http, transport="http") == "{}"
+    # A session with nothing open (in a project with nothing failing) asks nothing.
+    quiet = {**payload("quiet-8", "PreCompact", trigger="manual"), "cwd": "/nonexistent/quiet"}
+    assert post(live, clock, quiet) == ""
+
+
+def test_a_muted_kind_is_not_retold(live: LiveServer, clock: ManualClock) -> None:
+    sid = "bundle-9"
+    break_build(live, clock, sid)
+    path = live.settings.data_dir / MUTES_FILE
+    add_mute(path, Mute(kind="repeated_failed_build", project=PROJECT))
+    add_mute(path, Mute(kind="build_broken_after_my_edit"))
+    text = start(live, clock, sid, "resume")
+    # Nothing of this session is re-told; the check itself is project state, still told.
+    assert "Still unresolved" not in context(text) and f"`{BUILD}` fails since" in text
+    assert emits(live, session_id=sid, channel="session_start") == []

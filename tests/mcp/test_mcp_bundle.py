@@ -1,0 +1,44 @@
+"""`get_session_bundle` through the real `tma1 mcp` subprocess against a live server: it
+previews what a SessionStart would be told, and previewing emits nothing and uses up
+nothing — the real SessionStart afterwards still tells it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from conftest import LiveServer
+from mcp import ClientSession
+from mcpkit import event, make_project, mcp_env, post, stuck_session, text_of, with_mcp
+
+
+def test_get_session_bundle_previews_without_emitting(live: LiveServer, tmp_path: Path) -> None:
+    proj = make_project(tmp_path / "proj")
+    stuck_session(live, ("s1", proj))  # pytest fails three times after an edit
+
+    async def body(s: ClientSession) -> dict[str, Any]:
+        return {
+            "resume": await s.call_tool("get_session_bundle", {}),
+            "startup": await s.call_tool("get_session_bundle", {"source": "startup"}),
+            "unknown": await s.call_tool("get_session_bundle", {"session_id": "nope"}),
+        }
+
+    got = with_mcp(proj / "src", mcp_env(live.port), body)
+    res = got["resume"]
+    assert not res.is_error, text_of(res)
+    data = res.structured_content
+    assert data["session_id"] == "s1" and data["source"] == "resume"
+    assert "findings" in data["parts"]
+    assert {f["kind"] for f in data["findings"]} >= {"test_stuck", "repeated_failed_build"}
+    assert data["chars"] == len(data["text"]) < 2_000
+    assert data["text"] in text_of(res)
+    # At a fresh startup a session's own findings are not re-told.
+    assert "findings" not in got["startup"].structured_content["parts"]
+    assert got["unknown"].is_error and "unknown to tma1" in text_of(got["unknown"])
+
+    live.service.delivery.flush()
+    assert [r for r in live.store.emits_since(0) if r["channel"] == "session_start"] == []
+    # The preview used nothing up: the real resume tells the same findings.
+    answer = json.loads(post(live, event("s1", proj, "SessionStart", source="resume")))
+    assert "test_stuck" in answer["hookSpecificOutput"]["additionalContext"]

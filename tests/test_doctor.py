@@ -1,0 +1,167 @@
+"""`tma1 doctor` as a subprocess, against a real `tma1 serve` where the server matters."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import free_port
+from trustkit import clean_env, run, serving
+
+from tma1.adapters.hookscript import script_name
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    h = tmp_path / "home"
+    (h / ".claude").mkdir(parents=True)
+    return h
+
+
+def _line(out: str, name: str) -> str:
+    lines = [ln for ln in out.splitlines() if ln[6:24].rstrip() == name]
+    assert len(lines) == 1, (name, out)
+    return lines[0]
+
+
+def _env(home: Path, data: Path) -> dict[str, str]:
+    """The hooks are installed for, and the server runs on, one free port."""
+    return clean_env(home, data, TMA1_PORT=str(free_port()))
+
+
+def _doctor(env: dict[str, str]):
+    return run(env, "doctor")
+
+
+def test_healthy_install_says_ok_on_every_line(home: Path, tmp_path: Path) -> None:
+    env = _env(home, tmp_path / "data")
+    assert run(env, "install", "--adapter", "claude-code").returncode == 0
+    with serving(env, port=int(env["TMA1_PORT"])):
+        res = run(env, "doctor")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    server = _line(res.stdout, "server")
+    assert server.startswith("ok") and "running at" in server and "tma1 0." in server
+    assert _line(res.stdout, "hooks claude-code").startswith("ok")
+    assert "installed and current" in _line(res.stdout, "hooks claude-code")
+    # Codex is not on this machine: not a problem.
+    assert _line(res.stdout, "hooks codex").startswith("ok")
+    assert _line(res.stdout, "hook token").startswith("ok")
+    data = _line(res.stdout, "data")
+    assert data.startswith("ok") and str(tmp_path / "data") in data
+    assert _line(res.stdout, "data privacy").startswith("ok")
+    assert "everything tma1 needs is in place" in res.stdout
+
+
+def test_server_down_is_a_failure_with_its_fix(home: Path, tmp_path: Path) -> None:
+    env = _env(home, tmp_path / "data")
+    run(env, "install", "--adapter", "claude-code")
+    res = _doctor(env)
+    assert res.returncode == 1
+    line = _line(res.stdout, "server")
+    assert (
+        line.startswith("FAIL")
+        and "not running" in line
+        and "fix: start it with `tma1 serve`" in line
+    )
+    assert _line(res.stdout, "hook token").startswith("?")
+    assert "Traceback" not in res.stderr
+
+
+def test_hooks_missing_names_the_install_command(home: Path, tmp_path: Path) -> None:
+    env = _env(home, tmp_path / "data")
+    with serving(env, port=int(env["TMA1_PORT"])):
+        res = _doctor(env)
+    assert res.returncode == 1
+    line = _line(res.stdout, "hooks claude-code")
+    assert line.startswith("FAIL") and "not installed" in line
+    assert "fix: `tma1 install --adapter claude-code`" in line
+
+
+def test_hooks_stale_after_the_script_or_entry_changed(home: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    env = _env(home, data)
+    run(env, "install", "--adapter", "claude-code")
+    # An older tma1 wrote a different script (or the user edited it).
+    script = data / "hooks" / script_name("claude-code")
+    script.write_text(script.read_text() + "# an older version\n")
+    with serving(env, port=int(env["TMA1_PORT"])):
+        res = _doctor(env)
+    assert res.returncode == 1
+    line = _line(res.stdout, "hooks claude-code")
+    assert line.startswith("FAIL") and "not current" in line and str(script) in line
+    assert "fix: run `tma1 install --adapter claude-code` again" in line
+    # Re-running install fixes it.
+    run(env, "install", "--adapter", "claude-code")
+    with serving(env, port=int(env["TMA1_PORT"])):
+        again = _doctor(env)
+    assert _line(again.stdout, "hooks claude-code").startswith("ok"), again.stdout
+
+
+def test_hooks_stale_when_an_event_entry_is_missing(home: Path, tmp_path: Path) -> None:
+    env = _env(home, tmp_path / "data")
+    run(env, "install", "--adapter", "claude-code")
+    settings = home / ".claude" / "settings.json"
+    doc = json.loads(settings.read_text())
+    del doc["hooks"]["Stop"]
+    settings.write_text(json.dumps(doc))
+    res = _doctor(env)
+    line = _line(res.stdout, "hooks claude-code")
+    assert line.startswith("FAIL") and "not current" in line and str(settings) in line
+
+
+def test_token_mismatch_says_which_data_dir_to_use(home: Path, tmp_path: Path) -> None:
+    hooks_data = tmp_path / "data"
+    env = _env(home, hooks_data)
+    run(env, "install", "--adapter", "claude-code")
+    # The server runs with another data dir, hence another token.
+    other = clean_env(home, tmp_path / "other", TMA1_PORT=env["TMA1_PORT"])
+    with serving(other, port=int(env["TMA1_PORT"])):
+        res = _doctor(env)
+    assert res.returncode == 1
+    line = _line(res.stdout, "hook token")
+    assert line.startswith("FAIL") and "does not match" in line
+    assert f"TMA1_DATA_DIR={hooks_data}" in line
+
+
+def test_codex_untrusted_is_a_failure(home: Path, tmp_path: Path, monkeypatch) -> None:
+    """In process: `trust_state(codex_home)` comes from the Codex adapter (another branch);
+    the doctor line is checked with stand-ins for each of its answers, and says "cannot
+    tell" when this tma1 has no such function."""
+    from tma1.adapters import codex
+    from tma1.commands import doctor
+    from tma1.config import Settings
+
+    (home / ".codex").mkdir()
+    env = _env(home, tmp_path / "data")
+    assert run(env, "install", "--adapter", "codex").returncode == 0
+    settings = Settings(data_dir=tmp_path / "data", port=int(env["TMA1_PORT"]))
+
+    def trust() -> doctor.Check:
+        return next(c for c in doctor.check_hooks(settings, env) if c.name == "codex trust")
+
+    if not hasattr(codex, "trust_state"):
+        assert trust().status == doctor.UNKNOWN
+    seen: list[Path] = []
+    for state, status in (
+        ("untrusted", doctor.FAIL),
+        ("stale", doctor.FAIL),
+        ("disabled", doctor.FAIL),
+        ("trusted", doctor.OK),
+    ):
+
+        def fake(codex_home: Path, state: str = state) -> str:
+            seen.append(Path(codex_home))
+            return state
+
+        monkeypatch.setattr(codex, "trust_state", fake, raising=False)
+        check = trust()
+        assert check.status == status, (state, check)
+        if status == doctor.FAIL:
+            assert check.fix and "doctor" not in check.fix
+    assert seen and all(p == home / ".codex" for p in seen)
+    # And in the printed report, with its fix on the same line.
+    monkeypatch.setattr(codex, "trust_state", lambda codex_home: "untrusted", raising=False)
+    line = trust().line()
+    assert line.startswith("FAIL") and "codex trust" in line and "— fix: " in line
