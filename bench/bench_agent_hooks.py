@@ -5,7 +5,10 @@ session again and again against the fake model on loopback — Read, Edit, `./bu
 failing three times, end of turn (twice: tma1 blocks the first) — under each of these
 hook setups, interleaved run by run so that machine load falls on all of them alike:
 
-- command: what `tma1 install --adapter claude-code` wrote (sh + curl to `tma1 serve`);
+- command: what `tma1 install --adapter claude-code` wrote: where /bin/bash has /dev/tcp,
+  the bash script that speaks HTTP itself (no process exec'd);
+- command-sh: the same events through the POSIX sh + curl variant of the script (what
+  install writes where there is no such bash, and what every install wrote before);
 - noop: a command hook `true` on the same events (the floor: what Claude Code pays to
   start any command hook);
 - noop-cat: a command hook `cat >/dev/null` (the floor for a hook that reads its event);
@@ -48,7 +51,7 @@ EVENTS = (
     "SessionEnd",
     "PreCompact",
 )
-SETUPS = ("command", "noop", "noop-cat", "http")
+SETUPS = ("command", "command-sh", "noop", "noop-cat", "http")
 LINE = re.compile(
     r"Hooks: (?P<event>[A-Za-z]+)(?::\S+)? \[(?P<what>.*?)\] finished with status \S+ "
     r"\((?P<ms>\d+(?:\.\d+)?)ms\)"
@@ -58,6 +61,8 @@ LINE = re.compile(
 def settings_hooks(setup: str, rig: Rig, tma1_hooks: dict[str, Any]) -> dict[str, Any]:
     if setup == "command":
         return tma1_hooks
+    if setup == "command-sh":
+        return json.loads(json.dumps(tma1_hooks).replace(".sh", "-posix.sh"))
 
     def group(handler: dict[str, Any]) -> list[dict[str, Any]]:
         return [{"matcher": "", "hooks": [handler]}]
@@ -76,6 +81,20 @@ def settings_hooks(setup: str, rig: Rig, tma1_hooks: dict[str, Any]) -> dict[str
     out = {e: group(http) for e in EVENTS if e != "SessionStart"}
     out["SessionStart"] = tma1_hooks["SessionStart"]
     return out
+
+
+def write_sh_variant(rig: Rig) -> None:
+    """The sh + curl variant next to the installed script, same host, port and data dir."""
+    from tma1.adapters.hookscript import script_path, write_script
+    from tma1.config import Settings
+
+    settings = Settings(data_dir=rig.data_dir, port=rig.port)
+    installed = script_path(settings, "claude-code")
+    assert installed.is_file(), installed
+    first = installed.read_text().splitlines()[0]
+    print(f"installed script: {installed.name} ({first})", file=sys.stderr)
+    target = installed.with_name(installed.name.replace(".sh", "-posix.sh"))
+    write_script(settings, "claude-code", path=target, flavor="sh")
 
 
 def script(rig: Rig) -> list[Any]:
@@ -141,6 +160,7 @@ def main() -> None:
             settings_file = rig.home / ".claude" / "settings.json"
             base = json.loads(settings_file.read_text())
             tma1_hooks = base["hooks"]
+            write_sh_variant(rig)
             for i in range(args.runs):
                 for setup in SETUPS:
                     doc = dict(base, hooks=settings_hooks(setup, rig, tma1_hooks))
@@ -166,6 +186,16 @@ def main() -> None:
                         got += list(zip(stored, took, strict=False))
                     if not got:
                         raise SystemExit(f"no hook timings in {log}")
+                    if setup.startswith("command"):
+                        # a fast hook that posts nothing is no figure: every event stored,
+                        # and the first Stop blocked (so a second one came)
+                        sid = session_of(run.stdout)
+                        n = sum(1 for e in rig.events() if e["session_id"] == sid)
+                        stops = sum(1 for event, _ in got if event == "Stop")
+                        if n < len(got) or stops != 2:
+                            raise SystemExit(
+                                f"{setup}: {len(got)} hooks, {n} stored, {stops} Stops"
+                            )
                     for event, ms in got:
                         samples[setup].setdefault(event, []).append(ms)
         finally:

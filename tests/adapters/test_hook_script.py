@@ -17,6 +17,7 @@ import pytest
 from conftest import LiveServer, free_port
 from test_install import env_for, tma1
 
+from tma1.adapters import hookscript
 from tma1.clock import ManualClock
 
 SESSION = "sess-hook-1"
@@ -70,8 +71,9 @@ def installed_command(home: Path, adapter: str) -> str:
     return commands.pop()
 
 
-def install_for(live: LiveServer, home: Path, adapter: str = "claude-code") -> str:
-    """Install into a temporary HOME with the live server's port and data dir baked in."""
+def install_for(live: LiveServer, home: Path, flavor: str, adapter: str = "claude-code") -> str:
+    """Install into a temporary HOME with the live server's port and data dir baked in,
+    choosing the script's variant (bash over /dev/tcp, or sh + curl)."""
     r = tma1(
         home,
         "install",
@@ -79,10 +81,25 @@ def install_for(live: LiveServer, home: Path, adapter: str = "claude-code") -> s
         adapter,
         TMA1_DATA_DIR=str(live.settings.data_dir),
         TMA1_PORT=str(live.port),
+        TMA1_HOOK_SHELL=flavor,
     )
     assert r.returncode == 0, r.stderr
     assert "running at" in r.stdout  # install saw the live server
-    return installed_command(home, adapter)
+    command = installed_command(home, adapter)
+    first = Path(shlex.split(command)[0]).read_text().splitlines()[0]
+    assert first == {"bash": "#!/bin/bash -p", "sh": "#!/bin/sh"}[flavor]
+    return command
+
+
+@pytest.fixture(params=["bash", "sh"])
+def flavor(request: pytest.FixtureRequest) -> str:
+    """Both variants of the hook script: bash + /dev/tcp (the default where /bin/bash
+    exists) and POSIX sh + curl (the fallback)."""
+    if request.param == "bash" and not hookscript.bash_has_dev_tcp():
+        pytest.skip("no /bin/bash with /dev/tcp here")
+    if request.param == "sh" and shutil.which("curl") is None:
+        pytest.skip("no curl here")
+    return str(request.param)
 
 
 @pytest.fixture
@@ -105,9 +122,9 @@ def agent_env(home: Path) -> dict[str, str]:
 
 
 def test_stop_block_comes_back_on_stdout(
-    live: LiveServer, clock: ManualClock, home: Path, project: Path
+    flavor: str, live: LiveServer, clock: ManualClock, home: Path, project: Path
 ) -> None:
-    agent = Agent(install_for(live, home), agent_env(home), project, clock)
+    agent = Agent(install_for(live, home, flavor), agent_env(home), project, clock)
     r = agent.fire({"hook_event_name": "SessionStart", "source": "startup"})
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
     assert live.store.counts()["tma1_hook_events"] == 1  # the script really posted it
@@ -129,9 +146,9 @@ def test_stop_block_comes_back_on_stdout(
 
 
 def test_digest_comes_back_on_stdout(
-    live: LiveServer, clock: ManualClock, home: Path, project: Path
+    flavor: str, live: LiveServer, clock: ManualClock, home: Path, project: Path
 ) -> None:
-    agent = Agent(install_for(live, home), agent_env(home), project, clock)
+    agent = Agent(install_for(live, home, flavor), agent_env(home), project, clock)
     agent.fire({"hook_event_name": "SessionStart", "source": "startup"})
     for _ in range(3):
         agent.failing_bash(
@@ -151,9 +168,9 @@ def test_digest_comes_back_on_stdout(
 
 
 def test_codex_script_gets_the_codex_envelope(
-    live: LiveServer, clock: ManualClock, home: Path, project: Path
+    flavor: str, live: LiveServer, clock: ManualClock, home: Path, project: Path
 ) -> None:
-    agent = Agent(install_for(live, home, "codex"), agent_env(home), project, clock)
+    agent = Agent(install_for(live, home, flavor, "codex"), agent_env(home), project, clock)
     agent.fire({"hook_event_name": "SessionStart", "source": "startup", "model": "gpt-5"})
     for i in range(3):
         base = {
@@ -185,9 +202,9 @@ def test_codex_script_gets_the_codex_envelope(
 
 
 def test_wrong_or_missing_token_stores_nothing_and_prints_nothing(
-    live: LiveServer, home: Path, project: Path, tmp_path: Path
+    flavor: str, live: LiveServer, home: Path, project: Path, tmp_path: Path
 ) -> None:
-    agent = Agent(install_for(live, home), agent_env(home), project, None)
+    agent = Agent(install_for(live, home, flavor), agent_env(home), project, None)
     wrong = tmp_path / "wrong-data"
     wrong.mkdir()
     (wrong / "hook-token").write_text("0" * 64 + "\n")
@@ -204,9 +221,9 @@ def test_wrong_or_missing_token_stores_nothing_and_prints_nothing(
 
 
 def test_server_down_prints_nothing_and_exits_0_quickly(
-    live: LiveServer, home: Path, project: Path
+    flavor: str, live: LiveServer, home: Path, project: Path
 ) -> None:
-    agent = Agent(install_for(live, home), agent_env(home), project, None)
+    agent = Agent(install_for(live, home, flavor), agent_env(home), project, None)
     live.stop()
     t0 = time.monotonic()
     r = agent.fire({"hook_event_name": "UserPromptSubmit", "prompt": "hello"})
@@ -244,7 +261,7 @@ def silent_server() -> Iterator[int]:
 
 
 def test_slow_server_times_out_silently(
-    tmp_path: Path, home: Path, project: Path, silent_server: int
+    flavor: str, tmp_path: Path, home: Path, project: Path, silent_server: int
 ) -> None:
     from tma1.adapters.hookscript import write_script
     from tma1.config import Settings
@@ -252,7 +269,7 @@ def test_slow_server_times_out_silently(
     settings = Settings(data_dir=tmp_path / "data", port=silent_server)
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "hook-token").write_text("a" * 64 + "\n")
-    script = write_script(settings, "claude-code")
+    script = write_script(settings, "claude-code", flavor=flavor)
     agent = Agent(shlex.quote(str(script)), agent_env(home), project, None)
     t0 = time.monotonic()
     r = agent.fire({"hook_event_name": "UserPromptSubmit", "prompt": "hello"})
@@ -261,10 +278,36 @@ def test_slow_server_times_out_silently(
     assert 1.9 < elapsed < 4.5  # it did wait for the server (max-time 2 s), then gave up
 
 
-def test_environment_overrides_the_baked_in_port(
-    live: LiveServer, home: Path, project: Path
+def test_large_event_to_a_wedged_server_is_bounded(
+    flavor: str, tmp_path: Path, home: Path, project: Path, silent_server: int
 ) -> None:
-    r = tma1(home, "install", TMA1_DATA_DIR=str(live.settings.data_dir), TMA1_PORT=str(free_port()))
+    """2 MB to a server that accepts and never reads: the write blocks once the socket
+    buffers fill, and the cap must still hold (no curl fallback needed for it)."""
+    from tma1.adapters.hookscript import write_script
+    from tma1.config import Settings
+
+    settings = Settings(data_dir=tmp_path / "data", port=silent_server)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "hook-token").write_text("a" * 64 + "\n")
+    script = write_script(settings, "claude-code", flavor=flavor)
+    agent = Agent(shlex.quote(str(script)), agent_env(home), project, None)
+    t0 = time.monotonic()
+    r = agent.fire({"hook_event_name": "PostToolUse", "tool_response": "A" * 2_000_000})
+    elapsed = time.monotonic() - t0
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert elapsed < 4.5  # the 2 s cap (the agent allows 5 s)
+
+
+def test_environment_overrides_the_baked_in_port(
+    flavor: str, live: LiveServer, home: Path, project: Path
+) -> None:
+    r = tma1(
+        home,
+        "install",
+        TMA1_DATA_DIR=str(live.settings.data_dir),
+        TMA1_PORT=str(free_port()),
+        TMA1_HOOK_SHELL=flavor,
+    )
     assert r.returncode == 0, r.stderr
     agent = Agent(installed_command(home, "claude-code"), agent_env(home), project, None)
     agent.fire({"hook_event_name": "SessionStart"})
@@ -273,8 +316,10 @@ def test_environment_overrides_the_baked_in_port(
     assert live.store.counts()["tma1_hook_events"] == 1
 
 
-def test_large_event_on_stdin_is_posted_whole(live: LiveServer, home: Path, project: Path) -> None:
-    agent = Agent(install_for(live, home), agent_env(home), project, None)
+def test_large_event_on_stdin_is_posted_whole(
+    flavor: str, live: LiveServer, home: Path, project: Path
+) -> None:
+    agent = Agent(install_for(live, home, flavor), agent_env(home), project, None)
     big = "x" * 400_000  # a long tool output (the server caps what it keeps)
     r = agent.fire(
         {
@@ -288,27 +333,28 @@ def test_large_event_on_stdin_is_posted_whole(live: LiveServer, home: Path, proj
     assert live.store.counts()["tma1_hook_events"] == 1
 
 
-def test_script_without_curl_drains_stdin_and_exits_0(
-    live: LiveServer, home: Path, project: Path, tmp_path: Path
+def test_script_without_curl_exits_0_silently(
+    flavor: str, live: LiveServer, home: Path, project: Path, tmp_path: Path
 ) -> None:
-    agent = Agent(install_for(live, home), agent_env(home), project, None)
+    agent = Agent(install_for(live, home, flavor), agent_env(home), project, None)
     bare = tmp_path / "bin"
     bare.mkdir()
-    for tool in ("cat",):  # what the script may use besides curl
+    for tool in ("cat", "head"):  # what the script may use besides curl
         os.symlink(
             subprocess.check_output(["sh", "-c", f"command -v {tool}"], text=True).strip(),
             bare / tool,
         )
     r = agent.fire({"hook_event_name": "SessionStart"}, PATH=str(bare))
-    assert (r.returncode, r.stdout) == (0, "")
-    assert live.store.counts()["tma1_hook_events"] == 0
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    # sh + curl: nothing to post with, silently; bash: curl is not needed at all
+    assert live.store.counts()["tma1_hook_events"] == {"sh": 0, "bash": 1}[flavor]
 
 
 def test_script_is_valid_posix_sh(tmp_path: Path) -> None:
     from tma1.adapters.hookscript import write_script
     from tma1.config import Settings
 
-    script = write_script(Settings(data_dir=tmp_path / "d"), "codex")
+    script = write_script(Settings(data_dir=tmp_path / "d"), "codex", flavor="sh")
     checked = 0
     for shell in ("dash", "bash", "busybox", "shellcheck"):
         exe = shutil.which(shell)
@@ -334,7 +380,7 @@ def test_script_sends_token_from_an_oddly_named_data_dir(tmp_path: Path, home: P
     weird = tmp_path / "data dir with 'quotes' and $dollar"
     weird.mkdir()
     (weird / "hook-token").write_text("f" * 64 + "\n")
-    script = write_script(Settings(data_dir=weird, port=4321), "codex")
+    script = write_script(Settings(data_dir=weird, port=4321), "codex", flavor="sh")
     bindir = tmp_path / "bin"
     bindir.mkdir()
     log = tmp_path / "curl.log"
@@ -373,7 +419,7 @@ def test_without_dev_fd_the_token_goes_as_a_header_argument(
 ) -> None:
     """The fallback branch for systems without /dev/fd, on a copy of the installed script
     that looks for fds in a directory that does not exist."""
-    command = install_for(live, home)
+    command = install_for(live, home, "sh")
     script = Path(shlex.split(command)[0])
     text = script.read_text()
     assert "fd_dir=/dev/fd\n" in text
@@ -398,11 +444,11 @@ def _spawn(command: str, env: dict[str, str], cwd: Path) -> subprocess.Popen[byt
 
 
 def test_an_agent_that_never_closes_stdin_is_not_held_up(
-    live: LiveServer, home: Path, project: Path
+    flavor: str, live: LiveServer, home: Path, project: Path
 ) -> None:
     """Some agent versions leave the hook's stdin open (seen on SessionEnd after /clear):
     the script must still return, instead of waiting for the agent's hook timeout."""
-    proc = _spawn(install_for(live, home), agent_env(home), project)
+    proc = _spawn(install_for(live, home, flavor), agent_env(home), project)
     assert proc.stdin is not None and proc.stdout is not None
     t0 = time.monotonic()
     proc.stdin.write(json.dumps({"session_id": SESSION, "hook_event_name": "SessionEnd"}).encode())
@@ -420,12 +466,12 @@ def test_an_agent_that_never_closes_stdin_is_not_held_up(
 
 @pytest.mark.parametrize("server", ["down", "up", "refuses-token"])
 def test_a_large_event_never_meets_a_broken_pipe(
-    live: LiveServer, home: Path, project: Path, server: str, tmp_path: Path
+    flavor: str, live: LiveServer, home: Path, project: Path, server: str, tmp_path: Path
 ) -> None:
     """The agent writes after spawning the hook; if the script exited without reading,
     the agent's write would fail (Codex reports `failed to write hook stdin: Broken pipe`)."""
     env = agent_env(home)
-    command = install_for(live, home)
+    command = install_for(live, home, flavor)
     if server == "down":
         env["TMA1_PORT"] = str(free_port())
     elif server == "refuses-token":  # a 403 may come before the body is read
@@ -446,9 +492,9 @@ def test_a_large_event_never_meets_a_broken_pipe(
 
 
 def test_closed_stdin_or_stdout_still_exits_0_silently(
-    live: LiveServer, home: Path, project: Path
+    flavor: str, live: LiveServer, home: Path, project: Path
 ) -> None:
-    command = install_for(live, home)
+    command = install_for(live, home, flavor)
     for redirect in ("<&-", ">&-", "<&- >&-"):
         r = subprocess.run(
             [SH, "-c", f"{command} {redirect}"],
@@ -458,3 +504,284 @@ def test_closed_stdin_or_stdout_still_exits_0_silently(
             timeout=30,
         )
         assert (r.returncode, r.stdout, r.stderr) == (0, "", ""), redirect
+
+
+class Recorder:
+    """A one-request-at-a-time HTTP server on loopback that records each raw request and
+    answers with a canned status and body (Content-Length, or none: to the close)."""
+
+    def __init__(self, family: socket.AddressFamily = socket.AF_INET) -> None:
+        self.sock = socket.socket(family)
+        self.sock.bind(("::1" if family == socket.AF_INET6 else "127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = int(self.sock.getsockname()[1])
+        self.requests: list[bytes] = []
+        self.status = 200
+        self.answer = b""
+        self.with_length = True
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        self.sock.settimeout(0.1)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                head = data.partition(b"\r\n\r\n")[0].decode("latin-1")
+                length = [
+                    int(line.split(":", 1)[1])
+                    for line in head.split("\r\n")
+                    if line.lower().startswith("content-length:")
+                ]
+                while length and len(data) - len(head) - 4 < length[0]:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                self.requests.append(data)
+                extra = b"content-length: %d\r\n" % len(self.answer) if self.with_length else b""
+                reply = b"HTTP/1.1 %d X\r\nserver: test\r\n%s\r\n%s" % (
+                    self.status,
+                    extra,
+                    self.answer,
+                )
+                conn.sendall(reply)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=2)
+        self.sock.close()
+
+
+@pytest.fixture
+def recorder() -> Iterator[Recorder]:
+    r = Recorder()
+    yield r
+    r.close()
+
+
+def run_script(
+    script: Path, payload: bytes, env: dict[str, str]
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [SH, "-c", shlex.quote(str(script))],
+        input=payload,
+        env=env,
+        capture_output=True,
+        timeout=30,
+    )
+
+
+def test_bash_script_speaks_http_itself(tmp_path: Path, home: Path, recorder: Recorder) -> None:
+    """The bash variant's request, byte for byte where it matters: the token from an oddly
+    named data dir in a header (builtins only: no argv to see), the exact byte length of a
+    non-ASCII body, no Expect, Connection: close; the answer printed only on a 200."""
+    from tma1.adapters.hookscript import write_script
+    from tma1.config import Settings
+
+    if not hookscript.bash_has_dev_tcp():
+        pytest.skip("no /bin/bash with /dev/tcp here")
+    weird = tmp_path / "data dir with 'quotes' and $dollar"
+    weird.mkdir()
+    (weird / "hook-token").write_text("f" * 64 + "\n")
+    script = write_script(Settings(data_dir=weird, port=recorder.port), "codex", flavor="bash")
+    assert script.read_text().startswith("#!/bin/bash -p\n")
+    # no curl, no cat: builtins and head only; a UTF-8 locale, in which ${#body} would
+    # count characters
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(shutil.which("head") or "/usr/bin/head", bindir / "head")
+    env = {**env_for(home), "PATH": str(bindir), "LC_ALL": "C.UTF-8"}
+    payload = '{"prompt":"grüße \\\\ %s \\n","x":"\x01"}\n\n'.encode()
+    recorder.answer = "<tma1-context>ünïcode 100%</tma1-context>\n".encode()
+    r = run_script(script, payload, env)
+    assert (r.returncode, r.stdout, r.stderr) == (0, recorder.answer, b"")
+    (req,) = recorder.requests
+    head, _, body = req.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    assert lines[0] == "POST /api/hooks?source=codex&envelope=codex HTTP/1.1"
+    assert f"Host: 127.0.0.1:{recorder.port}" in lines
+    assert "X-TMA1-Token: " + "f" * 64 in lines
+    assert "Connection: close" in lines
+    assert not [x for x in lines if x.lower().startswith("expect")]
+    assert body == payload.rstrip(b"\n")  # command substitution drops trailing newlines
+    assert f"Content-Length: {len(body)}" in lines  # bytes, not characters
+    # an answer without Content-Length runs to the close of the connection
+    recorder.with_length = False
+    r = run_script(script, b"{}", env)
+    assert (r.returncode, r.stdout) == (0, recorder.answer)
+    recorder.with_length = True
+    for status in (403, 500, 204, 404):
+        recorder.status = status
+        r = run_script(script, b"{}", env)
+        assert (r.returncode, r.stdout, r.stderr) == (0, b"", b""), status
+    assert len(recorder.requests) == 6
+
+
+def test_bash_script_reaches_an_ipv6_literal(tmp_path: Path, home: Path) -> None:
+    from tma1.adapters.hookscript import write_script
+    from tma1.config import Settings
+
+    if not hookscript.bash_has_dev_tcp():
+        pytest.skip("no /bin/bash with /dev/tcp here")
+    try:
+        rec = Recorder(socket.AF_INET6)
+    except OSError:
+        pytest.skip("no IPv6 loopback")
+    try:
+        (tmp_path / "hook-token").write_text("t\n")
+        settings = Settings(data_dir=tmp_path, host="::1", port=rec.port)
+        script = write_script(settings, "claude-code", flavor="bash")
+        rec.answer = b"ok"
+        r = run_script(script, b"{}", env_for(home))
+        assert (r.returncode, r.stdout) == (0, b"ok")
+        assert f"Host: [::1]:{rec.port}\r\n".encode() in rec.requests[0]
+    finally:
+        rec.close()
+
+
+def test_default_flavor_follows_bash(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """install writes the bash variant where /bin/bash has /dev/tcp, sh + curl elsewhere
+    (no bash, or a bash built without network redirections); TMA1_HOOK_SHELL overrides."""
+    monkeypatch.delenv("TMA1_HOOK_SHELL", raising=False)
+    monkeypatch.setattr(hookscript, "BASH", tmp_path / "no-bash")
+    assert hookscript.default_flavor() == "sh"
+    crippled = tmp_path / "bash-without-net"  # answers like a bash without /dev/tcp
+    crippled.write_text('#!/bin/sh\necho "$3: No such file or directory" >&2\nexit 1\n')
+    crippled.chmod(0o755)
+    monkeypatch.setattr(hookscript, "BASH", crippled)
+    assert hookscript.default_flavor() == "sh"
+    monkeypatch.setenv("TMA1_HOOK_SHELL", "bash")
+    assert hookscript.default_flavor() == "bash"
+    monkeypatch.delenv("TMA1_HOOK_SHELL")
+    if Path("/bin/bash").is_file():
+        monkeypatch.setattr(hookscript, "BASH", Path("/bin/bash"))
+        assert hookscript.default_flavor() == "bash"
+
+
+def test_bash_script_is_valid_bash(tmp_path: Path) -> None:
+    from tma1.adapters.hookscript import write_script
+    from tma1.config import Settings
+
+    exe = shutil.which("bash")
+    if exe is None:
+        pytest.skip("no bash")
+    script = write_script(Settings(data_dir=tmp_path / "d"), "codex", flavor="bash")
+    r = subprocess.run([exe, "-n", str(script)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    sc = shutil.which("shellcheck")
+    if sc is not None:
+        r = subprocess.run([sc, "--shell=bash", "--severity=warning", str(script)])
+        assert r.returncode == 0
+
+
+def fire_over_sockets(
+    command: str, env: dict[str, str], cwd: Path, event: dict
+) -> tuple[int, bytes]:
+    """Claude Code hands a hook its stdin and stdout as Unix socketpairs (libuv), not
+    pipes: /dev/stdin cannot be opened on a socket."""
+    in_ours, in_theirs = socket.socketpair()
+    out_ours, out_theirs = socket.socketpair()
+    with in_ours, in_theirs, out_ours, out_theirs:
+        proc = subprocess.Popen(
+            [SH, "-c", command],
+            stdin=in_theirs.fileno(),
+            stdout=out_theirs.fileno(),
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+        )
+        in_theirs.close()
+        out_theirs.close()
+        try:
+            in_ours.sendall(json.dumps({"session_id": SESSION, "cwd": str(cwd), **event}).encode())
+            in_ours.shutdown(socket.SHUT_WR)
+            out_ours.settimeout(30)
+            answer = b""
+            while chunk := out_ours.recv(65536):
+                answer += chunk
+            return proc.wait(timeout=30), answer
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def test_stdin_and_stdout_as_sockets_as_claude_code_gives_them(
+    flavor: str, live: LiveServer, clock: ManualClock, home: Path, project: Path
+) -> None:
+    command = install_for(live, home, flavor)
+    agent = Agent(command, agent_env(home), project, clock)
+    rc, out = fire_over_sockets(
+        command, agent_env(home), project, {"hook_event_name": "SessionStart"}
+    )
+    assert (rc, out) == (0, b"")
+    assert live.store.counts()["tma1_hook_events"] == 1  # read from the socket and posted
+    for _ in range(3):
+        agent.failing_bash("make build", "Exit code 2\nmain.c:3:1: error: expected ';'")
+    clock.advance(1_000)
+    rc, out = fire_over_sockets(
+        command, agent_env(home), project, {"hook_event_name": "Stop", "stop_hook_active": False}
+    )
+    assert rc == 0
+    assert "repeated_failed_build" in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_socket_stdin_never_closed_is_not_held_up(
+    flavor: str, live: LiveServer, home: Path, project: Path
+) -> None:
+    """The agent-never-closes-stdin case with Claude Code's socket stdin: the script must
+    end and leave nothing behind that holds the agent's stdout or stderr open (the agent
+    waits for their end, as communicate() does here)."""
+    command = install_for(live, home, flavor)
+    in_ours, in_theirs = socket.socketpair()
+    with in_ours, in_theirs:
+        proc = subprocess.Popen(
+            [SH, "-c", command],
+            stdin=in_theirs.fileno(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=agent_env(home),
+            cwd=project,
+        )
+        in_theirs.close()
+        in_ours.sendall(
+            json.dumps({"session_id": SESSION, "hook_event_name": "SessionEnd"}).encode()
+        )
+        try:
+            out, err = proc.communicate(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    # leaving the with block closed the agent's end: whatever still reads stdin ends
+    assert (proc.returncode, out, err) == (0, b"", b"")
+
+
+def test_bash_script_run_with_sh_hands_over_to_bash(
+    tmp_path: Path, home: Path, recorder: Recorder
+) -> None:
+    """`sh script` ignores the first line; the script must still work (tests and users
+    do run it that way)."""
+    from tma1.adapters.hookscript import write_script
+    from tma1.config import Settings
+
+    if not hookscript.bash_has_dev_tcp():
+        pytest.skip("no /bin/bash with /dev/tcp here")
+    (tmp_path / "hook-token").write_text("t\n")
+    script = write_script(Settings(data_dir=tmp_path, port=recorder.port), "codex", flavor="bash")
+    recorder.answer = b"ok"
+    r = subprocess.run([SH, str(script)], input=b"{}", env=env_for(home), capture_output=True)
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"ok", b"")
+    assert len(recorder.requests) == 1

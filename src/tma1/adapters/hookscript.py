@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
 from importlib import resources
 from pathlib import Path
 
 from tma1.config import Settings
 
-TEMPLATE = "hook.sh"
+# Two variants of one script: bash speaking HTTP itself over /dev/tcp (no process exec'd
+# on the agent's path), and POSIX sh + curl where there is no /bin/bash.
+TEMPLATES = {"bash": "hook_bash.sh", "sh": "hook.sh"}
+BASH = Path("/bin/bash")
 SCRIPTS_DIR = "hooks"
 
 # Query string per agent: Codex payloads are tagged, and its answers need the
@@ -26,11 +31,40 @@ def script_path(settings: Settings, agent: str) -> Path:
     return settings.data_dir.expanduser().absolute() / SCRIPTS_DIR / script_name(agent)
 
 
-def template_text() -> str:
-    return resources.files("tma1.adapters").joinpath(TEMPLATE).read_text(encoding="utf-8")
+def default_flavor() -> str:
+    """bash where /bin/bash exists and has /dev/tcp (the script's first line names it),
+    else sh + curl. TMA1_HOOK_SHELL=sh|bash at install time overrides the choice."""
+    forced = os.environ.get("TMA1_HOOK_SHELL", "")
+    if forced in TEMPLATES:
+        return forced
+    return "bash" if bash_has_dev_tcp() else "sh"
 
 
-def render_script(settings: Settings, agent: str) -> str:
+def bash_has_dev_tcp() -> bool:
+    """Bash can be built without network redirections, and then /dev/tcp/... is just a
+    missing file: the script would post nothing, ever. Ask bash: a connect to port 1 is
+    refused (or, rarely, succeeds) where /dev/tcp works."""
+    if not (BASH.is_file() and os.access(BASH, os.X_OK)):
+        return False
+    try:
+        r = subprocess.run(
+            [str(BASH), "-p", "-c", "exec 3<>/dev/tcp/127.0.0.1/1"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0 or "No such file" not in r.stderr
+
+
+def template_text(flavor: str | None = None) -> str:
+    name = TEMPLATES[flavor or default_flavor()]
+    return resources.files("tma1.adapters").joinpath(name).read_text(encoding="utf-8")
+
+
+def render_script(settings: Settings, agent: str, flavor: str | None = None) -> str:
     if agent not in QUERIES:
         raise ValueError(f"unknown agent {agent!r}; expected one of {', '.join(QUERIES)}")
     values = {
@@ -40,16 +74,18 @@ def render_script(settings: Settings, agent: str) -> str:
         "@@DATA_DIR@@": shlex.quote(str(settings.data_dir.expanduser().absolute())),
         "@@QUERY@@": QUERIES[agent],
     }
-    text = template_text()
+    text = template_text(flavor)
     for placeholder, value in values.items():
         text = text.replace(placeholder, value)
     return text
 
 
-def write_script(settings: Settings, agent: str, path: Path | None = None) -> Path:
+def write_script(
+    settings: Settings, agent: str, path: Path | None = None, flavor: str | None = None
+) -> Path:
     """Write the rendered script (0755) atomically; the demo and the tests use this."""
     from tma1.adapters.files import atomic_write
 
     target = path or script_path(settings, agent)
-    atomic_write(target, render_script(settings, agent).encode("utf-8"), mode=0o755)
+    atomic_write(target, render_script(settings, agent, flavor).encode("utf-8"), mode=0o755)
     return target
