@@ -99,8 +99,17 @@ def _own_transcript(out: dict[str, Any]) -> None:
             out["agent_transcript_path"] = out.pop(key)
 
 
+# Gemini CLI hands a SessionStart hook's context to the model inside the next prompt, and
+# its BeforeAgent `prompt` carries that block in front of what the user typed.
+_GEMINI_HOOK_CONTEXT = re.compile(r"\A\s*<hook_context>.*?</hook_context>\s*", re.S)
+
+
 def _gemini(p: dict[str, Any]) -> dict[str, Any]:
     out = dict(p)
+    prompt = p.get("prompt")
+    if p.get("hook_event_name") == "BeforeAgent" and isinstance(prompt, str):
+        # The user's words only: the block in front is tma1's own bundle, not a prompt.
+        out["prompt"] = _GEMINI_HOOK_CONTEXT.sub("", prompt, count=1)
     _own_transcript(out)
     name = p.get("hook_event_name")
     if isinstance(name, str) and name in GEMINI_EVENTS:

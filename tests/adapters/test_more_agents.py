@@ -322,3 +322,28 @@ def test_the_stop_block_is_the_decision_form_for_both() -> None:
         body = stop_block_body("tma1: do not stop yet", envelope=envelope)
         assert json.loads(body) == {"decision": "block", "reason": "tma1: do not stop yet"}
         assert stop_block_reason(body) == "tma1: do not stop yet"
+
+
+def test_gemini_prompt_loses_the_hook_context_gemini_put_in_front_of_it() -> None:
+    """Seen on Gemini CLI 0.61.0 after `--resume`: the SessionStart bundle arrives inside
+    the next BeforeAgent prompt; the stored prompt is what the user typed."""
+    from tma1.dialects import normalize
+
+    typed = "what changed?"
+    bundle = (
+        "<hook_context>&lt;tma1-context&gt;\ntma1 (session resume): what this session "
+        "should know.\n&lt;/tma1-context&gt;</hook_context>\n\n"
+    )
+    out = normalize(
+        {"hook_event_name": "BeforeAgent", "session_id": "g", "prompt": bundle + typed}, "gemini"
+    )
+    assert out["hook_event_name"] == "UserPromptSubmit" and out["prompt"] == typed
+    plain = normalize(
+        {"hook_event_name": "BeforeAgent", "session_id": "g", "prompt": typed}, "gemini"
+    )
+    assert plain["prompt"] == typed
+    inner = "fix <hook_context>x</hook_context> parsing"  # not in front: the user's own words
+    kept = normalize(
+        {"hook_event_name": "BeforeAgent", "session_id": "g", "prompt": inner}, "gemini"
+    )
+    assert kept["prompt"] == inner
