@@ -355,3 +355,27 @@ def test_the_context_epoch_is_loaded_past_the_threshold_and_looked_up_incrementa
     t3 = clock.now_ms()
     store.insert_usages([Usage(ts=t3 - 1_000, session_id=SID, occupancy=5_000)])
     assert det.load_window(SID, t3).epoch_start_ts == t2 - 500
+
+
+def test_a_session_holds_at_most_the_newest_max_window_events(
+    store: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-session bound (issue 16): past the cap the window is the newest events of
+    the hour, on a full load and on incremental reloads alike."""
+    import tma1.engine.detector as detector_module
+
+    monkeypatch.setattr(detector_module, "MAX_WINDOW_EVENTS", 5)
+    now = clock.now_ms()
+    for k in range(8):
+        store_event(store, read(SID, f"/p/{k}.py"), now - 10 * MINUTE_MS + k)
+    det = make(store, clock, scripted=Scripted())
+    want = [e.id for e in store.session_events(SID, now - 60 * MINUTE_MS, now)]
+    assert len(want) == 8
+    assert [e.id for e in det.detect(SID).window.events] == want[-5:]
+    for k in range(3):
+        now = clock.advance(1_000)
+        store_event(store, bash_fail(SID, "make"), now)
+        det.invalidate(SID)
+        want = [e.id for e in store.session_events(SID, now - 60 * MINUTE_MS, now)]
+        assert [e.id for e in det.detect(SID).window.events] == want[-5:], k
+    assert det.counters.get("engine.window.full_loads") == 1  # the reloads were incremental

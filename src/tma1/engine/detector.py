@@ -18,7 +18,13 @@ from tma1.clock import Clock
 from tma1.counters import Counters
 from tma1.engine.anomaly import Anomaly
 from tma1.engine.context import context_threshold
-from tma1.engine.window import CHANGES_WINDOW_MS, EVENTS_WINDOW_MS, RuleConfig, SessionWindow
+from tma1.engine.window import (
+    CHANGES_WINDOW_MS,
+    EVENTS_WINDOW_MS,
+    MAX_WINDOW_EVENTS,
+    RuleConfig,
+    SessionWindow,
+)
 from tma1.events import HookEvent
 from tma1.store import Store
 
@@ -254,7 +260,8 @@ class Detector:
         return epoch
 
     def _events(self, session_id: str, now: int) -> list[HookEvent]:
-        """The session's events in [now - 60 min, now], ts ascending.
+        """The session's events in [now - 60 min, now], ts ascending, at most the newest
+        `MAX_WINDOW_EVENTS` of them (what is held per session is bounded).
 
         The last load is kept, and a reload within `FULL_RELOAD_MS` only fetches rows with
         a newer id (on PostgreSQL minus `ID_LOOKBACK`, for transactions that commit out of
@@ -267,10 +274,12 @@ class Detector:
             held = self._held.get(session_id)
         if held is None or not 0 <= now - held.full_at < FULL_RELOAD_MS or since < held.since:
             rows = self.store.window_events(session_id, since)
+            max_id = max((e.id or 0 for e in rows), default=0)
+            rows = rows[-MAX_WINDOW_EVENTS:]  # the session cap: the newest events only
             held = _Held(
                 events=rows,
                 ids={e.id for e in rows if e.id is not None},
-                max_id=max((e.id or 0 for e in rows), default=0),
+                max_id=max_id,
                 full_at=now,
                 since=since,
             )
@@ -285,6 +294,7 @@ class Detector:
                 events = [e for e in held.events if e.ts >= since] + fresh
                 if fresh and held.events and _key(fresh[0]) < _key(held.events[-1]):
                     events.sort(key=_key)
+                del events[:-MAX_WINDOW_EVENTS]  # the session cap, as on a full load
             held = _Held(
                 events=events,
                 ids={e.id for e in events if e.id is not None},

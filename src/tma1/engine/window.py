@@ -9,6 +9,10 @@ from tma1.events import FileChange, HookEvent, Usage
 
 EVENTS_WINDOW_MS = 60 * MINUTE_MS
 CHANGES_WINDOW_MS = 90 * MINUTE_MS
+# Per session, the engine holds at most this many events of the hour (the newest ones):
+# ≈ 1.5 KB each, so a session costs at most ≈ 7.5 MB however fast it posts. A real agent
+# posts well under one hook a second (docs/reliability.md), i.e. under 3,600 an hour.
+MAX_WINDOW_EVENTS = 5_000
 
 
 @dataclass(slots=True)

@@ -32,7 +32,12 @@ from tma1.counters import Counters
 from tma1.engine.anomaly import Anomaly
 from tma1.engine.context import is_compaction_hook
 from tma1.engine.emitlog import EmitLog, emit_row
-from tma1.engine.window import CHANGES_WINDOW_MS, EVENTS_WINDOW_MS, SessionWindow
+from tma1.engine.window import (
+    CHANGES_WINDOW_MS,
+    EVENTS_WINDOW_MS,
+    MAX_WINDOW_EVENTS,
+    SessionWindow,
+)
 from tma1.events import FileChange, HookEvent, Usage, json_text
 from tma1.ingest import Ingest, scrub
 from tma1.store import Store
@@ -94,6 +99,7 @@ class MemoryWindows:
     def window(self, session_id: str, now: int) -> SessionWindow:
         events = self._events.get(session_id, [])
         lo = bisect_left(self._event_ts.get(session_id, []), now - EVENTS_WINDOW_MS)
+        lo = max(lo, len(events) - MAX_WINDOW_EVENTS)  # the live engine's session cap
         project = self._project.get(session_id)
         changes: list[FileChange] = []
         if project and project in self._changes:
