@@ -316,7 +316,8 @@ def test_with_a_user_manager_it_enables_and_starts_then_stops_and_disables(
     extra = {"FAKE_LOG": str(log)}
     r = tma1(home, "service", "install", path_prefix=bin_dir, **extra)
     assert r.returncode == 0, r.stderr
-    assert r.stderr == ""
+    # A checkout under /tmp (CI) draws a warning about where tma1 lives; nothing else.
+    assert all("under the temporary directory" in ln for ln in r.stderr.splitlines()), r.stderr
     assert calls(log) == [
         "--user is-system-running",
         "--user daemon-reload",
