@@ -95,7 +95,7 @@ def install_for(live: LiveServer, home: Path, flavor: str, adapter: str = "claud
 def flavor(request: pytest.FixtureRequest) -> str:
     """Both variants of the hook script: bash + /dev/tcp (the default where /bin/bash
     exists) and POSIX sh + curl (the fallback)."""
-    if request.param == "bash" and not hookscript.bash_has_dev_tcp():
+    if request.param == "bash" and not hookscript.bash_usable():
         pytest.skip("no /bin/bash with /dev/tcp here")
     if request.param == "sh" and shutil.which("curl") is None:
         pytest.skip("no curl here")
@@ -590,18 +590,17 @@ def test_bash_script_speaks_http_itself(tmp_path: Path, home: Path, recorder: Re
     from tma1.adapters.hookscript import write_script
     from tma1.config import Settings
 
-    if not hookscript.bash_has_dev_tcp():
+    if not hookscript.bash_usable():
         pytest.skip("no /bin/bash with /dev/tcp here")
     weird = tmp_path / "data dir with 'quotes' and $dollar"
     weird.mkdir()
     (weird / "hook-token").write_text("f" * 64 + "\n")
     script = write_script(Settings(data_dir=weird, port=recorder.port), "codex", flavor="bash")
     assert script.read_text().startswith("#!/bin/bash -p\n")
-    # no curl, no cat: builtins and head only; a UTF-8 locale, in which ${#body} would
+    # no curl, no cat, no head: builtins only; a UTF-8 locale, in which ${#body} would
     # count characters
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    os.symlink(shutil.which("head") or "/usr/bin/head", bindir / "head")
     env = {**env_for(home), "PATH": str(bindir), "LC_ALL": "C.UTF-8"}
     payload = '{"prompt":"grüße \\\\ %s \\n","x":"\x01"}\n\n'.encode()
     recorder.answer = "<tma1-context>ünïcode 100%</tma1-context>\n".encode()
@@ -615,10 +614,7 @@ def test_bash_script_speaks_http_itself(tmp_path: Path, home: Path, recorder: Re
     assert "X-TMA1-Token: " + "f" * 64 in lines
     assert "Connection: close" in lines
     assert not [x for x in lines if x.lower().startswith("expect")]
-    if _bash_reads_in_blocks():
-        assert body == payload  # `read -N`: forwarded byte for byte
-    else:
-        assert body == payload.rstrip(b"\n")  # `$(head)` drops trailing newlines
+    assert body == payload  # forwarded byte for byte
     assert f"Content-Length: {len(body)}" in lines  # bytes, not characters
     # an answer without Content-Length runs to the close of the connection
     recorder.with_length = False
@@ -636,7 +632,7 @@ def test_bash_script_reaches_an_ipv6_literal(tmp_path: Path, home: Path) -> None
     from tma1.adapters.hookscript import write_script
     from tma1.config import Settings
 
-    if not hookscript.bash_has_dev_tcp():
+    if not hookscript.bash_usable():
         pytest.skip("no /bin/bash with /dev/tcp here")
     try:
         rec = Recorder(socket.AF_INET6)
@@ -780,7 +776,7 @@ def test_bash_script_run_with_sh_hands_over_to_bash(
     from tma1.adapters.hookscript import write_script
     from tma1.config import Settings
 
-    if not hookscript.bash_has_dev_tcp():
+    if not hookscript.bash_usable():
         pytest.skip("no /bin/bash with /dev/tcp here")
     (tmp_path / "hook-token").write_text("t\n")
     script = write_script(Settings(data_dir=tmp_path, port=recorder.port), "codex", flavor="bash")
@@ -788,17 +784,6 @@ def test_bash_script_run_with_sh_hands_over_to_bash(
     r = subprocess.run([SH, str(script)], input=b"{}", env=env_for(home), capture_output=True)
     assert (r.returncode, r.stdout, r.stderr) == (0, b"ok", b"")
     assert len(recorder.requests) == 1
-
-
-def _bash_reads_in_blocks() -> bool:
-    """Bash 5.2+, where the script reads stdin with `read -N` (no `head`)."""
-    out = subprocess.run(
-        ["/bin/bash", "-c", "echo ${BASH_VERSINFO[0]} ${BASH_VERSINFO[1]}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return (int(out[0]), int(out[1])) >= (5, 2)
 
 
 def test_bash_script_starts_no_process_to_read_the_event(
@@ -809,7 +794,7 @@ def test_bash_script_starts_no_process_to_read_the_event(
     from tma1.adapters.hookscript import write_script
     from tma1.config import Settings
 
-    if not hookscript.bash_has_dev_tcp() or not _bash_reads_in_blocks():
+    if not hookscript.bash_usable():
         pytest.skip("needs /bin/bash 5.2+ with /dev/tcp")
     (tmp_path / "hook-token").write_text("f" * 64 + "\n")
     settings = Settings(data_dir=tmp_path, port=recorder.port)
@@ -822,3 +807,21 @@ def test_bash_script_starts_no_process_to_read_the_event(
     assert (r.returncode, r.stdout) == (0, b"ok")
     (req,) = recorder.requests
     assert req.partition(b"\r\n\r\n")[2] == payload.encode()
+
+
+@pytest.mark.parametrize(
+    ("prints", "usable"),
+    [("3 2", False), ("4 4", False), ("5 1", False), ("5 2", True), ("6 0", True), ("", False)],
+)
+def test_install_writes_the_bash_script_only_for_bash_5_2_or_newer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prints: str, usable: bool
+) -> None:
+    """The bash script reads with `read -N`, which is fast only from bash 5.2 on (and
+    missing in macOS's 3.2): an older /bin/bash gets the sh + curl script."""
+    fake = tmp_path / "bash"
+    fake.write_text(f"#!/bin/sh\necho '{prints}'\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(hookscript, "BASH", fake)
+    monkeypatch.delenv("TMA1_HOOK_SHELL", raising=False)
+    assert hookscript.bash_usable() is usable
+    assert hookscript.default_flavor() == ("bash" if usable else "sh")

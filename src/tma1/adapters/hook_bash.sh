@@ -31,20 +31,13 @@ exec 5>&1 || exec 5>/dev/null
 exec 4<&0 || exit 0
 
 tma1_post() {
-  local body token= url_host code= line len= answer=
+  local body token= url_host code= len= answer= head
   # At most 64 KiB + 1 byte of the event. Bash 5.2's `read -N` without `-t` reads a pipe
-  # or socket in 4 KiB blocks, so no process is started for it (`head` cost ~1.5 ms, a
-  # third of the hook). With `-t`, or in bash 4.x (not checked in 5.0/5.1), it is one
-  # read(2) per byte (27 KB took 190 ms), so older bash gets `head`. `$(</dev/stdin)` cannot open the socketpair Claude Code passes as
-  # stdin. Neither fd 5 (the agent's stdout) nor fd 4 goes to `head`: a reader left behind
-  # would keep the agent waiting for as long as it lives. No timeout of its own; the
-  # caller's `read -t` is the bound.
-  if ((BASH_VERSINFO[0] > 5 || (BASH_VERSINFO[0] == 5 && BASH_VERSINFO[1] >= 2))); then
-    IFS= read -r -N 65537 body
-  else
-    # (Trailing newlines are dropped here, and between JSON tokens that is all they can be.)
-    body=$(head -c 65537 4<&- 5>&-) || return
-  fi
+  # or socket in 4 KiB blocks (install picks this script only for bash 5.2+), so no process
+  # is started for it: `head` was a third of the hook's cost. `$(</dev/stdin)` cannot open
+  # the socketpair Claude Code passes as stdin. No timeout of its own (with `-t` bash
+  # reads one byte per read(2)); the caller's `read -t` is the bound.
+  IFS= read -r -N 65537 body
   [ -n "$body" ] || return
   if [ -r "$TMA1_DATA_DIR/hook-token" ]; then
     IFS= read -r token <"$TMA1_DATA_DIR/hook-token" || :
@@ -63,29 +56,27 @@ tma1_post() {
   # 100-continue`, so no round trip is waited for.
   printf 'POST /api/hooks@@QUERY@@ HTTP/1.1\r\nHost: %s:%s\r\nX-TMA1-Token: %s\r\nContent-Type: application/json\r\nContent-Length: %s\r\nConnection: close\r\n\r\n%s' \
     "$url_host" "$TMA1_PORT" "$token" "${#body}" "$body" >&3 || return
-  # The answer is read one byte per read(2) (bash reads sockets unbuffered); no `-t`
-  # here, which would add a select(2) per byte: the caller's `read -t` bounds it all.
-  IFS=$' \r' read -r _ code _ <&3 || return
+  # The whole answer, in 4 KiB reads: the request said `Connection: close`, so it ends
+  # where the server closes the connection. Headers and body are split here, in the shell.
+  IFS= read -r -N 1048576 answer <&3
+  head=${answer%%$'\r\n\r\n'*}
+  [ "$head" != "$answer" ] || return  # the headers never ended
+  answer=${answer#*$'\r\n\r\n'}
+  code=${head#* } code=${code%% *}
   [ "$code" = 200 ] || return  # a 403 or 500 body is never shown to the agent
-  while IFS=$'\r' read -r line <&3; do
-    [ -n "$line" ] || break
-    case $line in
-      [Cc]ontent-[Ll]ength:*) len=${line#*:} len=${len// /} ;;
-    esac
-  done
-  [ -z "$line" ] || return  # the headers never ended
+  case $head in
+    *$'\n'[Cc]ontent-[Ll]ength:*)
+      len=${head#*$'\n'[Cc]ontent-[Ll]ength:} len=${len%%$'\r'*} len=${len// /} ;;
+  esac
   case $len in
-    0) return ;;
-    '' | *[!0-9]*) # no length: the body runs to the end of the connection
-      IFS= read -r -d '' answer <&3 ;;
-    *) IFS= read -r -N "$len" answer <&3
-      # cut short: print nothing rather than half an answer
-      [ "${#answer}" = "$len" ] || return ;;
+    '' | *[!0-9]*) ;;  # no length: the body ran to the end of the connection
+    # cut short: print nothing rather than half an answer
+    *) [ "${#answer}" = "$len" ] || return ;;
   esac
   [ -z "$answer" ] || printf '%s' "$answer" >&5
 }
 
-# A big event goes to curl, streamed: what `head` read, then the rest of stdin (chunked,
+# A big event goes to curl, streamed: what `read` took, then the rest of stdin (chunked,
 # so no length is needed up front). Bash would take seconds over tens of MB; curl's
 # start-up only matters for small events. The token goes as a config file on fd 3.
 tma1_post_big() {

@@ -32,29 +32,36 @@ def script_path(settings: Settings, agent: str) -> Path:
 
 
 def default_flavor() -> str:
-    """bash where /bin/bash exists and has /dev/tcp (the script's first line names it),
-    else sh + curl. TMA1_HOOK_SHELL=sh|bash at install time overrides the choice."""
+    """bash where /bin/bash is 5.2 or newer and has /dev/tcp (the script's first line names
+    it), else sh + curl. TMA1_HOOK_SHELL=sh|bash at install time overrides the choice."""
     forced = os.environ.get("TMA1_HOOK_SHELL", "")
     if forced in TEMPLATES:
         return forced
-    return "bash" if bash_has_dev_tcp() else "sh"
+    return "bash" if bash_usable() else "sh"
 
 
-def bash_has_dev_tcp() -> bool:
-    """Bash can be built without network redirections, and then /dev/tcp/... is just a
-    missing file: the script would post nothing, ever. Ask bash: a connect to port 1 is
-    refused (or, rarely, succeeds) where /dev/tcp works."""
+def bash_usable() -> bool:
+    """The bash script needs two things of /bin/bash. /dev/tcp: bash can be built without
+    network redirections, and then /dev/tcp/... is just a missing file (the script would
+    post nothing, ever). And 5.2 or newer: there `read -N` without `-t` reads a pipe or
+    socket in 4 KiB blocks (checked with strace; bash 4.x reads one byte per read(2), and
+    macOS's /bin/bash 3.2 has no `-N` at all). Ask bash: a connect to port 1 is refused
+    (or, rarely, succeeds) where /dev/tcp works."""
     if not (BASH.is_file() and os.access(BASH, os.X_OK)):
         return False
+    probe = 'echo "${BASH_VERSINFO[0]} ${BASH_VERSINFO[1]}"; exec 3<>/dev/tcp/127.0.0.1/1'
     try:
         r = subprocess.run(
-            [str(BASH), "-p", "-c", "exec 3<>/dev/tcp/127.0.0.1/1"],
+            [str(BASH), "-p", "-c", probe],
             capture_output=True,
             text=True,
             timeout=5,
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"},
         )
-    except (OSError, subprocess.SubprocessError):
+        major, minor = (int(x) for x in r.stdout.split()[:2])
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return False
+    if (major, minor) < (5, 2):
         return False
     return r.returncode == 0 or "No such file" not in r.stderr
 
