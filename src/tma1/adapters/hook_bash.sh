@@ -31,7 +31,7 @@ exec 5>&1 || exec 5>/dev/null
 exec 4<&0 || exit 0
 
 tma1_post() {
-  local body token= url_host code= len= answer= head
+  local body token= url_host code= line len= answer=
   # At most 64 KiB + 1 byte of the event. Bash 5.2's `read -N` without `-t` reads a pipe
   # or socket in 4 KiB blocks (install picks this script only for bash 5.2+), so no process
   # is started for it: `head` was a third of the hook's cost. `$(</dev/stdin)` cannot open
@@ -56,22 +56,26 @@ tma1_post() {
   # 100-continue`, so no round trip is waited for.
   printf 'POST /api/hooks@@QUERY@@ HTTP/1.1\r\nHost: %s:%s\r\nX-TMA1-Token: %s\r\nContent-Type: application/json\r\nContent-Length: %s\r\nConnection: close\r\n\r\n%s' \
     "$url_host" "$TMA1_PORT" "$token" "${#body}" "$body" >&3 || return
-  # The whole answer, in 4 KiB reads: the request said `Connection: close`, so it ends
-  # where the server closes the connection. Headers and body are split here, in the shell.
-  IFS= read -r -N 1048576 answer <&3
-  head=${answer%%$'\r\n\r\n'*}
-  [ "$head" != "$answer" ] || return  # the headers never ended
-  answer=${answer#*$'\r\n\r\n'}
-  code=${head#* } code=${code%% *}
+  # Status line and headers one byte per read(2) (bash reads sockets unbuffered; no `-t`,
+  # which would add a select(2) per byte: the caller's `read -t` bounds it all), then the
+  # body by its length in blocks. Not `read -N` to the close: the server may close the
+  # connection well after its answer (12-43 ms seen after a Stop or a SessionStart).
+  IFS=$' \r' read -r _ code _ <&3 || return
   [ "$code" = 200 ] || return  # a 403 or 500 body is never shown to the agent
-  case $head in
-    *$'\n'[Cc]ontent-[Ll]ength:*)
-      len=${head#*$'\n'[Cc]ontent-[Ll]ength:} len=${len%%$'\r'*} len=${len// /} ;;
-  esac
+  while IFS=$'\r' read -r line <&3; do
+    [ -n "$line" ] || break
+    case $line in
+      [Cc]ontent-[Ll]ength:*) len=${line#*:} len=${len// /} ;;
+    esac
+  done
+  [ -z "$line" ] || return  # the headers never ended
   case $len in
-    '' | *[!0-9]*) ;;  # no length: the body ran to the end of the connection
-    # cut short: print nothing rather than half an answer
-    *) [ "${#answer}" = "$len" ] || return ;;
+    0) return ;;
+    '' | *[!0-9]*) # no length: the body runs to the end of the connection
+      IFS= read -r -N 1048576 answer <&3 ;;
+    *) IFS= read -r -N "$len" answer <&3
+      # cut short: print nothing rather than half an answer
+      [ "${#answer}" = "$len" ] || return ;;
   esac
   [ -z "$answer" ] || printf '%s' "$answer" >&5
 }
