@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+from typing import Any
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from tma1.service import LARGE_BODY_BYTES, MAX_BODY_BYTES, Service
@@ -19,26 +21,49 @@ router = APIRouter()
 # Big events being stored after their answer (a reference keeps each task alive).
 _BACKGROUND: set[asyncio.Task[str]] = set()
 
-_HOOK_BODY_DOC = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "description": "A Claude Code or Codex hook payload, passed through as sent.",
-                    "properties": {
-                        "session_id": {"type": "string"},
-                        "hook_event_name": {"type": "string"},
-                    },
-                    "additionalProperties": True,
+# `POST /api/hooks` in /openapi.json (`tma1.server.app` adds it: FastAPI documents only
+# its own routes, and this one is a plain Starlette route).
+OPENAPI_PATH: dict[str, Any] = {
+    "post": {
+        "summary": "Post Hook",
+        "operationId": "post_hook_api_hooks_post",
+        "parameters": [
+            {"name": "source", "in": "query", "required": False, "schema": {"type": "string"}},
+            {"name": "envelope", "in": "query", "required": False, "schema": {"type": "string"}},
+            {"name": "transport", "in": "query", "required": False, "schema": {"type": "string"}},
+            {
+                "name": "X-TMA1-Token",
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string"},
+            },
+        ],
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "description": (
+                            "A Claude Code or Codex hook payload, passed through as sent."
+                        ),
+                        "properties": {
+                            "session_id": {"type": "string"},
+                            "hook_event_name": {"type": "string"},
+                        },
+                        "additionalProperties": True,
+                    }
                 }
-            }
+            },
         },
-    },
-    "parameters": [
-        {"name": "X-TMA1-Token", "in": "header", "required": False, "schema": {"type": "string"}},
-    ],
+        "responses": {
+            "200": {
+                "description": "What the agent should hear (may be empty)",
+                "content": {"text/plain": {}},
+            },
+            "403": {"description": "Missing or wrong X-TMA1-Token"},
+        },
+    }
 }
 
 
@@ -59,31 +84,6 @@ async def _read_capped(receive: Receive, limit: int) -> tuple[bytes, int] | None
         if not message.get("more_body", False):
             break
     return chunks[0] if len(chunks) == 1 else b"".join(chunks), total
-
-
-@router.post(
-    "/api/hooks",
-    openapi_extra=_HOOK_BODY_DOC,
-    responses={
-        200: {
-            "description": "What the agent should hear (may be empty)",
-            "content": {"text/plain": {}},
-        },
-        403: {"description": "Missing or wrong X-TMA1-Token"},
-    },
-)
-async def post_hook(
-    request: Request,
-    source: str | None = None,
-    envelope: str | None = None,
-    transport: str | None = None,
-) -> Response:
-    # The app answers POST /api/hooks before routing (tma1.server.app.Tma1App); this route
-    # documents the endpoint in the OpenAPI schema and answers identically when reached.
-    status, body, media = await answer_hook(
-        request.app.state.service, request.app.state.hook_token, request.scope, request.receive
-    )
-    return Response(body, status_code=status, media_type=media)
 
 
 @router.get(
@@ -176,14 +176,17 @@ _CONTENT_TYPE = {
 }
 
 
-class HookEndpoint:
-    """The ASGI app that answers `POST /api/hooks`, ahead of FastAPI's stack.
+def hook_route(service: Service, hook_token: str | None) -> Route:
+    """`POST /api/hooks` as a Starlette route to a plain ASGI endpoint (an instance, not a
+    function, so Starlette hands it the raw scope). The app's LocalOnlyMiddleware still
+    applies its Host/Origin checks."""
+    return Route("/api/hooks", HookEndpoint(service, hook_token), methods=["POST"])
 
-    On the agent's path FastAPI's middleware, routing and response classes cost more CPU
-    than storing the event (bench/bench_hooks.py): this answers with plain ASGI messages.
-    Mounted behind LocalOnlyMiddleware by `tma1.server.app.create_app`, so the Host/Origin
-    checks still apply.
-    """
+
+class HookEndpoint:
+    """The ASGI app that answers `POST /api/hooks` with plain ASGI messages: on the agent's
+    path FastAPI's request and response classes cost more CPU than storing the event
+    (bench/bench_hooks.py)."""
 
     def __init__(self, service: Service, hook_token: str | None) -> None:
         self.service = service
