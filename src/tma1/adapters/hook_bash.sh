@@ -58,8 +58,8 @@ tma1_post() {
     "$url_host" "$TMA1_PORT" "$token" "${#body}" "$body" >&3 || return
   # Status line and headers one byte per read(2) (bash reads sockets unbuffered; no `-t`,
   # which would add a select(2) per byte: the caller's `read -t` bounds it all), then the
-  # body by its length in blocks. Not `read -N` to the close: the server may close the
-  # connection well after its answer (12-43 ms seen after a Stop or a SessionStart).
+  # body by its length in blocks, so the answer is complete without waiting for the server
+  # to close the connection.
   IFS=$' \r' read -r _ code _ <&3 || return
   [ "$code" = 200 ] || return  # a 403 or 500 body is never shown to the agent
   while IFS=$'\r' read -r line <&3; do
