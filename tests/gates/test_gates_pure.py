@@ -22,12 +22,12 @@ from tma1.gates import (
     precision_figures,
     same_file,
     sample_verdict,
-    session_timeline,
     since_for_days,
     split_stable_key,
     status_text,
     window_of,
 )
+from tma1.server.routes_sessions import session_timeline
 
 
 def pre(i: int, tool: str, **kw: object) -> Call:

@@ -956,7 +956,12 @@ class Store:
         return removed
 
     def connect(self) -> Connection:
+        """A pooled connection (a context manager) for the query modules beside this one."""
         return self.engine.connect()
+
+    def begin(self) -> contextlib.AbstractContextManager[Connection]:
+        """A connection in a transaction, committed when the block ends without an error."""
+        return self.engine.begin()
 
     def execute_many(self, statements: Iterable[Any]) -> None:
         with self.engine.begin() as conn:
