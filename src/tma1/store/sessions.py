@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import and_, case, func, or_, select
 
 from tma1.store.db import Store
-from tma1.store.schema import anomaly_emits, external_changes, hook_events
+from tma1.store.schema import anomaly_emits, external_changes, hook_events, messages
 
 _TOOL_RESULT_EVENTS = ("PostToolUse", "PostToolUseFailure")
 
@@ -125,6 +125,17 @@ def timeline_rows(store: Store, session_id: str, *, limit: int) -> list[dict[str
         rows = [dict(r._mapping) for r in conn.execute(q)]
     rows.reverse()
     return rows
+
+
+def usage_rows(store: Store, session_id: str) -> list[dict[str, Any]]:
+    """The session's token-usage and compaction rows, oldest first."""
+    q = (
+        select(messages)
+        .where(messages.c.session_id == session_id)
+        .order_by(messages.c.ts, messages.c.id)
+    )
+    with store.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(q)]
 
 
 # --- the agent routes ---------------------------------------------------------------------
