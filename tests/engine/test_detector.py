@@ -285,7 +285,7 @@ def test_postgresql_rows_committed_out_of_id_order_are_not_missed(
     det = make(store, clock, scripted=Scripted())
     store_event(store, payload(SID, "SessionStart"), clock.now_ms())
     det.detect(SID)
-    slow = store.engine.connect()
+    slow = store.connect()
     tx = slow.begin()
     slow.execute(
         insert(hook_events).values(

@@ -9,7 +9,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -485,7 +485,7 @@ class Store:
     """All reads and writes. Thread-safe: each call takes its own pooled connection."""
 
     def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+        self._engine = engine
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True) -> Store:
@@ -557,15 +557,21 @@ class Store:
 
     @property
     def dialect(self) -> str:
-        return self.engine.dialect.name
+        return self._engine.dialect.name
 
     def close(self) -> None:
-        self.engine.dispose()
+        self._engine.dispose()
 
     def table_names(self) -> list[str]:
         from sqlalchemy import inspect
 
-        return list(inspect(self.engine).get_table_names())
+        return list(inspect(self._engine).get_table_names())
+
+    def column_types(self, table: str) -> dict[str, str]:
+        """Each column of `table` and its type as the database reports it."""
+        from sqlalchemy import inspect
+
+        return {c["name"]: str(c["type"]) for c in inspect(self._engine).get_columns(table)}
 
     # --- writes ---------------------------------------------------------------------
 
@@ -577,7 +583,7 @@ class Store:
         """Insert in one transaction; `with_ids` sets each event's id."""
         if not evs:
             return
-        with self.engine.begin() as conn:
+        with self._engine.begin() as conn:
             if conn.dialect.name == "sqlite":
                 _insert_events_sqlite(conn, evs, with_ids=with_ids)
                 return
@@ -599,7 +605,7 @@ class Store:
         ids: list[int] = []
         if not changes:
             return ids
-        with self.engine.begin() as conn:
+        with self._engine.begin() as conn:
             for ch in changes:
                 result = conn.execute(_INSERT_CHANGE, _change_row(ch))
                 key = result.inserted_primary_key
@@ -611,7 +617,7 @@ class Store:
         """Attribute still-unattributed changes to `session_id` (a late PreToolUse)."""
         if not ids:
             return 0
-        with self.engine.begin() as conn:
+        with self._engine.begin() as conn:
             return conn.execute(
                 update(external_changes)
                 .where(
@@ -624,7 +630,7 @@ class Store:
     def insert_usages(self, usages: Sequence[Usage]) -> None:
         if not usages:
             return
-        with self.engine.begin() as conn:
+        with self._engine.begin() as conn:
             conn.execute(
                 insert(messages),
                 [
@@ -658,7 +664,7 @@ class Store:
             }
             for r in rows
         ]
-        with self.engine.begin() as conn:
+        with self._engine.begin() as conn:
             conn.execute(insert(anomaly_emits), prepared)
 
     # --- reads for the engine ---------------------------------------------------------
@@ -671,7 +677,7 @@ class Store:
         )
         if until_ts is not None:
             q = q.where(hook_events.c.ts <= until_ts)
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             rows = conn.execute(q.order_by(hook_events.c.ts, hook_events.c.id)).all()
         return [row_to_event(r) for r in rows]
 
@@ -685,17 +691,17 @@ class Store:
         `tool_result` only for unsuccessful results (the failure output the rules quote);
         everything else is as `session_events` returns. (The event being answered is not
         read back: its `stop_hook_active` comes from the hook itself.)"""
-        sql, names, defaults = _window_sql(self.engine.dialect, after_id is not None)
+        sql, names, defaults = _window_sql(self._engine.dialect, after_id is not None)
         given = {"session_id": session_id, "since": since_ts, "after": after_id}
         values = [given[n] if n in given else defaults[n] for n in names]
         params: Any = (
             tuple(values)
-            if self.engine.dialect.positional
+            if self._engine.dialect.positional
             else dict(zip(names, values, strict=True))
         )
         # The DBAPI cursor, not a Result: this read runs for every detection, and the
         # generic row machinery costs more than the rows (bench/bench_engine.py).
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             cursor = conn.connection.cursor()
             try:
                 cursor.execute(sql, params)
@@ -712,7 +718,7 @@ class Store:
         )
         if until_ts is not None:
             q = q.where(external_changes.c.ts <= until_ts)
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             rows = conn.execute(q.order_by(external_changes.c.ts, external_changes.c.id)).all()
         return [row_to_change(r) for r in rows]
 
@@ -721,7 +727,7 @@ class Store:
         if until_ts is not None:
             q = q.where(messages.c.ts <= until_ts)
         q = q.order_by(messages.c.ts.desc(), messages.c.id.desc()).limit(1)
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             row = conn.execute(q).first()
         if row is None:
             return None
@@ -777,7 +783,7 @@ class Store:
             hook_events.c.metadata.like('%"source": "compact"%'),
         )
         one = select(rows.scalar_subquery(), hooks.scalar_subquery(), starts.scalar_subquery())
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             found = conn.execute(one).one()
         stamps = [int(v) for v in found if v is not None]
         return max(stamps) if stamps else None
@@ -788,13 +794,13 @@ class Store:
             .where(hook_events.c.project == project, hook_events.c.ts >= since_ts)
             .group_by(hook_events.c.session_id)
         )
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             return [r[0] for r in conn.execute(q)]
 
     def session_first_ts(self, session_id: str) -> int | None:
         """The first event we ever stored of this session (the session start)."""
         q = select(func.min(hook_events.c.ts)).where(hook_events.c.session_id == session_id)
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             value = conn.execute(q).scalar()
         return int(value) if value is not None else None
 
@@ -806,7 +812,7 @@ class Store:
         if until_ts is not None:
             q = q.where(hook_events.c.ts <= until_ts)
         q = q.order_by(hook_events.c.ts.desc(), hook_events.c.id.desc()).limit(1)
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             value = conn.execute(q).scalar()
         return str(value) if value is not None else None
 
@@ -835,7 +841,7 @@ class Store:
             .order_by(c.ts.desc(), c.id.desc())
             .limit(limit)
         )
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             rows = conn.execute(q).all()
         return [_shell_result(r) for r in reversed(rows)]
 
@@ -851,7 +857,7 @@ class Store:
             .where(c.project == project, c.ts >= since_ts, c.ts <= until_ts)
             .group_by(c.session_id)
         )
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             return [
                 (str(r[0]), int(r[1]), str(r[2]), None if r[3] is None else int(r[3]))
                 for r in conn.execute(q)
@@ -862,7 +868,7 @@ class Store:
         q = select(func.max(hook_events.c.ts)).where(
             hook_events.c.session_id == session_id, hook_events.c.ts < before_ts
         )
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             value = conn.execute(q).scalar()
         return int(value) if value is not None else None
 
@@ -872,7 +878,7 @@ class Store:
             .where(anomaly_emits.c.ts >= since_ts)
             .order_by(anomaly_emits.c.ts, anomaly_emits.c.id)
         )
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
 
     # --- reads for the dashboard -------------------------------------------------------
@@ -906,7 +912,7 @@ class Store:
                 )
             )
         pick = pick.order_by(last.desc(), ev.c.session_id).limit(limit).offset(offset)
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             return [(str(sid), int(lo), int(hi)) for sid, lo, hi in conn.execute(pick).all()]
 
     def emits_delivered_with(self, emit_id: int) -> list[dict[str, Any]]:
@@ -915,7 +921,7 @@ class Store:
         me = select(anomaly_emits.c.session_id, anomaly_emits.c.ts, anomaly_emits.c.channel).where(
             anomaly_emits.c.id == emit_id
         )
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             row = conn.execute(me).first()
             if row is None:
                 return []
@@ -934,7 +940,7 @@ class Store:
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
-        with self.engine.connect() as conn:
+        with self._engine.connect() as conn:
             for table in ALL_TABLES:
                 out[table.name] = int(
                     conn.execute(select(func.count()).select_from(table)).scalar_one()
@@ -944,7 +950,7 @@ class Store:
     def purge(self, before_ts: int) -> dict[str, int]:
         """Delete rows older than `before_ts`; labels go with their emits."""
         removed: dict[str, int] = {}
-        with self.engine.begin() as conn:
+        with self._engine.begin() as conn:
             old_emits = select(anomaly_emits.c.id).where(anomaly_emits.c.ts < before_ts)
             removed[anomaly_labels.name] = conn.execute(
                 delete(anomaly_labels).where(anomaly_labels.c.emit_id.in_(old_emits))
@@ -957,13 +963,8 @@ class Store:
 
     def connect(self) -> Connection:
         """A pooled connection (a context manager) for the query modules beside this one."""
-        return self.engine.connect()
+        return self._engine.connect()
 
     def begin(self) -> contextlib.AbstractContextManager[Connection]:
         """A connection in a transaction, committed when the block ends without an error."""
-        return self.engine.begin()
-
-    def execute_many(self, statements: Iterable[Any]) -> None:
-        with self.engine.begin() as conn:
-            for st in statements:
-                conn.execute(st)
+        return self._engine.begin()
