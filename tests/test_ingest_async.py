@@ -14,7 +14,7 @@ from tma1.counters import Counters
 from tma1.events import HookEvent, parse_payload
 from tma1.ingest import Ingest
 from tma1.store import Store
-from tma1.store.db import _EVENT_COLUMNS, event_row, event_values
+from tma1.store.events import _EVENT_COLUMNS, event_row, event_values
 from tma1.store.schema import hook_events
 
 

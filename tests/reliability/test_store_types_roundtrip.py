@@ -8,8 +8,7 @@ from sqlalchemy import inspect, select, text
 
 from tma1.events import HookEvent
 from tma1.ingest import scrub
-from tma1.store import Store
-from tma1.store.db import make_engine, run_migrations
+from tma1.store import Store, make_engine, run_migrations
 from tma1.store.schema import ALL_TABLES, anomaly_emits, hook_events
 
 # Past 2**31 in ms (2038-01-19 is 2**31 s; epoch ms already need 41 bits).

@@ -40,7 +40,7 @@ def delivered_text(store: Store, emit_id: int) -> dict[str, Any] | None:
     very functions delivery used (`digest` for the context channels, `stop_reason` for a
     Stop block) from the rows written for the same answer: same session, channel and
     instant, in id order (the order `EmitLog.record` queued them). None: unknown id."""
-    rows = store.emits_delivered_with(emit_id)
+    rows = emit_log.delivered_with(store, emit_id)
     if not rows:
         return None
     findings = [

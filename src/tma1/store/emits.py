@@ -9,7 +9,8 @@ from typing import Any
 from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from tma1.store.db import Store, _loads
+from tma1.store.db import Store
+from tma1.store.events import _loads
 from tma1.store.schema import LABEL_SOURCES, LABELS, anomaly_emits, anomaly_labels
 
 DAY_MS = 86_400_000
@@ -184,3 +185,25 @@ def labelled_since(store: Store, since: int) -> list[tuple[str, str, str]]:
     )
     with store.connect() as conn:
         return [(str(r.source), str(r.kind), str(r.label)) for r in conn.execute(q)]
+
+
+def delivered_with(store: Store, emit_id: int) -> list[dict[str, Any]]:
+    """The emit-log rows one answer carried together with `emit_id`, in delivery order
+    (ids ascending): same session, channel and instant. [] for an unknown id."""
+    me = select(anomaly_emits.c.session_id, anomaly_emits.c.ts, anomaly_emits.c.channel).where(
+        anomaly_emits.c.id == emit_id
+    )
+    with store.connect() as conn:
+        row = conn.execute(me).first()
+        if row is None:
+            return []
+        q = (
+            select(anomaly_emits)
+            .where(
+                anomaly_emits.c.session_id == row.session_id,
+                anomaly_emits.c.ts == row.ts,
+                anomaly_emits.c.channel == row.channel,
+            )
+            .order_by(anomaly_emits.c.id)
+        )
+        return [dict(r._mapping) for r in conn.execute(q)]

@@ -15,6 +15,39 @@ from tma1.store.schema import anomaly_emits, external_changes, hook_events, mess
 _TOOL_RESULT_EVENTS = ("PostToolUse", "PostToolUseFailure")
 
 
+def session_spans(
+    store: Store,
+    *,
+    limit: int,
+    offset: int = 0,
+    since_ts: int | None = None,
+    session_id: str | None = None,
+    search: str | None = None,
+) -> list[tuple[str, int, int]]:
+    """(session_id, first ts, last ts), newest activity first, one page of them.
+
+    `search` matches, case-insensitively and literally (no wildcards), a part of the
+    session id or of the project of any of the session's events."""
+    ev = hook_events
+    last = func.max(ev.c.ts)
+    pick = select(ev.c.session_id, func.min(ev.c.ts), last).group_by(ev.c.session_id)
+    if since_ts is not None:
+        pick = pick.having(last >= since_ts)
+    if session_id is not None:
+        pick = pick.where(ev.c.session_id == session_id)
+    if search:
+        needle = search.lower()
+        pick = pick.where(
+            or_(
+                func.lower(ev.c.session_id).contains(needle, autoescape=True),
+                func.lower(ev.c.project).contains(needle, autoescape=True),
+            )
+        )
+    pick = pick.order_by(last.desc(), ev.c.session_id).limit(limit).offset(offset)
+    with store.connect() as conn:
+        return [(str(sid), int(lo), int(hi)) for sid, lo, hi in conn.execute(pick).all()]
+
+
 def list_sessions(
     store: Store,
     *,
@@ -31,8 +64,8 @@ def list_sessions(
     counts only theirs from the (session_id, event_type, ts) and failures indexes.
     """
     ev = hook_events
-    picked = store.session_spans(
-        limit=limit, offset=offset, since_ts=since_ts, session_id=session_id, search=search
+    picked = session_spans(
+        store, limit=limit, offset=offset, since_ts=since_ts, session_id=session_id, search=search
     )
     spans = {sid: (lo, hi) for sid, lo, hi in picked}
     if not spans:
