@@ -37,6 +37,7 @@ _op = st.one_of(
         st.sampled_from(["PreCompact", "PostCompact", "SessionEnd", "Stop", "UserPromptSubmit"]),
     ),
     st.tuples(st.just("start"), st.sampled_from(["compact", "startup"])),
+    st.tuples(st.just("transcript_compaction")),
     st.tuples(
         st.just("emit"),
         st.sampled_from(KINDS),
@@ -57,7 +58,9 @@ def _store() -> Iterator[Store]:
             store.close()
 
 
-def _play(s: Session, ops: list[tuple[int, tuple[Any, ...]]]) -> None:
+def _play(s: Session, ops: list[tuple[int, tuple[Any, ...]]]) -> list[int]:
+    """Plays `ops`; returns the ts of the compactions the transcript tailer would see."""
+    compactions: list[int] = []
     for step, op in ops:
         s.step_ms = step
         match op:
@@ -78,6 +81,10 @@ def _play(s: Session, ops: list[tuple[int, tuple[Any, ...]]]) -> None:
                 s.hook("SessionStart", source=source)
             case ("emit", kind, subject, related):
                 s.emit(kind, subject, related)
+            case ("transcript_compaction",):
+                s.ts += step
+                compactions.append(s.ts)
+    return compactions
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -86,16 +93,24 @@ def test_judging_in_memory_gives_the_verdicts_of_the_sql_gate(
     sessions: list[list[tuple[int, tuple[Any, ...]]]], window: int
 ) -> None:
     held: dict[str, list[HookEvent]] = {}
+    compactions: dict[str, list[int]] = {}
     with _store() as store:
         for n, ops in enumerate(sessions):
             # Sessions overlap in time: each starts at the same instant.
             s = Session(store, f"s{n}", ts=1_700_000_000_000)
-            _play(s, ops)
+            compactions[s.session_id] = seen = _play(s, ops)
             store.insert_events(s.events, with_ids=True)
+            store.insert_usages(
+                [
+                    Usage(ts=ts, session_id=s.session_id, occupancy=0, kind="compaction")
+                    for ts in seen
+                ]
+            )
             held[s.session_id] = sorted(s.events, key=lambda e: (e.ts, e.id or 0))
         emits = store.emits_since(0)
         in_sql = sorted(gates.judge_stored(store, 0, window), key=lambda j: j[0].id)
-    in_memory = sorted(gates.judge_events(emits, held, window=window), key=lambda j: j[0].id)
+    judged = gates.judge_events(emits, held, compactions=compactions, window=window)
+    in_memory = sorted(judged, key=lambda j: j[0].id)
     assert [(ref.id, ok) for ref, ok in in_memory] == [(ref.id, ok) for ref, ok in in_sql]
     # The inputs too, not only the verdicts they happen to give.
     assert [ref for ref, _ in in_memory] == [ref for ref, _ in in_sql]
