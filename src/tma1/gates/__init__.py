@@ -5,125 +5,30 @@ follow-rate and precision.
 those rows through tma1.store and keeps the follow-rate's verdict cache. Shared by the
 HTTP API (server/routes_gates.py), the CLI (commands/anomalies.py) and replay, so the
 figures a human sees on the dashboard and in `tma1 gates` are computed by the same code.
+Below: what those callers use.
 """
 
-from tma1.gates.budget import budget_of_emits, budget_report, day_counts
-from tma1.gates.common import (
-    CHANNELS,
-    DAY_MS,
-    DEFAULT_BUDGET,
-    DEFAULT_DAYS,
-    DEFAULT_WINDOW,
-    FOLLOW_MIN_EMITS,
-    FOLLOW_TARGET,
-    KINDS,
-    MINUTE_MS,
-    PRECISION_MIN_LABELS,
-    PRECISION_SAMPLE,
-    PRECISION_TARGET,
-    SEVERITIES,
-    STATUSES,
-    day_label,
-    day_start,
-    loads_list,
-    overall_pass,
-    overall_status,
-    ratio,
-    sample_verdict,
-    since_for_days,
-    split_stable_key,
-)
-from tma1.gates.follow import (
-    FOLLOW_ACTIONS,
-    TEST_LOOKBACK_MS,
-    Call,
-    EmitRef,
-    FollowInputs,
-    blind_rerun,
-    follow_report,
-    followed,
-    guess_test_file,
-    inputs_from_events,
-    is_compaction_or_end,
-    is_edit_of,
-    is_git_commit,
-    is_read_of,
-    is_rerun,
-    judge,
-    judge_events,
-    same_file,
-    window_of,
-)
-from tma1.gates.live import (
-    SETTLE_MS,
-    all_gates,
-    budget,
-    follow_inputs,
-    follow_rate,
-    judge_stored,
-    precision,
-)
-from tma1.gates.precision import precision_figures, precision_report
-from tma1.gates.table import gate_table, status_text
-from tma1.store.schema import LABEL_SOURCES, LABELS
-
-__all__ = [
-    "CHANNELS",
-    "DAY_MS",
-    "DEFAULT_BUDGET",
-    "DEFAULT_DAYS",
-    "DEFAULT_WINDOW",
-    "FOLLOW_ACTIONS",
-    "FOLLOW_MIN_EMITS",
-    "FOLLOW_TARGET",
-    "KINDS",
-    "LABELS",
-    "LABEL_SOURCES",
-    "MINUTE_MS",
-    "PRECISION_MIN_LABELS",
-    "PRECISION_SAMPLE",
-    "PRECISION_TARGET",
-    "SETTLE_MS",
-    "SEVERITIES",
-    "STATUSES",
-    "TEST_LOOKBACK_MS",
-    "Call",
-    "EmitRef",
-    "FollowInputs",
-    "all_gates",
-    "blind_rerun",
-    "budget",
-    "budget_of_emits",
-    "budget_report",
-    "day_counts",
-    "day_label",
-    "day_start",
-    "follow_inputs",
-    "follow_rate",
-    "follow_report",
-    "followed",
-    "gate_table",
-    "guess_test_file",
-    "inputs_from_events",
-    "is_compaction_or_end",
-    "is_edit_of",
-    "is_git_commit",
-    "is_read_of",
-    "is_rerun",
-    "judge",
-    "judge_events",
-    "judge_stored",
-    "loads_list",
-    "overall_pass",
-    "overall_status",
-    "precision",
-    "precision_figures",
-    "precision_report",
-    "ratio",
-    "same_file",
-    "sample_verdict",
-    "since_for_days",
-    "split_stable_key",
-    "status_text",
-    "window_of",
-]
+from tma1.gates.budget import budget_of_emits as budget_of_emits
+from tma1.gates.common import CHANNELS as CHANNELS
+from tma1.gates.common import DAY_MS as DAY_MS
+from tma1.gates.common import DEFAULT_BUDGET as DEFAULT_BUDGET
+from tma1.gates.common import DEFAULT_DAYS as DEFAULT_DAYS
+from tma1.gates.common import DEFAULT_WINDOW as DEFAULT_WINDOW
+from tma1.gates.common import FOLLOW_MIN_EMITS as FOLLOW_MIN_EMITS
+from tma1.gates.common import KINDS as KINDS
+from tma1.gates.common import PRECISION_MIN_LABELS as PRECISION_MIN_LABELS
+from tma1.gates.common import PRECISION_SAMPLE as PRECISION_SAMPLE
+from tma1.gates.common import SEVERITIES as SEVERITIES
+from tma1.gates.common import loads_list as loads_list
+from tma1.gates.common import since_for_days as since_for_days
+from tma1.gates.follow import TEST_LOOKBACK_MS as TEST_LOOKBACK_MS
+from tma1.gates.follow import follow_report as follow_report
+from tma1.gates.follow import judge_events as judge_events
+from tma1.gates.live import all_gates as all_gates
+from tma1.gates.live import budget as budget
+from tma1.gates.live import follow_rate as follow_rate
+from tma1.gates.live import judge_stored as judge_stored
+from tma1.gates.live import precision as precision
+from tma1.gates.table import gate_table as gate_table
+from tma1.gates.table import status_text as status_text
+from tma1.store.schema import LABEL_SOURCES as LABEL_SOURCES

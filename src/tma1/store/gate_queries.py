@@ -132,33 +132,17 @@ def _follow_rows_windowed(
             ),
         )
     )
-    emits: list[EmitRow] = []
+    emits: dict[int, EmitRow] = {}
     calls: list[CallRow] = []
-    last = None
     with store.connect() as conn:
-        for (
-            emit_id,
-            emit_ts,
-            sid,
-            kind,
-            key,
-            related,
-            acted,
-            wend,
-            ev_id,
-            ev_ts,
-            tool,
-            path,
-            files,
-            command,
-            prefix,
-        ) in conn.execute(q).all():
-            if emit_id != last:
-                last = emit_id
-                emits.append((emit_id, emit_ts, sid, kind, key, related, bool(acted), _end(wend)))
+        for row in conn.execute(q).all():
+            emit_id, ts, sid, kind, key, related, acted, wend, ev_id, *call = row
+            if emit_id not in emits:
+                emits[emit_id] = (emit_id, ts, sid, kind, key, related, bool(acted), _end(wend))
             if ev_id is not None:
-                calls.append((emit_id, ev_ts, ev_id, tool, path, files, command, prefix))
-    return list({row[0]: row for row in emits}.values()), calls
+                ev_ts, *rest = call
+                calls.append((emit_id, ev_ts, ev_id, *rest))
+    return list(emits.values()), calls
 
 
 def _follow_rows_lateral(
