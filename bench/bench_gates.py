@@ -70,7 +70,7 @@ def seed(
     ev_rows: list[dict[str, Any]] = []
     em_rows: list[dict[str, Any]] = []
     n_events = 0
-    with store.engine.begin() as conn:
+    with store.begin() as conn:
         for s in range(sessions):
             sid = f"bench-{s:05d}"
             project = f"/home/dev/proj{s % 40}"
@@ -140,7 +140,7 @@ def seed(
         conn.execute(insert(anomaly_emits), em_rows)
     # Labels on a fifth of the emits (human), a tenth (agent).
     ids = list(range(1, len(em_rows) + 1))
-    with store.engine.begin() as conn:
+    with store.begin() as conn:
         conn.execute(
             insert(anomaly_labels),
             [
@@ -243,7 +243,7 @@ def main() -> None:
     )
     if store.dialect == "postgresql":
         # What autovacuum does on its own a little later (visibility map, statistics).
-        with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        with store.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.exec_driver_sql("VACUUM ANALYZE")
     print(
         f"database: {store.dialect}; seeded {info['events']:,} events and {info['emits']:,} emits "

@@ -142,7 +142,7 @@ def count_rows(db_url: str, like: str) -> int:
 
     store = Store.open(db_url, migrate=False)
     try:
-        with store.engine.connect() as conn:
+        with store.connect() as conn:
             return int(
                 conn.execute(
                     select(func.count())

@@ -420,7 +420,7 @@ def stored_markers(database_url: str, prefix: str) -> set[str]:
 
     store = Store.open(database_url, migrate=False)
     try:
-        with store.engine.connect() as conn:
+        with store.connect() as conn:
             q = select(hook_events.c.tool_use_id).where(
                 hook_events.c.tool_use_id.like(prefix.replace("_", "\\_") + "%", escape="\\")
             )

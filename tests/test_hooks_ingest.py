@@ -17,7 +17,7 @@ from tma1.store.schema import hook_events
 
 
 def rows(live: LiveServer) -> list[dict[str, Any]]:
-    with live.store.engine.connect() as conn:
+    with live.store.connect() as conn:
         return [
             dict(r._mapping) for r in conn.execute(select(hook_events).order_by(hook_events.c.id))
         ]

@@ -14,7 +14,7 @@ from tma1.counters import Counters
 from tma1.events import HookEvent, parse_payload
 from tma1.ingest import Ingest
 from tma1.store import Store
-from tma1.store.db import _EVENT_COLUMNS, event_row, event_values
+from tma1.store.events import _EVENT_COLUMNS, event_row, event_values
 from tma1.store.schema import hook_events
 
 
@@ -38,7 +38,7 @@ def event(marker: str, **extra: object) -> HookEvent:
 
 
 def stored(store: Store) -> dict[str, int]:
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         rows = conn.execute(select(hook_events.c.tool_use_id, hook_events.c.id))
         return {r[0]: r[1] for r in rows}
 
@@ -61,7 +61,7 @@ def test_insert_events_sets_the_ids_of_the_stored_rows(store: Store) -> None:
     assert set(ids) == {"before", "single", *(e.tool_use_id for e in group)}
     assert [e.id for e in group] == [ids[e.tool_use_id] for e in group]  # type: ignore[index]
     assert single.id == single_id == ids["single"]
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         row = conn.execute(
             select(hook_events.c.tool_success, hook_events.c.test_ids).where(
                 hook_events.c.tool_use_id == "g0"
@@ -77,7 +77,7 @@ def test_a_loop_hook_is_answered_by_after_once_its_row_is_committed(store: Store
 
     def after(ev: HookEvent) -> str:
         # Runs on the worker that committed the row: another connection already sees it.
-        with store.engine.connect() as conn:
+        with store.connect() as conn:
             row_id = conn.execute(
                 select(hook_events.c.id).where(hook_events.c.tool_use_id == ev.tool_use_id)
             ).scalar()

@@ -56,14 +56,12 @@ from dataclasses import fields
 from queue import Empty, SimpleQueue
 from typing import Any
 
-from sqlalchemy import String, Text
-from sqlalchemy import exc as sa_exc
-
 from tma1.counters import Counters
 from tma1.events import HookEvent
 from tma1.journal import Journal
 from tma1.store import Store
-from tma1.store.schema import hook_events
+from tma1.store.errors import is_transient
+from tma1.store.schema import HOOK_EVENT_LIMITS as _COLUMN_LIMITS
 
 log = logging.getLogger("tma1.ingest")
 
@@ -136,14 +134,6 @@ def _dirty(value: Any) -> bool:
     if isinstance(value, dict):
         return any(_dirty(k) or _dirty(v) for k, v in value.items())
     return False
-
-
-# Bounded columns (String(n)): PostgreSQL refuses a longer value where SQLite would keep it.
-_COLUMN_LIMITS = {
-    c.name: c.type.length
-    for c in hook_events.columns
-    if isinstance(c.type, String) and not isinstance(c.type, Text) and c.type.length
-}
 
 
 def scrub(event: HookEvent) -> HookEvent:
@@ -222,22 +212,6 @@ def _set_answers(answers: list[tuple[asyncio.Future[str], str]]) -> None:
     for fut, answer in answers:
         if not fut.done():  # the request may have been cancelled (a server stopping)
             fut.set_result(answer)
-
-
-def is_transient(exc: BaseException) -> bool:
-    """An outage (retry later) as opposed to a row the database refuses (never retry)."""
-    if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
-        return True
-    return isinstance(
-        exc,
-        sa_exc.OperationalError
-        | sa_exc.InterfaceError
-        | sa_exc.DisconnectionError
-        | sa_exc.TimeoutError
-        | ConnectionError
-        | TimeoutError
-        | OSError,
-    )
 
 
 class Ingest:

@@ -279,13 +279,13 @@ def test_postgresql_rows_committed_out_of_id_order_are_not_missed(
     from sqlalchemy import insert
 
     from tma1.events import parse_payload
-    from tma1.store.db import event_row
+    from tma1.store.events import event_row
     from tma1.store.schema import hook_events
 
     det = make(store, clock, scripted=Scripted())
     store_event(store, payload(SID, "SessionStart"), clock.now_ms())
     det.detect(SID)
-    slow = store.engine.connect()
+    slow = store.connect()
     tx = slow.begin()
     slow.execute(
         insert(hook_events).values(
@@ -305,7 +305,7 @@ def test_postgresql_rows_committed_out_of_id_order_are_not_missed(
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.text(max_size=12), max_size=3))
 def test_the_window_reads_stored_path_lists_back_exactly(paths: list[str]) -> None:
-    from tma1.store.db import _json, _path_list
+    from tma1.store.events import _json, _path_list
 
     assert _path_list(_json(paths)) == paths
 
@@ -313,7 +313,7 @@ def test_the_window_reads_stored_path_lists_back_exactly(paths: list[str]) -> No
 @settings(max_examples=1000, deadline=None)
 @given(st.lists(st.text(max_size=12), max_size=2))
 def test_stored_path_lists_are_the_json_of_the_list(paths: list[str]) -> None:
-    from tma1.store.db import _json, _json_paths
+    from tma1.store.events import _json, _json_paths
 
     assert _json_paths(paths) == _json(paths)
 

@@ -79,12 +79,12 @@ def test_a_database_error_is_counted_and_the_writer_survives(sqlite_store: Store
     counters = Counters()
     log = EmitLog(store=sqlite_store, counters=counters)
     log.start()
-    with sqlite_store.engine.begin() as conn:
+    with sqlite_store.begin() as conn:
         conn.execute(text("ALTER TABLE tma1_anomaly_emits RENAME TO emits_away"))
     log.record([f(1)], ts=1)
     assert log.flush()
     assert counters.get("engine.emit_write_errors") == 1 and log.running
-    with sqlite_store.engine.begin() as conn:
+    with sqlite_store.begin() as conn:
         conn.execute(text("ALTER TABLE emits_away RENAME TO tma1_anomaly_emits"))
     log.record([f(2)], ts=2)
     log.stop()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from gateseed import Session
 
 from tma1 import gates
-from tma1.gates import DAY_MS
+from tma1.gates import DAY_MS, live
 from tma1.store import Store
 
 NOW = 1_700_000_000_000
@@ -36,7 +36,7 @@ def test_cache_matches_recomputation_as_data_arrives(store: Store) -> None:
     cached, fresh = _both(store)
     assert cached == fresh
     assert _stale(cached) == (2, 1)
-    assert gates._follow_cache(store, 7, 5).floor == 1  # A settled, B still open
+    assert live._follow_cache(store, 7, 5).floor == 1  # A settled, B still open
 
     # B reads the file as its 3rd call: only the open window is recomputed, and it counts.
     b.read(F).flush()
@@ -61,7 +61,7 @@ def test_cache_resets_when_rows_under_the_floor_disappear(store: Store) -> None:
     assert new.session_id == "new"
     cached, fresh = _both(store)
     assert cached == fresh and _stale(cached) == (2, 1)
-    assert gates._follow_cache(store, 7, 5).floor == 2  # both settled (older than a day)
+    assert live._follow_cache(store, 7, 5).floor == 2  # both settled (older than a day)
     # The purge takes the old emit away; the cache notices and recomputes.
     store.purge(NOW - 2 * DAY_MS - 1)
     cached, fresh = _both(store)
@@ -79,13 +79,13 @@ def test_settled_emit_keeps_its_verdict_and_days_out_of_range_drop(store: Store)
     # Eight days on, the emit is out of the 7-day range on both paths.
     later = NOW + 8 * DAY_MS
     assert gates.follow_rate(store, now_ms=later)["kinds"]["stale_file_view"]["emits"] == 0
-    assert gates._follow_cache(store, 7, 5).verdicts == {}
+    assert live._follow_cache(store, 7, 5).verdicts == {}
 
 
 def test_caches_per_store_are_bounded(store: Store) -> None:
     Session(store, "s", ts=NOW - 60_000).emit("stale_file_view", F, [F]).read(F).flush()
     for window in range(1, 13):
         assert gates.follow_rate(store, now_ms=NOW, window=window)["overall"]["followed"] == 1
-    kept = gates._FOLLOW_CACHES[store]
-    assert len(kept) == gates._MAX_CACHES_PER_STORE
+    kept = live._FOLLOW_CACHES[store]
+    assert len(kept) == live._MAX_CACHES_PER_STORE
     assert (7, 12) in kept and (7, 1) not in kept  # the least recently used went first

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tma1 import gates
-from tma1.events import HookEvent
+from tma1.events import HookEvent, Usage
 from tma1.store import Store
 
 FILES = ["/repo/a.py", "/repo/b.py", "tests/t.py", "/repo/tests/t.py"]
@@ -37,6 +37,7 @@ _op = st.one_of(
         st.sampled_from(["PreCompact", "PostCompact", "SessionEnd", "Stop", "UserPromptSubmit"]),
     ),
     st.tuples(st.just("start"), st.sampled_from(["compact", "startup"])),
+    st.tuples(st.just("transcript_compaction")),
     st.tuples(
         st.just("emit"),
         st.sampled_from(KINDS),
@@ -57,7 +58,9 @@ def _store() -> Iterator[Store]:
             store.close()
 
 
-def _play(s: Session, ops: list[tuple[int, tuple[Any, ...]]]) -> None:
+def _play(s: Session, ops: list[tuple[int, tuple[Any, ...]]]) -> list[int]:
+    """Plays `ops`; returns the ts of the compactions the transcript tailer would see."""
+    compactions: list[int] = []
     for step, op in ops:
         s.step_ms = step
         match op:
@@ -78,6 +81,10 @@ def _play(s: Session, ops: list[tuple[int, tuple[Any, ...]]]) -> None:
                 s.hook("SessionStart", source=source)
             case ("emit", kind, subject, related):
                 s.emit(kind, subject, related)
+            case ("transcript_compaction",):
+                s.ts += step
+                compactions.append(s.ts)
+    return compactions
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -86,16 +93,24 @@ def test_judging_in_memory_gives_the_verdicts_of_the_sql_gate(
     sessions: list[list[tuple[int, tuple[Any, ...]]]], window: int
 ) -> None:
     held: dict[str, list[HookEvent]] = {}
+    compactions: dict[str, list[int]] = {}
     with _store() as store:
         for n, ops in enumerate(sessions):
             # Sessions overlap in time: each starts at the same instant.
             s = Session(store, f"s{n}", ts=1_700_000_000_000)
-            _play(s, ops)
+            compactions[s.session_id] = seen = _play(s, ops)
             store.insert_events(s.events, with_ids=True)
+            store.insert_usages(
+                [
+                    Usage(ts=ts, session_id=s.session_id, occupancy=0, kind="compaction")
+                    for ts in seen
+                ]
+            )
             held[s.session_id] = sorted(s.events, key=lambda e: (e.ts, e.id or 0))
         emits = store.emits_since(0)
-        in_sql = sorted(gates._judge(store, 0, window, 0), key=lambda j: j[0].id)
-    in_memory = sorted(gates.judge_events(emits, held, window=window), key=lambda j: j[0].id)
+        in_sql = sorted(gates.judge_stored(store, 0, window), key=lambda j: j[0].id)
+    judged = gates.judge_events(emits, held, compactions=compactions, window=window)
+    in_memory = sorted(judged, key=lambda j: j[0].id)
     assert [(ref.id, ok) for ref, ok in in_memory] == [(ref.id, ok) for ref, ok in in_sql]
     # The inputs too, not only the verdicts they happen to give.
     assert [ref for ref, _ in in_memory] == [ref for ref, _ in in_sql]
@@ -118,7 +133,7 @@ def test_a_hand_worked_session_is_judged_the_same_in_memory() -> None:
             ("repeated_failed_build", False),  # a blind re-run
             ("context_pressure", True),
         ]
-        assert verdicts == [(r.kind, ok) for r, ok in gates._judge(store, 0, 5, 0)]
+        assert verdicts == [(r.kind, ok) for r, ok in gates.judge_stored(store, 0, 5)]
 
 
 def test_the_edges_of_the_windows_are_where_the_sql_gate_has_them() -> None:
@@ -160,6 +175,36 @@ def test_the_edges_of_the_windows_are_where_the_sql_gate_has_them() -> None:
             ("tie-compaction", (), False),
             ("too-old", (), False),  # no known command: not followed either
         ]
-        for judged in (gates.judge_events(emits, held, window=1), gates._judge(store, 0, 1, 0)):
+        for judged in (gates.judge_events(emits, held, window=1), gates.judge_stored(store, 0, 1)):
             got = sorted((r.session_id, r.test_commands, ok) for r, ok in judged)
             assert got == expected
+
+
+def test_a_transcript_compaction_in_the_window_counts_in_memory_as_in_sql() -> None:
+    """The transcript tailer's compaction (a `messages` row, no hook) follows a
+    context_pressure emit on both paths; one after the window's end follows on neither."""
+    with _store() as store:
+        inside = Session(store, "inside", ts=1_700_000_000_000)
+        inside.emit("context_pressure").bash("ls")
+        inside_compaction = inside.ts + 500  # between the 1st and the 2nd call
+        inside.bash("ls").bash("ls")
+        after = Session(store, "after", ts=1_700_000_000_000)
+        after.emit("context_pressure").bash("ls").bash("ls")
+        after_compaction = after.ts + 500  # after the 2nd call: outside a window of 1
+        compactions = {"inside": [inside_compaction], "after": [after_compaction]}
+        held = {}
+        for s in (inside, after):
+            store.insert_events(s.events, with_ids=True)
+            held[s.session_id] = s.events
+        store.insert_usages(
+            [
+                Usage(ts=ts, session_id=sid, occupancy=0, kind="compaction")
+                for sid, seen in compactions.items()
+                for ts in seen
+            ]
+        )
+        emits = store.emits_since(0)
+        in_sql = sorted((r.session_id, ok) for r, ok in gates.judge_stored(store, 0, 1))
+    in_memory = gates.judge_events(emits, held, compactions=compactions, window=1)
+    assert sorted((r.session_id, ok) for r, ok in in_memory) == in_sql
+    assert in_sql == [("after", False), ("inside", True)]

@@ -6,28 +6,30 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tma1.gates import (
+from tma1.gates.budget import budget_report
+from tma1.gates.common import (
     FOLLOW_MIN_EMITS,
     PRECISION_MIN_LABELS,
+    day_label,
+    overall_pass,
+    overall_status,
+    sample_verdict,
+    since_for_days,
+    split_stable_key,
+)
+from tma1.gates.follow import (
     Call,
     EmitRef,
-    budget_report,
-    day_label,
     followed,
     guess_test_file,
     is_git_commit,
     is_read_of,
-    overall_pass,
-    overall_status,
-    precision_figures,
     same_file,
-    sample_verdict,
-    session_timeline,
-    since_for_days,
-    split_stable_key,
-    status_text,
     window_of,
 )
+from tma1.gates.precision import precision_figures
+from tma1.gates.table import status_text
+from tma1.server.routes_sessions import session_timeline
 
 
 def pre(i: int, tool: str, **kw: object) -> Call:
@@ -235,7 +237,7 @@ def test_session_timeline_joins_pre_and_post() -> None:
 def test_day_label_is_the_utc_date_of_the_day(day: int) -> None:
     from datetime import UTC, datetime
 
-    from tma1.gates import day_label
+    from tma1.gates.common import day_label
 
     expected = datetime.fromtimestamp(day * 86_400, tz=UTC).strftime("%Y-%m-%d")
     assert day_label(day) == expected

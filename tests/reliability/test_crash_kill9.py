@@ -66,7 +66,7 @@ def stop(srv: ServeProcess, session: str) -> str:
 
 
 def emit_rows(store: Store, session: str) -> int:
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         q = select(anomaly_emits.c.id).where(anomaly_emits.c.session_id == session)
         return len(conn.execute(q).all())
 

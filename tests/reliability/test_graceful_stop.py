@@ -130,7 +130,7 @@ def test_graceful_stop_writes_every_queued_emit_row(
         srv.kill9()
     store = Store.open(db_url, migrate=False)
     try:
-        with store.engine.connect() as conn:
+        with store.connect() as conn:
             rows = dict(
                 conn.execute(
                     select(anomaly_emits.c.session_id, func.count())

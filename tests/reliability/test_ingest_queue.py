@@ -53,7 +53,7 @@ def payload(marker: str, session: str = "s-q") -> dict[str, Any]:
 
 
 def markers(live: LiveServer) -> Counter[str]:
-    with live.store.engine.connect() as conn:
+    with live.store.connect() as conn:
         return Counter(r[0] for r in conn.execute(select(hook_events.c.tool_use_id)))
 
 
@@ -146,7 +146,7 @@ def test_values_longer_than_their_column_are_cut_on_both_backends(live: LiveServ
     long_session = "s" * 300
     r = live.hook({**payload("x" * 250, session=long_session), "permission_mode": "p" * 100})
     assert r.status_code == 200
-    with live.store.engine.connect() as conn:
+    with live.store.connect() as conn:
         [row] = conn.execute(select(hook_events)).all()
     assert row.session_id == "s" * 200 and row.tool_use_id == "x" * 200
     assert row.permission_mode == "p" * 64

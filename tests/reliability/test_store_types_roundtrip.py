@@ -8,8 +8,7 @@ from sqlalchemy import inspect, select, text
 
 from tma1.events import HookEvent
 from tma1.ingest import scrub
-from tma1.store import Store
-from tma1.store.db import make_engine, run_migrations
+from tma1.store import Store, make_engine, run_migrations
 from tma1.store.schema import ALL_TABLES, anomaly_emits, hook_events
 
 # Past 2**31 in ms (2038-01-19 is 2**31 s; epoch ms already need 41 bits).
@@ -30,21 +29,18 @@ def _event(**kw: object) -> HookEvent:
 
 
 def test_column_types_match_the_design(store: Store) -> None:
-    insp = inspect(store.engine)
-    cols = {c["name"]: c["type"] for c in insp.get_columns("tma1_hook_events")}
+    cols = store.column_types("tma1_hook_events")
     assert "BIGINT" in str(cols["ts"]).upper() or store.dialect == "sqlite"
     assert "BOOL" in str(cols["tool_success"]).upper()
     assert "TEXT" in str(cols["tool_result"]).upper()
     if store.dialect == "postgresql":
         # Ids and every epoch-ms column are 64-bit on the team database.
         for table in ALL_TABLES:
-            types = {c["name"]: str(c["type"]).upper() for c in insp.get_columns(table.name)}
+            types = {k: v.upper() for k, v in store.column_types(table.name).items()}
             assert types["id"] == "BIGINT", table.name
             if "ts" in types:
                 assert types["ts"] == "BIGINT", table.name
-        assert {c["name"]: str(c["type"]) for c in insp.get_columns("tma1_anomaly_emits")}[
-            "first_emitted_at"
-        ].upper() == "BIGINT"
+        assert store.column_types("tma1_anomaly_emits")["first_emitted_at"].upper() == "BIGINT"
 
 
 def test_booleans_big_numbers_and_long_text_round_trip(store: Store) -> None:
@@ -61,7 +57,7 @@ def test_booleans_big_numbers_and_long_text_round_trip(store: Store) -> None:
     assert got["t"].duration_ms == BIG and got["t"].ts == BIG_TS
     assert got["f"].tool_result == long_text
     # The boolean is a real boolean in SQL too (rules may filter on it in the database).
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         n = conn.execute(select(hook_events.c.id).where(hook_events.c.tool_success.is_(True))).all()
     assert len(n) == 1
 
@@ -80,7 +76,7 @@ def test_emit_rows_keep_ms_timestamps_and_json(store: Store) -> None:
         "stable_key": "repeated_failed_build|high|make",
     }
     store.insert_emits([row])
-    with store.engine.connect() as conn:
+    with store.connect() as conn:
         [got] = [dict(r._mapping) for r in conn.execute(select(anomaly_emits))]
     assert got["ts"] == BIG_TS and got["first_emitted_at"] == BIG_TS - 1
     assert isinstance(got["id"], int)

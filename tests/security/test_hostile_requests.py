@@ -16,7 +16,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 from conftest import LiveServer
-from sqlalchemy import inspect, select
+from sqlalchemy import select
 
 from tma1.store.schema import ALL_TABLES, hook_events
 
@@ -168,7 +168,7 @@ def test_sql_meta_and_path_traversal_are_stored_verbatim_and_harmless(
         for tool in (None, "Bash"):
             r = live.hook(hostile_payload(s, i, tool=tool))
             assert r.status_code == 200, s
-    with live.store.engine.connect() as conn:
+    with live.store.connect() as conn:
         rows = {r.tool_use_id: r for r in conn.execute(select(hook_events))}
     assert len(rows) == 2 * len(HOSTILE)
     for i, s in enumerate(HOSTILE):
@@ -183,7 +183,7 @@ def test_sql_meta_and_path_traversal_are_stored_verbatim_and_harmless(
         assert meta["prompt"] == s and meta[s] == s
     # Harmless: every table is still there, nothing was deleted, nothing was created
     # outside the data dir, and no file appeared in it.
-    names = set(inspect(live.store.engine).get_table_names())
+    names = set(live.store.table_names())
     assert {t.name for t in ALL_TABLES} <= names
     assert not os.path.exists("/tmp/tma1-pwned")
     assert set(os.listdir(live.settings.data_dir)) - before <= {"tma1.db-journal"}

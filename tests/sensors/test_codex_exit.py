@@ -164,7 +164,7 @@ def test_three_failing_builds_block_the_stop_through_the_server(
         assert r.status_code == 200
         answers.append((p["hook_event_name"], r.text))
 
-    with live.store.engine.connect() as conn:
+    with live.store.connect() as conn:
         rows = [
             dict(r._mapping) for r in conn.execute(select(hook_events).order_by(hook_events.c.id))
         ]
@@ -201,7 +201,7 @@ def test_without_the_rollout_the_output_markers_still_count(
         "transcript_path": str(tmp_path / "missing.jsonl"),
     }
     assert live.hook(payload, params={"source": "codex"}).status_code == 200
-    with live.store.engine.connect() as conn:
+    with live.store.connect() as conn:
         [row] = [dict(r._mapping) for r in conn.execute(select(hook_events))]
     assert row["event_type"] == "PostToolUse" and row["failure_kind"] == "masked"
 

@@ -102,11 +102,11 @@ def _one_line(text: str, limit: int) -> str:
 
 
 def run_anomalies(args: argparse.Namespace) -> int:
-    from tma1 import gates
+    from tma1.store.emits import list_emits
 
     store = _open_store(args)
     try:
-        emits = gates.list_emits(
+        emits = list_emits(
             store,
             limit=args.limit,
             session_id=args.session,
@@ -179,11 +179,11 @@ def run_gates(args: argparse.Namespace) -> int:
 
 
 def run_label(args: argparse.Namespace) -> int:
-    from tma1 import gates
+    from tma1.store.emits import labels_for, set_label
 
     store = _open_store(args, write=True)
     try:
-        out = gates.set_label(
+        out = set_label(
             store, args.id, args.label, now_ms=_now_ms(), source=args.source, note=args.note
         )
         others = (
@@ -191,7 +191,7 @@ def run_label(args: argparse.Namespace) -> int:
             if out is None
             else {
                 src: v
-                for src, v in gates._labels_for(store, [args.id]).get(args.id, {}).items()
+                for src, v in labels_for(store, [args.id]).get(args.id, {}).items()
                 if src != args.source
             }
         )

@@ -372,11 +372,19 @@ class Replayer:
         """The emit log's rows, ordered by (ts, id) (after `write`)."""
         return self.emitlog.rows_since(0) if self.emitlog else self.store.emits_since(0)
 
-    def verdicts(self, emits: Iterable[dict[str, Any]]) -> list[tuple[str, bool]]:
+    def verdicts(
+        self, emits: Iterable[dict[str, Any]], items: Sequence[ReplayItem] = ()
+    ) -> list[tuple[str, bool]]:
         """(kind, followed) of each of `emits` (rows of this replay's emit log), judged
-        over the events held in memory (`kept` False: none was written)."""
+        over the events held in memory (`kept` False: none was written) and the
+        transcript compactions among `items`."""
         sessions = self.ingest.sessions()
-        return [(r.kind, ok) for r, ok in gates.judge_events(emits, sessions)]
+        compactions: dict[str, list[int]] = defaultdict(list)
+        for item in items:
+            if item.kind == USAGE and item.usage is not None and item.usage.kind == "compaction":
+                compactions[item.usage.session_id].append(item.usage.ts)
+        judged = gates.judge_events(emits, sessions, compactions=compactions)
+        return [(r.kind, ok) for r, ok in judged]
 
     def finish(
         self, items: Sequence[ReplayItem]
@@ -389,7 +397,7 @@ class Replayer:
             if self.kept:
                 summary = summarize_stored(self.store, emits, items)
             else:
-                summary = summarize(emits, items, self.verdicts(emits))
+                summary = summarize(emits, items, self.verdicts(emits, items))
         finally:
             self.close()
         counters = {k: v for k, v in self.service.counters.snapshot("").items() if v}

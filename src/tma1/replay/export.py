@@ -17,11 +17,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import select
-
 from tma1.events import HookEvent
 from tma1.store import Store
-from tma1.store.schema import hook_events, messages
+from tma1.store.sessions import usage_rows
 
 _RANK_CHANGE, _RANK_USAGE, _RANK_HOOK = 0, 1, 2
 
@@ -84,22 +82,6 @@ def payload_of(ev: HookEvent) -> dict[str, Any]:
     return p
 
 
-def _usage_rows(store: Store, session_id: str) -> list[dict[str, Any]]:
-    q = (
-        select(messages)
-        .where(messages.c.session_id == session_id)
-        .order_by(messages.c.ts, messages.c.id)
-    )
-    with store.engine.connect() as conn:
-        return [dict(r._mapping) for r in conn.execute(q)]
-
-
-def session_exists(store: Store, session_id: str) -> bool:
-    q = select(hook_events.c.id).where(hook_events.c.session_id == session_id).limit(1)
-    with store.engine.connect() as conn:
-        return conn.execute(q).first() is not None
-
-
 def export_session(store: Store, session_id: str) -> list[dict[str, Any]]:
     """The event-log records of one stored session, in replay order."""
     events = store.session_events(session_id, 0)
@@ -125,7 +107,7 @@ def export_session(store: Store, session_id: str) -> list[dict[str, Any]]:
             if ch.content_hash is not None:
                 rec["content_hash"] = ch.content_hash
             rows.append((ch.ts, _RANK_CHANGE, ch.id or 0, rec))
-    for u in _usage_rows(store, session_id):
+    for u in usage_rows(store, session_id):
         rec = {
             "type": "usage",
             "ts": u["ts"],

@@ -161,7 +161,7 @@ def replay_shard(
         replayer.write()
         out.counters.update(replayer.service.counters.snapshot(""))
         if log is not None:
-            out.verdicts = replayer.verdicts(log.rows)
+            out.verdicts = replayer.verdicts(log.rows, [item for _, item in shard])
     finally:
         replayer.close()
     return out

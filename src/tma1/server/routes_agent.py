@@ -24,13 +24,12 @@ from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
-from sqlalchemy import and_, case, func, or_, select
 
 from tma1.clock import MINUTE_MS
 from tma1.engine.context import context_threshold
 from tma1.events import WRITE_TOOLS
 from tma1.service import Service
-from tma1.store.schema import external_changes, hook_events
+from tma1.store import sessions as stored
 
 router = APIRouter(prefix="/api/agent", tags=["agent"])
 
@@ -40,7 +39,6 @@ RECENT_FAILURES_LIMIT = 10
 CHANGES_LIMIT = 200
 MAX_DEPTH = 257  # `/` and 256 directories below it
 RESOLVE_SCAN = 500  # newest events looked at to rank the sessions of a project
-_TOOL_RESULT_EVENTS = ("PostToolUse", "PostToolUseFailure")
 _ERROR_CAP = 400
 
 SessionId = Annotated[str, Path(min_length=1, max_length=200)]
@@ -131,31 +129,13 @@ def _service(request: Request) -> Service:
     return request.app.state.service  # type: ignore[no-any-return]
 
 
-_IS_FAILURE = or_(
-    hook_events.c.event_type == "PostToolUseFailure", hook_events.c.failure_kind == "masked"
-)
-
-
 def _session_bounds(service: Service, session_id: str) -> tuple[int, int, str | None, str | None]:
     """(first ts, last ts, newest project, agent source), or 404 for a session never seen."""
     _check_text("session_id", session_id)
-    with service.store.connect() as conn:
-        row = conn.execute(
-            select(func.min(hook_events.c.ts), func.max(hook_events.c.ts)).where(
-                hook_events.c.session_id == session_id
-            )
-        ).first()
-        if row is None or row[0] is None:
-            raise HTTPException(404, f"no events recorded for session {session_id!r}")
-        latest = conn.execute(
-            select(hook_events.c.project, hook_events.c.agent_source)
-            .where(hook_events.c.session_id == session_id, hook_events.c.project.is_not(None))
-            .order_by(hook_events.c.ts.desc(), hook_events.c.id.desc())
-            .limit(1)
-        ).first()
-    project = latest.project if latest else None
-    source = latest.agent_source if latest else None
-    return int(row[0]), int(row[1]), project, source
+    bounds = stored.session_bounds(service.store, session_id)
+    if bounds is None:
+        raise HTTPException(404, f"no events recorded for session {session_id!r}")
+    return bounds
 
 
 @router.get("/resolve", summary="The newest session whose project contains `cwd`")
@@ -171,19 +151,11 @@ def resolve(request: Request, cwd: str = Query(min_length=1, max_length=4096)) -
     if real != cwd:  # a symlinked checkout: the hook may have reported either spelling
         candidates.extend(c for c in ancestors(real) if c not in candidates)
     # The newest events in those projects, newest first: their sessions in order of first
-    # appearance are the sessions by last activity. One index range per candidate, no
-    # GROUP BY over a project's whole history.
-    q = (
-        select(hook_events.c.session_id, hook_events.c.ts)
-        .where(hook_events.c.project.in_(candidates))
-        .order_by(hook_events.c.ts.desc(), hook_events.c.id.desc())
-        .limit(RESOLVE_SCAN)
-    )
-    with service.store.connect() as conn:
-        rows = conn.execute(q).all()
+    # appearance are the sessions by last activity.
+    rows = stored.newest_in_projects(service.store, candidates, limit=RESOLVE_SCAN)
     last_seen: dict[str, int] = {}
-    for r in rows:
-        last_seen.setdefault(r.session_id, int(r.ts))
+    for sid, ts in rows:
+        last_seen.setdefault(sid, ts)
     if not last_seen:
         raise HTTPException(
             404,
@@ -209,53 +181,15 @@ def session_state(request: Request, session_id: SessionId) -> dict[str, Any]:
     service = _service(request)
     now = service.clock.now_ms()
     started, last, project, source = _session_bounds(service, session_id)
-    failed = func.sum(case((_IS_FAILURE, 1), else_=0))
-    with service.store.connect() as conn:
-        per_tool = conn.execute(
-            select(hook_events.c.tool_name, func.count().label("calls"), failed.label("failures"))
-            .where(
-                hook_events.c.session_id == session_id,
-                hook_events.c.event_type.in_(_TOOL_RESULT_EVENTS),
-            )
-            .group_by(hook_events.c.tool_name)
-        ).all()
-        fail_filter = and_(
-            hook_events.c.session_id == session_id,
-            hook_events.c.ts >= now - FAILURE_WINDOW_MS,
-            hook_events.c.event_type.in_(_TOOL_RESULT_EVENTS),
-            _IS_FAILURE,
-        )
-        fail_count = conn.execute(
-            select(func.count()).select_from(hook_events).where(fail_filter)
-        ).scalar_one()
-        fail_rows = conn.execute(
-            select(
-                hook_events.c.ts,
-                hook_events.c.tool_name,
-                hook_events.c.tool_command,
-                hook_events.c.tool_error_summary,
-                hook_events.c.failure_kind,
-                hook_events.c.test_ids,
-                hook_events.c.tool_file_path,
-            )
-            .where(fail_filter)
-            .order_by(hook_events.c.ts.desc(), hook_events.c.id.desc())
-            .limit(RECENT_FAILURES_LIMIT)
-        ).all()
-        edit_rows = conn.execute(
-            select(hook_events.c.ts, hook_events.c.tool_files, hook_events.c.tool_file_path)
-            .where(
-                hook_events.c.session_id == session_id,
-                hook_events.c.event_type == "PostToolUse",
-                hook_events.c.tool_name.in_(sorted(WRITE_TOOLS)),
-            )
-            .order_by(hook_events.c.ts.desc(), hook_events.c.id.desc())
-            .limit(500)
-        ).all()
+    per_tool = stored.tool_result_counts(service.store, session_id)
+    fail_count, fail_rows = stored.recent_failures(
+        service.store, session_id, now - FAILURE_WINDOW_MS, limit=RECENT_FAILURES_LIMIT
+    )
+    edit_rows = stored.recent_writes(service.store, session_id, sorted(WRITE_TOOLS), limit=500)
     usage = service.store.latest_usage(session_id)
     by_tool = {
-        (r.tool_name or "?"): {"calls": int(r.calls), "failures": int(r.failures or 0)}
-        for r in sorted(per_tool, key=lambda r: (-int(r.calls), r.tool_name or ""))
+        (tool or "?"): {"calls": calls, "failures": failures}
+        for tool, calls, failures in sorted(per_tool, key=lambda r: (-r[1], r[0] or ""))
     }
     occupancy = usage.occupancy if usage else None
     threshold = context_threshold(usage, service.settings.context_pressure_threshold)
@@ -328,24 +262,9 @@ def session_external_changes(
             "total": 0,
             "truncated": False,
         }
-    behind = and_(
-        external_changes.c.project == project,
-        external_changes.c.ts >= since_ms,
-        or_(
-            external_changes.c.writer_session.is_(None),
-            external_changes.c.writer_session != session_id,
-        ),
+    total, rows = stored.changes_behind(
+        service.store, project, since_ms, session_id, limit=CHANGES_LIMIT
     )
-    with service.store.connect() as conn:
-        total = conn.execute(
-            select(func.count()).select_from(external_changes).where(behind)
-        ).scalar_one()
-        rows = conn.execute(
-            select(external_changes)
-            .where(behind)
-            .order_by(external_changes.c.ts.desc(), external_changes.c.id.desc())
-            .limit(CHANGES_LIMIT)
-        ).all()
     return {
         "session_id": session_id,
         "project": project,

@@ -13,7 +13,11 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from tma1 import gates
+from tma1.engine.anomaly import Anomaly, Channel
+from tma1.engine.digest import digest, stop_reason
 from tma1.service import Service
+from tma1.store import Store
+from tma1.store import emits as emit_log
 
 router = APIRouter(tags=["anomalies"])
 
@@ -27,6 +31,41 @@ Days = Annotated[int, Query(ge=1, le=365, description="UTC days back, today incl
 
 def _service(request: Request) -> Service:
     return request.app.state.service  # type: ignore[no-any-return]
+
+
+def delivered_text(store: Store, emit_id: int) -> dict[str, Any] | None:
+    """The text the agent was given with this emit, rebuilt from the emit log.
+
+    The emit log stores the findings, not the answer, so the answer is rebuilt with the
+    very functions delivery used (`digest` for the context channels, `stop_reason` for a
+    Stop block) from the rows written for the same answer: same session, channel and
+    instant, in id order (the order `EmitLog.record` queued them). None: unknown id."""
+    rows = emit_log.delivered_with(store, emit_id)
+    if not rows:
+        return None
+    findings = [
+        Anomaly(
+            kind=r["kind"],
+            severity=r["severity"],
+            channel=r["channel"],
+            evidence=r["evidence"],
+            suggestion=r["suggestion"],
+            related_files=tuple(gates.loads_list(r["related_files"])),
+            session_id=r["session_id"],
+            first_emitted_at=int(r["first_emitted_at"]),
+        )
+        for r in rows
+    ]
+    channel = rows[0]["channel"]
+    stop = channel == Channel.STOP_BLOCK
+    return {
+        "id": emit_id,
+        "channel": channel,
+        "as": "stop_reason" if stop else "digest",
+        "text": stop_reason(findings) if stop else digest(findings),
+        "delivered_with": [int(r["id"]) for r in rows],
+        "reconstructed": True,
+    }
 
 
 class LabelIn(BaseModel):
@@ -56,7 +95,7 @@ def list_anomalies(
     ] = None,
 ) -> dict[str, Any]:
     store = _service(request).store
-    emits = gates.list_emits(
+    emits = emit_log.list_emits(
         store,
         limit=limit,
         session_id=session_id or None,
@@ -80,7 +119,7 @@ def label_anomaly(
     emit_id: Annotated[int, Path(ge=1, le=MAX_ID)],
 ) -> dict[str, Any]:
     svc = _service(request)
-    out = gates.set_label(
+    out = emit_log.set_label(
         svc.store,
         emit_id,
         body.label,
@@ -103,7 +142,7 @@ def label_anomaly(
     responses={404: {"description": "no emit with this id"}},
 )
 def delivered(request: Request, emit_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> dict[str, Any]:
-    out = gates.delivered(_service(request).store, emit_id)
+    out = delivered_text(_service(request).store, emit_id)
     if out is None:
         raise HTTPException(status_code=404, detail=f"no emit with id {emit_id}")
     return out
@@ -149,4 +188,4 @@ def sample(
     n: Annotated[int, Query(ge=1, le=500)] = gates.PRECISION_SAMPLE,
     source: Literal["human", "agent"] = "human",
 ) -> dict[str, Any]:
-    return {"emits": gates.sample_unlabelled(_service(request).store, n=n, source=source)}
+    return {"emits": emit_log.sample_unlabelled(_service(request).store, n=n, source=source)}

@@ -2,18 +2,94 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 
-from tma1 import gates
+from tma1.gates import DAY_MS
 from tma1.service import Service
+from tma1.store import emits, sessions
 
 router = APIRouter(tags=["sessions"])
 
 
 def _service(request: Request) -> Service:
     return request.app.state.service  # type: ignore[no-any-return]
+
+
+def _agent_of(m: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(agent_id, agent_type) of a sub-agent's event, None for the main agent: from the
+    `agent_id`/`agent_type` columns when the store has them, else from the event's
+    metadata JSON (where unknown hook fields land). Never raises on odd data."""
+    agent_id = m.get("agent_id")
+    agent_type = m.get("agent_type")
+    if agent_id is None:
+        meta: Any = m.get("metadata")
+        if isinstance(meta, str) and meta:
+            try:
+                meta = json.loads(meta)
+            except ValueError:
+                meta = None
+        if isinstance(meta, dict):
+            agent_id = meta.get("agent_id")
+            agent_type = agent_type or meta.get("agent_type")
+    aid = str(agent_id)[:200] if isinstance(agent_id, str | int) and agent_id != "" else None
+    atype = str(agent_type)[:100] if isinstance(agent_type, str) and agent_type else None
+    return aid, atype if aid else None
+
+
+def session_timeline(rows: Iterable[Mapping[Any, Any]]) -> list[dict[str, Any]]:
+    """Events (sorted) → tool calls (a Pre joined with its Post by tool_use_id) and markers
+    for the other events (prompts, stops, compactions). Each item has `agent_id` and
+    `agent_type` (None: the main agent; else a sub-agent's lane)."""
+    items: list[dict[str, Any]] = []
+    open_calls: dict[str, dict[str, Any]] = {}
+    for m in rows:
+        agent_id, agent_type = _agent_of(m)
+        et = m["event_type"]
+        use_id = m["tool_use_id"]
+        is_post = et in ("PostToolUse", "PostToolUseFailure")
+        item = open_calls.pop(use_id, None) if is_post and use_id else None
+        if item is None and (et == "PreToolUse" or is_post):
+            item = {
+                "type": "tool",
+                "id": int(m["id"]),
+                "ts": int(m["ts"]),
+                "end_ts": None,
+                "tool_name": m["tool_name"],
+                "file": m["tool_file_path"],
+                "command": m["tool_command"],
+                "failed": False,
+                "failure_kind": None,
+                "error": None,
+                "agent_id": agent_id,
+                "agent_type": agent_type,
+            }
+            items.append(item)
+            if et == "PreToolUse":
+                if use_id:
+                    open_calls[use_id] = item
+                continue
+        if item is None:
+            items.append(
+                {
+                    "type": "event",
+                    "id": int(m["id"]),
+                    "ts": int(m["ts"]),
+                    "event": et,
+                    "agent_id": agent_id,
+                    "agent_type": agent_type,
+                }
+            )
+            continue
+        failed = et == "PostToolUseFailure" or m["failure_kind"] == "masked"
+        item["end_ts"] = int(m["ts"])
+        item["failed"] = failed
+        item["failure_kind"] = m["failure_kind"] if failed else None
+        item["error"] = m["tool_error_summary"] if failed else None
+    return items
 
 
 @router.get(
@@ -35,8 +111,8 @@ def list_sessions(
     q: Annotated[str | None, Query(max_length=200, description="part of id or project")] = None,
 ) -> list[dict[str, Any]]:
     svc = _service(request)
-    since = svc.clock.now_ms() - days * gates.DAY_MS if days else None
-    return gates.list_sessions(
+    since = svc.clock.now_ms() - days * DAY_MS if days else None
+    return sessions.list_sessions(
         svc.store, limit=limit, since_ts=since, offset=offset, search=(q or "").strip() or None
     )
 
@@ -51,7 +127,12 @@ def session_detail(
     session_id: Annotated[str, Path(min_length=1, max_length=200)],
     limit: Annotated[int, Query(ge=1, le=20_000, description="newest events to show")] = 2000,
 ) -> dict[str, Any]:
-    detail = gates.session_detail(_service(request).store, session_id, limit=limit)
-    if detail is None:
+    store = _service(request).store
+    summary = sessions.session_summary(store, session_id)
+    if summary is None:
         raise HTTPException(status_code=404, detail=f"no events for session {session_id!r}")
-    return detail
+    return {
+        "session": summary,
+        "timeline": session_timeline(sessions.timeline_rows(store, session_id, limit=limit)),
+        "emits": emits.list_emits(store, session_id=session_id, limit=1000),
+    }

@@ -125,6 +125,10 @@ anomaly_emits = Table(
     Index("ix_anomaly_emits_kind_ts", "kind", "ts"),
 )
 
+# The values of tma1_anomaly_labels.label and .source.
+LABELS: tuple[str, ...] = ("tp", "fp")
+LABEL_SOURCES: tuple[str, ...] = ("human", "agent")
+
 anomaly_labels = Table(
     "tma1_anomaly_labels",
     metadata,
@@ -139,3 +143,10 @@ anomaly_labels = Table(
 )
 
 ALL_TABLES = (hook_events, external_changes, messages, anomaly_emits, anomaly_labels)
+
+# Bounded columns (String(n)): PostgreSQL refuses a longer value where SQLite would keep it.
+HOOK_EVENT_LIMITS: dict[str, int] = {
+    c.name: c.type.length
+    for c in hook_events.columns
+    if isinstance(c.type, String) and not isinstance(c.type, Text) and c.type.length
+}

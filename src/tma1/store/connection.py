@@ -1,0 +1,164 @@
+"""The engine factory (SQLite pragmas and file modes, PostgreSQL pool, timeouts and text
+dumpers), the schema migrations, and the DDL of a scratch database."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import (
+    Engine,
+    create_engine,
+    event,
+    text,
+)
+from sqlalchemy.schema import CreateIndex, CreateTable
+
+from tma1.store.schema import (
+    metadata,
+)
+
+_MIGRATIONS = Path(__file__).parent / "migrations"
+PG_STATEMENT_TIMEOUT_MS = 60_000
+_MIGRATION_LOCK_KEY = 0x746D6131  # "tma1"
+
+
+def make_engine(url: str) -> Engine:
+    """SQLite gets WAL + NORMAL sync + a busy timeout; PostgreSQL a small pool."""
+    if url.startswith("sqlite"):
+        from tma1.privacy import DIR_MODE, secure_sqlite_file, sqlite_path
+
+        db_file = sqlite_path(url)
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 10},
+            pool_size=8,
+            max_overflow=8,
+        )
+
+        if db_file is not None:
+
+            @event.listens_for(engine, "do_connect")
+            def _private_file(*_args: Any) -> None:
+                # Right before SQLite opens it, not when the engine is made: an engine
+                # nobody connects to (a replay held in memory) leaves no file behind.
+                db_file.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+                secure_sqlite_file(db_file)  # 0600, and SQLite gives its WAL/SHM that mode
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=10000")
+            cur.close()
+
+        return engine
+    # PostgreSQL (psycopg 3). pre_ping + recycle: a restarted server or a dropped
+    # connection costs one failed checkout, not a failed query; the timeouts bound every
+    # wait so an outage surfaces as an error the hook path can queue around (tma1.ingest).
+    engine = create_engine(
+        url,
+        pool_size=10,
+        max_overflow=10,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+        pool_timeout=10,
+        connect_args={
+            "connect_timeout": 5,
+            "application_name": "tma1",
+            # Detect a peer that vanished without a FIN (a host gone, not a server stopped).
+            "keepalives": 1,
+            "keepalives_idle": 30,
+            "keepalives_interval": 10,
+            "keepalives_count": 3,
+            # No statement may hold a pooled connection forever (lock waits included).
+            "options": f"-c statement_timeout={PG_STATEMENT_TIMEOUT_MS}",
+        },
+    )
+
+    @event.listens_for(engine, "connect")
+    def _nul_safe_strings(dbapi_conn: Any, _record: Any) -> None:
+        _register_pg_str_dumpers(dbapi_conn)
+
+    return engine
+
+
+def _pg_safe(text_value: str) -> str:
+    if "\x00" in text_value:
+        text_value = text_value.replace("\x00", "\ufffd")
+    try:
+        text_value.encode("utf-8")
+    except UnicodeEncodeError:
+        text_value = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text_value)
+    return text_value
+
+
+@functools.cache
+def _pg_str_dumpers() -> tuple[type, type]:
+    from psycopg.types.string import StrBinaryDumper, StrDumperUnknown
+
+    class _Binary(StrBinaryDumper):
+        def dump(self, obj: str) -> Any:
+            return super().dump(_pg_safe(obj))
+
+    class _Text(StrDumperUnknown):
+        def dump(self, obj: str) -> Any:
+            return super().dump(_pg_safe(obj))
+
+    return _Binary, _Text
+
+
+def _register_pg_str_dumpers(dbapi_conn: Any) -> None:
+    """PostgreSQL text cannot hold NUL and UTF-8 cannot hold a lone surrogate; psycopg
+    raises on both, so a query parameter from a request (a session id with a NUL in it)
+    would be a 500. Both become U+FFFD on the way in — the same substitution tma1.ingest
+    makes for hook events, so lookups by such a value find what ingest stored."""
+    # Order matters: the last registered is the default (text/unknown), as in psycopg.
+    for dumper in _pg_str_dumpers():
+        dbapi_conn.adapters.register_dumper(str, dumper)
+
+
+def run_migrations(engine: Engine) -> None:
+    """Upgrade to head. On PostgreSQL an advisory lock serialises concurrent starters
+    (two `tma1 serve` on one team database must not both create the tables)."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    with _sqlite_file_lock(engine), engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # Transaction-scoped: released by the commit that ends the upgrade.
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK_KEY})
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+
+
+@contextlib.contextmanager
+def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
+    """SQLite's counterpart of the advisory lock: flock on a file beside the database."""
+    path = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not path or path == ":memory:" or path.startswith("file:"):
+        yield
+        return
+    fd = os.open(f"{path}.migrate-lock", os.O_RDWR | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _scratch_ddl(dialect: Any) -> list[str]:
+    """CREATE TABLE and CREATE INDEX statements of the whole schema, in dependency order."""
+    out: list[str] = []
+    for table in metadata.sorted_tables:
+        out.append(str(CreateTable(table).compile(dialect=dialect)))
+        out.extend(str(CreateIndex(ix).compile(dialect=dialect)) for ix in table.indexes)
+    return out

@@ -1,0 +1,310 @@
+"""Hook events and file changes as rows: the codecs between `HookEvent`/`FileChange` and
+`tma1_hook_events`/`tma1_external_changes`, and the insert statements of the hook path."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import bindparam, case, insert, null, or_, select
+from sqlalchemy.engine import Connection
+
+from tma1.events import FileChange, HookEvent, json_text
+from tma1.store.schema import external_changes, hook_events
+
+
+def _json(value: Any) -> str:
+    return json_text(value)
+
+
+def _json_paths(paths: list[str]) -> str:
+    """`_json(paths)`; one plain path (nearly every event) without the encoder."""
+    if not paths:
+        return "[]"
+    if len(paths) == 1:
+        p = paths[0]
+        if p.__class__ is str and p.isprintable() and '"' not in p and "\\" not in p:
+            return '["' + p + '"]'
+    return json_text(paths)
+
+
+def _loads(text: str | None, default: Any) -> Any:
+    if not text:
+        return default
+    try:
+        return json.loads(text)
+    except ValueError:
+        return default
+
+
+def event_row(ev: HookEvent) -> dict[str, Any]:
+    return {
+        "ts": ev.ts,
+        "session_id": ev.session_id,
+        "event_type": ev.event_type,
+        "hook_event_name": ev.hook_event_name,
+        "agent_source": ev.agent_source,
+        "tool_name": ev.tool_name,
+        "tool_use_id": ev.tool_use_id,
+        "tool_input": ev.tool_input,
+        "tool_result": ev.tool_result,
+        "tool_file_path": ev.tool_file_path,
+        "tool_files": _json(ev.tool_files),
+        "tool_command": ev.tool_command,
+        "tool_command_prefix": ev.tool_command_prefix,
+        "tool_success": ev.tool_success,
+        "failure_kind": ev.failure_kind,
+        "tool_error_summary": ev.tool_error_summary,
+        "test_ids": _json(ev.test_ids),
+        "cwd": ev.cwd,
+        "project": ev.project,
+        "transcript_path": ev.transcript_path,
+        "permission_mode": ev.permission_mode,
+        "duration_ms": ev.duration_ms,
+        "metadata": _json(ev.metadata) if ev.metadata else None,
+        "passed_test_ids": _json(ev.passed_test_ids) if ev.passed_test_ids else None,
+        "agent_id": ev.agent_id,
+        "agent_type": ev.agent_type,
+    }
+
+
+def row_to_event(row: Any) -> HookEvent:
+    m = row._mapping
+    return HookEvent(
+        id=m["id"],
+        ts=m["ts"],
+        session_id=m["session_id"],
+        event_type=m["event_type"],
+        hook_event_name=m["hook_event_name"],
+        agent_source=m["agent_source"],
+        tool_name=m["tool_name"],
+        tool_use_id=m["tool_use_id"],
+        tool_input=m["tool_input"],
+        tool_result=m["tool_result"],
+        tool_file_path=m["tool_file_path"],
+        tool_files=_loads(m["tool_files"], []),
+        tool_command=m["tool_command"],
+        tool_command_prefix=m["tool_command_prefix"],
+        tool_success=m["tool_success"],
+        failure_kind=m["failure_kind"],
+        tool_error_summary=m["tool_error_summary"],
+        test_ids=_loads(m["test_ids"], []),
+        cwd=m["cwd"],
+        project=m["project"],
+        transcript_path=m["transcript_path"],
+        permission_mode=m["permission_mode"],
+        duration_ms=m["duration_ms"],
+        metadata=_loads(m["metadata"], {}),
+        passed_test_ids=_path_list(m["passed_test_ids"]),
+        agent_id=m["agent_id"],
+        agent_type=m["agent_type"],
+    )
+
+
+# Column order of `Store.window_events` rows (read positionally: it is the hot path).
+_WINDOW_COLUMNS = (
+    "id",
+    "ts",
+    "session_id",
+    "event_type",
+    "hook_event_name",
+    "agent_source",
+    "tool_name",
+    "tool_use_id",
+    "tool_result",
+    "tool_file_path",
+    "tool_files",
+    "tool_command",
+    "tool_command_prefix",
+    "tool_success",
+    "failure_kind",
+    "tool_error_summary",
+    "test_ids",
+    "cwd",
+    "project",
+    "passed_test_ids",
+    "agent_id",
+)
+
+
+@functools.cache
+def _window_sql(dialect: Any, with_after: bool) -> tuple[str, tuple[str, ...], dict[str, Any]]:
+    """The window read compiled once per dialect: (SQL, parameter names in order, the
+    values of the parameters the query fixes). Rows are read raw: `_window_event` turns
+    SQLite's 0/1 into a bool, and no other column may need a result processor."""
+    c = hook_events.c
+    failed = or_(c.event_type == "PostToolUseFailure", c.tool_success.is_(False))
+    cols: list[Any] = [c[name] for name in _WINDOW_COLUMNS]
+    cols[_WINDOW_COLUMNS.index("tool_result")] = case((failed, c.tool_result), else_=null()).label(
+        "tool_result"
+    )
+    q = select(*cols).where(c.session_id == bindparam("session_id"), c.ts >= bindparam("since"))
+    if with_after:
+        q = q.where(c.id > bindparam("after"))
+    compiled = q.order_by(c.ts, c.id).compile(dialect=dialect)
+    for name in _WINDOW_COLUMNS:
+        impl = hook_events.c[name].type.dialect_impl(dialect)
+        if name != "tool_success" and impl.result_processor(dialect, None) is not None:
+            raise RuntimeError(f"window column {name} needs a result processor on {dialect.name}")
+    names = tuple(compiled.positiontup or compiled.params)
+    defaults = {k: v for k, v in compiled.params.items() if v is not None}
+    return compiled.string, names, defaults
+
+
+def _path_list(text: str | None) -> list[str]:
+    """A JSON list of strings as stored (`_json`: paths, test ids); `["one plain string"]`
+    without the decoder."""
+    if not text or text == "[]":
+        return []
+    if text.startswith('["') and text.endswith('"]'):
+        inner = text[2:-2]
+        if '"' not in inner and "\\" not in inner:
+            return [inner]
+    loaded = _loads(text, [])
+    return loaded if isinstance(loaded, list) else []
+
+
+def _window_event(row: Any) -> HookEvent:
+    (id_, ts, sid, etype, hook, agent, tool, tuid, result, fpath, files, cmd, prefix, ok,
+     fkind, summary, tids, cwd, project, passed, agent_id) = row  # fmt: skip
+    # Positional, in HookEvent's field order: this runs for every row of every window.
+    # SQLite hands booleans back as 0/1.
+    return HookEvent(
+        ts, sid, etype, hook, agent, tool, tuid, None, result, fpath, _path_list(files),
+        cmd, prefix, None if ok is None else bool(ok), fkind, summary,
+        _path_list(tids),
+        cwd, project, None, None, None, {}, id_, _path_list(passed), agent_id,
+    )  # fmt: skip
+
+
+# Column order of `Store.project_shell_results` rows (the session bundle's open checks).
+_SHELL_RESULT_COLUMNS = (
+    "id", "ts", "session_id", "event_type", "hook_event_name", "agent_source", "tool_name",
+    "tool_command", "tool_success", "failure_kind", "tool_error_summary", "cwd", "project",
+    "agent_id", "tool_result",
+)  # fmt: skip
+
+
+def _shell_result(row: Any) -> HookEvent:
+    (id_, ts, sid, etype, hook, agent, tool, cmd, ok, fkind, summary, cwd, project, agent_id,
+     result) = row  # fmt: skip
+    # Positional, in HookEvent's field order (as `_window_event`): a SessionStart in a busy
+    # project reads a thousand of these.
+    return HookEvent(
+        ts, sid, etype, hook, agent, tool, None, None, result, None, [], cmd, None,
+        None if ok is None else bool(ok), fkind, summary, [], cwd, project, None, None, None,
+        {}, id_, [], agent_id,
+    )  # fmt: skip
+
+
+def row_to_change(row: Any) -> FileChange:
+    m = row._mapping
+    return FileChange(
+        id=m["id"],
+        ts=m["ts"],
+        project=m["project"],
+        path=m["path"],
+        change=m["change"],
+        size=m["size"],
+        content_hash=m["content_hash"],
+        writer_session=m["writer_session"],
+    )
+
+
+_INSERT_EVENT = insert(hook_events)
+_INSERT_CHANGE = insert(external_changes)
+
+
+def _change_row(ch: FileChange) -> dict[str, Any]:
+    return {
+        "ts": ch.ts,
+        "project": ch.project,
+        "path": ch.path,
+        "change": ch.change,
+        "size": ch.size,
+        "content_hash": ch.content_hash,
+        "writer_session": ch.writer_session,
+    }
+
+
+_INSERT_EVENT_RETURNING = insert(hook_events).returning(
+    hook_events.c.id, sort_by_parameter_order=True
+)
+
+# The hook path's insert on SQLite, at the driver level: the SQL is SQLAlchemy's compiled
+# `insert(hook_events)`, cached per dialect, executed with tuples on the cursor of the
+# SQLAlchemy connection (inside its transaction). Per event this costs a third of
+# `conn.execute(insert, dict)`, whose per-call result and parameter machinery was most
+# of the insert (bench/bench_hooks.py, docs/benchmarks.md).
+_EVENT_COLUMNS = tuple(c.name for c in hook_events.columns if c.name != "id")
+
+
+@functools.cache
+def _event_insert_sql(dialect: Any) -> tuple[str, tuple[Any, ...]]:
+    """(SQL with positional parameters in `_EVENT_COLUMNS` order, bind processors)."""
+    compiled = insert(hook_events).compile(dialect=dialect, column_keys=list(_EVENT_COLUMNS))
+    if tuple(compiled.positiontup or ()) != _EVENT_COLUMNS:
+        raise RuntimeError(f"unexpected parameter order: {compiled.positiontup}")
+    processors = tuple(
+        hook_events.c[name].type.dialect_impl(dialect).bind_processor(dialect)
+        for name in _EVENT_COLUMNS
+    )
+    return compiled.string, processors
+
+
+def event_values(ev: HookEvent) -> tuple[Any, ...]:
+    """`event_row` as a tuple in `_EVENT_COLUMNS` order."""
+    return (
+        ev.ts,
+        ev.session_id,
+        ev.event_type,
+        ev.hook_event_name,
+        ev.agent_source,
+        ev.tool_name,
+        ev.tool_use_id,
+        ev.tool_input,
+        ev.tool_result,
+        ev.tool_file_path,
+        _json_paths(ev.tool_files),
+        ev.tool_command,
+        ev.tool_command_prefix,
+        ev.tool_success,
+        ev.failure_kind,
+        ev.tool_error_summary,
+        "[]" if not ev.test_ids else _json(ev.test_ids),
+        ev.cwd,
+        ev.project,
+        ev.transcript_path,
+        ev.permission_mode,
+        ev.duration_ms,
+        _json(ev.metadata) if ev.metadata else None,
+        _json(ev.passed_test_ids) if ev.passed_test_ids else None,
+        ev.agent_id,
+        ev.agent_type,
+    )
+
+
+def _insert_events_sqlite(conn: Connection, evs: Sequence[HookEvent], *, with_ids: bool) -> None:
+    sql, processors = _event_insert_sql(conn.dialect)
+    rows = [event_values(e) for e in evs]
+    active = [(i, p) for i, p in enumerate(processors) if p is not None]
+    if active:
+        for n, row in enumerate(rows):
+            values = list(row)
+            for i, p in active:
+                values[i] = p(values[i])
+            rows[n] = tuple(values)
+    cursor = conn.connection.cursor()
+    try:
+        if with_ids:
+            # One execute per row: `lastrowid` is exact per statement, whatever rowids
+            # the table already holds (an executemany reports only the last one).
+            for ev, row in zip(evs, rows, strict=True):
+                cursor.execute(sql, row)
+                ev.id = int(cursor.lastrowid)
+        else:
+            cursor.executemany(sql, rows)
+    finally:
+        cursor.close()

@@ -1,0 +1,301 @@
+"""Sessions as their hook events show them: the listing, one session's events, and the
+reads of the agent routes (tma1.server.routes_agent)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import and_, case, func, or_, select
+
+from tma1.store.db import Store
+from tma1.store.schema import anomaly_emits, external_changes, hook_events, messages
+
+_TOOL_RESULT_EVENTS = ("PostToolUse", "PostToolUseFailure")
+
+
+def session_spans(
+    store: Store,
+    *,
+    limit: int,
+    offset: int = 0,
+    since_ts: int | None = None,
+    session_id: str | None = None,
+    search: str | None = None,
+) -> list[tuple[str, int, int]]:
+    """(session_id, first ts, last ts), newest activity first, one page of them.
+
+    `search` matches, case-insensitively and literally (no wildcards), a part of the
+    session id or of the project of any of the session's events."""
+    ev = hook_events
+    last = func.max(ev.c.ts)
+    pick = select(ev.c.session_id, func.min(ev.c.ts), last).group_by(ev.c.session_id)
+    if since_ts is not None:
+        pick = pick.having(last >= since_ts)
+    if session_id is not None:
+        pick = pick.where(ev.c.session_id == session_id)
+    if search:
+        needle = search.lower()
+        pick = pick.where(
+            or_(
+                func.lower(ev.c.session_id).contains(needle, autoescape=True),
+                func.lower(ev.c.project).contains(needle, autoescape=True),
+            )
+        )
+    pick = pick.order_by(last.desc(), ev.c.session_id).limit(limit).offset(offset)
+    with store.connect() as conn:
+        return [(str(sid), int(lo), int(hi)) for sid, lo, hi in conn.execute(pick).all()]
+
+
+def list_sessions(
+    store: Store,
+    *,
+    limit: int = 100,
+    since_ts: int | None = None,
+    session_id: str | None = None,
+    offset: int = 0,
+    search: str | None = None,
+) -> list[dict[str, Any]]:
+    """Newest first (by last event), in the shape of `session_summary`.
+
+    The Sessions tab polls this every 10 s inside the daemon, so it avoids one big GROUP
+    BY over every event row: it picks the sessions from the (session_id, ts) index, then
+    counts only theirs from the (session_id, event_type, ts) and failures indexes.
+    """
+    ev = hook_events
+    picked = session_spans(
+        store, limit=limit, offset=offset, since_ts=since_ts, session_id=session_id, search=search
+    )
+    spans = {sid: (lo, hi) for sid, lo, hi in picked}
+    if not spans:
+        return []
+    with store.connect() as conn:
+        ids = list(spans)
+        by_type: dict[str, dict[str, int]] = defaultdict(dict)
+        tq = (
+            select(ev.c.session_id, ev.c.event_type, func.count())
+            .where(
+                ev.c.session_id.in_(ids),
+                ev.c.event_type.in_(("PreToolUse", *_TOOL_RESULT_EVENTS)),
+            )
+            .group_by(ev.c.session_id, ev.c.event_type)
+        )
+        for sid, et, n in conn.execute(tq).all():
+            by_type[sid][et] = int(n)
+        fq = (
+            select(ev.c.session_id, func.count())
+            .where(ev.c.session_id.in_(ids), ev.c.failure_kind.is_not(None))
+            .group_by(ev.c.session_id)
+        )
+        failures = {sid: int(n) for sid, n in conn.execute(fq).all()}
+        newest = select(func.max(ev.c.id)).where(ev.c.session_id.in_(ids)).group_by(ev.c.session_id)
+        who = {
+            sid: (project, agent)
+            for sid, project, agent in conn.execute(
+                select(ev.c.session_id, ev.c.project, ev.c.agent_source).where(ev.c.id.in_(newest))
+            ).all()
+        }
+        eq = (
+            select(anomaly_emits.c.session_id, func.count())
+            .where(anomaly_emits.c.session_id.in_(ids))
+            .group_by(anomaly_emits.c.session_id)
+        )
+        emit_counts = {sid: int(n) for sid, n in conn.execute(eq).all()}
+    out = []
+    for sid, (lo, hi) in spans.items():
+        t = by_type.get(sid, {})
+        project, agent = who.get(sid, (None, None))
+        out.append(
+            {
+                "session_id": sid,
+                "project": project,
+                "agent_source": agent,
+                "start_ts": lo,
+                "last_ts": hi,
+                "duration_ms": hi - lo,
+                # Old Claude Code logs have only Post events; count the fuller side.
+                "tool_calls": max(
+                    t.get("PreToolUse", 0),
+                    t.get("PostToolUse", 0) + t.get("PostToolUseFailure", 0),
+                ),
+                "failures": failures.get(sid, 0),
+                "anomalies": emit_counts.get(sid, 0),
+            }
+        )
+    return out
+
+
+def session_summary(store: Store, session_id: str) -> dict[str, Any] | None:
+    found = list_sessions(store, limit=1, session_id=session_id)
+    return found[0] if found else None
+
+
+def timeline_rows(store: Store, session_id: str, *, limit: int) -> list[dict[str, Any]]:
+    """The session's newest `limit` events, oldest first, with what a timeline shows."""
+    ev = hook_events
+    # agent_id/agent_type columns arrive with a later schema; until then, metadata has them.
+    lane_cols = [c for c in (ev.c.get("agent_id"), ev.c.get("agent_type")) if c is not None]
+    q = (
+        select(
+            ev.c.id,
+            ev.c.ts,
+            ev.c.event_type,
+            ev.c.tool_name,
+            ev.c.tool_use_id,
+            ev.c.tool_file_path,
+            ev.c.tool_command,
+            ev.c.failure_kind,
+            ev.c.tool_error_summary,
+            ev.c.metadata,
+            *lane_cols,
+        )
+        .where(ev.c.session_id == session_id)
+        .order_by(ev.c.ts.desc(), ev.c.id.desc())
+        .limit(limit)
+    )
+    with store.connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(q)]
+    rows.reverse()
+    return rows
+
+
+def usage_rows(store: Store, session_id: str) -> list[dict[str, Any]]:
+    """The session's token-usage and compaction rows, oldest first."""
+    q = (
+        select(messages)
+        .where(messages.c.session_id == session_id)
+        .order_by(messages.c.ts, messages.c.id)
+    )
+    with store.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(q)]
+
+
+# --- the agent routes ---------------------------------------------------------------------
+
+
+def session_bounds(store: Store, session_id: str) -> tuple[int, int, str | None, str | None] | None:
+    """(first ts, last ts, newest project, its agent source); None: a session never seen."""
+    ev = hook_events
+    with store.connect() as conn:
+        row = conn.execute(
+            select(func.min(ev.c.ts), func.max(ev.c.ts)).where(ev.c.session_id == session_id)
+        ).first()
+        if row is None or row[0] is None:
+            return None
+        latest = conn.execute(
+            select(ev.c.project, ev.c.agent_source)
+            .where(ev.c.session_id == session_id, ev.c.project.is_not(None))
+            .order_by(ev.c.ts.desc(), ev.c.id.desc())
+            .limit(1)
+        ).first()
+    project = latest.project if latest else None
+    source = latest.agent_source if latest else None
+    return int(row[0]), int(row[1]), project, source
+
+
+def newest_in_projects(
+    store: Store, projects: Sequence[str], *, limit: int
+) -> list[tuple[str, int]]:
+    """(session, ts) of the newest `limit` events in any of `projects`, newest first: one
+    index range per project, no GROUP BY over a project's whole history."""
+    q = (
+        select(hook_events.c.session_id, hook_events.c.ts)
+        .where(hook_events.c.project.in_(list(projects)))
+        .order_by(hook_events.c.ts.desc(), hook_events.c.id.desc())
+        .limit(limit)
+    )
+    with store.connect() as conn:
+        return [(str(sid), int(ts)) for sid, ts in conn.execute(q).all()]
+
+
+_IS_FAILURE = or_(
+    hook_events.c.event_type == "PostToolUseFailure", hook_events.c.failure_kind == "masked"
+)
+
+
+def tool_result_counts(store: Store, session_id: str) -> list[tuple[str | None, int, int]]:
+    """(tool, results, failures) of the session's tool results."""
+    failed = func.sum(case((_IS_FAILURE, 1), else_=0))
+    q = (
+        select(hook_events.c.tool_name, func.count(), failed)
+        .where(
+            hook_events.c.session_id == session_id,
+            hook_events.c.event_type.in_(_TOOL_RESULT_EVENTS),
+        )
+        .group_by(hook_events.c.tool_name)
+    )
+    with store.connect() as conn:
+        return [(tool, int(n), int(f or 0)) for tool, n, f in conn.execute(q).all()]
+
+
+def recent_failures(
+    store: Store, session_id: str, since_ts: int, *, limit: int
+) -> tuple[int, list[Any]]:
+    """How many tool results of the session failed since `since_ts`, and the newest
+    `limit` of them (ts, tool_name, tool_command, tool_error_summary, failure_kind,
+    test_ids, tool_file_path)."""
+    h = hook_events.c
+    where = and_(
+        h.session_id == session_id,
+        h.ts >= since_ts,
+        h.event_type.in_(_TOOL_RESULT_EVENTS),
+        _IS_FAILURE,
+    )
+    with store.connect() as conn:
+        count = conn.execute(select(func.count()).select_from(hook_events).where(where))
+        total = int(count.scalar_one())
+        rows = conn.execute(
+            select(
+                h.ts,
+                h.tool_name,
+                h.tool_command,
+                h.tool_error_summary,
+                h.failure_kind,
+                h.test_ids,
+                h.tool_file_path,
+            )
+            .where(where)
+            .order_by(h.ts.desc(), h.id.desc())
+            .limit(limit)
+        ).all()
+    return total, list(rows)
+
+
+def recent_writes(
+    store: Store, session_id: str, write_tools: Sequence[str], *, limit: int
+) -> list[Any]:
+    """(ts, tool_files, tool_file_path) of the session's newest write-tool results."""
+    h = hook_events.c
+    q = (
+        select(h.ts, h.tool_files, h.tool_file_path)
+        .where(
+            h.session_id == session_id,
+            h.event_type == "PostToolUse",
+            h.tool_name.in_(sorted(write_tools)),
+        )
+        .order_by(h.ts.desc(), h.id.desc())
+        .limit(limit)
+    )
+    with store.connect() as conn:
+        return list(conn.execute(q).all())
+
+
+def changes_behind(
+    store: Store, project: str, since_ts: int, session_id: str, *, limit: int
+) -> tuple[int, list[Any]]:
+    """File changes in `project` since `since_ts` that `session_id` did not write: how
+    many, and the newest `limit` rows."""
+    x = external_changes.c
+    behind = and_(
+        x.project == project,
+        x.ts >= since_ts,
+        or_(x.writer_session.is_(None), x.writer_session != session_id),
+    )
+    with store.connect() as conn:
+        total = conn.execute(select(func.count()).select_from(external_changes).where(behind))
+        n = int(total.scalar_one())
+        rows = conn.execute(
+            select(external_changes).where(behind).order_by(x.ts.desc(), x.id.desc()).limit(limit)
+        ).all()
+    return n, list(rows)
