@@ -36,7 +36,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from tma1.checks import covers, error_line
 from tma1.clock import MINUTE_MS
@@ -162,7 +162,6 @@ def epoch_start(latest_compaction: int | None, session_start: int | None) -> int
 # --- what the bundle reads -------------------------------------------------------------------
 
 
-@runtime_checkable
 class BundleReads(Protocol):
     """Where the bundle's inputs come from: `Store` live; replay's `MemoryWindows`, which
     answers the same reads from what the replay fed so far (so a replay tells the bundle
