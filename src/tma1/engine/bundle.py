@@ -71,7 +71,6 @@ _PEERS_CHARS = 200
 # When not everything fits, more of these parts first: this session's own findings.
 _PRIORITY = {"findings": 0, "checks": 1, "changes": 2, "sessions": 3}
 
-SOURCES = ("startup", "resume", "clear", "compact")
 # The bundle never re-tells these: a compaction is the answer to context pressure.
 _NOT_RETOLD = frozenset({Kind.CONTEXT_PRESSURE.value})
 # Suppression decisions that mean "the agent need not hear this again".

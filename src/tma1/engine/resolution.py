@@ -72,15 +72,6 @@ def reread_related_file(finding: Anomaly, window: SessionWindow, since_ts: int) 
     return latest
 
 
-def successful_shell(finding: Anomaly, window: SessionWindow, since_ts: int) -> int | None:
-    """Build and test kinds: any shell command succeeded after we told the agent."""
-    latest: int | None = None
-    for ev in window.events:
-        if ev.ts > since_ts and ev.is_shell and ev.is_success:
-            latest = ev.ts
-    return latest
-
-
 def _check_of_finding(finding: Anomaly) -> Check | None:
     check = finding.extra.get("check")
     return check if isinstance(check, Check) else None
