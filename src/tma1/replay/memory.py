@@ -31,7 +31,7 @@ from tma1.engine.window import (
     SessionWindow,
 )
 from tma1.events import FileChange, HookEvent, Usage
-from tma1.ingest import scrub
+from tma1.scrub import scrub
 
 
 def lean(ev: HookEvent) -> HookEvent:
