@@ -30,6 +30,7 @@ import httpx
 from tma1.clock import MINUTE_MS, ManualClock
 from tma1.counters import Counters
 from tma1.engine.detector import Detector, load_default_rules, run_rules
+from tma1.engine.stored import StoreWindows
 from tma1.engine.window import RuleConfig
 from tma1.events import FileChange, HookEvent, parse_payload
 from tma1.store import Store
@@ -145,8 +146,13 @@ def bench_detection(store: Store, now: int, reps: int) -> None:
     config = RuleConfig()
 
     def fresh() -> Detector:
+        counters = Counters()
         return Detector(
-            store=store, clock=ManualClock(now), config=config, counters=Counters(), rules=rules
+            source=StoreWindows(store, config=config, counters=counters),
+            clock=ManualClock(now),
+            config=config,
+            counters=counters,
+            rules=rules,
         )
 
     print(f"\ncold detection, ms over {reps} runs (wall p50 p90, and CPU p50 of this thread).")

@@ -1,6 +1,6 @@
 """Replay of a synthetic month of one heavy user (issue 16): ≈ 50,000 hook events over 30
 days in tma1's own event log format (README "Event log", `tma1 export`), replayed by
-`tma1 replay FILE --jobs 1` in a fresh process — parsing included, as a user runs it.
+`tma1 replay FILE` on one process, in a fresh process — parsing included, as a user runs it.
 
     .venv/bin/python bench/bench_replay_month.py [--events 50000] [--seed 1]
         [--tma1 PATH/TO/tma1 ...] [--repeat 1] [--keep FILE]
@@ -219,13 +219,18 @@ class Month:
         self.sessions = n
 
 
+def _one_process(exe: str) -> list[str]:
+    """`--jobs 1` for a tma1 that still replays on several processes (older checkouts)."""
+    usage = subprocess.run([exe, "replay", "--help"], capture_output=True, text=True).stdout
+    return ["--jobs", "1"] if "--jobs" in usage else []
+
+
 def run(exe: str, path: Path) -> dict[str, Any]:
     load = os.getloadavg()
+    argv = [exe, "replay", str(path), *_one_process(exe), "--json"]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(
-            [exe, "replay", str(path), "--jobs", "1", "--json"], stdout=out, stderr=err
-        )
+        proc = subprocess.Popen(argv, stdout=out, stderr=err)
         _, status, ru = os.wait4(proc.pid, 0)  # this child's own rusage
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -12,7 +11,6 @@ from hypothesis import strategies as st
 from tma1.events import (
     TOOL_INPUT_CAP,
     TOOL_RESULT_CAP,
-    HookEvent,
     PayloadError,
     cap_text,
     capped_text,
@@ -428,46 +426,3 @@ def _reference_cap(text: str, limit: int) -> str:
 @given(st.text(alphabet=st.sampled_from(list("ab é€𝄞\ud800")), max_size=80), st.integers(0, 90))
 def test_cap_text_cuts_at_the_byte_limit_like_encoding_everything(text: str, limit: int) -> None:
     assert cap_text(text, limit) == _reference_cap(text, limit)
-
-
-# --- texts=False: what replay parses when nobody keeps its database -----------------------
-
-
-def _without_texts(ev: HookEvent) -> HookEvent:
-    """The whole event as `texts=False` must give it: no input, no successful output."""
-    failed = ev.event_type == "PostToolUseFailure" or ev.tool_success is False
-    return replace(ev, tool_input=None, tool_result=ev.tool_result if failed else None)
-
-
-_EVERY_TABLE = [
-    *[(n, p) for n, p, _, _ in FAILURE_TABLE],
-    *SUCCESS_TABLE,
-    *REFUSALS,
-    ("read", {**BASE, "hook_event_name": "PostToolUse", "tool_name": "Read",
-              "tool_input": {"file_path": "/r/a.py"},
-              "tool_response": {"file": {"content": "x = 1\n" * 5_000}}}),
-    ("pre", {**BASE, "hook_event_name": "PreToolUse", "tool_name": "Edit",
-             "tool_input": {"file_path": "/r/a.py", "old_string": "a", "new_string": "b"}}),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize(("name", "payload"), _EVERY_TABLE, ids=[r[0] for r in _EVERY_TABLE])
-def test_without_texts_every_derived_field_is_the_same(name: str, payload: dict[str, Any]) -> None:
-    whole = parse_payload(payload, ts=1)
-    assert parse_payload(payload, ts=1, texts=False) == _without_texts(whole)
-
-
-def test_without_texts_on_every_real_hook_payload() -> None:
-    from conftest import require_sessions
-
-    from tma1.replay import driver
-    from tma1.replay.model import HOOK
-
-    inputs, _ = driver.load([require_sessions()])
-    items, _ = driver.merge_items(inputs)
-    payloads = [(i.payload, i.source) for i in items if i.kind == HOOK and i.payload]
-    assert len(payloads) > 1_000
-    for payload, source in payloads:
-        agent = "codex" if source == "codex" else "claude-code"
-        whole = parse_payload(payload, ts=1, source=agent)
-        assert parse_payload(payload, ts=1, source=agent, texts=False) == _without_texts(whole)

@@ -417,15 +417,8 @@ def _short_str(value: Any) -> str | None:
 # --- the parser --------------------------------------------------------------------------
 
 
-def parse_payload(
-    payload: Any, *, ts: int, source: str = "claude-code", texts: bool = True
-) -> HookEvent:
-    """Turn a decoded hook payload into a `HookEvent`, or raise `PayloadError`.
-
-    `texts=False` leaves out what only a stored copy of the event would show: the tool
-    input (None) and the output of a successful result (None). Every derived field is the
-    same; the event is what `Store.window_events` reads back of the whole one. Replay
-    uses it when nobody keeps its database (encoding those texts is most of the cost)."""
+def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> HookEvent:
+    """Turn a decoded hook payload into a `HookEvent`, or raise `PayloadError`."""
     if not isinstance(payload, dict):
         raise PayloadError("not_object", f"payload is a JSON {type(payload).__name__}")
     for key in _STRING_FIELDS:
@@ -464,7 +457,7 @@ def parse_payload(
         agent_source=source,
         tool_name=tool_name,
         tool_use_id=payload.get("tool_use_id"),
-        tool_input=capped_text(tool_input_raw, TOOL_INPUT_CAP) if texts else None,
+        tool_input=capped_text(tool_input_raw, TOOL_INPUT_CAP),
         cwd=cwd,
         project=project_for(cwd) if cwd else None,
         transcript_path=payload.get("transcript_path"),
@@ -530,10 +523,9 @@ def parse_payload(
             ev.failure_kind = "masked"
         else:
             ev.tool_success = True
-        if texts or ev.tool_success is False:
-            if text is None:
-                text = _response_text(resp, TOOL_RESULT_CAP)
-            ev.tool_result = cap_text(text, TOOL_RESULT_CAP)
+        if text is None:
+            text = _response_text(resp, TOOL_RESULT_CAP)
+        ev.tool_result = cap_text(text, TOOL_RESULT_CAP)
     if ev.tool_success is False and ev.failure_kind and ev.tool_result:
         # The exit-status line alone is still better than nothing to show a human.
         ev.tool_error_summary = error_line(ev.tool_result) or ev.tool_result.strip()[:300] or None

@@ -25,10 +25,8 @@ Policy (docs/reliability.md, "Database slow or gone"):
    resumes by itself, with no operator action.
 5. **Rows the database refuses** (a data error, not an outage) are retried one by one and
    the refused rows dropped and counted (`ingest.rejected_by_db`); one poison event must
-   not stall the queue forever. NUL characters and lone surrogates, which PostgreSQL text
-   and UTF-8 cannot hold, are replaced by U+FFFD, and values longer than their bounded
-   column (e.g. session_id, 200) are cut to fit, before the insert on every backend, so
-   the stored data is the same on SQLite and PostgreSQL.
+   not stall the queue forever. Every event is scrubbed first (tma1.scrub), so the stored
+   data is the same on SQLite and PostgreSQL.
 6. **Stop.** A graceful stop drains the queue for up to `drain_s` seconds; what is left
    is counted (`ingest.lost_at_shutdown`) and logged — unless a journal keeps it.
 7. **Journal** (`tma1 serve`: `ingest-journal.jsonl` in the data dir, tma1.journal). Each
@@ -45,23 +43,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import fields
 from queue import Empty, SimpleQueue
-from typing import Any
 
 from tma1.counters import Counters
 from tma1.events import HookEvent
+from tma1.ingest_queue import BACKOFF_MAX_S, BACKOFF_MIN_S, OutageQueue, describe, is_transient
 from tma1.journal import Journal
+from tma1.scrub import scrub
 from tma1.store import Store
-from tma1.store.errors import is_transient
-from tma1.store.schema import HOOK_EVENT_LIMITS as _COLUMN_LIMITS
 
 log = logging.getLogger("tma1.ingest")
 
@@ -73,111 +67,11 @@ DEFAULT_BUDGET_MS = 400
 DEFAULT_MAX_EVENTS = 10_000
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 MAX_WORKERS = 32
-FLUSH_BATCH = 200
 GROUP_COMMIT_MAX = 64
-BACKOFF_MIN_S = 0.05
-BACKOFF_MAX_S = 2.0
 DRAIN_S = 10.0
 
-_REPLACEMENT = "\ufffd"
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _has_surrogate(s: str) -> bool:
-    """Whether `s` holds a lone surrogate: the one thing UTF-8 cannot encode. (Encoding
-    runs at memory speed; the regex `_SURROGATE` crawls through a wide string at tens of
-    nanoseconds a character: most of a replay's scrub went into it.)"""
-    if s.isascii():
-        return False
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def _clean_str(s: str) -> str:
-    if "\x00" in s:
-        s = s.replace("\x00", _REPLACEMENT)
-    if s.isascii():  # O(1), and no surrogate: skip encoding a copy of every output
-        return s
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:
-        s = _SURROGATE.sub(_REPLACEMENT, s)
-    return s
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, str):
-        return _clean_str(value)
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    if isinstance(value, dict):
-        return {_clean(k) if isinstance(k, str) else k: _clean(v) for k, v in value.items()}
-    return value
-
-
-def _dirty(value: Any) -> bool:
-    """Whether `_clean` would change anything (almost never: check before copying)."""
-    if isinstance(value, str):
-        return "\x00" in value or _has_surrogate(value)
-    if isinstance(value, list):
-        for v in value:
-            if v.__class__ is str and v.isascii() and "\x00" not in v:
-                continue  # the paths and test ids of nearly every event
-            if _dirty(v):
-                return True
-        return False
-    if isinstance(value, dict):
-        return any(_dirty(k) or _dirty(v) for k, v in value.items())
-    return False
-
-
-def scrub(event: HookEvent) -> HookEvent:
-    """Make `event` storable on every backend, in place; returns it.
-
-    NUL and lone surrogates become U+FFFD; values longer than their column are cut to fit.
-    """
-    for name, limit in _EVENT_FIELDS:
-        value = getattr(event, name)
-        if not value:
-            continue  # None, "", [], {}, 0 and False need nothing
-        if value.__class__ is str:
-            # `_dirty` spelled out for the common case: every event has a dozen strings.
-            dirty = "\x00" in value or _has_surrogate(value)
-            cleaned = _clean_str(value) if dirty else value
-            if limit and len(cleaned) > limit:
-                cleaned = cleaned[:limit]
-        elif isinstance(value, list | dict) and _dirty(value):
-            cleaned = _clean(value)
-        else:
-            continue
-        if cleaned is not value:
-            setattr(event, name, cleaned)
-    return event
-
-
-_EVENT_FIELDS = tuple((f.name, _COLUMN_LIMITS.get(f.name, 0)) for f in fields(HookEvent))
-
-
-def _size(event: HookEvent) -> int:
-    n = 256
-    for value in (event.tool_input, event.tool_result, event.tool_command, event.cwd):
-        if value:
-            n += len(value)
-    return n
-
-
-def _describe(exc: BaseException) -> str:
-    first = (str(exc).strip().splitlines() or [""])[0]
-    return f"{type(exc).__name__}: {first[:200]}"
-
-
 class _SyncJob:
-    """A hook whose thread blocks on `fut` (Service.handle_hook, the replay driver)."""
+    """A hook whose thread blocks on `fut` (`Ingest.submit`: Service.handle_payload)."""
 
     __slots__ = ("event", "fut")
 
@@ -233,14 +127,17 @@ class Ingest:
         self.counters = counters
         self.on_stored = on_stored
         self.budget_s = budget_ms / 1000.0
-        self.max_events = max_events
-        self.max_bytes = max_bytes
         self.drain_s = drain_s
         self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
-        self._queue: deque[tuple[HookEvent, int]] = deque()
-        self._queued_bytes = 0
-        self._flushing = 0  # events taken off the queue by the flusher, not yet written
+        self.queue = OutageQueue(
+            store=store,
+            counters=counters,
+            max_events=max_events,
+            max_bytes=max_bytes,
+            journal=journal,
+            on_written=self._written,
+            on_outage=self._outage,
+        )
         self._down = False  # the breaker: True while the database is known to be down
         self._down_since: float | None = None
         self._last_error = ""
@@ -257,11 +154,6 @@ class Ingest:
         self._write_lock: contextlib.AbstractContextManager[object] = (
             threading.Lock() if store.dialect == "sqlite" else contextlib.nullcontext()
         )
-        self._flusher: threading.Thread | None = None
-        # Queued events' journal numbers, by the event object's id (it stays in the queue).
-        self.journal = journal
-        self._journal_seq: dict[int, int] = {}
-        self._stopping = threading.Event()
         self._stopped = False
 
     # --- the hook path ----------------------------------------------------------------
@@ -280,7 +172,7 @@ class Ingest:
                     ).start()
         if not direct:
             self.counters.inc("ingest.bypassed")
-            self._enqueue(event)
+            self.queue.put(event)
         return direct
 
     def submit(self, event: HookEvent) -> bool:
@@ -295,8 +187,7 @@ class Ingest:
             return True
         except FutureTimeout:
             self._over_budget()
-            with self._lock:
-                self._journal_locked(event)  # answered without a commit: keep it safe
+            self.queue.keep(event)  # answered without a commit: keep it safe
             # The insert keeps going; whoever finishes it decides where the event ends up.
             fut.add_done_callback(lambda f: self._late(event, f))
             return False
@@ -338,7 +229,7 @@ class Ingest:
             if job.state != _PENDING:
                 return  # committed in time: its answer is on the way
             job.state = _EXPIRED
-            self._journal_locked(job.event)  # answered without a commit: keep it safe
+        self.queue.keep(job.event)  # answered without a commit: keep it safe
         self._over_budget()
         if not job.fut.done():
             job.fut.set_result("")
@@ -437,7 +328,7 @@ class Ingest:
             if state == _EXPIRED:  # answered empty already; as `_late` for a sync hook
                 if exc is None:
                     self.counters.inc("ingest.late_commits")
-                    self._journal_done([job.event])
+                    self.queue.written([job.event])
                     self._recovered()
                     self._stored([job.event])
                 else:
@@ -459,7 +350,7 @@ class Ingest:
         exc = fut.exception()
         if exc is None:
             self.counters.inc("ingest.late_commits")
-            self._journal_done([event])
+            self.queue.written([event])
             self._recovered()
             self._stored([event])
         else:
@@ -468,8 +359,8 @@ class Ingest:
     def _failed(self, event: HookEvent, exc: BaseException) -> None:
         if is_transient(exc):
             self.counters.inc("ingest.db_errors")
-            self._trip(_describe(exc))
-            self._enqueue(event)
+            self._trip(describe(exc))
+            self.queue.put(event)
         else:
             self.counters.inc("ingest.rejected_by_db")
             log.error(
@@ -497,137 +388,22 @@ class Ingest:
             self._down = False
             since = self._down_since or time.monotonic()
             self._down_since = None
-            backlog = len(self._queue)
+        backlog = self.queue.pending()
         log.warning(
             "database back after %.1f s; %d queued events left to flush",
             time.monotonic() - since,
             backlog,
         )
 
-    # --- the queue --------------------------------------------------------------------
+    # --- the outage queue's outcomes ------------------------------------------------------
 
-    def _enqueue(self, event: HookEvent) -> None:
-        size = _size(event)
-        with self._lock:
-            # Events the flusher holds count too: they are still only in memory.
-            pending = len(self._queue) + self._flushing
-            full = pending >= self.max_events or self._queued_bytes + size > self.max_bytes
-            if not full:
-                self._journal_locked(event)  # before the hook is answered
-                self._queue.append((event, size))
-                self._queued_bytes += size
-                self._wake.notify()
-                self._ensure_flusher()
-        if full:
-            self.counters.inc("ingest.dropped_queue_full")
-            log.error("ingest queue full: dropped an event of session %s", event.session_id)
-        else:
-            self.counters.inc("ingest.queued")
-
-    def _ensure_flusher(self) -> None:
-        # Called with the lock held; started lazily so a Service that is never started
-        # (tests calling handle_hook directly) still recovers.
-        if self._flusher is None or not self._flusher.is_alive():
-            self._flusher = threading.Thread(
-                target=self._flush_loop, name="tma1-ingest-flush", daemon=True
-            )
-            self._flusher.start()
-
-    def _take(self) -> list[tuple[HookEvent, int]]:
-        with self._lock:
-            n = min(FLUSH_BATCH, len(self._queue))
-            batch = [self._queue.popleft() for _ in range(n)]
-            self._flushing += n  # its bytes stay counted until it is written or dropped
-            return batch
-
-    def _put_back(self, batch: list[tuple[HookEvent, int]]) -> None:
-        with self._lock:
-            self._queue.extendleft(reversed(batch))
-            self._flushing -= len(batch)
-
-    def _done(self, batch: list[tuple[HookEvent, int]]) -> None:
-        with self._lock:
-            self._flushing -= len(batch)
-            self._queued_bytes -= sum(s for _, s in batch)
-
-    def _flush_loop(self) -> None:
-        backoff = BACKOFF_MIN_S
-        while True:
-            with self._lock:
-                while not self._queue and not self._stopping.is_set():
-                    self._wake.wait(timeout=1.0)
-                if not self._queue:
-                    return
-            if self.flush_once():
-                backoff = BACKOFF_MIN_S
-                continue
-            self.counters.inc("ingest.retry_failures")
-            if self._stopping.wait(backoff):
-                return  # stop() drains what is left itself, within its own deadline
-            backoff = min(backoff * 2, BACKOFF_MAX_S)
-
-    def flush_once(self) -> bool:
-        """Write one batch from the queue. False on an outage (the batch goes back)."""
-        batch = self._take()
-        if not batch:
-            return True
-        events = [e for e, _ in batch]
-        try:
-            self.store.insert_events(events)
-        except Exception as exc:
-            if is_transient(exc):
-                self._put_back(batch)
-                with self._lock:
-                    self._last_error = _describe(exc)
-                return False
-            self._done(batch)
-            return self._one_by_one(events)
-        self._done(batch)
-        self._journal_done(events)
-        self.counters.inc("ingest.flushed", len(events))
+    def _written(self, events: Sequence[HookEvent]) -> None:
         self._recovered()
         self._stored(events)
-        return True
 
-    def _journal_locked(self, event: HookEvent) -> None:
-        """Journal `event` once (called with the lock held)."""
-        if self.journal is not None and id(event) not in self._journal_seq:
-            seq = self.journal.append(event)
-            if seq is not None:
-                self._journal_seq[id(event)] = seq
-
-    def _journal_done(self, events: Sequence[HookEvent]) -> None:
-        if self.journal is None:
-            return
+    def _outage(self, reason: str) -> None:
         with self._lock:
-            seqs = [s for e in events if (s := self._journal_seq.pop(id(e), None)) is not None]
-        self.journal.done(seqs)
-
-    def _one_by_one(self, events: list[HookEvent]) -> bool:
-        stored: list[HookEvent] = []
-        settled = 0  # stored or refused: either way the queue moved on
-        for i, ev in enumerate(events):
-            try:
-                self.store.insert_event(ev)
-                stored.append(ev)
-                settled += 1
-                self._journal_done([ev])
-            except Exception as exc:
-                if is_transient(exc):
-                    with self._lock:
-                        for e in reversed(events[i:]):
-                            self._queue.appendleft((e, _size(e)))
-                            self._queued_bytes += _size(e)
-                    break
-                settled += 1
-                self._journal_done([ev])
-                self.counters.inc("ingest.rejected_by_db")
-                log.error("the database refused a queued event (dropped): %s", exc)
-        if stored:
-            self.counters.inc("ingest.flushed", len(stored))
-            self._recovered()
-            self._stored(stored)
-        return settled > 0 or not events
+            self._last_error = reason
 
     def _stored(self, events: Sequence[HookEvent]) -> None:
         if self.on_stored is None:
@@ -642,65 +418,42 @@ class Ingest:
     def start(self) -> None:
         with self._lock:
             self._stopped = False
-            self._stopping.clear()
-        if self.journal is not None:
-            # Events answered during an outage before a crash: back on the queue first.
-            recovered = self.journal.recover()
-            with self._lock:
-                for seq, event in recovered:
-                    size = _size(event)
-                    self._queue.append((event, size))
-                    self._queued_bytes += size
-                    self._journal_seq[id(event)] = seq
-                if recovered:
-                    self._wake.notify()
-                    self._ensure_flusher()
-            if recovered:
-                self.counters.inc("ingest.recovered_from_journal", len(recovered))
+        self.queue.start()
 
     def stop(self) -> int:
         """Drain the queue (and wait for in-flight inserts) for up to `drain_s` seconds.
 
         Returns the number of events lost (left in the queue when the time ran out).
         """
-        self._stopping.set()
         with self._lock:
             self._stopped = True
-            self._wake.notify_all()
-            flusher = self._flusher
         deadline = time.monotonic() + self.drain_s
-        if flusher is not None:
-            flusher.join(timeout=self.drain_s)
+        self.queue.stop_flusher(self.drain_s)
         backoff = BACKOFF_MIN_S
         while time.monotonic() < deadline:
             with self._lock:
-                pending = len(self._queue)
                 inflight = self._inflight
+            pending = self.queue.queued()
             if pending == 0 and inflight == 0:
                 break
-            if pending and self.flush_once():
+            if pending and self.queue.flush_once():
                 backoff = BACKOFF_MIN_S
                 continue
             time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
             backoff = min(backoff * 2, BACKOFF_MAX_S)
+        lost, kept = self.queue.discard()
         with self._lock:
-            lost = len(self._queue) + self._flushing
-            kept = min(lost, len(self._journal_seq))
-            self._journal_seq.clear()
-            self._queue.clear()
-            self._queued_bytes = 0
             for _ in range(self._workers):
                 self._jobs.put(None)
             self._workers = 0
-        if self.journal is not None:
-            self.journal.close()
         lost -= kept
         if kept:
+            journal = self.queue.journal
             log.warning(
                 "stopping with the database unavailable: %d hook events kept in the journal "
                 "(%s), written on the next start",
                 kept,
-                self.journal.path if self.journal is not None else "",
+                journal.path if journal is not None else "",
             )
         if lost:
             self.counters.inc("ingest.lost_at_shutdown", lost)
@@ -711,23 +464,24 @@ class Ingest:
         """True once the queue is empty and nothing is in flight (tests, benchmarks)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            # In-flight first: a hook that fails leaves the queue holding it before it
+            # stops counting as in flight.
             with self._lock:
-                if not self._queue and not self._flushing and not self._inflight:
-                    return True
+                inflight = self._inflight
+            if not inflight and not self.queue.pending():
+                return True
             time.sleep(0.02)
         return False
 
     def health(self) -> dict[str, object]:
+        queue = self.queue.health()
         with self._lock:
             state = {
                 "database_available": not self._down,
                 "down_for_s": round(time.monotonic() - self._down_since, 3)
                 if self._down_since is not None
                 else 0.0,
-                "queue_depth": len(self._queue) + self._flushing,
-                "queue_bytes": self._queued_bytes,
-                "queue_max_events": self.max_events,
-                "queue_max_bytes": self.max_bytes,
+                **queue,
                 "inflight": self._inflight,
                 "budget_ms": round(self.budget_s * 1000),
                 "last_error": self._last_error,

@@ -1,9 +1,11 @@
 """The running tma1: store, clock, engine and sensors wired together.
 
 The HTTP layer is thin; everything a hook does happens in `Service.handle_hook_async`
-(the server, on its event loop) or `Service.handle_hook` (in-process callers, in their own
-thread). Both follow the same steps, and neither raises: any failure is logged, counted,
-and answered with an empty body.
+(the server, on its event loop) or `Service.handle_payload` (replay, with a payload already
+decoded). Both follow the same steps, and neither raises: any failure is logged, counted,
+and answered with an empty body. Where events are committed and where the engine reads and
+writes (`tma1.engine.ports`) is handed in: `build_service` wires the store-backed
+implementations, a replay its in-memory ones.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tma1 import __version__
@@ -23,8 +25,8 @@ from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.dialects import normalize
 from tma1.engine.delivery import Delivery
-from tma1.engine.detector import WindowSource
-from tma1.engine.emitlog import EmitLog
+from tma1.engine.ports import EventSink
+from tma1.engine.stored import stored_delivery
 from tma1.events import HookEvent, PayloadError, mark_exit_failure, parse_payload
 from tma1.ingest import Ingest
 from tma1.journal import JOURNAL_FILE, Journal
@@ -82,15 +84,11 @@ class Service:
     delivery: Delivery
     sensors: Sensors
     started_at: float = field(default_factory=time.monotonic)
-    # Called with each stored event; tests and the demo hook in here.
-    listeners: list[Callable[[HookEvent], None]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _purger: threading.Thread | None = None
-    # Budgeted insert + outage queue (tma1.ingest); built from settings when not given.
-    ingest: Ingest | None = None
-    # False: events carry no tool input and no successful output (tma1.events.parse_payload);
-    # replay sets it when nobody keeps its database.
-    parse_texts: bool = True
+    # Where events are committed: the budgeted insert + outage queue (tma1.ingest), built
+    # from settings when not given; replay's in-memory sink.
+    ingest: EventSink | None = None
     # The longest a Codex shell PostToolUse waits for its exit status to reach the
     # rollout (tma1.sensors.codex_exit). `handle_payload` (replay) reads no rollout: its
     # converters already carry the status.
@@ -156,22 +154,11 @@ class Service:
         log.warning("hook payload rejected (%s): %s", reason, detail)
         return ""
 
-    def handle_hook(
-        self, body: bytes, *, source: str | None = None, envelope: str | None = None
-    ) -> str:
-        """Store the event, then answer with what the agent should hear. Never raises."""
-        self.counters.inc("requests")
-        try:
-            return self._handle(body, source=source, envelope=envelope)
-        except Exception:
-            self.counters.inc("errors.internal")
-            log.exception("hook handling failed; answering empty")
-            return ""
-
     async def handle_hook_async(
         self, body: bytes, *, source: str | None = None, envelope: str | None = None
     ) -> str:
-        """`handle_hook` for the HTTP server: awaited on the event loop. Never raises.
+        """Store the event, then answer with what the agent should hear: awaited on the
+        server's event loop. Never raises.
 
         Parsing runs on the loop; the insert, and once it is committed the sensors and the
         engine (`_answer`), run on the ingest worker (tma1.ingest.Ingest.submit_async), so
@@ -205,21 +192,6 @@ class Service:
             self.counters.inc("errors.internal")
             log.exception("hook handling failed; answering empty")
             return ""
-
-    def _handle(self, body: bytes, *, source: str | None, envelope: str | None) -> str:
-        event = self._event_from_body(body, source)
-        if event is None:
-            return ""
-        if codex_exit.wants_exit_status(event):
-            assert event.transcript_path is not None and event.tool_use_id is not None
-            path = event.transcript_path
-            self._exit_status(
-                event,
-                codex_exit.wait_command_end(
-                    path, event.tool_use_id, wait_s=self._exit_waits.wait_for(path)
-                ),
-            )
-        return self._submit(event, envelope)
 
     def _exit_status(self, event: HookEvent, end: codex_exit.CommandEnd | None) -> None:
         """A Codex shell call's exit status from its rollout (design §2.18): a non-zero
@@ -270,7 +242,6 @@ class Service:
                 normalize(payload, agent),  # Gemini's and Copilot's into tma1's shape
                 ts=self.clock.now_ms(),
                 source=agent,
-                texts=self.parse_texts,
             )
         except PayloadError as exc:
             self.reject(exc.reason, exc.detail)
@@ -287,8 +258,8 @@ class Service:
     def handle_payload(
         self, payload: object, *, source: str | None = None, envelope: str | None = None
     ) -> str:
-        """`handle_hook` for a payload that is already decoded (replay feeds these; the
-        1 MB body limit is the caller's to apply). Never raises."""
+        """`handle_hook_async` for a payload that is already decoded, in the caller's
+        thread (replay feeds these; the body limit is the caller's to apply). Never raises."""
         self.counters.inc("requests")
         try:
             return self._handle_payload(payload, source=source, envelope=envelope)
@@ -327,12 +298,11 @@ class Service:
 
     def _notify(self, event: HookEvent) -> None:
         self.delivery.invalidate(event.session_id)
-        for fn in (self.sensors.on_event, *self.listeners):
-            try:
-                fn(event)
-            except Exception:
-                self.counters.inc("errors.sensor")
-                log.exception("event listener failed for session %s", event.session_id)
+        try:
+            self.sensors.on_event(event)
+        except Exception:
+            self.counters.inc("errors.sensor")
+            log.exception("event listener failed for session %s", event.session_id)
 
     # --- health ----------------------------------------------------------------------
 
@@ -376,25 +346,19 @@ def build_service(
     *,
     clock: Clock | None = None,
     store: Store | None = None,
-    source: WindowSource | None = None,
-    make_ingest: Callable[[Counters], Ingest] | None = None,
-    make_emitlog: Callable[[Counters], EmitLog] | None = None,
-    parse_texts: bool = True,
+    counters: Counters | None = None,
+    delivery: Delivery | None = None,
+    ingest: EventSink | None = None,
     journal: bool = False,
 ) -> Service:
-    """Wire the real components for `settings` (migrations run here). Replay hands in its
-    in-memory windows (`source`), its ingest (`make_ingest`), its emit log when it keeps
-    no database (`make_emitlog`) and `parse_texts`."""
+    """Wire the components for `settings` (migrations run here): live, the engine over the
+    store (`tma1.engine.stored`) and the budgeted ingest. Replay hands in its engine over
+    in-memory ports (`delivery`, with the `counters` they count into) and its `ingest`."""
     clock = clock or SystemClock()
     store = store or Store.open(settings.effective_database_url)
-    counters = Counters()
-    delivery = Delivery(
-        store=store,
-        clock=clock,
-        settings=settings,
-        counters=counters,
-        source=source,
-        emitlog=make_emitlog(counters) if make_emitlog is not None else None,
+    counters = Counters() if counters is None else counters
+    delivery = delivery or stored_delivery(
+        store, clock=clock, settings=settings, counters=counters
     )
     sensors = Sensors(
         store=store,
@@ -411,7 +375,6 @@ def build_service(
         counters=counters,
         delivery=delivery,
         sensors=sensors,
-        ingest=make_ingest(counters) if make_ingest is not None else None,
-        parse_texts=parse_texts,
+        ingest=ingest,
         journal=Journal(settings.data_dir / JOURNAL_FILE) if journal else None,
     )

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from tma1.clock import MINUTE_MS, ManualClock
 from tma1.counters import Counters
 from tma1.engine.anomaly import Anomaly, Kind
-from tma1.engine.detector import CACHE_TTL_MS, FULL_RELOAD_MS, Detector, run_rules
+from tma1.engine.detector import CACHE_TTL_MS, Detector, run_rules
+from tma1.engine.stored import FULL_RELOAD_MS, StoreWindows
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import FileChange, Usage
 from tma1.store import Store
@@ -23,11 +24,12 @@ SID = "sess-d"
 
 
 def make(store: Store, clock: ManualClock, **rules: object) -> Detector:
+    config, counters = RuleConfig(context_pressure_threshold=1234), Counters()
     return Detector(
-        store=store,
+        source=StoreWindows(store, config=config, counters=counters),
         clock=clock,
-        config=RuleConfig(context_pressure_threshold=1234),
-        counters=Counters(),
+        config=config,
+        counters=counters,
         rules=rules,  # type: ignore[arg-type]
     )
 
@@ -172,7 +174,13 @@ def test_run_rules_is_a_pure_function_of_the_window() -> None:
 def test_the_default_rule_set_is_loaded_lazily(
     store: Store, clock: ManualClock, tmp_path: Path
 ) -> None:
-    det = Detector(store=store, clock=clock, config=RuleConfig(), counters=Counters())
+    counters = Counters()
+    det = Detector(
+        source=StoreWindows(store, config=RuleConfig(), counters=counters),
+        clock=clock,
+        config=RuleConfig(),
+        counters=counters,
+    )
     assert det.health()["rules"] == "not loaded"
     assert set(det.rules) == {k.value for k in Kind}
     store_event(store, payload(SID, "SessionStart"), clock.now_ms())
@@ -362,9 +370,9 @@ def test_a_session_holds_at_most_the_newest_max_window_events(
 ) -> None:
     """The per-session bound (issue 16): past the cap the window is the newest events of
     the hour, on a full load and on incremental reloads alike."""
-    import tma1.engine.detector as detector_module
+    import tma1.engine.stored as stored_module
 
-    monkeypatch.setattr(detector_module, "MAX_WINDOW_EVENTS", 5)
+    monkeypatch.setattr(stored_module, "MAX_WINDOW_EVENTS", 5)
     now = clock.now_ms()
     for k in range(8):
         store_event(store, read(SID, f"/p/{k}.py"), now - 10 * MINUTE_MS + k)

@@ -10,7 +10,7 @@ from sqlalchemy import text
 
 from tma1.counters import Counters
 from tma1.engine.anomaly import Anomaly
-from tma1.engine.emitlog import EmitLog
+from tma1.engine.emitlog import EmitLog, MemoryEmits
 from tma1.store import Store
 
 
@@ -91,3 +91,23 @@ def test_a_database_error_is_counted_and_the_writer_survives(sqlite_store: Store
     assert [r["stable_key"] for r in sqlite_store.emits_since(0)] == [
         "repeated_failed_build|high|cmd 2"
     ]
+
+
+def test_the_memory_emit_log_holds_the_rows_the_store_gives_back(store: Store) -> None:
+    """Replay's `MemoryEmits` and the live `EmitLog` are peers: the same findings give the
+    same rows (ids, column order, `related_files` as JSON text) and the same counters."""
+    live_counters, memory_counters = Counters(), Counters()
+    live = EmitLog(store=store, counters=live_counters)
+    memory = MemoryEmits(counters=memory_counters)
+    for sink in (live, memory):
+        sink.start()
+        sink.record([f(1), f(2, session="t")], ts=1_000)
+        sink.record([f(3)], ts=2_000)
+        assert sink.flush()
+        sink.stop()
+    want = store.emits_since(0)
+    assert [list(r) for r in memory.rows_since(0)] == [list(r) for r in want]
+    assert memory.rows_since(0) == want
+    assert memory.rows_since(2_000) == store.emits_since(2_000) == want[-1:]
+    assert memory_counters.snapshot("engine.") == live_counters.snapshot("engine.")
+    assert memory.health()["emits_written"] == live.health()["emits_written"] == 3

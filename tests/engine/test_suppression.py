@@ -30,6 +30,7 @@ from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.engine.anomaly import Anomaly, Channel, Kind
 from tma1.engine.delivery import Delivery
+from tma1.engine.stored import stored_delivery
 from tma1.engine.suppression import (
     IDLE_EVICT_MS,
     SUPPRESSION_WINDOW_MS,
@@ -238,8 +239,8 @@ def make_delivery(
     made: list[Delivery] = []
 
     def make() -> Delivery:
-        d = Delivery(
-            store=store,
+        d = stored_delivery(
+            store,
             clock=clock,
             settings=Settings(data_dir=tmp_path, watch_files=False),
             counters=Counters(),

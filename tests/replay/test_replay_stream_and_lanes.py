@@ -100,7 +100,7 @@ def test_stream_json_without_timestamps_is_replayed_on_a_stated_synthetic_timeli
     stamps = [i.ts for i in sorted(conv.items, key=lambda i: (i.ts, i.seq))]
     assert stamps[0] >= BASE_MS and stamps == sorted(stamps)
     assert tool_hooks(conv.items) == tool_hooks(claude_stream.convert(read_records(STREAM)).items)
-    assert cli_main(["replay", str(old), "--jobs", "1"]) == 0
+    assert cli_main(["replay", str(old)]) == 0
     out = capsys.readouterr().out
     assert "synthetic timeline" in out
 

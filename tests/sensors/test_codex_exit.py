@@ -3,6 +3,7 @@ rollout captured from the real Codex 0.171 binary (tests/fixtures/real-agents/).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -246,7 +247,7 @@ def test_a_rollout_that_never_shows_an_end_stops_costing_a_wait(
                 "cwd": str(tmp_path),
                 "transcript_path": str(rollout),
             }
-            service.handle_hook(json.dumps(body).encode(), source="codex")
+            asyncio.run(service.handle_hook_async(json.dumps(body).encode(), source="codex"))
 
         post("c1")
         post("c2")

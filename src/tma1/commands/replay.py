@@ -21,7 +21,6 @@ from tma1.commands._args import add_database_options, database_url, open_store, 
 from tma1.config import ConfigError
 
 _threshold = whole_number(1, 100_000_000)
-_jobs = whole_number(1, 64)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -52,13 +51,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="keep the replay's SQLite database in FILE (must not exist; default: temporary)",
     )
     p.add_argument("--bodies", action="store_true", help="print every delivery body in full")
-    p.add_argument(
-        "--jobs",
-        type=_jobs,
-        default=None,
-        help="processes to replay in (sessions that share no project run apart; same "
-        "result); default: one per CPU core",
-    )
     p.set_defaults(func=run_replay)
 
     e = sub.add_parser(
@@ -85,10 +77,7 @@ def run_replay(args: argparse.Namespace) -> int:
         raise ConfigError(f"--db {args.db} exists; give a new file (replay starts from empty)")
     # The engine logs each rejected or odd payload; the report says it once, at the end.
     logging.getLogger("tma1").setLevel(logging.ERROR)
-    from tma1.replay.shards import default_jobs
-
-    jobs = args.jobs if args.jobs is not None else default_jobs()
-    result = replay_paths(args.paths, threshold=args.threshold, db=args.db, jobs=jobs)
+    result = replay_paths(args.paths, threshold=args.threshold, db=args.db)
     if result.items_fed == 0:
         # Nothing was replayed: the reasons alone, not an empty report.
         for problem in result.all_problems:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 
@@ -52,9 +52,6 @@ class Anomaly:
     @property
     def stable_key(self) -> str:
         return stable_key(self.kind, self.severity, self.subject)
-
-    def with_emit(self, first_emitted_at: int) -> Anomaly:
-        return replace(self, first_emitted_at=first_emitted_at)
 
 
 def stable_key(kind: str, severity: str, subject: str) -> str:

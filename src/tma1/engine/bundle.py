@@ -36,7 +36,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from tma1.checks import covers, error_line
 from tma1.clock import MINUTE_MS
@@ -71,7 +71,6 @@ _PEERS_CHARS = 200
 # When not everything fits, more of these parts first: this session's own findings.
 _PRIORITY = {"findings": 0, "checks": 1, "changes": 2, "sessions": 3}
 
-SOURCES = ("startup", "resume", "clear", "compact")
 # The bundle never re-tells these: a compaction is the answer to context pressure.
 _NOT_RETOLD = frozenset({Kind.CONTEXT_PRESSURE.value})
 # Suppression decisions that mean "the agent need not hear this again".
@@ -162,7 +161,6 @@ def epoch_start(latest_compaction: int | None, session_start: int | None) -> int
 # --- what the bundle reads -------------------------------------------------------------------
 
 
-@runtime_checkable
 class BundleReads(Protocol):
     """Where the bundle's inputs come from: `Store` live; replay's `MemoryWindows`, which
     answers the same reads from what the replay fed so far (so a replay tells the bundle

@@ -39,14 +39,13 @@ from tma1.engine.bundle import (
     Bundle,
     BundleInput,
     BundleMemory,
-    BundleReads,
     Peer,
     build_bundle,
     compact_instructions,
     epoch_start,
     unresolved,
 )
-from tma1.engine.detector import Detector, Rule, WindowSource
+from tma1.engine.detector import Detector, Rule
 from tma1.engine.digest import (
     DIGEST_MAX_FINDINGS,
     POST_TOOL_USE_MAX_FINDINGS,
@@ -56,12 +55,11 @@ from tma1.engine.digest import (
     stop_block_body,
     stop_reason,
 )
-from tma1.engine.emitlog import EmitLog
 from tma1.engine.mutes import MUTES_FILE, Mutes
+from tma1.engine.ports import BundleReads, EmitSink, WindowSource
 from tma1.engine.suppression import REBUILD_HORIZON_MS, Decision, Suppression
 from tma1.engine.window import RuleConfig
 from tma1.events import HookEvent
-from tma1.store import Store
 
 log = logging.getLogger("tma1.engine")
 
@@ -102,35 +100,33 @@ def finding_json(
 
 
 class Delivery:
+    """The engine of the hook path, over its ports (`tma1.engine.ports`): windows for the
+    rules, the session bundle's reads, and the emit log."""
+
     def __init__(
         self,
         *,
-        store: Store,
+        windows: WindowSource,
+        reads: BundleReads,
+        emits: EmitSink,
         clock: Clock,
         settings: Settings,
         counters: Counters,
         rules: Mapping[str, Rule] | None = None,
-        source: WindowSource | None = None,
-        emitlog: EmitLog | None = None,
         mutes: Mutes | None = None,
     ) -> None:
-        self.store = store
+        self.reads = reads
         self.clock = clock
         self.settings = settings
         self.counters = counters
         # Read once, at start-up (TMA1_CONTEXT_PRESSURE_THRESHOLD via Settings).
         self.config = RuleConfig(context_pressure_threshold=settings.context_pressure_threshold)
         self.detector = Detector(
-            store=store,
-            clock=clock,
-            config=self.config,
-            counters=counters,
-            rules=rules,
-            source=source,
+            source=windows, clock=clock, config=self.config, counters=counters, rules=rules
         )
         self.suppression = Suppression()
         self.bundles = BundleMemory()
-        self.emitlog = emitlog or EmitLog(store=store, counters=counters)
+        self.emitlog = emits
         # Muted kinds (design §2.20): still computed, never delivered.
         self.mutes = mutes if mutes is not None else Mutes(settings.data_dir / MUTES_FILE)
         self._evict_lock = threading.Lock()
@@ -272,8 +268,7 @@ class Delivery:
         detector's cache)."""
         now = self.clock.now_ms() if now is None else now
         before = now if before_ts is None else before_ts
-        windows = self.detector.source
-        store: BundleReads = windows if isinstance(windows, BundleReads) else self.store
+        store = self.reads
         det = self.detector.detect(session_id, now)
         project = project or det.window.project or store.session_project(session_id, now)
         decisions = self.suppression.evaluate(

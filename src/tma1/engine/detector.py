@@ -12,46 +12,23 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 from tma1.clock import Clock
 from tma1.counters import Counters
 from tma1.engine.anomaly import Anomaly
-from tma1.engine.context import context_threshold
-from tma1.engine.window import (
-    CHANGES_WINDOW_MS,
-    EVENTS_WINDOW_MS,
-    MAX_WINDOW_EVENTS,
-    RuleConfig,
-    SessionWindow,
-)
-from tma1.events import HookEvent
-from tma1.store import Store
+from tma1.engine.ports import WindowSource
+from tma1.engine.window import RuleConfig, SessionWindow
 
 log = logging.getLogger("tma1.engine")
 
 Rule = Callable[[SessionWindow, int, RuleConfig], list[Anomaly]]
 
 
-class WindowSource(Protocol):
-    """Where windows come from when not from the store: replay keeps every session in
-    memory (`tma1.replay.memory`) and hands the Detector the same `SessionWindow` the
-    store would have given at `now`."""
-
-    def window(self, session_id: str, now: int) -> SessionWindow: ...
-
-
 CACHE_TTL_MS = 30_000
-FULL_RELOAD_MS = 10 * 60_000  # a backstop only: hook events are never updated in place
-ID_LOOKBACK = 256
-_HELD_IDLE_MS = 10 * 60_000
 # How long an invalidation mark must outlive any detection that was running when it came.
 _DROP_MARK_TTL_MS = 5 * 60_000
 _SWEEP_EVERY_MS = 60_000
 _IDLE_MS = 24 * 3600_000
-# Context epochs (`_context_epoch`): rows the transcript tailer writes late carry an older ts, so a
-# look at what is new reaches this far back; a full look every FULL_RELOAD_MS bounds a miss.
-EPOCH_LATE_MS = 10 * 60_000
 
 
 def load_default_rules() -> dict[str, Rule]:
@@ -62,22 +39,6 @@ def load_default_rules() -> dict[str, Rule]:
         log.exception("the rule set (tma1.engine.rules) could not be imported; no rules run")
         return {}
     return dict(RULES)
-
-
-def _key(e: HookEvent) -> tuple[int, int]:
-    return (e.ts, e.id or 0)
-
-
-@dataclass(slots=True)
-class _Held:
-    """The last events loaded for a session (replaced, never mutated in place)."""
-
-    events: list[HookEvent]
-    ids: set[int]
-    max_id: int
-    full_at: int
-    since: int
-    used_at: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,21 +109,21 @@ def run_rules(
 
 
 class Detector:
+    """Runs the rules over the windows `source` gives (live: the store; replay: memory)."""
+
     def __init__(
         self,
         *,
-        store: Store,
+        source: WindowSource,
         clock: Clock,
         config: RuleConfig,
         counters: Counters,
         rules: Mapping[str, Rule] | None = None,
-        source: WindowSource | None = None,
     ) -> None:
-        self.store = store
+        self.source = source
         self.clock = clock
         self.config = config
         self.counters = counters
-        self.source = source
         self._rules: dict[str, Rule] | None = dict(rules) if rules is not None else None
         # Per rule set (a new set replaces the dict): channel → whether any rule serves it.
         self._serves: tuple[dict[str, Rule], dict[str, bool]] | None = None
@@ -171,14 +132,8 @@ class Detector:
         self._epoch = 0
         self._dropped: dict[str, tuple[int, int]] = {}  # session → (epoch, clock ms)
         self._projects: dict[str, set[str]] = {}
-        self._session_project: dict[str, str] = {}
-        self._first_ts: dict[str, tuple[int, int]] = {}  # session → (first ts, last used)
-        # session → (newest compaction or None, looked up to, last full look)
-        self._epochs: dict[str, tuple[int | None, int, int]] = {}
-        self._held: dict[str, _Held] = {}
+        self._session_project: dict[str, tuple[str, int]] = {}  # session → (project, last used)
         self._last_sweep = 0
-        # SQLite has one writer at a time, so ids are assigned in commit order.
-        self._id_lookback = 0 if store.dialect == "sqlite" else ID_LOOKBACK
 
     # --- rules ------------------------------------------------------------------------
 
@@ -201,113 +156,7 @@ class Detector:
     # --- loading ----------------------------------------------------------------------
 
     def load_window(self, session_id: str, now: int) -> SessionWindow:
-        """One session's window: its events (incrementally, see `_events`), the project's
-        file changes, the latest occupancy, the session start (cached) and, when the
-        occupancy is past its threshold, the start of the context epoch."""
-        if self.source is not None:
-            return self.source.window(session_id, now)
-        events = self._events(session_id, now)
-        project = next((e.project for e in reversed(events) if e.project), None)
-        if project is None:
-            project = self.store.session_project(session_id, now)
-        changes = (
-            self.store.project_changes(project, now - CHANGES_WINDOW_MS, now) if project else []
-        )
-        usage = self.store.latest_usage(session_id, now)
-        epoch = None
-        if usage is not None and usage.occupancy >= context_threshold(
-            usage, self.config.context_pressure_threshold
-        ):
-            # Only context_pressure reads the epoch, and only past its threshold.
-            epoch = self._context_epoch(session_id, now)
-        with self._lock:
-            known = self._first_ts.get(session_id)
-        first = known[0] if known else None
-        if first is None:
-            first = self.store.session_first_ts(session_id)
-        if first is not None:
-            with self._lock:
-                self._first_ts[session_id] = (first, now)
-        return SessionWindow(
-            session_id=session_id,
-            project=project,
-            events=events,
-            changes=changes,
-            usage=usage,
-            session_start_ts=first,
-            epoch_start_ts=epoch,
-        )
-
-    def _context_epoch(self, session_id: str, now: int) -> int | None:
-        """The session's newest compaction at or before `now` (`Store.latest_compaction_ts`).
-        The last answer is kept: a later look only reads what is newer (minus
-        `EPOCH_LATE_MS`), so a long session's usage rows are not walked on every
-        detection; every `FULL_RELOAD_MS` it looks at everything again."""
-        with self._lock:
-            memo = self._epochs.get(session_id)
-        if memo is None or now < memo[1] or not 0 <= now - memo[2] < FULL_RELOAD_MS:
-            epoch = self.store.latest_compaction_ts(session_id, now)
-            memo = (epoch, now, now)
-        else:
-            newer = self.store.latest_compaction_ts(
-                session_id, now, since_ts=memo[1] - EPOCH_LATE_MS
-            )
-            known = memo[0]
-            epoch = newer if known is None or (newer is not None and newer > known) else known
-            memo = (epoch, now, memo[2])
-        with self._lock:
-            self._epochs[session_id] = memo
-        return epoch
-
-    def _events(self, session_id: str, now: int) -> list[HookEvent]:
-        """The session's events in [now - 60 min, now], ts ascending, at most the newest
-        `MAX_WINDOW_EVENTS` of them (what is held per session is bounded).
-
-        The last load is kept, and a reload within `FULL_RELOAD_MS` only fetches rows with
-        a newer id (on PostgreSQL minus `ID_LOOKBACK`, for transactions that commit out of
-        id order; duplicates are dropped by id). An event written late by the ingest outage
-        queue gets a new id, so it is found too. Every `FULL_RELOAD_MS` the window is read
-        afresh, which bounds any miss to that long.
-        """
-        since = now - EVENTS_WINDOW_MS
-        with self._lock:
-            held = self._held.get(session_id)
-        if held is None or not 0 <= now - held.full_at < FULL_RELOAD_MS or since < held.since:
-            rows = self.store.window_events(session_id, since)
-            max_id = max((e.id or 0 for e in rows), default=0)
-            rows = rows[-MAX_WINDOW_EVENTS:]  # the session cap: the newest events only
-            held = _Held(
-                events=rows,
-                ids={e.id for e in rows if e.id is not None},
-                max_id=max_id,
-                full_at=now,
-                since=since,
-            )
-            self.counters.inc("engine.window.full_loads")
-        else:
-            rows = self.store.window_events(
-                session_id, since, after_id=held.max_id - self._id_lookback
-            )
-            fresh = [e for e in rows if e.id not in held.ids]
-            events = held.events
-            if fresh or (events and events[0].ts < since):
-                events = [e for e in held.events if e.ts >= since] + fresh
-                if fresh and held.events and _key(fresh[0]) < _key(held.events[-1]):
-                    events.sort(key=_key)
-                del events[:-MAX_WINDOW_EVENTS]  # the session cap, as on a full load
-            held = _Held(
-                events=events,
-                ids={e.id for e in events if e.id is not None},
-                max_id=max([held.max_id, *(e.id or 0 for e in fresh)]),
-                full_at=held.full_at,
-                since=since,
-            )
-        held.used_at = now
-        with self._lock:
-            self._held[session_id] = held
-        if held.events and held.events[-1].ts > now:
-            return [e for e in held.events if e.ts <= now]
-        return list(held.events)
+        return self.source.window(session_id, now)
 
     # --- detection --------------------------------------------------------------------
 
@@ -358,12 +207,13 @@ class Detector:
             if dropped is None or dropped[0] <= start_epoch:
                 self._cache[session_id] = det
             if window.project:
-                old = self._session_project.get(session_id)
+                known = self._session_project.get(session_id)
+                old = known[0] if known else None
                 if old != window.project:
                     if old is not None:
                         self._projects.get(old, set()).discard(session_id)
-                    self._session_project[session_id] = window.project
                     self._projects.setdefault(window.project, set()).add(session_id)
+                self._session_project[session_id] = (window.project, now)
             self._maybe_sweep(now)
         return det
 
@@ -390,27 +240,20 @@ class Detector:
         self._last_sweep = now
         for s in [s for s, d in self._cache.items() if now - d.computed_at >= CACHE_TTL_MS]:
             del self._cache[s]
-        for s in [s for s, h in self._held.items() if now - h.used_at >= _HELD_IDLE_MS]:
-            del self._held[s]
         for s in [s for s, (_, t) in self._dropped.items() if now - t >= _DROP_MARK_TTL_MS]:
             del self._dropped[s]
-        for s in [s for s, (_, seen, _) in self._epochs.items() if now - seen >= _IDLE_MS]:
-            del self._epochs[s]
-        for s in [s for s, (_, used) in self._first_ts.items() if now - used >= _IDLE_MS]:
-            del self._first_ts[s]
-            project = self._session_project.pop(s, None)
-            if project is not None:
-                members = self._projects.get(project)
-                if members is not None:
-                    members.discard(s)
-                    if not members:
-                        del self._projects[project]
+        for s in [s for s, (_, used) in self._session_project.items() if now - used >= _IDLE_MS]:
+            project, _ = self._session_project.pop(s)
+            members = self._projects.get(project)
+            if members is not None:
+                members.discard(s)
+                if not members:
+                    del self._projects[project]
 
     def health(self) -> dict[str, object]:
         with self._lock:
             return {
                 "rules": sorted(self._rules) if self._rules is not None else "not loaded",
                 "cached_sessions": len(self._cache),
-                "held_windows": len(self._held),
                 "known_projects": len(self._projects),
-            }
+            } | self.source.health()

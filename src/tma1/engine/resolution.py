@@ -18,7 +18,7 @@ Turn 2 (design §2.15): "any successful shell" let an `ls` resolve a broken buil
 is fixed when a run that covers it passes — however spelled, in any lane. The rules put
 the failing check in `finding.extra["check"]`. A masked failure (design §2.8) has
 `tool_success` False, so it never resolves anything. Each rule's check is declared in its
-`RuleSpec`; `CHECKS` is read from there.
+`RuleSpec`; suppression looks it up there (`tma1.engine.suppression.resolved_at`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from tma1.engine.spec import ResolutionCheck
 from tma1.engine.window import SessionWindow
 from tma1.events import READ_TOOLS, HookEvent
 
-__all__ = ["ResolutionCheck", "covering_pass", "never", "reread_related_file", "resolved_at"]
+__all__ = ["ResolutionCheck", "covering_pass", "never", "reread_related_file"]
 
 
 def _norm(path: str, base: str | None = None) -> str:
@@ -72,15 +72,6 @@ def reread_related_file(finding: Anomaly, window: SessionWindow, since_ts: int) 
     return latest
 
 
-def successful_shell(finding: Anomaly, window: SessionWindow, since_ts: int) -> int | None:
-    """Build and test kinds: any shell command succeeded after we told the agent."""
-    latest: int | None = None
-    for ev in window.events:
-        if ev.ts > since_ts and ev.is_shell and ev.is_success:
-            latest = ev.ts
-    return latest
-
-
 def _check_of_finding(finding: Anomaly) -> Check | None:
     check = finding.extra.get("check")
     return check if isinstance(check, Check) else None
@@ -114,20 +105,3 @@ test_passed.__test__ = False  # type: ignore[attr-defined]
 
 def never(finding: Anomaly, window: SessionWindow, since_ts: int) -> None:
     return None
-
-
-def _checks() -> dict[str, ResolutionCheck]:
-    # The rule modules import this one for their specs: read them when first asked.
-    from tma1.engine.rules import SPECS
-
-    return {kind: spec.resolution for kind, spec in SPECS.items()}
-
-
-_CHECKS: dict[str, ResolutionCheck] = {}
-
-
-def resolved_at(finding: Anomaly, window: SessionWindow, since_ts: int) -> int | None:
-    """The latest resolving event after `since_ts`, or None (unknown kinds never resolve)."""
-    if not _CHECKS:
-        _CHECKS.update(_checks())
-    return _CHECKS.get(finding.kind, never)(finding, window, since_ts)

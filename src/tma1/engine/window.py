@@ -35,9 +35,6 @@ class SessionWindow:
     def occupancy(self) -> int | None:
         return self.usage.occupancy if self.usage else None
 
-    def tool_results(self) -> list[HookEvent]:
-        return [e for e in self.events if e.event_type in ("PostToolUse", "PostToolUseFailure")]
-
 
 @dataclass(frozen=True, slots=True)
 class RuleConfig:

@@ -193,7 +193,6 @@ class _Call:
     seq: int
     origin: str
     cwd: str | None
-    sidechain: bool
     result: tuple[int, int, str, Any, str, bool] | None = None  # ts, seq, origin, ...
     agent_id: str | None = None  # the sub-agent's lane (None: the main agent)
     agent_type: str | None = None
@@ -456,7 +455,7 @@ def convert(records: Records) -> Converted:
                     s.order.append(tid)
                 tool_input = block.get("input")
                 s.calls[tid] = _Call(
-                    tid, name, tool_input, ts, seq + 2 + i, origin, s.cwd, side,
+                    tid, name, tool_input, ts, seq + 2 + i, origin, s.cwd,
                     agent_id=agent, agent_type=agent_type,
                 )  # fmt: skip
                 if name in TASK_TOOLS and isinstance(tool_input, dict):

@@ -8,16 +8,13 @@ goes in the way it went in live — hook payloads through `Service.handle_payloa
 watcher and the transcript tailer store them. Every non-empty answer is a delivery.
 
 What differs from live, on purpose:
-- the engine reads its session windows from memory (`tma1.replay.memory`), not back from
-  the database: the same events, in the same lean form, at the same `now`; with `--db`
-  the database is written in batches as the replay goes;
-- without `--db` nobody keeps a database, so none is written: events are parsed without
-  their tool input and the output of successful results (no rule or gate reads them),
-  the emit log is held in memory, and the summary runs the gates' own functions over
-  what is held (`gates.judge_events`, `gates.budget_of_emits`) — the same figures, as
-  the tests check against a replay into a kept database;
-- sessions that share no file changes can replay on several processes (`--jobs`,
-  `tma1.replay.shards`), with the same result;
+- the engine's ports are in memory (`tma1.engine.ports`): events are committed to
+  `tma1.replay.memory.MemoryEvents`, windows and the bundle's reads come from
+  `MemoryWindows` (the same events, in the same lean form, at the same `now`), emits go to
+  `tma1.engine.emitlog.MemoryEmits`. The summary runs the gates' own functions over what
+  is held (`gates.judge_events`, `gates.budget_of_emits`); with `--db` everything held is
+  written to that database at the end and the summary is the gates' over it — the same
+  figures, as the tests check;
 - `transcript_path` is taken out of hook payloads: the usage of the time is in the
   recording, and the transcript on disk today is not what it was then;
 - data never expires (TTL): a replay of last month must not purge itself;
@@ -26,15 +23,13 @@ What differs from live, on purpose:
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import os
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,9 +39,8 @@ from tma1.clock import ManualClock
 from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.dialects import normalize
-from tma1.engine.delivery import CHANNEL_FOR_HOOK
-from tma1.engine.detector import load_default_rules
-from tma1.engine.emitlog import EmitLog
+from tma1.engine.delivery import CHANNEL_FOR_HOOK, Delivery
+from tma1.engine.emitlog import MemoryEmits
 from tma1.replay import (
     claude_hooklog,
     claude_stream,
@@ -55,7 +49,6 @@ from tma1.replay import (
     copilot_events,
     eventlog,
     gemini_chat,
-    shards,
 )
 from tma1.replay.formats import (
     CLAUDE_HOOKLOG,
@@ -69,7 +62,7 @@ from tma1.replay.formats import (
     detect,
     read_records,
 )
-from tma1.replay.memory import BufferedIngest, MemoryEmitLog, MemoryWindows
+from tma1.replay.memory import MemoryEvents, MemoryWindows
 from tma1.replay.model import FILE_CHANGE, HOOK, USAGE, Converted, Note, Problem, ReplayItem
 from tma1.service import build_service
 from tma1.store import Store
@@ -77,7 +70,7 @@ from tma1.store import Store
 log = logging.getLogger("tma1.replay")
 
 NEVER_EXPIRE_S = 100 * 365 * 86_400
-REPLAY_DB_BUDGET_MS = 60_000
+WRITE_BATCH = 5_000  # events per transaction when the database is kept
 DAY_MS = 86_400_000
 _CONVERTERS = {
     EVENTLOG: eventlog.convert,
@@ -250,16 +243,12 @@ def default_db_dir() -> str | None:
 
 class Replayer:
     """One replay, in three steps a caller can time: `feed` runs items through the engine,
-    `write` stops it and puts what is left into the database, `finish` sums it up
-    (tma1.gates) and closes everything.
+    `write` stops it and puts what it held into the database to keep (`db` or
+    `database_url`, if any), `finish` sums it up (tma1.gates) and closes everything.
 
-    With a database to keep (`db`, `database_url`, or a `store` handed in), everything
-    goes there as live: whole events, changes, usage and the emit log. Without one the
-    replay is held in memory (`kept` False): events are parsed without their tool input
-    and the output of successful results (`parse_payload(texts=False)`; no rule and no
-    gate reads them, and encoding them is most of a replay's cost), the emit log is a
-    `MemoryEmitLog`, and the summary judges the follow-rate over the events in memory
-    (`gates.judge_events`) — the scratch database behind the engine is never touched."""
+    The engine runs over in-memory ports (see the module's doc). `Service` still holds a
+    store for its own edges (purge, health, sensors), none of which a replay starts: the
+    database to keep, or a scratch one nobody reads."""
 
     def __init__(
         self,
@@ -268,70 +257,55 @@ class Replayer:
         threshold: int | None = None,
         db: str | Path | None = None,
         database_url: str | None = None,
-        write_lock: AbstractContextManager[Any] | None = None,
-        store: Store | None = None,
     ) -> None:
-        self.kept = kept = db is not None or database_url is not None or store is not None
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        if database_url is None:
-            if db is None:
-                self._tmp = tempfile.TemporaryDirectory(prefix="tma1-replay-", dir=default_db_dir())
-                db = Path(self._tmp.name) / "replay.db"
+        if db is not None and database_url is None:
             database_url = f"sqlite:///{Path(db).resolve()}"
+        self.kept = database_url is not None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = tempfile.TemporaryDirectory(
+            prefix="tma1-replay-", dir=default_db_dir()
+        )
+        data_dir = Path(self._tmp.name)
         settings = Settings(
-            data_dir=Path(self._tmp.name) if self._tmp else Path(tempfile.gettempdir()),
-            database_url=database_url,
+            data_dir=data_dir,
+            database_url=database_url or f"sqlite:///{data_dir / 'replay.db'}",
             watch_files=False,
-            require_token=False,
             context_pressure_threshold=threshold,
             data_ttl_seconds=NEVER_EXPIRE_S,
-            hook_db_budget_ms=REPLAY_DB_BUDGET_MS,
+        )
+        self.store = (
+            Store.open(database_url) if database_url else Store.scratch(data_dir / "replay.db")
         )
         self.clock = clock = ManualClock(start_ts)
-        # A store handed in (one per process of a parallel replay: its compiled statements
-        # are reused shard after shard) is the caller's to close.
-        self._own_store = store is None
-        if store is not None:
-            self.store = store
-        elif self._tmp is not None:
-            self.store = store = Store.scratch(Path(self._tmp.name) / "replay.db")
-        else:
-            self.store = store = Store.open(database_url)
+        counters = Counters()
         windows = MemoryWindows()
-        self.emitlog: MemoryEmitLog | None = None
-
-        def memory_emitlog(counters: Counters) -> EmitLog:
-            self.emitlog = MemoryEmitLog(store=store, counters=counters)
-            return self.emitlog
-
+        self.events = MemoryEvents(windows)
+        self.emitlog = MemoryEmits(counters=counters)
+        delivery = Delivery(
+            windows=windows,
+            reads=windows,
+            emits=self.emitlog,
+            clock=clock,
+            settings=settings,
+            counters=counters,
+        )
         self.service = build_service(
             settings,
             clock=clock,
-            store=store,
-            source=windows,
-            make_ingest=lambda counters: BufferedIngest(
-                store=store,
-                counters=counters,
-                windows=windows,
-                write_lock=write_lock,
-                keep_all=kept,
-            ),
-            make_emitlog=None if kept else memory_emitlog,
-            parse_texts=kept,
+            store=self.store,
+            counters=counters,
+            delivery=delivery,
+            ingest=self.events,
         )
-        self.delivery = self.service.delivery
-        assert isinstance(self.service.ingest, BufferedIngest)
-        self.ingest: BufferedIngest = self.service.ingest
+        self.delivery = delivery
         self.deliveries: list[DeliveryRecord] = []
         # Only the engine runs: nothing expires in a replay (no purger) and nothing is
         # watched or tailed (no sensor threads; see the module's doc).
-        self.ingest.start()
         self.delivery.start()
         self._stopped = False
 
     def feed(self, items: Iterable[ReplayItem]) -> None:
         """Each item at its own time, the way it went in live (see the module's doc)."""
-        clock, service, delivery, ingest = self.clock, self.service, self.delivery, self.ingest
+        clock, service, delivery, events = self.clock, self.service, self.delivery, self.events
         for item in items:
             if item.ts > clock.now_ms():
                 clock.set(item.ts)
@@ -356,29 +330,34 @@ class Replayer:
                         )
                     )
             elif item.kind == FILE_CHANGE and item.change is not None:
-                ingest.add_change(item.change)
+                events.add_change(item.change)
                 delivery.invalidate_project(item.change.project)
             elif item.kind == USAGE and item.usage is not None:
-                ingest.add_usage(item.usage)
+                events.add_usage(item.usage)
                 delivery.invalidate(item.usage.session_id)
 
     def write(self) -> None:
-        """Stop the engine (its emit log is flushed) and, when the database is kept, write
-        what is left of what was fed to it."""
+        """Stop the engine and, when the database is kept, write what was fed and emitted."""
         self._stop()
-        self.ingest.flush()
+        if not self.kept:
+            return
+        held = self.events
+        for i in range(0, len(held.events), WRITE_BATCH):
+            self.store.insert_events(held.events[i : i + WRITE_BATCH])
+        self.store.insert_changes(held.changes)
+        self.store.insert_usages(held.usages)
+        self.store.insert_emits(self.emitlog.rows)
 
     def emits(self) -> list[dict[str, Any]]:
-        """The emit log's rows, ordered by (ts, id) (after `write`)."""
-        return self.emitlog.rows_since(0) if self.emitlog else self.store.emits_since(0)
+        """The emit log's rows, ordered by (ts, id)."""
+        return self.store.emits_since(0) if self.kept else self.emitlog.rows_since(0)
 
     def verdicts(
         self, emits: Iterable[dict[str, Any]], items: Sequence[ReplayItem] = ()
     ) -> list[tuple[str, bool]]:
         """(kind, followed) of each of `emits` (rows of this replay's emit log), judged
-        over the events held in memory (`kept` False: none was written) and the
-        transcript compactions among `items`."""
-        sessions = self.ingest.sessions()
+        over the events held in memory and the transcript compactions among `items`."""
+        sessions = self.events.sessions()
         compactions: dict[str, list[int]] = defaultdict(list)
         for item in items:
             if item.kind == USAGE and item.usage is not None and item.usage.kind == "compaction":
@@ -410,23 +389,10 @@ class Replayer:
 
     def close(self) -> None:
         self._stop()
-        if self._own_store:
-            self.store.close()
+        self.store.close()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
-
-
-@contextmanager
-def _long_lived_objects_frozen() -> Iterator[None]:
-    """Keep the garbage collector off what was built before the replay (every recorded
-    item: never garbage while the replay runs). Its full collections would walk all of
-    it again and again: a sixth of a replay's time on the corpus."""
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def replay_items(
@@ -435,34 +401,10 @@ def replay_items(
     threshold: int | None = None,
     db: str | Path | None = None,
     database_url: str | None = None,
-    jobs: int = 1,
 ) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
     """Feed `items` (time-ordered) through a fresh engine: deliveries, emit-log rows,
     summary and counters. `db`/`database_url` keep the database for inspection; without
-    them the replay is held in memory and writes no database (`Replayer`). `jobs` > 1 runs
-    sessions that share no project in parallel processes (`tma1.replay.shards`), with the
-    same result, when the database is SQLite and the replay is long enough to gain."""
-    # The rules are imported on the engine's first detection; here once, before any
-    # process forks, rather than once in each.
-    load_default_rules()
-    with _long_lived_objects_frozen():
-        return _replay_items(
-            items, threshold=threshold, db=db, database_url=database_url, jobs=jobs
-        )
-
-
-def _replay_items(
-    items: Sequence[ReplayItem],
-    *,
-    threshold: int | None,
-    db: str | Path | None,
-    database_url: str | None,
-    jobs: int,
-) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
-    if jobs > 1 and database_url is None and shards.can_fork():
-        plan = shards.plan(items, jobs)
-        if len(plan) > 1:
-            return _replay_sharded(items, plan, threshold=threshold, db=db, jobs=jobs)
+    them nothing is written (`Replayer`)."""
     replayer = Replayer(
         start_ts=items[0].ts if items else 0,
         threshold=threshold,
@@ -475,33 +417,6 @@ def _replay_items(
         replayer.close()
         raise
     return replayer.finish(items)
-
-
-def _replay_sharded(
-    items: Sequence[ReplayItem],
-    plan: shards.Plan,
-    *,
-    threshold: int | None,
-    db: str | Path | None,
-    jobs: int,
-) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
-    if db is None:
-        # Held in memory: each process sums up its own shards (shards.run).
-        out = shards.run(plan, threshold=threshold, db=None, jobs=jobs)
-        attach_findings(out.deliveries, out.emits)
-        summary = summarize(out.emits, items, out.verdicts)
-        return out.deliveries, out.emits, summary, out.counters
-    path = Path(db).resolve()
-    # Migrated once, before the children.
-    target = Store.open(f"sqlite:///{path}")
-    try:
-        out = shards.run(plan, threshold=threshold, db=path, jobs=jobs)
-        emits = target.emits_since(0)
-        attach_findings(out.deliveries, emits)
-        summary = summarize_stored(target, emits, items)
-    finally:
-        target.close()
-    return out.deliveries, emits, summary, out.counters
 
 
 def attach_findings(deliveries: list[DeliveryRecord], emits: Sequence[dict[str, Any]]) -> None:
@@ -617,13 +532,12 @@ def replay_paths(
     threshold: int | None = None,
     db: str | Path | None = None,
     database_url: str | None = None,
-    jobs: int = 1,
 ) -> ReplayResult:
     t0 = time.perf_counter()
     inputs, problems = load(paths)
     items, dups = merge_items(inputs)
     deliveries, emits, summary, counters = replay_items(
-        items, threshold=threshold, db=db, database_url=database_url, jobs=jobs
+        items, threshold=threshold, db=db, database_url=database_url
     )
     return ReplayResult(
         inputs=inputs,

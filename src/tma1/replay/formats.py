@@ -37,15 +37,6 @@ CODEX_ROLLOUT = "codex-rollout"
 CLAUDE_STREAM_JSON = "claude-stream-json"
 GEMINI_CHAT = "gemini-chat"
 COPILOT_EVENTS = "copilot-events"
-FORMATS = (
-    EVENTLOG,
-    CLAUDE_TRANSCRIPT,
-    CLAUDE_HOOKLOG,
-    CODEX_ROLLOUT,
-    CLAUDE_STREAM_JSON,
-    GEMINI_CHAT,
-    COPILOT_EVENTS,
-)
 
 _WS = re.compile(r"\s*")
 # A binary or foreign file would otherwise report every one of its lines.

@@ -1,12 +1,9 @@
-"""Replay's store for the engine: every session kept in memory.
+"""Replay's in-memory ports for the engine (tma1.engine.ports): every session kept in memory.
 
 Live, each hook event is committed before the engine may see it and the Detector reads
-its window back from the database. A replay knows every event in advance and nothing
-else writes to its database, so it keeps the windows in memory instead
-(`MemoryWindows`, a `WindowSource`). With a database to keep (`--db`), events go to it in
-batches of `WRITE_BATCH`, one transaction each, as the replay goes
-(`BufferedIngest.flush`); without one nothing is written: the events stay here for the
-summary (`BufferedIngest.sessions`) and so does the emit log (`MemoryEmitLog`). The
+its window back from the database. A replay knows every event in advance, so it commits
+them here (`MemoryEvents`, an `EventSink`) and the engine reads its windows and the
+bundle's inputs from here (`MemoryWindows`, a `WindowSource` and `BundleReads`). The
 engine sees exactly what the store would have handed it at each `now`:
 
 - events of the last 60 minutes, ts ascending, with the ids SQLite gives them in a
@@ -24,26 +21,17 @@ bisection.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from collections.abc import Callable
 
-from tma1.counters import Counters
-from tma1.engine.anomaly import Anomaly
 from tma1.engine.context import is_compaction_hook
-from tma1.engine.emitlog import EmitLog, emit_row
 from tma1.engine.window import (
     CHANGES_WINDOW_MS,
     EVENTS_WINDOW_MS,
     MAX_WINDOW_EVENTS,
     SessionWindow,
 )
-from tma1.events import FileChange, HookEvent, Usage, json_text
-from tma1.ingest import Ingest, scrub
-from tma1.store import Store
-from tma1.store.schema import anomaly_emits
-
-WRITE_BATCH = 500
+from tma1.events import FileChange, HookEvent, Usage
+from tma1.scrub import scrub
 
 
 def lean(ev: HookEvent) -> HookEvent:
@@ -59,7 +47,8 @@ def lean(ev: HookEvent) -> HookEvent:
 
 
 class MemoryWindows:
-    """A `WindowSource` over what the replay has fed so far."""
+    """A `WindowSource` and the bundle's `BundleReads` (tma1.engine.ports) over what the
+    replay has fed so far."""
 
     def __init__(self) -> None:
         self._events: dict[str, list[HookEvent]] = {}
@@ -117,6 +106,9 @@ class MemoryWindows:
             epoch_start_ts=self._compacted.get(session_id),
         )
 
+    def health(self) -> dict[str, object]:
+        return {"held_windows": len(self._events)}
+
     # --- the session bundle's reads, as `Store` answers them (tma1.engine.bundle) --------
 
     def _project_events(self, project: str, since_ts: int, until_ts: int) -> list[HookEvent]:
@@ -165,58 +157,36 @@ class MemoryWindows:
         return self._project.get(session_id)
 
 
-class BufferedIngest(Ingest):
-    """The ingest of a replay: every event is "committed" at once, into memory.
+class MemoryEvents:
+    """Replay's `EventSink` (tma1.engine.ports): every event is committed at once, into
+    memory. Events are scrubbed as live ingest does, numbered as a fresh database numbers
+    them, handed to `windows` in lean form, and kept whole (with the file changes and
+    usage fed) for the summary and for a database to keep."""
 
-    Events are scrubbed as live ingest does, numbered as a fresh SQLite database would
-    number them, handed to `windows` in lean form, and kept whole for `flush`.
-    """
-
-    def __init__(
-        self,
-        *,
-        store: Store,
-        counters: Counters,
-        windows: MemoryWindows,
-        on_stored: Callable[[Sequence[HookEvent]], None] | None = None,
-        write_lock: AbstractContextManager[Any] | None = None,
-        keep_all: bool = True,
-    ) -> None:
-        super().__init__(store=store, counters=counters, on_stored=on_stored)
-        # False: nobody keeps the database, so no event, change or usage is written; the
-        # events stay here for the summary (`sessions`, read by tma1.gates.judge_events).
-        self.keep_all = keep_all
-        # Parallel replays share one SQLite file: taking turns on a lock is quicker than
-        # SQLite's busy handler, which sleeps up to 100 ms between tries.
-        self.write_lock: AbstractContextManager[Any] = write_lock or nullcontext()
+    def __init__(self, windows: MemoryWindows) -> None:
         self.windows = windows
         self.events: list[HookEvent] = []
         self.changes: list[FileChange] = []
         self.usages: list[Usage] = []
-        self._fed = 0
 
     def submit(self, event: HookEvent) -> bool:
         scrub(event)
-        self._fed += 1
-        event.id = self._fed
+        event.id = len(self.events) + 1
         self.events.append(event)
         self.windows.add_event(lean(event))
         if is_compaction_hook(event.hook_event_name, event.metadata.get("source")):
             self.windows.add_compaction(event.session_id, event.ts)
-        if self.keep_all and len(self.events) >= WRITE_BATCH:
-            # Written as the replay goes: parallel replays then rarely wait for each other
-            # at the end (SQLite has one writer at a time), and the whole events are freed.
-            self.flush()
         return True
 
+    async def submit_async(self, event: HookEvent, after: Callable[[HookEvent], str]) -> str:
+        return after(event) if self.submit(event) else ""
+
     def add_change(self, ch: FileChange) -> None:
-        if self.keep_all:
-            self.changes.append(ch)
+        self.changes.append(ch)
         self.windows.add_change(ch)
 
     def add_usage(self, u: Usage) -> None:
-        if self.keep_all:
-            self.usages.append(u)
+        self.usages.append(u)
         self.windows.add_usage(u)
 
     def start(self) -> None:
@@ -225,61 +195,12 @@ class BufferedIngest(Ingest):
     def stop(self) -> int:
         return 0
 
-    def flush(self) -> None:
-        """Write what was fed and not yet written to the store (with `keep_all`)."""
-        if not self.keep_all or not (self.events or self.changes or self.usages):
-            return
-        with self.write_lock:
-            if self.events:
-                self.store.insert_events(self.events)
-            if self.changes:
-                self.store.insert_changes(self.changes)
-            if self.usages:
-                self.store.insert_usages(self.usages)
-        self.events, self.changes, self.usages = [], [], []
+    def health(self) -> dict[str, object]:
+        return {"database_available": True, "events": len(self.events)}
 
     def sessions(self) -> dict[str, list[HookEvent]]:
-        """Every event fed and not written, by session, in the order fed (ts, then id)."""
+        """Every event fed, by session, in the order fed (ts, then id)."""
         out: dict[str, list[HookEvent]] = {}
         for ev in self.events:
             out.setdefault(ev.session_id, []).append(ev)
         return out
-
-
-class MemoryEmitLog(EmitLog):
-    """The emit log of a replay that keeps no database: each row is kept in memory as it
-    is recorded, in the form `Store.emits_since` reads it back (the table's columns, ids
-    1, 2, … in the order recorded, `related_files` as JSON text). Nothing is queued and no
-    thread runs; the counters move as the database writer moves them."""
-
-    def __init__(self, *, store: Store, counters: Counters) -> None:
-        super().__init__(store=store, counters=counters)
-        self.rows: list[dict[str, Any]] = []
-
-    def record(self, findings: Iterable[Anomaly], *, ts: int) -> None:
-        for f in findings:
-            row = emit_row(f, ts=ts)
-            row["related_files"] = json_text(row["related_files"])
-            row["id"] = len(self.rows) + 1
-            self.rows.append({name: row[name] for name in _EMIT_COLUMNS})
-            self.counters.inc("engine.emits_queued")
-            self.counters.inc("engine.emits_written")
-
-    def start(self) -> None:
-        pass
-
-    def stop(self, timeout: float = 10.0) -> None:
-        pass
-
-    def flush(self, timeout: float = 10.0) -> bool:
-        return True
-
-    def pending(self) -> int:
-        return 0
-
-    def rows_since(self, ts: int) -> list[dict[str, Any]]:
-        # Recorded as the virtual clock goes, which never goes back: (ts, id) order.
-        return [r for r in self.rows if r["ts"] >= ts]
-
-
-_EMIT_COLUMNS = tuple(c.name for c in anomaly_emits.columns)

@@ -1,4 +1,4 @@
-"""`tma1.ingest.scrub`: what any backend can store — NUL and lone surrogates replaced,
+"""`tma1.scrub.scrub`: what any backend can store — NUL and lone surrogates replaced,
 bounded columns cut — checked against cleaning every value the plain way."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tma1.events import HookEvent
-from tma1.ingest import _COLUMN_LIMITS, _clean, scrub
+from tma1.scrub import _COLUMN_LIMITS, _clean, scrub
 
 _TEXT = st.text(alphabet=st.sampled_from(list("ab\x00é\ud800\udfff€ ")), max_size=12)
 _LONG = st.text(alphabet=st.sampled_from(list("ab\x00é\ud800")), min_size=0, max_size=300)

@@ -1,0 +1,72 @@
+"""What the engine reads from and writes to, as small protocols (design §5).
+
+The Detector and Delivery never know where windows come from or where emits go: live,
+`tma1.service.build_service` hands them the store-backed implementations
+(`tma1.engine.stored.StoreWindows`, the store itself for the bundle's reads,
+`tma1.engine.emitlog.EmitLog`, `tma1.ingest.Ingest`); a replay hands in-memory peers
+(`tma1.replay.memory.MemoryWindows` and `MemoryEvents`, `tma1.engine.emitlog.MemoryEmits`).
+Replay differs from live only by which of them it passes in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol
+
+from tma1.engine.anomaly import Anomaly
+from tma1.engine.bundle import BundleReads
+from tma1.engine.window import SessionWindow
+from tma1.events import HookEvent
+
+__all__ = ["BundleReads", "EmitSink", "EventSink", "WindowSource"]
+
+
+class WindowSource(Protocol):
+    """A session's `SessionWindow` at `now`: the events of the last hour, the project's
+    file changes, the latest usage, the session start and the context epoch."""
+
+    def window(self, session_id: str, now: int) -> SessionWindow: ...
+
+    def health(self) -> dict[str, object]: ...
+
+
+class EmitSink(Protocol):
+    """The emit log: every delivered finding becomes a row (design §2.3)."""
+
+    def record(self, findings: Iterable[Anomaly], *, ts: int) -> None:
+        """Log one row per finding; never blocks the hook path."""
+        ...
+
+    def rows_since(self, ts: int) -> list[dict[str, Any]]:
+        """Rows with `ts` at or after `ts`, ordered by (ts, id), as the table holds them."""
+        ...
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float = 10.0) -> None: ...
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """True once every row recorded before the call is where `rows_since` reads."""
+        ...
+
+    def health(self) -> dict[str, object]: ...
+
+
+class EventSink(Protocol):
+    """Where a parsed hook event is committed before the engine may see it."""
+
+    def submit(self, event: HookEvent) -> bool:
+        """True when the event is committed now (the engine may answer it)."""
+        ...
+
+    def submit_async(self, event: HookEvent, after: Callable[[HookEvent], str]) -> Awaitable[str]:
+        """Commit `event`, then answer `after(event)`; "" when it could not be committed."""
+        ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> int:
+        """Stop; the number of events lost."""
+        ...
+
+    def health(self) -> dict[str, object]: ...

@@ -1,0 +1,224 @@
+"""The live engine's ports over the store: `StoreWindows`, and `stored_delivery`.
+
+`StoreWindows` is the store-backed `WindowSource`: a session's window read from the
+database, incrementally.
+
+Live, each hook event is committed before the engine may see it, and the window is read
+back from the store. The last load of each session is kept: a reload within
+`FULL_RELOAD_MS` only fetches rows with a newer id, and the session start and the context
+epoch are remembered (design §2.1, §2.17).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tma1.clock import Clock
+from tma1.config import Settings
+from tma1.counters import Counters
+from tma1.engine.context import context_threshold
+from tma1.engine.delivery import Delivery
+from tma1.engine.detector import Rule
+from tma1.engine.emitlog import EmitLog
+from tma1.engine.mutes import Mutes
+from tma1.engine.window import (
+    CHANGES_WINDOW_MS,
+    EVENTS_WINDOW_MS,
+    MAX_WINDOW_EVENTS,
+    RuleConfig,
+    SessionWindow,
+)
+from tma1.events import HookEvent
+from tma1.store import Store
+
+FULL_RELOAD_MS = 10 * 60_000  # a backstop only: hook events are never updated in place
+ID_LOOKBACK = 256
+_HELD_IDLE_MS = 10 * 60_000
+_SWEEP_EVERY_MS = 60_000
+_IDLE_MS = 24 * 3600_000
+# Context epochs (`_context_epoch`): rows the transcript tailer writes late carry an older ts, so a
+# look at what is new reaches this far back; a full look every FULL_RELOAD_MS bounds a miss.
+EPOCH_LATE_MS = 10 * 60_000
+
+
+def _key(e: HookEvent) -> tuple[int, int]:
+    return (e.ts, e.id or 0)
+
+
+@dataclass(slots=True)
+class _Held:
+    """The last events loaded for a session (replaced, never mutated in place)."""
+
+    events: list[HookEvent]
+    ids: set[int]
+    max_id: int
+    full_at: int
+    since: int
+    used_at: int = 0
+
+
+class StoreWindows:
+    """A `WindowSource` over `store`. Thread-safe."""
+
+    def __init__(self, store: Store, *, config: RuleConfig, counters: Counters) -> None:
+        self.store = store
+        self.config = config
+        self.counters = counters
+        self._lock = threading.Lock()
+        self._first_ts: dict[str, tuple[int, int]] = {}  # session → (first ts, last used)
+        # session → (newest compaction or None, looked up to, last full look)
+        self._epochs: dict[str, tuple[int | None, int, int]] = {}
+        self._held: dict[str, _Held] = {}
+        self._last_sweep = 0
+        # SQLite has one writer at a time, so ids are assigned in commit order.
+        self._id_lookback = 0 if store.dialect == "sqlite" else ID_LOOKBACK
+
+    def window(self, session_id: str, now: int) -> SessionWindow:
+        """One session's window: its events (incrementally, see `_events`), the project's
+        file changes, the latest occupancy, the session start (cached) and, when the
+        occupancy is past its threshold, the start of the context epoch."""
+        events = self._events(session_id, now)
+        project = next((e.project for e in reversed(events) if e.project), None)
+        if project is None:
+            project = self.store.session_project(session_id, now)
+        changes = (
+            self.store.project_changes(project, now - CHANGES_WINDOW_MS, now) if project else []
+        )
+        usage = self.store.latest_usage(session_id, now)
+        epoch = None
+        if usage is not None and usage.occupancy >= context_threshold(
+            usage, self.config.context_pressure_threshold
+        ):
+            # Only context_pressure reads the epoch, and only past its threshold.
+            epoch = self._context_epoch(session_id, now)
+        with self._lock:
+            known = self._first_ts.get(session_id)
+        first = known[0] if known else None
+        if first is None:
+            first = self.store.session_first_ts(session_id)
+        with self._lock:
+            if first is not None:
+                self._first_ts[session_id] = (first, now)
+            self._maybe_sweep(now)
+        return SessionWindow(
+            session_id=session_id,
+            project=project,
+            events=events,
+            changes=changes,
+            usage=usage,
+            session_start_ts=first,
+            epoch_start_ts=epoch,
+        )
+
+    def _context_epoch(self, session_id: str, now: int) -> int | None:
+        """The session's newest compaction at or before `now` (`Store.latest_compaction_ts`).
+        The last answer is kept: a later look only reads what is newer (minus
+        `EPOCH_LATE_MS`), so a long session's usage rows are not walked on every
+        detection; every `FULL_RELOAD_MS` it looks at everything again."""
+        with self._lock:
+            memo = self._epochs.get(session_id)
+        if memo is None or now < memo[1] or not 0 <= now - memo[2] < FULL_RELOAD_MS:
+            epoch = self.store.latest_compaction_ts(session_id, now)
+            memo = (epoch, now, now)
+        else:
+            newer = self.store.latest_compaction_ts(
+                session_id, now, since_ts=memo[1] - EPOCH_LATE_MS
+            )
+            known = memo[0]
+            epoch = newer if known is None or (newer is not None and newer > known) else known
+            memo = (epoch, now, memo[2])
+        with self._lock:
+            self._epochs[session_id] = memo
+        return epoch
+
+    def _events(self, session_id: str, now: int) -> list[HookEvent]:
+        """The session's events in [now - 60 min, now], ts ascending, at most the newest
+        `MAX_WINDOW_EVENTS` of them (what is held per session is bounded).
+
+        The last load is kept, and a reload within `FULL_RELOAD_MS` only fetches rows with
+        a newer id (on PostgreSQL minus `ID_LOOKBACK`, for transactions that commit out of
+        id order; duplicates are dropped by id). An event written late by the ingest outage
+        queue gets a new id, so it is found too. Every `FULL_RELOAD_MS` the window is read
+        afresh, which bounds any miss to that long.
+        """
+        since = now - EVENTS_WINDOW_MS
+        with self._lock:
+            held = self._held.get(session_id)
+        if held is None or not 0 <= now - held.full_at < FULL_RELOAD_MS or since < held.since:
+            rows = self.store.window_events(session_id, since)
+            max_id = max((e.id or 0 for e in rows), default=0)
+            rows = rows[-MAX_WINDOW_EVENTS:]  # the session cap: the newest events only
+            held = _Held(
+                events=rows,
+                ids={e.id for e in rows if e.id is not None},
+                max_id=max_id,
+                full_at=now,
+                since=since,
+            )
+            self.counters.inc("engine.window.full_loads")
+        else:
+            rows = self.store.window_events(
+                session_id, since, after_id=held.max_id - self._id_lookback
+            )
+            fresh = [e for e in rows if e.id not in held.ids]
+            events = held.events
+            if fresh or (events and events[0].ts < since):
+                events = [e for e in held.events if e.ts >= since] + fresh
+                if fresh and held.events and _key(fresh[0]) < _key(held.events[-1]):
+                    events.sort(key=_key)
+                del events[:-MAX_WINDOW_EVENTS]  # the session cap, as on a full load
+            held = _Held(
+                events=events,
+                ids={e.id for e in events if e.id is not None},
+                max_id=max([held.max_id, *(e.id or 0 for e in fresh)]),
+                full_at=held.full_at,
+                since=since,
+            )
+        held.used_at = now
+        with self._lock:
+            self._held[session_id] = held
+        if held.events and held.events[-1].ts > now:
+            return [e for e in held.events if e.ts <= now]
+        return list(held.events)
+
+    def _maybe_sweep(self, now: int) -> None:
+        """Bound what is remembered (called with the lock held)."""
+        if now - self._last_sweep < _SWEEP_EVERY_MS:
+            return
+        self._last_sweep = now
+        for s in [s for s, h in self._held.items() if now - h.used_at >= _HELD_IDLE_MS]:
+            del self._held[s]
+        for s in [s for s, (_, seen, _) in self._epochs.items() if now - seen >= _IDLE_MS]:
+            del self._epochs[s]
+        for s in [s for s, (_, used) in self._first_ts.items() if now - used >= _IDLE_MS]:
+            del self._first_ts[s]
+
+    def health(self) -> dict[str, object]:
+        with self._lock:
+            return {"held_windows": len(self._held)}
+
+
+def stored_delivery(
+    store: Store,
+    *,
+    clock: Clock,
+    settings: Settings,
+    counters: Counters,
+    rules: Mapping[str, Rule] | None = None,
+    mutes: Mutes | None = None,
+) -> Delivery:
+    """The live engine: windows read back from `store`, the bundle's reads answered by it,
+    emits written to it."""
+    config = RuleConfig(context_pressure_threshold=settings.context_pressure_threshold)
+    return Delivery(
+        windows=StoreWindows(store, config=config, counters=counters),
+        reads=store,
+        emits=EmitLog(store=store, counters=counters),
+        clock=clock,
+        settings=settings,
+        counters=counters,
+        rules=rules,
+        mutes=mutes,
+    )

@@ -1,0 +1,261 @@
+"""The outage queue of the hook path (tma1.ingest, policy 3–7): events the database could
+not take yet, kept in time order in a bounded deque, written back by a flusher thread with
+exponential backoff, and — when there is a journal (tma1.journal) — kept on disk until
+they are written, so a `kill -9` during an outage loses nothing the queue accepted.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from tma1.counters import Counters
+from tma1.events import HookEvent
+from tma1.journal import Journal
+from tma1.store import Store
+from tma1.store.errors import is_transient
+
+log = logging.getLogger("tma1.ingest")
+
+FLUSH_BATCH = 200
+BACKOFF_MIN_S = 0.05
+BACKOFF_MAX_S = 2.0
+
+
+def describe(exc: BaseException) -> str:
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first[:200]}"
+
+
+def _size(event: HookEvent) -> int:
+    n = 256
+    for value in (event.tool_input, event.tool_result, event.tool_command, event.cwd):
+        if value:
+            n += len(value)
+    return n
+
+
+class OutageQueue:
+    """At most `max_events` events and `max_bytes` of text; full → the newest is dropped
+    (counted). `on_written` is called with each batch written; `on_outage` with the
+    reason a write failed for want of a database. Thread-safe."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        counters: Counters,
+        max_events: int,
+        max_bytes: int,
+        journal: Journal | None,
+        on_written: Callable[[Sequence[HookEvent]], None],
+        on_outage: Callable[[str], None],
+    ) -> None:
+        self.store = store
+        self.counters = counters
+        self.max_events = max_events
+        self.max_bytes = max_bytes
+        self.journal = journal
+        self._on_written = on_written
+        self._on_outage = on_outage
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._queue: deque[tuple[HookEvent, int]] = deque()
+        self._queued_bytes = 0
+        self._flushing = 0  # events taken off the queue by the flusher, not yet written
+        self._flusher: threading.Thread | None = None
+        # Queued events' journal numbers, by the event object's id (it stays in the queue).
+        self._journal_seq: dict[int, int] = {}
+        self._stopping = threading.Event()
+
+    # --- in -----------------------------------------------------------------------------
+
+    def put(self, event: HookEvent) -> None:
+        size = _size(event)
+        with self._lock:
+            # Events the flusher holds count too: they are still only in memory.
+            pending = len(self._queue) + self._flushing
+            full = pending >= self.max_events or self._queued_bytes + size > self.max_bytes
+            if not full:
+                self._keep_locked(event)  # before the hook is answered
+                self._queue.append((event, size))
+                self._queued_bytes += size
+                self._wake.notify()
+                self._ensure_flusher()
+        if full:
+            self.counters.inc("ingest.dropped_queue_full")
+            log.error("ingest queue full: dropped an event of session %s", event.session_id)
+        else:
+            self.counters.inc("ingest.queued")
+
+    def keep(self, event: HookEvent) -> None:
+        """Journal `event` (once): its hook is answered before it is committed."""
+        with self._lock:
+            self._keep_locked(event)
+
+    def _keep_locked(self, event: HookEvent) -> None:
+        if self.journal is not None and id(event) not in self._journal_seq:
+            seq = self.journal.append(event)
+            if seq is not None:
+                self._journal_seq[id(event)] = seq
+
+    def written(self, events: Sequence[HookEvent]) -> None:
+        """These events are in the database: the journal need not keep them."""
+        if self.journal is None:
+            return
+        with self._lock:
+            seqs = [s for e in events if (s := self._journal_seq.pop(id(e), None)) is not None]
+        self.journal.done(seqs)
+
+    # --- out ----------------------------------------------------------------------------
+
+    def _ensure_flusher(self) -> None:
+        # Called with the lock held; started lazily so an Ingest that is never started
+        # (in-process callers) still recovers.
+        if self._flusher is None or not self._flusher.is_alive():
+            self._flusher = threading.Thread(
+                target=self._flush_loop, name="tma1-ingest-flush", daemon=True
+            )
+            self._flusher.start()
+
+    def _take(self) -> list[tuple[HookEvent, int]]:
+        with self._lock:
+            n = min(FLUSH_BATCH, len(self._queue))
+            batch = [self._queue.popleft() for _ in range(n)]
+            self._flushing += n  # its bytes stay counted until it is written or dropped
+            return batch
+
+    def _put_back(self, batch: list[tuple[HookEvent, int]]) -> None:
+        with self._lock:
+            self._queue.extendleft(reversed(batch))
+            self._flushing -= len(batch)
+
+    def _done(self, batch: list[tuple[HookEvent, int]]) -> None:
+        with self._lock:
+            self._flushing -= len(batch)
+            self._queued_bytes -= sum(s for _, s in batch)
+
+    def _flush_loop(self) -> None:
+        backoff = BACKOFF_MIN_S
+        while True:
+            with self._lock:
+                while not self._queue and not self._stopping.is_set():
+                    self._wake.wait(timeout=1.0)
+                if not self._queue:
+                    return
+            if self.flush_once():
+                backoff = BACKOFF_MIN_S
+                continue
+            self.counters.inc("ingest.retry_failures")
+            if self._stopping.wait(backoff):
+                return  # stop() drains what is left itself, within its own deadline
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    def flush_once(self) -> bool:
+        """Write one batch from the queue. False on an outage (the batch goes back)."""
+        batch = self._take()
+        if not batch:
+            return True
+        events = [e for e, _ in batch]
+        try:
+            self.store.insert_events(events)
+        except Exception as exc:
+            if is_transient(exc):
+                self._put_back(batch)
+                self._on_outage(describe(exc))
+                return False
+            self._done(batch)
+            return self._one_by_one(events)
+        self._done(batch)
+        self.written(events)
+        self.counters.inc("ingest.flushed", len(events))
+        self._on_written(events)
+        return True
+
+    def _one_by_one(self, events: list[HookEvent]) -> bool:
+        stored: list[HookEvent] = []
+        settled = 0  # stored or refused: either way the queue moved on
+        for i, ev in enumerate(events):
+            try:
+                self.store.insert_event(ev)
+                stored.append(ev)
+                settled += 1
+                self.written([ev])
+            except Exception as exc:
+                if is_transient(exc):
+                    with self._lock:
+                        for e in reversed(events[i:]):
+                            self._queue.appendleft((e, _size(e)))
+                            self._queued_bytes += _size(e)
+                    break
+                settled += 1
+                self.written([ev])
+                self.counters.inc("ingest.rejected_by_db")
+                log.error("the database refused a queued event (dropped): %s", exc)
+        if stored:
+            self.counters.inc("ingest.flushed", len(stored))
+            self._on_written(stored)
+        return settled > 0 or not events
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Put the journal's pending events (answered during an outage before a crash)
+        back on the queue, first."""
+        self._stopping.clear()
+        if self.journal is None:
+            return
+        recovered = self.journal.recover()
+        with self._lock:
+            for seq, event in recovered:
+                size = _size(event)
+                self._queue.append((event, size))
+                self._queued_bytes += size
+                self._journal_seq[id(event)] = seq
+            if recovered:
+                self._wake.notify()
+                self._ensure_flusher()
+        if recovered:
+            self.counters.inc("ingest.recovered_from_journal", len(recovered))
+
+    def stop_flusher(self, timeout: float) -> None:
+        """End the flusher (within `timeout`); `flush_once` still writes."""
+        self._stopping.set()
+        with self._lock:
+            self._wake.notify_all()
+            flusher = self._flusher
+        if flusher is not None:
+            flusher.join(timeout=timeout)
+
+    def queued(self) -> int:
+        """Events waiting in the queue (not those the flusher is writing)."""
+        with self._lock:
+            return len(self._queue)
+
+    def pending(self) -> int:
+        """Events only in memory: queued or being written."""
+        with self._lock:
+            return len(self._queue) + self._flushing
+
+    def discard(self) -> tuple[int, int]:
+        """Empty the queue and close the journal: (events left, of which the journal keeps)."""
+        with self._lock:
+            left = len(self._queue) + self._flushing
+            kept = min(left, len(self._journal_seq))
+            self._journal_seq.clear()
+            self._queue.clear()
+            self._queued_bytes = 0
+        if self.journal is not None:
+            self.journal.close()
+        return left, kept
+
+    def health(self) -> dict[str, object]:
+        with self._lock:
+            return {
+                "queue_depth": len(self._queue) + self._flushing,
+                "queue_bytes": self._queued_bytes,
+                "queue_max_events": self.max_events,
+                "queue_max_bytes": self.max_bytes,
+            }

@@ -1,0 +1,84 @@
+"""`Ingest.submit`, the in-thread path (`Service.handle_payload` with the live ingest): a
+committed event, an over-budget one committed late once, a row the database refuses."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import writers_blocked
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import select
+
+from tma1.counters import Counters
+from tma1.events import HookEvent, parse_payload
+from tma1.ingest import Ingest
+from tma1.store import Store
+from tma1.store.schema import hook_events
+
+
+def event(marker: str) -> HookEvent:
+    payload = {
+        "session_id": "s-sync",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_use_id": marker,
+        "tool_input": {"command": "make"},
+        "tool_response": {"stdout": "ok", "exitCode": 0},
+        "cwd": "/repo",
+    }
+    return parse_payload(payload, ts=1_000)
+
+
+def stored(store: Store) -> dict[str, int]:
+    with store.connect() as conn:
+        rows = conn.execute(select(hook_events.c.tool_use_id, hook_events.c.id))
+        return {r[0]: r[1] for r in rows}
+
+
+def test_submit_is_true_once_the_row_is_committed(store: Store) -> None:
+    counters = Counters()
+    ingest = Ingest(store=store, counters=counters, budget_ms=30_000)
+    ev = event("sync")
+    assert ingest.submit(ev) is True
+    assert ev.id is not None and stored(store) == {"sync": ev.id}
+    assert counters.get("ingest.commits") == 1
+    assert ingest.stop() == 0
+
+
+def test_submit_over_budget_is_false_then_commits_late_once(store: Store, db_url: str) -> None:
+    counters = Counters()
+    late: list[str] = []
+    ingest = Ingest(
+        store=store,
+        counters=counters,
+        budget_ms=100,
+        on_stored=lambda evs: late.extend(e.tool_use_id or "" for e in evs),
+    )
+    with writers_blocked(db_url):
+        assert ingest.submit(event("slow")) is False
+        # The breaker is open now: the next event goes straight to the queue.
+        assert ingest.submit(event("queued")) is False
+    assert ingest.wait_idle(30)
+    assert counters.get("ingest.budget_exceeded") == 1
+    assert counters.get("ingest.late_commits") == 1
+    assert counters.get("ingest.bypassed") == 1
+    assert sorted(late) == ["queued", "slow"]
+    assert set(stored(store)) == {"queued", "slow"}
+    assert ingest.health()["database_available"] is True
+    assert ingest.stop() == 0
+
+
+def test_submit_of_a_row_the_database_refuses_is_false_and_counted(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counters = Counters()
+    ingest = Ingest(store=store, counters=counters, budget_ms=30_000)
+
+    def refuse(ev: HookEvent) -> int:
+        raise sa_exc.IntegrityError("INSERT …", {}, Exception("a data error"))
+
+    monkeypatch.setattr(store, "insert_event", refuse)
+    assert ingest.submit(event("refused")) is False
+    assert counters.get("ingest.rejected_by_db") == 1
+    assert "refused" not in stored(store)
+    assert ingest.health()["queue_depth"] == 0
+    assert ingest.stop() == 0
