@@ -26,14 +26,13 @@ import pytest
 from conftest import LiveServer, require_sessions, start_live_server
 from sqlalchemy import select
 
-from tma1.clock import ManualClock, SystemClock
+from tma1.clock import ManualClock, SystemClock, epoch_ms
 from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.events import Usage
 from tma1.sensors.transcripts import (
     CodexState,
     TranscriptTailer,
-    iso_to_ms,
     parse_claude_usage_lines,
     parse_codex_usage_lines,
     parse_usage_objects,
@@ -97,7 +96,7 @@ def test_claude_series_dedup_and_sidechains_viewer() -> None:
     assert len(lines) == 4
     assert [u.message_id for u in rows].count("msg_01PrGGvEvreqPUaqe4qRsCgA") == 1
     assert rows[2].message_id == "msg_01PrGGvEvreqPUaqe4qRsCgA"
-    assert rows[0].ts == iso_to_ms("2025-09-03T00:52:34.495Z")
+    assert rows[0].ts == epoch_ms("2025-09-03T00:52:34.495Z")
     assert all(u.session_id == objs[-1]["sessionId"] for u in rows)
     assert {u.kind for u in rows} == {"usage"}
 
@@ -202,9 +201,9 @@ def test_compaction_unknown_and_malformed_lines() -> None:
     ]
     rows = parse_claude_usage_lines(objs, default_ts=42)
     assert [(u.kind, u.occupancy, u.ts) for u in rows] == [
-        ("usage", 0, iso_to_ms("2025-01-01T00:00:00Z")),
-        ("compaction", 0, iso_to_ms("2025-01-01T00:01:00Z")),
-        ("compaction", 0, iso_to_ms("2025-01-01T00:02:00Z")),
+        ("usage", 0, epoch_ms("2025-01-01T00:00:00Z")),
+        ("compaction", 0, epoch_ms("2025-01-01T00:01:00Z")),
+        ("compaction", 0, epoch_ms("2025-01-01T00:02:00Z")),
         ("usage", 60, 42),
     ]
     assert (rows[3].input_tokens, rows[3].cache_read_tokens, rows[3].output_tokens) == (10, 20, 5)
@@ -583,7 +582,7 @@ def test_codex_context_window_is_stored_with_the_usage(store: Store, tmp_path: P
     with f.open("a") as fh:
         fh.write(json.dumps(compacted) + "\n")
     t.catch_up("S", str(f), "codex")
-    assert store.latest_compaction_ts("S") == iso_to_ms("2026-03-12T22:42:18.892Z")
+    assert store.latest_compaction_ts("S") == epoch_ms("2026-03-12T22:42:18.892Z")
     u = store.latest_usage("S")
     assert u is not None and (u.kind, u.model, u.context_window) == (
         "compaction",

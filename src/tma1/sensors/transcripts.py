@@ -27,10 +27,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
-from tma1.clock import Clock
+from tma1.clock import Clock, epoch_ms
 from tma1.counters import Counters
 from tma1.events import Usage
 from tma1.store import Store
@@ -44,28 +43,8 @@ MAX_FILES = 2_000
 TAIL_BYTES = 64
 
 
-def iso_to_ms(value: Any) -> int | None:
-    """ISO-8601 (with `Z` or an offset) or epoch ms/s → epoch ms; None when unreadable."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return int(value if value > 10**11 else value * 1000)
-    if not isinstance(value, str) or not value:
-        return None
-    text = value.strip()
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    try:
-        dt = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return int(dt.timestamp() * 1000)
-
-
 def _ts(obj: dict[str, Any], default_ts: int) -> int:
-    ts = iso_to_ms(obj.get("timestamp"))
+    ts = epoch_ms(obj.get("timestamp"))
     return default_ts if ts is None else ts
 
 
