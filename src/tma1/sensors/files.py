@@ -47,7 +47,8 @@ from pathlib import Path
 from tma1.clock import MINUTE_MS, SECOND_MS, Clock
 from tma1.config import Settings
 from tma1.counters import Counters
-from tma1.events import WRITE_TOOLS, FileChange, HookEvent, absolutize
+from tma1.events import WRITE_TOOLS, FileChange, HookEvent
+from tma1.paths import norm_path
 from tma1.sensors.ignore import IgnoreMatcher
 from tma1.store import Store
 
@@ -143,10 +144,6 @@ def _written_hashes(ev: HookEvent) -> frozenset[str]:
     if not isinstance(content, str):
         return frozenset()
     return frozenset({git_blob_hash(content.encode("utf-8", "surrogatepass"))})
-
-
-def norm_path(path: str, cwd: str | None) -> str:
-    return os.path.normpath(absolutize(path, cwd))
 
 
 def _call_key(ev: HookEvent) -> tuple[str, ...]:
