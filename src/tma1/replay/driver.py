@@ -282,7 +282,6 @@ class Replayer:
             data_dir=Path(self._tmp.name) if self._tmp else Path(tempfile.gettempdir()),
             database_url=database_url,
             watch_files=False,
-            require_token=False,
             context_pressure_threshold=threshold,
             data_ttl_seconds=NEVER_EXPIRE_S,
             hook_db_budget_ms=REPLAY_DB_BUDGET_MS,
