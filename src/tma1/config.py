@@ -12,7 +12,6 @@ from typing import Any
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 14318
 DEFAULT_TTL_SECONDS = 60 * 86_400
-DEFAULT_CONTEXT_PRESSURE_THRESHOLD = 100_000  # when the model's window is unknown
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 

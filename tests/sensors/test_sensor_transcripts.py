@@ -35,7 +35,6 @@ from tma1.sensors.transcripts import (
     TranscriptTailer,
     parse_claude_usage_lines,
     parse_codex_usage_lines,
-    parse_usage_objects,
 )
 from tma1.store import Store
 from tma1.store.schema import messages
@@ -479,16 +478,16 @@ def test_codex_hook_reads_rollout_through_the_live_server(
     assert health["sensors"]["transcripts"] >= 1
 
 
-def test_format_detection_for_replay() -> None:
+def test_usage_of_whole_transcripts() -> None:
     base = require_sessions()
-    codex = parse_usage_objects(load_jsonl(base / CODEX), session_id="r")
-    claude = parse_usage_objects(load_jsonl(base / VIEWER), session_id="r")
+    codex = parse_codex_usage_lines(load_jsonl(base / CODEX), session_id="r")
+    claude = parse_claude_usage_lines(load_jsonl(base / VIEWER), session_id="r")
     assert (len(codex), codex[-1].occupancy) == (43, 54305)
     assert (len(claude), claude[-1].occupancy) == (9, 21552)
     # The legacy Codex format carries no token counts at all.
     legacy = load_jsonl(base / "codex" / "ocodex-rollout-2025-08-24-legacy-format.jsonl")
-    assert parse_usage_objects(legacy) == []
-    assert parse_usage_objects([]) == []
+    assert parse_codex_usage_lines(legacy) == []
+    assert parse_codex_usage_lines([]) == []
 
 
 def test_a_line_longer_than_every_budget(store: Store, tmp_path: Path) -> None:

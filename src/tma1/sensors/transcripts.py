@@ -267,20 +267,6 @@ def detect_format(obj: Any) -> str | None:
     return None
 
 
-def parse_usage_objects(
-    objs: Iterable[Any], *, session_id: str | None = None, default_ts: int = 0
-) -> list[Usage]:
-    """Usage rows of a whole transcript of either agent, the format told by its first
-    recognisable line (replay entry point)."""
-    items = list(objs)
-    fmt = next((f for f in map(detect_format, items) if f is not None), None)
-    if fmt == "codex":
-        return parse_codex_usage_lines(items, session_id=session_id, default_ts=default_ts)
-    if fmt == "claude":
-        return parse_claude_usage_lines(items, session_id=session_id, default_ts=default_ts)
-    return []
-
-
 # Lines the parsers could use; anything else is skipped without being decoded (most of a
 # transcript's bytes are tool output on user lines).
 _CLAUDE_MARKERS = (b'"usage"', b"compact_boundary", b"isCompactSummary")
