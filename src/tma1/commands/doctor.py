@@ -37,7 +37,7 @@ class Check:
         return f"{text} — fix: {self.fix}" if self.fix else text
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "doctor",
         help="check the server, the agents' hooks, the token and the data dir",
@@ -353,12 +353,12 @@ def check_token(settings: Settings, *, up: bool) -> Check:
 # --- data -----------------------------------------------------------------------------
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
+        n /= 1024
+    return f"{n:.1f} GiB"
 
 
 def check_data(settings: Settings, health: dict[str, Any] | None) -> list[Check]:

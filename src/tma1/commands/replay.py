@@ -24,7 +24,7 @@ _threshold = whole_number(1, 100_000_000)
 _jobs = whole_number(1, 64)
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "replay",
         help="run the rules over recorded sessions (backtest)",
