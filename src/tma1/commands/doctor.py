@@ -137,14 +137,6 @@ def check_server(settings: Settings) -> tuple[Check, dict[str, Any] | None]:
 # --- hooks ----------------------------------------------------------------------------
 
 
-def _agent_config_dir(adapter_name: str, env: Mapping[str, str] | None) -> Path:
-    from tma1.adapters import claude_code, codex
-
-    if adapter_name == "codex":
-        return codex.hooks_path(env).parent
-    return claude_code.settings_path(env).parent
-
-
 def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> list[Check]:
     """One line per agent: hooks installed and current, missing, or stale."""
     from tma1.adapters import get_adapters, jsonhooks
@@ -175,7 +167,7 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
             out.append(Check(FAIL, name, str(exc), f"repair the file, then run {install}"))
             continue
         if ours == 0:
-            config_dir = _agent_config_dir(adapter.name, env)
+            config_dir = hooks.path.parent  # the agent's own config directory
             if not config_dir.is_dir():
                 out.append(
                     Check(OK, name, f"not installed ({adapter.title} not found: no {config_dir})")
