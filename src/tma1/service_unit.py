@@ -518,4 +518,3 @@ def status(
         # is-enabled reads the files, no manager needed; running cannot be known.
         enabled = _systemd_enabled(run)
     return ServiceStatus(platform, path, file, manager, enabled, active)
-
