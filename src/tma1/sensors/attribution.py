@@ -1,6 +1,6 @@
 """Who wrote a file change: the session whose tool call explains it (design §2.10).
 
-Attribution. A session's *write interval* runs from the PreToolUse of an
+A session's *write interval* runs from the PreToolUse of an
 Edit/Write/MultiEdit/NotebookEdit/apply_patch on a path to its PostToolUse(Failure), and a
 *shell interval* from a Bash PreToolUse to its Post, for every path of the event's project.
 Both extend 2 s past the Post (a change is stamped when the watcher sees it, after the

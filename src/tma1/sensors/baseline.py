@@ -1,6 +1,6 @@
 """The content baseline of a watched project: what each file held when last seen.
 
-Content baseline. A change whose content hash (git's blob SHA-1, for files ≤ 4 MB) equals
+A change whose content hash (git's blob SHA-1, for files ≤ 4 MB) equals
 the last known hash of that path is dropped (touch, no-op save). When the watch starts the
 baseline is primed from git: the index (`git ls-files -s`) gives the hash of every tracked
 file without reading it, and the files `git status` lists as modified or untracked are
