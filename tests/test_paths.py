@@ -20,7 +20,8 @@ from tma1.paths import display_path, norm_path
         ("/r//src/./a.py", "/elsewhere", "/r/src/a.py"),
         ("C:\\r\\a.py", "/elsewhere", "C:/r/a.py"),
         ("a.py", None, "a.py"),
-        ("", "/r", ""),
+        ("", "/r", "/r"),
+        ("", None, ""),
     ],
 )
 def test_norm_path(path: str, base: str | None, want: str) -> None:

@@ -18,13 +18,11 @@ _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:/")
 @lru_cache(maxsize=4096)
 def norm_path(path: str, base: str | None = None) -> str:
     """One spelling per file: forward slashes, no `.`/`..`/doubled separators, and a relative
-    path joined to `base` (the cwd or project it was named from). Empty stays empty."""
-    if not path:
-        return path
+    path joined to `base` (the cwd or project it was named from)."""
     p = path.replace("\\", "/")
     if base and not p.startswith("/") and not _WINDOWS_DRIVE.match(p):
         p = base.replace("\\", "/").rstrip("/") + "/" + p
-    return posixpath.normpath(p)
+    return posixpath.normpath(p) if p else p
 
 
 def display_path(path: str, project: str | None) -> str:
