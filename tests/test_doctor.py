@@ -79,6 +79,18 @@ def test_hooks_missing_names_the_install_command(home: Path, tmp_path: Path) -> 
     assert "fix: `tma1 install --adapter claude-code`" in line
 
 
+def test_each_agent_is_looked_for_in_its_own_config_dir(home: Path, tmp_path: Path) -> None:
+    """Gemini CLI here, Claude Code not: Gemini's missing hooks are the problem."""
+    (home / ".claude").rmdir()
+    (home / ".gemini").mkdir()
+    res = _doctor(_env(home, tmp_path / "data"))
+    claude = _line(res.stdout, "hooks claude-code")
+    assert claude.startswith("ok") and f"no {home / '.claude'}" in claude
+    gemini = _line(res.stdout, "hooks gemini")
+    assert gemini.startswith("FAIL") and str(home / ".gemini" / "settings.json") in gemini
+    assert "fix: `tma1 install --adapter gemini`" in gemini
+
+
 def test_hooks_stale_after_the_script_or_entry_changed(home: Path, tmp_path: Path) -> None:
     data = tmp_path / "data"
     env = _env(home, data)

@@ -3,29 +3,29 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
 from collections.abc import Sequence
 
 from tma1 import __version__
+from tma1.commands import anomalies, demo, doctor, install, mcp, mute, replay, serve, service
 from tma1.config import ConfigError
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 
 # Modules that each add one or more subcommands: `register(subparsers) -> None`, and
-# set `func=callable(args) -> int` on their parser.
+# set `func=callable(args) -> int` on their parser. In the order `tma1 --help` lists them.
 COMMAND_MODULES = (
-    "tma1.commands.serve",
-    "tma1.commands.anomalies",  # anomalies, gates, label
-    "tma1.commands.install",  # install, uninstall
-    "tma1.commands.demo",
-    "tma1.commands.replay",  # replay, export
-    "tma1.commands.mcp",
-    "tma1.commands.service",  # service install|uninstall|status
-    "tma1.commands.doctor",
-    "tma1.commands.mute",  # mute (list), unmute
+    serve,
+    anomalies,  # anomalies, gates, label
+    install,  # install, uninstall
+    demo,
+    replay,  # replay, export
+    mcp,
+    service,  # service install|uninstall|status
+    doctor,
+    mute,  # mute (list), unmute
 )
 
 
@@ -45,13 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tma1 {installed_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue  # not built yet
-            raise
+    for module in COMMAND_MODULES:
         module.register(sub)
     return parser
 

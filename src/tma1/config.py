@@ -12,7 +12,6 @@ from typing import Any
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 14318
 DEFAULT_TTL_SECONDS = 60 * 86_400
-DEFAULT_CONTEXT_PRESSURE_THRESHOLD = 100_000  # when the model's window is unknown
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -34,7 +33,6 @@ class Settings:
     max_watched_projects: int = 32
     # Off in tests that drive the engine without a filesystem; on for `tma1 serve`.
     watch_files: bool = True
-    require_token: bool = True
     # The hook path's wait for the insert's commit, and the outage queue (tma1.ingest).
     hook_db_budget_ms: int = 400
     ingest_queue_max: int = 10_000
@@ -100,7 +98,7 @@ def validate_database_url(name: str, url: str) -> str:
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
-    kw: dict[str, object] = {}
+    kw: dict[str, Any] = {}
     if raw := env.get("TMA1_HOST"):
         kw["host"] = raw.strip()
     if raw := env.get("TMA1_PORT"):
@@ -128,4 +126,4 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         kw["hook_db_budget_ms"] = _int("TMA1_HOOK_DB_BUDGET_MS", raw, 10, 60_000)
     if raw := env.get("TMA1_INGEST_QUEUE_MAX"):
         kw["ingest_queue_max"] = _int("TMA1_INGEST_QUEUE_MAX", raw, 0, 10_000_000)
-    return Settings(**kw)  # type: ignore[arg-type]
+    return Settings(**kw)

@@ -57,12 +57,6 @@ _GEMINI_OUTPUT = re.compile(
 _COPILOT_EXIT = re.compile(r"<shellId: [^>]*?exit code (-?\d+)>")
 
 
-def agent_for(source: str | None) -> str:
-    """The agent a `?source=` value names; Claude Code when absent or unknown."""
-    s = (source or "").strip().lower()
-    return s if s in AGENTS else "claude-code"
-
-
 def normalize(payload: Any, agent: str) -> Any:
     """`payload` in Claude Code's shape (a new dict; non-dicts are returned as they are)."""
     if not isinstance(payload, dict):

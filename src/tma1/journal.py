@@ -147,11 +147,6 @@ class Journal:
             except OSError as exc:
                 log.error("cannot write the outage journal %s: %s", self.path, exc)
 
-    def adopt(self, seq: int) -> None:
-        """A recovered event is back on the queue under its old number."""
-        with self._lock:
-            self._pending.add(seq)
-
     def _truncate_locked(self) -> None:
         if self._fd is not None:
             os.ftruncate(self._fd, 0)

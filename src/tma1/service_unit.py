@@ -518,27 +518,3 @@ def status(
         # is-enabled reads the files, no manager needed; running cannot be known.
         enabled = _systemd_enabled(run)
     return ServiceStatus(platform, path, file, manager, enabled, active)
-
-
-__all__ = [
-    "CARRIED_VARIABLES",
-    "LAUNCHD_LABEL",
-    "MARKER",
-    "UNIT_NAME",
-    "ManagerState",
-    "ServiceStatus",
-    "entry_point",
-    "install_hint",
-    "is_ours",
-    "manager_state",
-    "offline_install_steps",
-    "offline_uninstall_steps",
-    "plan_install",
-    "plan_uninstall",
-    "render",
-    "render_launchd",
-    "render_systemd",
-    "service_environment",
-    "status",
-    "unit_path",
-]

@@ -9,13 +9,9 @@ from tma1.clock import ManualClock
 from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.events import FileChange, HookEvent, parse_payload
-from tma1.sensors.files import (
-    OPEN_MAX_MS,
-    SLACK_MS,
-    Attribution,
-    FileSensor,
-    git_blob_hash,
-)
+from tma1.sensors.attribution import OPEN_MAX_MS, SLACK_MS, Attribution
+from tma1.sensors.baseline import git_blob_hash
+from tma1.sensors.files import FileSensor
 from tma1.store import Store
 
 PROJ = "/work/proj"

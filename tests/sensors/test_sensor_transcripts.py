@@ -26,17 +26,15 @@ import pytest
 from conftest import LiveServer, require_sessions, start_live_server
 from sqlalchemy import select
 
-from tma1.clock import ManualClock, SystemClock
+from tma1.clock import ManualClock, SystemClock, epoch_ms
 from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.events import Usage
 from tma1.sensors.transcripts import (
     CodexState,
     TranscriptTailer,
-    iso_to_ms,
     parse_claude_usage_lines,
     parse_codex_usage_lines,
-    parse_usage_objects,
 )
 from tma1.store import Store
 from tma1.store.schema import messages
@@ -97,7 +95,7 @@ def test_claude_series_dedup_and_sidechains_viewer() -> None:
     assert len(lines) == 4
     assert [u.message_id for u in rows].count("msg_01PrGGvEvreqPUaqe4qRsCgA") == 1
     assert rows[2].message_id == "msg_01PrGGvEvreqPUaqe4qRsCgA"
-    assert rows[0].ts == iso_to_ms("2025-09-03T00:52:34.495Z")
+    assert rows[0].ts == epoch_ms("2025-09-03T00:52:34.495Z")
     assert all(u.session_id == objs[-1]["sessionId"] for u in rows)
     assert {u.kind for u in rows} == {"usage"}
 
@@ -202,9 +200,9 @@ def test_compaction_unknown_and_malformed_lines() -> None:
     ]
     rows = parse_claude_usage_lines(objs, default_ts=42)
     assert [(u.kind, u.occupancy, u.ts) for u in rows] == [
-        ("usage", 0, iso_to_ms("2025-01-01T00:00:00Z")),
-        ("compaction", 0, iso_to_ms("2025-01-01T00:01:00Z")),
-        ("compaction", 0, iso_to_ms("2025-01-01T00:02:00Z")),
+        ("usage", 0, epoch_ms("2025-01-01T00:00:00Z")),
+        ("compaction", 0, epoch_ms("2025-01-01T00:01:00Z")),
+        ("compaction", 0, epoch_ms("2025-01-01T00:02:00Z")),
         ("usage", 60, 42),
     ]
     assert (rows[3].input_tokens, rows[3].cache_read_tokens, rows[3].output_tokens) == (10, 20, 5)
@@ -480,16 +478,16 @@ def test_codex_hook_reads_rollout_through_the_live_server(
     assert health["sensors"]["transcripts"] >= 1
 
 
-def test_format_detection_for_replay() -> None:
+def test_usage_of_whole_transcripts() -> None:
     base = require_sessions()
-    codex = parse_usage_objects(load_jsonl(base / CODEX), session_id="r")
-    claude = parse_usage_objects(load_jsonl(base / VIEWER), session_id="r")
+    codex = parse_codex_usage_lines(load_jsonl(base / CODEX), session_id="r")
+    claude = parse_claude_usage_lines(load_jsonl(base / VIEWER), session_id="r")
     assert (len(codex), codex[-1].occupancy) == (43, 54305)
     assert (len(claude), claude[-1].occupancy) == (9, 21552)
     # The legacy Codex format carries no token counts at all.
     legacy = load_jsonl(base / "codex" / "ocodex-rollout-2025-08-24-legacy-format.jsonl")
-    assert parse_usage_objects(legacy) == []
-    assert parse_usage_objects([]) == []
+    assert parse_codex_usage_lines(legacy) == []
+    assert parse_codex_usage_lines([]) == []
 
 
 def test_a_line_longer_than_every_budget(store: Store, tmp_path: Path) -> None:
@@ -583,7 +581,7 @@ def test_codex_context_window_is_stored_with_the_usage(store: Store, tmp_path: P
     with f.open("a") as fh:
         fh.write(json.dumps(compacted) + "\n")
     t.catch_up("S", str(f), "codex")
-    assert store.latest_compaction_ts("S") == iso_to_ms("2026-03-12T22:42:18.892Z")
+    assert store.latest_compaction_ts("S") == epoch_ms("2026-03-12T22:42:18.892Z")
     u = store.latest_usage("S")
     assert u is not None and (u.kind, u.model, u.context_window) == (
         "compaction",

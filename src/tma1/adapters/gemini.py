@@ -7,13 +7,13 @@ binary (tests/agents/test_agent_gemini.py); docs/hooks.md has what each event ca
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
 from tma1.adapters.agentscript import AgentScriptRegistration
 from tma1.adapters.base import Adapter
+from tma1.adapters.files import agent_dir
 from tma1.adapters.hookscript import script_name, script_path
 from tma1.adapters.registration import JsonHooksRegistration
 from tma1.config import Settings
@@ -36,18 +36,9 @@ CANNOT_BE_TOLD = [
 ]
 
 
-def gemini_dir(env: Mapping[str, str] | None = None) -> Path:
-    """`$GEMINI_CLI_HOME/.gemini` (Gemini's stand-in for the home directory), else
-    `~/.gemini`."""
-    env = os.environ if env is None else env
-    base = env.get("GEMINI_CLI_HOME")
-    if base:
-        return Path(base).expanduser() / ".gemini"
-    return (Path(env["HOME"]) if env.get("HOME") else Path.home()) / ".gemini"
-
-
 def settings_path(env: Mapping[str, str] | None = None) -> Path:
-    return gemini_dir(env) / "settings.json"
+    # $GEMINI_CLI_HOME stands in for the home directory: the config is in its `.gemini`.
+    return agent_dir(env, "GEMINI_CLI_HOME", "") / ".gemini" / "settings.json"
 
 
 def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter:

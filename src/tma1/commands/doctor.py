@@ -37,7 +37,7 @@ class Check:
         return f"{text} — fix: {self.fix}" if self.fix else text
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "doctor",
         help="check the server, the agents' hooks, the token and the data dir",
@@ -137,14 +137,6 @@ def check_server(settings: Settings) -> tuple[Check, dict[str, Any] | None]:
 # --- hooks ----------------------------------------------------------------------------
 
 
-def _agent_config_dir(adapter_name: str, env: Mapping[str, str] | None) -> Path:
-    from tma1.adapters import claude_code, codex
-
-    if adapter_name == "codex":
-        return codex.hooks_path(env).parent
-    return claude_code.settings_path(env).parent
-
-
 def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> list[Check]:
     """One line per agent: hooks installed and current, missing, or stale."""
     from tma1.adapters import get_adapters, jsonhooks
@@ -175,7 +167,7 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
             out.append(Check(FAIL, name, str(exc), f"repair the file, then run {install}"))
             continue
         if ours == 0:
-            config_dir = _agent_config_dir(adapter.name, env)
+            config_dir = hooks.path.parent  # the agent's own config directory
             if not config_dir.is_dir():
                 out.append(
                     Check(OK, name, f"not installed ({adapter.title} not found: no {config_dir})")
@@ -353,12 +345,12 @@ def check_token(settings: Settings, *, up: bool) -> Check:
 # --- data -----------------------------------------------------------------------------
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
+        n /= 1024
+    return f"{n:.1f} GiB"
 
 
 def check_data(settings: Settings, health: dict[str, Any] | None) -> list[Check]:

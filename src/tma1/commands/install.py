@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from tma1.adapters.files import FileChange
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     for name, verb, desc in (
         (
             "install",

@@ -14,7 +14,7 @@ from tma1.config import ConfigError, load_settings
 log = logging.getLogger("tma1.mcp")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "mcp",
         help="run the MCP server over stdio (agents start this themselves)",

@@ -23,7 +23,7 @@ from tma1.config import ConfigError
 _threshold = whole_number(1, 100_000_000)
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "replay",
         help="run the rules over recorded sessions (backtest)",

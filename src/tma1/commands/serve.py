@@ -12,7 +12,7 @@ from tma1.config import load_settings
 log = logging.getLogger("tma1")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "serve",
         help="run the tma1 daemon",

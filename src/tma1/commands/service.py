@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from tma1.adapters.files import FileChange
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "service",
         help="keep tma1 running: a systemd user unit (Linux) or a launchd agent (macOS)",

@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from tma1.clock import epoch_ms
+
 CHANNEL_WORDS = {
     "user_prompt_submit": "the digest before your next prompt",
     "stop_block": "a Stop block when you try to finish",
@@ -15,24 +17,10 @@ CHANNEL_WORDS = {
 MAX_TEXT = 12_000  # agents cut long tool output; the structured content keeps everything
 
 
-def as_ms(value: Any) -> int | None:
-    """Epoch ms from an int/float (ms) or an ISO-8601 string; None when absent/unreadable."""
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return int(value) if value > 0 else None
-    if isinstance(value, str) and value:
-        try:
-            return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
-        except ValueError:
-            return None
-    return None
-
-
 def when(value: Any, now_ms: int | None) -> str:
     """`2026-01-31 12:00:05Z (7 min ago)`; `unknown` for a missing time."""
-    ms = as_ms(value)
-    if ms is None:
+    ms = epoch_ms(value)
+    if not ms:  # absent, unreadable, or 0 (which the API never means as 1970)
         return "unknown"
     stamp = datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
     if now_ms is None:
@@ -75,7 +63,7 @@ def attach_emit_ids(
         if e.get("session_id") not in (None, session_id) or e.get("id") is None:
             continue
         key = e.get("stable_key") or f"{e.get('kind')}|{e.get('severity')}|"
-        ts = as_ms(e.get("ts")) or 0
+        ts = epoch_ms(e.get("ts")) or 0
         if key not in newest or ts >= newest[key][0]:
             newest[key] = (ts, e["id"])
     out = []
@@ -124,7 +112,7 @@ def render_anomalies(
         since = f.get("outstanding_since")
         told = (
             f"Outstanding since: {when(since, now_ms)} (when you were first told)"
-            if as_ms(since) is not None
+            if epoch_ms(since)
             else "Not told yet: new since the last delivery"
         )
         lines.append(f"   {told}; newest evidence: {when(f.get('last_evidence_ts'), now_ms)}")
@@ -133,12 +121,12 @@ def render_anomalies(
             scope = f" in {f['muted_project']}" if f.get("muted_project") else ""
             until = (
                 f" until {when(f.get('muted_until'), now_ms)}"
-                if as_ms(f.get("muted_until")) is not None
+                if epoch_ms(f.get("muted_until"))
                 else ""
             )
             lines.append(f"   Muted{scope}{until} (tma1 mute): shown here, never delivered to you.")
         elif f.get("would_deliver"):
-            again = " again" if as_ms(since) is not None else ""
+            again = " again" if epoch_ms(since) else ""
             lines.append(f"   tma1 will tell you{again} in {place}.")
         else:
             lines.append(
@@ -170,7 +158,7 @@ def render_anomalies(
 
 
 def render_state(state: Mapping[str, Any]) -> str:
-    now = as_ms(state.get("now"))
+    now = epoch_ms(state.get("now")) or None
     tc = state.get("tool_calls") or {}
     lines = [
         f"Session {state.get('session_id')} (project {state.get('project') or 'unknown'}, "
@@ -216,7 +204,7 @@ def render_state(state: Mapping[str, Any]) -> str:
 
 
 def render_changes(payload: Mapping[str, Any]) -> str:
-    now = as_ms(payload.get("now"))
+    now = epoch_ms(payload.get("now")) or None
     changes = payload.get("changes") or []
     head = (
         f"Files changed behind session {payload.get('session_id')} in "

@@ -19,6 +19,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from tma1 import __version__
+from tma1.clock import epoch_ms
 from tma1.mcp import render
 from tma1.mcp.api import Tma1Api, Tma1Error, Tma1NotFound
 
@@ -118,10 +119,10 @@ class Tools:
             emits = [e for e in render.emit_rows(listed) if e.get("session_id") in (None, sid)]
         except Tma1Error as exc:  # the findings stand on their own; ids are a convenience
             note = str(exc)
-        emits.sort(key=lambda e: render.as_ms(e.get("ts")) or 0, reverse=True)
+        emits.sort(key=lambda e: epoch_ms(e.get("ts")) or 0, reverse=True)
         findings = render.attach_emit_ids(findings, emits, sid)
         recent = emits[:RECENT_EMITS]
-        now = render.as_ms(preview.get("now"))
+        now = epoch_ms(preview.get("now")) or None
         project = session.get("project") or preview.get("project")
         data = {
             "session_id": sid,

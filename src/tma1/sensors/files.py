@@ -1,42 +1,12 @@
-"""The file watcher: one watchfiles (Rust `notify`) watcher thread per project root, and the
-attribution of each change to the session whose write explains it (design §2.10).
-
-Attribution. A session's *write interval* runs from the PreToolUse of an
-Edit/Write/MultiEdit/NotebookEdit/apply_patch on a path to its PostToolUse(Failure), and a
-*shell interval* from a Bash PreToolUse to its Post, for every path of the event's project.
-Both extend 2 s past the Post (a change is stamped when the watcher sees it, after the
-write) — but not past the session's Stop or SessionEnd: a save 1.2 s after the session
-ended is not its own (a write the watcher saw late is still matched by its mtime) — and,
-while the Post is pending, stay open for at most 10 min. There is no slack
-before the Pre: a change stamped before the call began is someone else's (the human edit
-just before the agent's stale Edit must stay external) — except when it carries exactly
-the content the Write call carries, which proves it is that call's even if the Pre was
-stamped late. Intervals live in memory (they are minutes long; a restart forgets at most
-the calls in flight). Ordering races are normal — the Pre is stamped when the server
-receives it, but a slow store lets the tool write before the Pre is stored — so a change
-nobody explained is remembered for 15 min, and an interval stored later claims it (the row
-is updated, the project's cached candidates dropped). Changes are stored as soon as they
-are seen: no settle delay on the write → row path.
-
-Content baseline. A change whose content hash (git's blob SHA-1, for files ≤ 4 MB) equals
-the last known hash of that path is dropped (touch, no-op save). When the watch starts the
-baseline is primed from git: the index (`git ls-files -s`) gives the hash of every tracked
-file without reading it, and the files `git status` lists as modified or untracked are
-hashed once (at most `PRIME_MAX_FILES`). So a `touch` of any clean tracked file, of a
-modified one, or of an untracked one present at start is dropped. Outside a git
-repository there is no baseline: the first change seen of a path is always recorded (a
-touch of a never-seen file counts once), later ones are compared. Files over 4 MB carry
-no hash; a repeat event with the same size and mtime is dropped.
+"""The file watcher: one watchfiles (Rust `notify`) watcher thread per project root. Each
+change it sees is compared with the project's content baseline (`sensors.baseline`),
+attributed to the session whose write explains it (`sensors.attribution`), and stored.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
-import stat
-import subprocess
 import tempfile
 import threading
 from collections import deque
@@ -47,18 +17,21 @@ from pathlib import Path
 from tma1.clock import MINUTE_MS, SECOND_MS, Clock
 from tma1.config import Settings
 from tma1.counters import Counters
-from tma1.events import WRITE_TOOLS, FileChange, HookEvent, absolutize
+from tma1.events import FileChange, HookEvent
+from tma1.sensors.attribution import RECENT_KEEP_MS, Attribution, Interval
+from tma1.sensors.baseline import (
+    DELETED,
+    PRIME_MAX_FILES,
+    dirty_paths,
+    file_signature,
+    tracked_hashes,
+)
 from tma1.sensors.ignore import IgnoreMatcher
 from tma1.store import Store
 
 log = logging.getLogger("tma1.sensors.files")
 
-SLACK_MS = 2 * SECOND_MS
-OPEN_MAX_MS = 10 * MINUTE_MS
 IDLE_STOP_MS = 2 * 60 * MINUTE_MS
-HASH_LIMIT = 4 * 1024 * 1024
-PRIME_MAX_FILES = 5_000
-RECENT_KEEP_MS = 15 * MINUTE_MS
 RECENT_MAX = 20_000
 # Rust notify groups changes until `STEP_MS` pass without a new one (at most DEBOUNCE_MS).
 # One save is several inotify events, so the step is paid about twice: 30 ms gave a p50
@@ -71,242 +44,11 @@ TIMEOUT_MS = 5_000
 RETRY_MS = 10 * MINUTE_MS
 # A file's mtime stands in for the write time when it is this recent (attribution only).
 WRITTEN_AT_MAX_MS = 10 * SECOND_MS
-# Events after which none of the session's tool calls can still be running.
-TURN_ENDS = frozenset({"Stop", "UserPromptSubmit", "SessionEnd"})
-# Events after which the session writes nothing until its next prompt: the 2 s slack of
-# its calls ends here (a save 1.2 s after a SessionEnd is not the session's own).
-SLACK_ENDS = frozenset({"Stop", "SessionEnd"})
-
-_DELETED = "\0deleted"
 
 CHANGE_ADDED, CHANGE_MODIFIED, CHANGE_DELETED = 1, 2, 3  # watchfiles.Change values
 
 
-def git_blob_hash(data: bytes) -> str:
-    """`git hash-object` of `data`: comparable with the index without reading the file."""
-    h = hashlib.sha1(usedforsecurity=False)
-    h.update(b"blob %d\0" % len(data))
-    h.update(data)
-    return h.hexdigest()
-
-
-# --- attribution ---------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Interval:
-    session_id: str
-    kind: str  # write | shell
-    project: str | None
-    paths: frozenset[str]
-    start: int
-    end: int | None = None  # None: the Post is pending
-    # Blob hashes of the content a Write call carries: proof that a change is this call's.
-    content_hashes: frozenset[str] = frozenset()
-    # The session's Stop/SessionEnd after this call: the slack ends there.
-    stopped_at: int | None = None
-
-    def covers(self, ts: int, content_hash: str | None = None) -> bool:
-        # The 2 s slack extends past the Post (the watcher stamps a change when it sees it,
-        # after the write). Before the Pre there is none: a change stamped before the call
-        # started is someone else's — the human edit right before the agent's stale Edit —
-        # unless it carries exactly the content this Write call wrote (the Pre was stamped
-        # late, after the write).
-        lead = SLACK_MS if content_hash is not None and content_hash in self.content_hashes else 0
-        if ts < self.start - lead:
-            return False
-        return ts <= self.last_ts()
-
-    def last_ts(self) -> int:
-        if self.end is None:
-            return self.start + OPEN_MAX_MS
-        if self.stopped_at is not None:
-            # The slack past the Post ends at the session's Stop/SessionEnd (design §2.10).
-            return min(self.end + SLACK_MS, max(self.stopped_at, self.end))
-        return self.end + SLACK_MS
-
-    def explains(self, project: str, path: str, ts: int, content_hash: str | None = None) -> bool:
-        if self.kind == "write":
-            return path in self.paths and self.covers(ts, content_hash)
-        return self.project == project and self.covers(ts)
-
-
-def _written_hashes(ev: HookEvent) -> frozenset[str]:
-    """The blob hash of a Write call's `content` (when the stored tool_input is whole)."""
-    if not ev.tool_input or ev.tool_name != "Write":
-        return frozenset()
-    try:
-        data = json.loads(ev.tool_input)
-    except ValueError:
-        return frozenset()  # capped: the content is not whole
-    content = data.get("content") if isinstance(data, dict) else None
-    if not isinstance(content, str):
-        return frozenset()
-    return frozenset({git_blob_hash(content.encode("utf-8", "surrogatepass"))})
-
-
-def norm_path(path: str, cwd: str | None) -> str:
-    return os.path.normpath(absolutize(path, cwd))
-
-
-def _call_key(ev: HookEvent) -> tuple[str, ...]:
-    if ev.tool_use_id:
-        return (ev.session_id, "id", ev.tool_use_id)
-    # No tool_use_id (old versions): pair a Post with the oldest open Pre of the same call.
-    return (ev.session_id, ev.tool_name or "", ev.tool_command or "", *sorted(ev.tool_files))
-
-
-def _interval(ev: HookEvent, is_write: bool, *, start: int, end: int | None = None) -> Interval:
-    """The interval of one write or shell call of `ev`'s session."""
-    return Interval(
-        session_id=ev.session_id,
-        kind="write" if is_write else "shell",
-        project=ev.project,
-        paths=frozenset(norm_path(p, ev.cwd) for p in ev.tool_files) if is_write else frozenset(),
-        start=start,
-        end=end,
-        content_hashes=_written_hashes(ev) if is_write else frozenset(),
-    )
-
-
-class Attribution:
-    """In-memory write and shell intervals; `explain` answers who wrote (project, path, ts)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_path: dict[str, list[Interval]] = {}
-        self._shell: dict[str, list[Interval]] = {}
-        self._open: dict[tuple[str, ...], list[Interval]] = {}
-
-    def note(self, ev: HookEvent) -> Interval | None:
-        """Track `ev`; return the interval it opened or closed (None if it is no tool call
-        that writes)."""
-        if ev.event_type in TURN_ENDS:
-            self._close_session(ev.session_id, ev.ts, stopped=ev.event_type in SLACK_ENDS)
-            return None
-        is_write = ev.tool_name in WRITE_TOOLS and bool(ev.tool_files)
-        is_shell = ev.is_shell and ev.project is not None
-        if not (is_write or is_shell):
-            return None
-        key = _call_key(ev)
-        if ev.event_type == "PreToolUse":
-            iv = _interval(ev, is_write, start=ev.ts)
-            with self._lock:
-                self._open.setdefault(key, []).append(iv)
-                self._index(iv)
-            return iv
-        if ev.event_type not in ("PostToolUse", "PostToolUseFailure"):
-            return None
-        with self._lock:
-            pending = self._open.get(key)
-            if pending:
-                iv = pending.pop(0)
-                if not pending:
-                    del self._open[key]
-                iv.end = max(ev.ts, iv.start)
-                return iv
-            # A Post without its Pre (Pre hooks not installed, or the Pre was lost): the
-            # call ran for duration_ms before it; without one, assume up to 2 s (the
-            # watcher may have stored the write before this Post arrived).
-            iv = _interval(ev, is_write, start=ev.ts - (ev.duration_ms or SLACK_MS), end=ev.ts)
-            self._index(iv)
-            return iv
-
-    def _close_session(self, session_id: str, ts: int, *, stopped: bool) -> None:
-        """The turn is over, so every call of the session has ended, Post or not (Claude
-        Code before 2.0.5x fired no hook at all for a failed Bash). `stopped` (a Stop or
-        SessionEnd): the slack of the session's calls ends at `ts` as well."""
-        with self._lock:
-            for key in [k for k in self._open if k[0] == session_id]:
-                for iv in self._open.pop(key):
-                    iv.end = max(ts, iv.start)
-            if not stopped:
-                return
-            for index in (self._by_path, self._shell):
-                for group in index.values():
-                    for iv in group:
-                        if (
-                            iv.session_id == session_id
-                            and iv.stopped_at is None
-                            and iv.end is not None
-                            and iv.end <= ts < iv.end + SLACK_MS
-                        ):
-                            iv.stopped_at = ts
-
-    def _index(self, iv: Interval) -> None:
-        if iv.kind == "write":
-            for p in iv.paths:
-                self._by_path.setdefault(p, []).append(iv)
-        elif iv.project is not None:
-            self._shell.setdefault(iv.project, []).append(iv)
-
-    def explain(
-        self, project: str, path: str, ts: int, content_hash: str | None = None
-    ) -> str | None:
-        """The session whose write explains the change; a write of the path beats a shell
-        call, and among equals the latest-starting interval wins."""
-        with self._lock:
-            for group in (self._by_path.get(path, ()), self._shell.get(project, ())):
-                best: Interval | None = None
-                for iv in group:
-                    if iv.explains(project, path, ts, content_hash) and (
-                        best is None or iv.start >= best.start
-                    ):
-                        best = iv
-                if best is not None:
-                    return best.session_id
-        return None
-
-    def prune(self, now: int) -> None:
-        horizon = now - RECENT_KEEP_MS
-        with self._lock:
-            for index in (self._by_path, self._shell):
-                for k in list(index):
-                    kept = [iv for iv in index[k] if iv.last_ts() >= horizon]
-                    if kept:
-                        index[k] = kept
-                    else:
-                        del index[k]
-            for key in list(self._open):
-                kept = [iv for iv in self._open[key] if iv.last_ts() >= horizon]
-                if kept:
-                    self._open[key] = kept
-                else:
-                    del self._open[key]
-
-    def size(self) -> int:
-        with self._lock:
-            return sum(len(v) for v in self._by_path.values()) + sum(
-                len(v) for v in self._shell.values()
-            )
-
-
 # --- one project's watcher ----------------------------------------------------------------
-
-
-def _git(root: str, *args: str) -> bytes | None:
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}  # never take the user's index lock
-    try:
-        out = subprocess.run(
-            ["git", "-C", root, *args],
-            capture_output=True,
-            timeout=30,
-            env=env,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout if out.returncode == 0 else None
-
-
-def _hash_file(path: str, size: int) -> str | None:
-    if size > HASH_LIMIT:
-        return None
-    try:
-        with open(path, "rb") as fh:
-            return git_blob_hash(fh.read(HASH_LIMIT + 1))
-    except OSError:
-        return None
 
 
 @dataclass
@@ -404,63 +146,18 @@ class ProjectWatch:
     def _prime(self) -> None:
         if not self.git:
             return
-        listing = _git(self.project, "ls-files", "-s", "-z")
-        if listing is None:
+        for path, blob in tracked_hashes(self.project) or ():
+            self._remember(path, blob)
+        dirty = dirty_paths(self.project)
+        if dirty is None:
             return
-        for entry in listing.split(b"\0"):
-            if not entry:
-                continue
-            meta, _, rel = entry.partition(b"\t")
-            fields = meta.split()
-            if len(fields) != 3 or fields[0] == b"160000":  # skip submodules
-                continue
-            path = os.path.normpath(os.path.join(self.project, os.fsdecode(rel)))
-            self._remember(path, fields[1].decode())
-        status = _git(
-            self.project,
-            "status",
-            "--porcelain=v1",
-            "-z",
-            "--untracked-files=all",
-            "--ignore-submodules",
-        )
-        if status is None:
-            return
-        dirty: list[str] = []
-        records = status.split(b"\0")
-        i = 0
-        while i < len(records):
-            rec = records[i]
-            i += 1
-            if len(rec) < 4:
-                continue
-            code, rel = rec[:2], rec[3:]
-            if code[0:1] in (b"R", b"C"):
-                i += 1  # the original path of a rename follows
-            dirty.append(os.path.normpath(os.path.join(self.project, os.fsdecode(rel))))
         for path in dirty[:PRIME_MAX_FILES]:
-            sig = self._signature(path)
+            sig = file_signature(path)
             if sig is None:
                 self.known.pop(path, None)
             else:
                 self._remember(path, sig[0])
         self.baseline = len(dirty) <= PRIME_MAX_FILES
-
-    @staticmethod
-    def _signature(path: str) -> tuple[str, int, str | None, int] | None:
-        """(baseline signature, size, content hash, mtime ms) of a regular file; None if
-        not one."""
-        try:
-            st = os.stat(path)
-        except OSError:
-            return None
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        h = _hash_file(path, st.st_size)
-        if h is None and st.st_size <= HASH_LIMIT:
-            return None  # unreadable right now
-        sig = h if h is not None else f"big:{st.st_size}:{st.st_mtime_ns}"
-        return sig, st.st_size, h, st.st_mtime_ns // 1_000_000
 
     def wanted(self, path: str, *, is_dir: bool = False) -> bool:
         return not self.ignore.ignored(path, is_dir=is_dir)
@@ -500,7 +197,7 @@ class ProjectWatch:
                 self.known_dirs.discard(path)
                 prefix = path + os.sep
                 for known_path, sig in list(self.known.items()):
-                    if known_path.startswith(prefix) and sig != _DELETED:
+                    if known_path.startswith(prefix) and sig != DELETED:
                         by_path.setdefault(known_path, {CHANGE_DELETED})
         for path in by_path:  # a new ignore file applies to its whole batch
             self.ignore.invalidate(path)
@@ -538,19 +235,19 @@ class ProjectWatch:
     def _classify(self, path: str, kinds: set[int], now: int) -> FileChange | None:
         counters = self.sensor.counters
         prev = self.known.get(path)
-        sig = self._signature(path)
+        sig = file_signature(path)
         if sig is None:
             if os.path.isdir(path):
                 return None
             if os.path.lexists(path):
                 return None  # a socket, fifo, dangling link or unreadable file
-            if prev == _DELETED:
+            if prev == DELETED:
                 return None
             if prev is None and (self.baseline or kinds != {CHANGE_DELETED}):
                 # Never existed as far as we know: an editor's or tool's temporary file.
                 counters.inc("files.transient")
                 return None
-            self.known[path] = _DELETED
+            self.known[path] = DELETED
             return FileChange(ts=now, project=self.project, path=path, change="deleted")
         signature, size, content_hash, mtime_ms = sig
         if prev == signature:
@@ -559,9 +256,9 @@ class ProjectWatch:
         self._remember(path, signature)
         if now - WRITTEN_AT_MAX_MS <= mtime_ms <= now:
             self.written_at[path] = mtime_ms
-        if prev is not None and prev != _DELETED:
+        if prev is not None and prev != DELETED:
             change = "modified"
-        elif prev == _DELETED or self.baseline or CHANGE_ADDED in kinds:
+        elif prev == DELETED or self.baseline or CHANGE_ADDED in kinds:
             change = "added"
         else:
             change = "modified"

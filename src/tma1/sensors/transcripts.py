@@ -27,10 +27,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
-from tma1.clock import Clock
+from tma1.clock import Clock, epoch_ms
 from tma1.counters import Counters
 from tma1.events import Usage
 from tma1.store import Store
@@ -44,28 +43,8 @@ MAX_FILES = 2_000
 TAIL_BYTES = 64
 
 
-def iso_to_ms(value: Any) -> int | None:
-    """ISO-8601 (with `Z` or an offset) or epoch ms/s → epoch ms; None when unreadable."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return int(value if value > 10**11 else value * 1000)
-    if not isinstance(value, str) or not value:
-        return None
-    text = value.strip()
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    try:
-        dt = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return int(dt.timestamp() * 1000)
-
-
 def _ts(obj: dict[str, Any], default_ts: int) -> int:
-    ts = iso_to_ms(obj.get("timestamp"))
+    ts = epoch_ms(obj.get("timestamp"))
     return default_ts if ts is None else ts
 
 
@@ -286,20 +265,6 @@ def detect_format(obj: Any) -> str | None:
     if "sessionId" in obj or "uuid" in obj or "message" in obj:
         return "claude"
     return None
-
-
-def parse_usage_objects(
-    objs: Iterable[Any], *, session_id: str | None = None, default_ts: int = 0
-) -> list[Usage]:
-    """Usage rows of a whole transcript of either agent, the format told by its first
-    recognisable line (replay entry point)."""
-    items = list(objs)
-    fmt = next((f for f in map(detect_format, items) if f is not None), None)
-    if fmt == "codex":
-        return parse_codex_usage_lines(items, session_id=session_id, default_ts=default_ts)
-    if fmt == "claude":
-        return parse_claude_usage_lines(items, session_id=session_id, default_ts=default_ts)
-    return []
 
 
 # Lines the parsers could use; anything else is skipped without being decoded (most of a

@@ -1,0 +1,118 @@
+"""The content baseline of a watched project: what each file held when last seen.
+
+A change whose content hash (git's blob SHA-1, for files ≤ 4 MB) equals
+the last known hash of that path is dropped (touch, no-op save). When the watch starts the
+baseline is primed from git: the index (`git ls-files -s`) gives the hash of every tracked
+file without reading it, and the files `git status` lists as modified or untracked are
+hashed once (at most `PRIME_MAX_FILES`). So a `touch` of any clean tracked file, of a
+modified one, or of an untracked one present at start is dropped. Outside a git
+repository there is no baseline: the first change seen of a path is always recorded (a
+touch of a never-seen file counts once), later ones are compared. Files over 4 MB carry
+no hash; a repeat event with the same size and mtime is dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+
+HASH_LIMIT = 4 * 1024 * 1024
+PRIME_MAX_FILES = 5_000
+DELETED = "\0deleted"  # the baseline signature of a file seen deleted
+
+
+def git_blob_hash(data: bytes) -> str:
+    """`git hash-object` of `data`: comparable with the index without reading the file."""
+    h = hashlib.sha1(usedforsecurity=False)
+    h.update(b"blob %d\0" % len(data))
+    h.update(data)
+    return h.hexdigest()
+
+
+def git(root: str, *args: str) -> bytes | None:
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}  # never take the user's index lock
+    try:
+        out = subprocess.run(
+            ["git", "-C", root, *args],
+            capture_output=True,
+            timeout=30,
+            env=env,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def hash_file(path: str, size: int) -> str | None:
+    if size > HASH_LIMIT:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            return git_blob_hash(fh.read(HASH_LIMIT + 1))
+    except OSError:
+        return None
+
+
+def file_signature(path: str) -> tuple[str, int, str | None, int] | None:
+    """(baseline signature, size, content hash, mtime ms) of a regular file; None if
+    not one."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    h = hash_file(path, st.st_size)
+    if h is None and st.st_size <= HASH_LIMIT:
+        return None  # unreadable right now
+    sig = h if h is not None else f"big:{st.st_size}:{st.st_mtime_ns}"
+    return sig, st.st_size, h, st.st_mtime_ns // 1_000_000
+
+
+def tracked_hashes(root: str) -> list[tuple[str, str]] | None:
+    """(path, blob hash) of every file git tracks under `root`, from the index without
+    reading a file; None when git cannot tell."""
+    listing = git(root, "ls-files", "-s", "-z")
+    if listing is None:
+        return None
+    out: list[tuple[str, str]] = []
+    for entry in listing.split(b"\0"):
+        if not entry:
+            continue
+        meta, _, rel = entry.partition(b"\t")
+        fields = meta.split()
+        if len(fields) != 3 or fields[0] == b"160000":  # skip submodules
+            continue
+        out.append((os.path.normpath(os.path.join(root, os.fsdecode(rel))), fields[1].decode()))
+    return out
+
+
+def dirty_paths(root: str) -> list[str] | None:
+    """The files `git status` lists as modified or untracked under `root`; None when git
+    cannot tell."""
+    status = git(
+        root,
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--untracked-files=all",
+        "--ignore-submodules",
+    )
+    if status is None:
+        return None
+    dirty: list[str] = []
+    records = status.split(b"\0")
+    i = 0
+    while i < len(records):
+        rec = records[i]
+        i += 1
+        if len(rec) < 4:
+            continue
+        code, rel = rec[:2], rec[3:]
+        if code[0:1] in (b"R", b"C"):
+            i += 1  # the original path of a rename follows
+        dirty.append(os.path.normpath(os.path.join(root, os.fsdecode(rel))))
+    return dirty
