@@ -209,6 +209,7 @@ class _Session:
     turn_interrupted: bool = False
     last: tuple[int, int] = (0, 0)
     last_uuid: str = ""
+    last_text: str | None = None  # the turn's last assistant text: the Stop's message
     calls: dict[str, _Call] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
     seen_messages: set[str] = field(default_factory=set)
@@ -388,15 +389,12 @@ def convert(records: Records) -> Converted:
     def close_turn(s: _Session) -> None:
         if s.turn_open and s.turn_active and not s.turn_interrupted:
             ts, seq = s.last
-            hook(
-                s,
-                ts,
-                seq + 99,
-                f"{path}:{seq // 100}",
-                {"hook_event_name": "Stop", "stop_hook_active": False},
-                s.last_uuid,
-            )
+            stop: dict[str, Any] = {"hook_event_name": "Stop", "stop_hook_active": False}
+            if s.last_text:
+                stop["last_assistant_message"] = s.last_text
+            hook(s, ts, seq + 99, f"{path}:{seq // 100}", stop, s.last_uuid)
         s.turn_open = s.turn_active = s.turn_interrupted = False
+        s.last_text = None
 
     file_type = subagent_meta_type(path)
     entries, retimed = retime_copies(_entries(records, out), path)
@@ -445,6 +443,8 @@ def convert(records: Records) -> Converted:
                                    seq=seq + 1, key=f"claude-usage:{sid}:{u.message_id}")
                     )  # fmt: skip
             content = msg.get("content")
+            if not side and (said := _assistant_text(content)):
+                s.last_text = said
             for i, block in enumerate(content if isinstance(content, list) else []):
                 if not isinstance(block, dict) or block.get("type") != "tool_use":
                     continue
@@ -518,6 +518,18 @@ def convert(records: Records) -> Converted:
         for tid in s.order:
             _emit_call(out, s, s.calls[tid], hook)
     return out
+
+
+def _assistant_text(content: Any) -> str | None:
+    """The text blocks of an assistant message (Claude Code's `last_assistant_message`)."""
+    if isinstance(content, str):
+        return content.strip() or None
+    parts = [
+        b["text"]
+        for b in (content if isinstance(content, list) else [])
+        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    ]
+    return "\n".join(parts).strip() or None
 
 
 def _compaction(out: Converted, s: _Session, ts: int, seq: int, origin: str) -> None:

@@ -288,6 +288,7 @@ _WINDOW_COLUMNS = (
     "project",
     "passed_test_ids",
     "agent_id",
+    "metadata",
 )
 
 
@@ -302,6 +303,10 @@ def _window_sql(dialect: Any, with_after: bool) -> tuple[str, tuple[str, ...], d
     cols[_WINDOW_COLUMNS.index("tool_result")] = case((failed, c.tool_result), else_=null()).label(
         "tool_result"
     )
+    # A Stop's metadata: its final message says whether the agent reported a failure open.
+    cols[_WINDOW_COLUMNS.index("metadata")] = case(
+        (c.hook_event_name == "Stop", c.metadata), else_=null()
+    ).label("metadata")
     q = select(*cols).where(c.session_id == bindparam("session_id"), c.ts >= bindparam("since"))
     if with_after:
         q = q.where(c.id > bindparam("after"))
@@ -330,14 +335,15 @@ def _path_list(text: str | None) -> list[str]:
 
 def _window_event(row: Any) -> HookEvent:
     (id_, ts, sid, etype, hook, agent, tool, tuid, result, fpath, files, cmd, prefix, ok,
-     fkind, summary, tids, cwd, project, passed, agent_id) = row  # fmt: skip
+     fkind, summary, tids, cwd, project, passed, agent_id, meta) = row  # fmt: skip
     # Positional, in HookEvent's field order: this runs for every row of every window.
     # SQLite hands booleans back as 0/1.
     return HookEvent(
         ts, sid, etype, hook, agent, tool, tuid, None, result, fpath, _path_list(files),
         cmd, prefix, None if ok is None else bool(ok), fkind, summary,
         _path_list(tids),
-        cwd, project, None, None, None, {}, id_, _path_list(passed), agent_id,
+        cwd, project, None, None, None, {} if meta is None else _loads(meta, {}), id_,
+        _path_list(passed), agent_id,
     )  # fmt: skip
 
 
@@ -681,7 +687,7 @@ class Store:
         """The engine's lean read of a session's events with `ts >= since_ts` (and `id >
         after_id`), ordered by (ts, id). Rules read derived fields only, so this leaves out
         what no rule, resolution check or digest reads — `tool_input`, `transcript_path`,
-        `permission_mode`, `duration_ms` (None) and `metadata` ({}) — and keeps
+        `permission_mode`, `duration_ms` (None) and `metadata` ({} but on a Stop) — and keeps
         `tool_result` only for unsuccessful results (the failure output the rules quote);
         everything else is as `session_events` returns. (The event being answered is not
         read back: its `stop_hook_active` comes from the hook itself.)"""

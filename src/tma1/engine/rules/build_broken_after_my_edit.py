@@ -34,6 +34,7 @@ from tma1.checks.locations import _error_text
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.checkruns import Run, at_stop, check_runs
 from tma1.engine.resolution import covering_pass
+from tma1.engine.rules._handback import check_terms, handed_back
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
     basename,
@@ -94,6 +95,9 @@ def build_broken_after_my_edit(
             # agent is fixing it (pattern 7); a re-run will say whether it did (design
             # §2.15: a check counts only if its newest run came after the edit).
             continue
+        terms = check_terms(newest.check, hit, newest.event.tool_error_summary)
+        if handed_back(window, now, newest.ts, terms):
+            continue  # the agent stopped saying so: the user knows, a block is no news
         first_edit = min(min(edit_times[p]) for p in hit)
         streak = [
             r
