@@ -60,7 +60,6 @@ _HEDGE = re.compile(
 _DONE = re.compile(
     r"\bready\s+for\s+(?:production|merge|merging|review|deploy\w*|release|use)\b"
     r"|\bproduction[- ]ready\b"
-    r"|\ball\s+(?:\w+\s+)?(?:tests|checks|builds?|specs)\s+(?:now\s+)?(?:pass|are\s+passing|succeed)"
     r"|\beverything\s+(?:now\s+)?(?:works|passes|builds|compiles|is\s+(?:working|green|passing))"
     r"|\b(?:successfully|fully)\s+(?:fixed|resolved|completed|implemented)\b"
     r"|\b(?:fixed|resolved)\s+all\b"
@@ -90,6 +89,12 @@ _WEAK = re.compile(
 _SUCCESS = re.compile(
     r"\b(?:pass(?:es|ed|ing)?|succeed(?:s|ed)?|success(?:ful(?:ly)?)?|green|fixed|resolved|"
     r"works|working|clean(?:ly)?|all\s+good|compiles)\b|✅",
+    re.IGNORECASE,
+)
+# "All tests pass" calls the work done only when tests are the failing check.
+_ALL_PASS = re.compile(
+    r"\ball\s+(?:\w+\s+)?(tests|checks|builds?|specs|lints?)\s+(?:now\s+)?"
+    r"(?:pass|are\s+passing|succeed|are\s+green)",
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[\w][\w.\-]*")
@@ -159,7 +164,10 @@ def hands_back(message: str | None, terms: frozenset[str]) -> bool:
     if not message or not terms:
         return False
     message = message.replace("’", "'")
-    if _DONE.search(message):
+    if _DONE.search(message) or any(
+        m.group(1).lower() in terms or m.group(1).lower() == "checks"
+        for m in _ALL_PASS.finditer(message)
+    ):
         return False
     others = _ALL_KIND_WORDS - terms
     for sentence in _SENTENCES.split(message):
