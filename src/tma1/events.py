@@ -24,6 +24,7 @@ from tma1.checks import (
     failure_kind_of_exit,
     is_masked_failure,
 )
+from tma1.editlines import edited_lines
 from tma1.textcap import cap_text as cap_text
 from tma1.textcap import capped_metadata, capped_text, clip, to_text
 from tma1.textcap import json_text as json_text
@@ -34,6 +35,8 @@ COMMAND_PREFIX_LEN = 60
 
 WRITE_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit", "apply_patch"})
 READ_TOOLS = frozenset({"Read", "NotebookRead"})
+# Metadata key of the line ranges an edit wrote (`tma1.editlines`).
+EDITED_LINES = "edited_lines"
 SHELL_TOOLS = frozenset({"Bash", "shell", "local_shell", "exec_command", "shell_command"})
 
 # Fields that become columns (or drive delivery); everything else goes into metadata.
@@ -138,6 +141,12 @@ class HookEvent:
     @property
     def stop_hook_active(self) -> bool:
         return bool(self.metadata.get("stop_hook_active"))
+
+
+def keeps_metadata(ev: HookEvent) -> bool:
+    """The engine's lean window read keeps this event's metadata: a Stop's (its final
+    message) and an edit's (the lines it wrote). `Store.window_events` says the same in SQL."""
+    return ev.hook_event_name == "Stop" or ev.tool_name in WRITE_TOOLS
 
 
 # --- helpers ---------------------------------------------------------------------------
@@ -470,6 +479,10 @@ def parse_payload(
     extra = {k: v for k, v in payload.items() if k not in _KNOWN_FIELDS}
     if extra:
         ev.metadata = capped_metadata(extra)
+    if ev.tool_name in WRITE_TOOLS and ev.tool_success is True:
+        ranges = edited_lines(ev.tool_name, resp)
+        if ranges is not None:
+            ev.metadata = {**ev.metadata, EDITED_LINES: [list(r) for r in ranges]}
     return ev
 
 

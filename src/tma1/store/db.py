@@ -34,7 +34,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from tma1.events import FileChange, HookEvent, Usage, json_text
+from tma1.events import WRITE_TOOLS, FileChange, HookEvent, Usage, json_text
 from tma1.store.schema import (
     ALL_TABLES,
     anomaly_emits,
@@ -303,10 +303,12 @@ def _window_sql(dialect: Any, with_after: bool) -> tuple[str, tuple[str, ...], d
     cols[_WINDOW_COLUMNS.index("tool_result")] = case((failed, c.tool_result), else_=null()).label(
         "tool_result"
     )
-    # A Stop's metadata: its final message says whether the agent reported a failure open.
-    cols[_WINDOW_COLUMNS.index("metadata")] = case(
-        (c.hook_event_name == "Stop", c.metadata), else_=null()
-    ).label("metadata")
+    # The metadata of a Stop (its final message: did the agent report a failure open?) and
+    # of an edit (the lines it wrote: did it cause a lint finding?).
+    kept = or_(c.hook_event_name == "Stop", *(c.tool_name == t for t in sorted(WRITE_TOOLS)))
+    cols[_WINDOW_COLUMNS.index("metadata")] = case((kept, c.metadata), else_=null()).label(
+        "metadata"
+    )
     q = select(*cols).where(c.session_id == bindparam("session_id"), c.ts >= bindparam("since"))
     if with_after:
         q = q.where(c.id > bindparam("after"))
@@ -687,9 +689,10 @@ class Store:
         """The engine's lean read of a session's events with `ts >= since_ts` (and `id >
         after_id`), ordered by (ts, id). Rules read derived fields only, so this leaves out
         what no rule, resolution check or digest reads — `tool_input`, `transcript_path`,
-        `permission_mode`, `duration_ms` (None) and `metadata` ({} but on a Stop) — and keeps
-        `tool_result` only for unsuccessful results (the failure output the rules quote);
-        everything else is as `session_events` returns. (The event being answered is not
+        `permission_mode`, `duration_ms` (None) and `metadata` ({} but on a Stop or an
+        edit: `tma1.events.keeps_metadata`) — and keeps `tool_result` only for
+        unsuccessful results (the failure output the rules quote); everything else is as
+        `session_events` returns. (The event being answered is not
         read back: its `stop_hook_active` comes from the hook itself.)"""
         sql, names, defaults = _window_sql(self.engine.dialect, after_id is not None)
         given = {"session_id": session_id, "since": since_ts, "after": after_id}
