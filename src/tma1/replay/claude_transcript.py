@@ -16,8 +16,9 @@ What a current Claude Code would have sent its hooks, reconstructed from the tra
   read" is kept as a note: it is Claude Code's own stale-view guard firing;
 - calls refused by a hook or by the user keep their `PreToolUse` (the hook ran) and have
   no `PostToolUse`;
-- the end of each turn → `Stop` (none after a user interrupt: Claude Code fires no Stop
-  then);
+- the end of each turn → `Stop` carrying the turn's last assistant text as
+  `last_assistant_message` (none after a user interrupt: Claude Code fires no Stop then;
+  `StopFailure` when the turn ended on an API error such as a rate limit);
 - assistant usage → occupancy (design §2.12) through the live tailer's own parser
   (`sensors.transcripts.parse_claude_usage_lines`: prompt size = input + cache read +
   cache creation, deduplicated by `message.id`, sidechains excluded);
@@ -210,6 +211,7 @@ class _Session:
     last: tuple[int, int] = (0, 0)
     last_uuid: str = ""
     last_text: str | None = None  # the turn's last assistant text: the Stop's message
+    api_error: str | None = None  # the turn ended on an API error (rate limit, overload…)
     calls: dict[str, _Call] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
     seen_messages: set[str] = field(default_factory=set)
@@ -390,11 +392,15 @@ def convert(records: Records) -> Converted:
         if s.turn_open and s.turn_active and not s.turn_interrupted:
             ts, seq = s.last
             stop: dict[str, Any] = {"hook_event_name": "Stop", "stop_hook_active": False}
+            if s.api_error is not None:
+                # A current Claude Code ends such a turn with StopFailure, which no hook
+                # answer can block: the model is not there to continue.
+                stop = {"hook_event_name": "StopFailure", "error": s.api_error}
             if s.last_text:
                 stop["last_assistant_message"] = s.last_text
             hook(s, ts, seq + 99, f"{path}:{seq // 100}", stop, s.last_uuid)
         s.turn_open = s.turn_active = s.turn_interrupted = False
-        s.last_text = None
+        s.last_text = s.api_error = None
 
     file_type = subagent_meta_type(path)
     entries, retimed = retime_copies(_entries(records, out), path)
@@ -445,6 +451,9 @@ def convert(records: Records) -> Converted:
             content = msg.get("content")
             if not side and (said := _assistant_text(content)):
                 s.last_text = said
+            if not side:
+                error = e.get("error") if isinstance(e.get("error"), str) else "unknown"
+                s.api_error = error if e.get("isApiErrorMessage") is True else None
             for i, block in enumerate(content if isinstance(content, list) else []):
                 if not isinstance(block, dict) or block.get("type") != "tool_use":
                     continue
