@@ -85,6 +85,8 @@ ADVERSARIAL = [
     "No errors remain in the build.",
     "The build no longer fails.",
     "Added error handling to main.rs.",
+    "The build errors were caused by a stale import; I removed it.",
+    "Handled the compile errors from the rename in main.rs.",
     "Implemented the retry logic. Want me to commit?",
     "The build still fails in main.rs, but I fixed it and it is ready for production.",
     "There might still be a build error somewhere, I did not check.",

@@ -9,7 +9,7 @@ that final message in the Stop payload (`last_assistant_message`).
 
 Read clause by clause. A clause is *open* when it says a failure stands: a strong marker
 ("still fails", "remaining errors", "blocker", "unresolved", "could not fix",
-"pre-existing", "I'm fixing …"), or a plain failure word ("fails", "errors", "broken") with
+"pre-existing", "I'm fixing …"), or a present failure ("fails", "broken", "has 3 errors") with
 no success word beside it ("fixed the failing test" is a success). A failure it negates
 ("no errors remain", "no longer fails", "fixed all remaining warnings") is not one, nor
 is a guess ("there may still be lint issues"): the agent does not say the check fails.
@@ -69,8 +69,8 @@ _DONE = re.compile(
 )
 _STRONG = re.compile(
     r"\bstill\s+(?:\w+\s+)?(?:fail\w*|broken|red|errors?|erroring|has\s+errors?|does\s*n[o']t|won'?t|can'?t)"
-    r"|\bremaining\s+(?:\w+\s+)?(?:errors?|failures?|issues?|warnings?|problems?|blockers?)"
-    r"|\b(?:errors?|failures?|issues?|problems?)\s+remain"
+    r"|\bremaining\s+(?:\w+\s+){0,2}(?:errors?|failures?|issues?|warnings?|problems?|blockers?)"
+    r"|\b(?:errors?|failures?|issues?|problems?)\s+(?:remain|left|outstanding)"
     r"|\bremain(?:s)?\s+(?:failing|broken|open|unresolved)"
     r"|\bunresolved\b|\bnot\s+(?:yet\s+)?(?:resolved|fixed|passing)\b|\bblockers?\b|\bblocked\b"
     r"|\b(?:could\s*n[o']t|can\s*n[o']t|cannot|unable\s+to|did\s*n[o']t|was\s*n[o']t\s+able\s+to)"
@@ -81,9 +81,13 @@ _STRONG = re.compile(
     r"|\b(?:does\s*n[o']t|does\s+not|won'?t|will\s+not)\s+(?:yet\s+)?(?:compile|build|pass|type-?check)",
     re.IGNORECASE,
 )
+# Failure words that say something fails *now*. A bare "errors" does not: "the build
+# errors were caused by X" describes what the agent fixed.
 _WEAK = re.compile(
-    r"\b(?:fails|failing|failures?|broken|breaks|errors|error\s*[:\[(]|"
-    r"(?:compile|compilation|build|type|lint|syntax|test)\s+errors?)\b",
+    r"\b(?:fails|failing|broken|breaks|is\s+red)\b"
+    r"|\b(?:there\s+(?:are|is)|has|have|with|shows?|reports?|hit)\s+(?:still\s+)?"
+    r"(?:\d+|some|several|many|a\s+few|a\s+(?:big\s+)?(?:cluster|bunch|number|lot)\s+of)\s+"
+    r"(?:\w+\s+){0,2}(?:errors?|failures?|problems?)\b",
     re.IGNORECASE,
 )
 _SUCCESS = re.compile(
