@@ -18,7 +18,8 @@ What a current Claude Code would have sent its hooks, reconstructed from the tra
   no `PostToolUse`;
 - the end of each turn → `Stop` carrying the turn's last assistant text as
   `last_assistant_message` (none after a user interrupt: Claude Code fires no Stop then;
-  `StopFailure` when the turn ended on an API error such as a rate limit);
+  none when the turn ended on an API error such as a rate limit: Claude Code sends
+  `StopFailure` then, which tma1 does not install);
 - assistant usage → occupancy (design §2.12) through the live tailer's own parser
   (`sensors.transcripts.parse_claude_usage_lines`: prompt size = input + cache read +
   cache creation, deduplicated by `message.id`, sidechains excluded);
@@ -211,7 +212,7 @@ class _Session:
     last: tuple[int, int] = (0, 0)
     last_uuid: str = ""
     last_text: str | None = None  # the turn's last assistant text: the Stop's message
-    api_error: str | None = None  # the turn ended on an API error (rate limit, overload…)
+    api_error: str | None = None  # the turn's last message is an API error (rate limit…)
     calls: dict[str, _Call] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
     seen_messages: set[str] = field(default_factory=set)
@@ -389,13 +390,12 @@ def convert(records: Records) -> Converted:
         )
 
     def close_turn(s: _Session) -> None:
-        if s.turn_open and s.turn_active and not s.turn_interrupted:
+        # A turn that ended on an API error (a rate limit) ends with StopFailure in a
+        # current Claude Code, not Stop: a hook tma1 does not install, and no answer could
+        # block it (the model is not there to continue).
+        if s.turn_open and s.turn_active and not s.turn_interrupted and s.api_error is None:
             ts, seq = s.last
             stop: dict[str, Any] = {"hook_event_name": "Stop", "stop_hook_active": False}
-            if s.api_error is not None:
-                # A current Claude Code ends such a turn with StopFailure, which no hook
-                # answer can block: the model is not there to continue.
-                stop = {"hook_event_name": "StopFailure", "error": s.api_error}
             if s.last_text:
                 stop["last_assistant_message"] = s.last_text
             hook(s, ts, seq + 99, f"{path}:{seq // 100}", stop, s.last_uuid)
