@@ -42,6 +42,7 @@ from tma1.engine.resolution import covering_pass
 from tma1.engine.rules._handback import check_terms, handed_back
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
+    ToolCall,
     basename,
     clock_time,
     display_path,
@@ -73,16 +74,15 @@ def build_broken_after_my_edit(
     if not open_checks:
         return []
     edit_times: dict[str, list[int]] = {}
-    for call in edits(visible(window.events, now)):
-        if call.ts < since:
-            continue
+    calls = [c for c in edits(visible(window.events, now)) if c.ts >= since]
+    for call in calls:
         for f in call.files:
             if is_source(f):
                 edit_times.setdefault(norm_path(f, window.project), []).append(call.ts)
     if not edit_times:
         return []
     stopping = at_stop(window, now)
-    wrote = _lines_written(window, now, since)
+    wrote: dict[str, list[tuple[int, int]] | None] | None = None  # asked for lint runs only
     found = []
     for ident, newest in open_checks.items():
         output = newest.event.tool_result or ""
@@ -92,8 +92,11 @@ def build_broken_after_my_edit(
             first = min(times)
             if newest.ts < first or located_in(output, path) is None:
                 continue
-            if newest.check.lints and not _near_an_edit(output, path, wrote.get(path)):
-                continue  # a lint finding in lines the agent did not touch is not its own
+            if newest.check.lints:
+                if wrote is None:
+                    wrote = _lines_written(window, now, since, calls)
+                if not _near_an_edit(output, path, wrote.get(path)):
+                    continue  # a lint finding in lines the agent did not touch is not its own
             said = _said_before(runs.runs, ident, first, path)
             now_said = _file_lines(output, path)
             if said and now_said and now_said <= said:
@@ -132,21 +135,26 @@ def build_broken_after_my_edit(
 
 
 def _lines_written(
-    window: SessionWindow, now: int, since: int
+    window: SessionWindow, now: int, since: int, calls: list[ToolCall]
 ) -> dict[str, list[tuple[int, int]] | None]:
     """Per edited source file, the line ranges the session's edits wrote since `since`;
     None when any of its edits does not say (a Codex patch, a response without a
     `structuredPatch`, an edit whose result is not in yet)."""
     said: dict[str, list[tuple[int, int]]] = {}
     posts: dict[str, list[tuple[int, int]] | None] = {}
-    for e in visible(window.events, now, since):
-        if e.event_type == "PostToolUse" and e.tool_name in WRITE_TOOLS and e.tool_use_id:
+    for e in window.events:
+        if (
+            e.tool_name in WRITE_TOOLS
+            and e.event_type == "PostToolUse"
+            and e.tool_use_id
+            and since <= e.ts <= now
+        ):
             ranges = e.metadata.get(EDITED_LINES)
             posts[e.tool_use_id] = (
                 [(int(a), int(b)) for a, b in ranges] if isinstance(ranges, list) else None
             )
     out: dict[str, list[tuple[int, int]] | None] = {}
-    for call in edits(visible(window.events, now, since)):
+    for call in calls:
         ranges = posts.get(call.tool_use_id) if call.tool_use_id else None
         for f in call.files:
             path = norm_path(f, window.project)
