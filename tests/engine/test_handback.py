@@ -87,6 +87,9 @@ ADVERSARIAL = [
     "Added error handling to main.rs.",
     "The build errors were caused by a stale import; I removed it.",
     "Handled the compile errors from the rename in main.rs.",
+    # codex/zoqore-…-019b017e-….jsonl 07:09:42 (excerpt): warnings silenced, not handed back
+    "Suppressed remaining build warnings by adding crate-level `#![allow(dead_code)]`.",
+    "The build still prints a few pre-existing deprecation warnings.",
     "Implemented the retry logic. Want me to commit?",
     "The build still fails in main.rs, but I fixed it and it is ready for production.",
     "There might still be a build error somewhere, I did not check.",
@@ -103,6 +106,11 @@ def test_a_failure_of_another_kind_of_check_hands_back_nothing() -> None:
     assert hands_back(message, CARGO)
     assert not hands_back(message, PYTEST)
     assert not hands_back("The lint run still fails on style issues.", PYTEST)
+    # codex/zoqore-…-019ac9a7-….jsonl 23:50:50 (excerpt): about another check by its command
+    other = "`npm run compile:ts` currently fails due to many unrelated TypeScript errors."
+    assert hands_back(other, TSC)
+    assert not hands_back(other, CARGO)
+    assert hands_back("`cargo build` still fails on main.rs.", CARGO)  # the same tool
 
 
 def test_naming_the_file_or_asking_about_the_failure_hands_back() -> None:

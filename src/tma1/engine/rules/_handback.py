@@ -15,7 +15,8 @@ no success word beside it ("fixed the failing test" is a success). A failure it 
 is a guess ("there may still be lint issues"): the agent does not say the check fails.
 An open clause hands the check back when it names the check, or when its sentence does
 and the clause names no *other* kind of check ("tests pass, but the build still fails"
-does not hand back a failing test run).
+does not hand back a failing test run), and a sentence that quotes only other check
+commands is about those ("`npm run compile:ts` fails" hands back no `go test`).
 
 Success claims never hand anything back: "all tests pass" over a failing build still
 blocks, and a message that calls the work done ("ready for production", "fixed all …",
@@ -30,7 +31,7 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
-from tma1.checks import Check
+from tma1.checks import Check, check_of
 from tma1.engine.window import SessionWindow
 from tma1.events import HookEvent
 
@@ -47,7 +48,7 @@ _NEGATED = re.compile(
     r"|\bno longer\s+(?:\w+\s+)?(?:fail\w*|errors?|broken|breaks?)"
     r"|\b(?:not|n't|never)\s+(?:\w+\s+)?(?:failing|broken|fail)\b"
     r"|\b(?:fix(?:ed|ing)?|resolv(?:ed|ing)|address(?:ed|ing)|clean(?:ed|ing)\s+up|removed|"
-    r"eliminated)\s+(?:(?:all|the|of|every)\s+)*(?:\w+\s+)?remaining\s+\w+",
+    r"eliminated|suppress(?:ed|ing)|silenc(?:ed|ing))\s+(?:(?:all|the|of|every)\s+)*(?:\w+\s+)?remaining\s+\w+",
     re.IGNORECASE,
 )
 # A guess is no report: "there may still be some lint issues" does not say the check fails.
@@ -75,7 +76,9 @@ _STRONG = re.compile(
     r"|\bunresolved\b|\bnot\s+(?:yet\s+)?(?:resolved|fixed|passing)\b|\bblockers?\b|\bblocked\b"
     r"|\b(?:could\s*n[o']t|can\s*n[o']t|cannot|unable\s+to|did\s*n[o']t|was\s*n[o']t\s+able\s+to)"
     r"\s+(?:\w+\s+)?(?:fix|resolve|get|make|solve|finish)"
-    r"|\bpre-?existing\b|\bnot\s+caused\s+by\b|\boutside\s+(?:of\s+)?(?:my|our|the|this)\b"
+    r"|\bpre-?existing\s+(?:\w+\s+){0,3}?(?:errors?|failures?|issues?|problems?|bugs?|breakage)"
+    r"|\b(?:errors?|failures?|fails|failing)\b[^.\n]{0,60}\bpre-?existing\b"
+    r"|\bnot\s+caused\s+by\b|\boutside\s+(?:of\s+)?(?:my|our|the|this)\b"
     r"|\bleft\s+(?:to\s+fix|failing|broken|open|unfixed)\b|\bneeds?\s+(?:fixing|to\s+be\s+fixed)"
     r"|\b(?:I'?m|I\s+am|I'?ll|I\s+will)\s+(?:now\s+)?(?:fixing|cleaning|working\s+on|fix|clean|address)"
     r"|\b(?:does\s*n[o']t|does\s+not|won'?t|will\s+not)\s+(?:yet\s+)?(?:compile|build|pass|type-?check)",
@@ -162,6 +165,26 @@ def _open(clause: str) -> bool:
     return bool(_WEAK.search(text)) and not _SUCCESS.search(text)
 
 
+_CODE_SPAN = re.compile(r"`([^`\n]{2,200})`")
+
+
+def _about_another_check(sentence: str, terms: frozenset[str]) -> bool:
+    """The sentence quotes a check command, and none of them is this check: "`npm run
+    compile:ts` fails" says nothing of a failing `go test`."""
+    quoted = [check for span in _CODE_SPAN.findall(sentence) if (check := check_of(span))]
+    return bool(quoted) and not any(
+        _same_tool(step.runner, terms) for c in quoted for step in c.steps
+    )
+
+
+def _same_tool(runner: str, terms: frozenset[str]) -> bool:
+    """`runner` is this check's, or the same tool's (`cargo build` for a `cargo check`):
+    a word of it other than a kind word ("build", "test") is one of the check's."""
+    low = runner.lower()
+    words = set(re.split(r"[\s:/]+", low)) - _GENERIC - _ALL_KIND_WORDS
+    return low in terms or bool(words & terms)
+
+
 @lru_cache(maxsize=1024)
 def hands_back(message: str | None, terms: frozenset[str]) -> bool:
     """The final message says the check named by `terms` still fails (see the module)."""
@@ -175,6 +198,8 @@ def hands_back(message: str | None, terms: frozenset[str]) -> bool:
         return False
     others = _ALL_KIND_WORDS - terms
     for sentence in _SENTENCES.split(message):
+        if _about_another_check(sentence, terms):
+            continue
         named = _names(sentence, terms)
         for clause in _CLAUSES.split(sentence):
             if not clause or not _open(clause):
