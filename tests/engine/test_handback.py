@@ -90,6 +90,7 @@ ADVERSARIAL = [
     # codex/zoqore-…-019b017e-….jsonl 07:09:42 (excerpt): warnings silenced, not handed back
     "Suppressed remaining build warnings by adding crate-level `#![allow(dead_code)]`.",
     "The build still prints a few pre-existing deprecation warnings.",
+    "Moved the build cache setup outside the main loop.",
     "Implemented the retry logic. Want me to commit?",
     "The build still fails in main.rs, but I fixed it and it is ready for production.",
     "There might still be a build error somewhere, I did not check.",
