@@ -7,7 +7,6 @@ event means nothing (`session_id`, `hook_event_name`) are required.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -25,14 +24,19 @@ from tma1.checks import (
     failure_kind_of_exit,
     is_masked_failure,
 )
+from tma1.editlines import edited_lines
+from tma1.textcap import cap_text as cap_text
+from tma1.textcap import capped_metadata, capped_text, clip, to_text
+from tma1.textcap import json_text as json_text
 
 TOOL_INPUT_CAP = 8 * 1024
 TOOL_RESULT_CAP = 16 * 1024
-METADATA_CAP = 4 * 1024
 COMMAND_PREFIX_LEN = 60
 
 WRITE_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit", "apply_patch"})
 READ_TOOLS = frozenset({"Read", "NotebookRead"})
+# Metadata key of the line ranges an edit wrote (`tma1.editlines`).
+EDITED_LINES = "edited_lines"
 SHELL_TOOLS = frozenset({"Bash", "shell", "local_shell", "exec_command", "shell_command"})
 
 # Fields that become columns (or drive delivery); everything else goes into metadata.
@@ -139,86 +143,13 @@ class HookEvent:
         return bool(self.metadata.get("stop_hook_active"))
 
 
+def keeps_metadata(ev: HookEvent) -> bool:
+    """The engine's lean window read keeps this event's metadata: a Stop's (its final
+    message) and an edit's (the lines it wrote). `Store.window_events` says the same in SQL."""
+    return ev.hook_event_name == "Stop" or ev.tool_name in WRITE_TOOLS
+
+
 # --- helpers ---------------------------------------------------------------------------
-
-
-def cap_text(text: str | None, limit: int) -> str | None:
-    """Cut to at most `limit` UTF-8 bytes without splitting a character."""
-    if text is None:
-        return None
-    n = len(text)
-    if n * 4 <= limit:
-        return text  # at most 4 bytes a character: it fits without encoding it
-    # More than `limit` characters is more than `limit` bytes, and the cut is inside the
-    # first `limit` characters: encode only those.
-    data = (text if n <= limit else text[:limit]).encode("utf-8", "surrogatepass")
-    if n <= limit and len(data) <= limit:
-        return text
-    marker = "…[truncated]"
-    cut = data[: max(0, limit - len(marker.encode()))]
-    return cut.decode("utf-8", "ignore") + marker
-
-
-# One encoder: json.dumps with any option builds a new JSONEncoder per call.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
-
-
-def json_text(value: Any) -> str:
-    """`json.dumps(value, ensure_ascii=False, default=str)`, through one shared encoder."""
-    return _ENCODER.encode(value)
-
-
-def to_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    return json_text(value)
-
-
-def clip(value: Any, n: int) -> Any:
-    """`value` cut down to what the first `n` characters of its JSON text need.
-
-    Strings longer than `n` are cut to `n + 1` characters, and a list or dict stops at
-    the first item that starts after `n` characters of text. The JSON text of the result
-    starts with the same `n` characters as `value`'s (for a string: the string itself),
-    and is longer than `n` exactly when `value`'s is, so
-    `cap_text(to_text(clip(v, n)), n) == cap_text(to_text(v), n)` — without encoding the
-    100 KB file a tool response can carry only to keep 16 KB of it.
-    """
-    return _clip(value, n, 0)[0]
-
-
-def _clip(value: Any, n: int, used: int) -> tuple[Any, int]:
-    """(`value` cut down, a lower bound of the text written once it is): `used` counts
-    only string characters and quotes, never more than the encoder writes."""
-    if isinstance(value, str):
-        if len(value) > n:
-            return value[: n + 1], used + n + 3
-        return value, used + len(value) + 2
-    if isinstance(value, dict):
-        out: dict[Any, Any] = {}
-        for k, v in value.items():
-            if used > n:
-                break  # the text so far already fills the cap: nothing after it is kept
-            if isinstance(k, str):
-                used += len(k) + 2
-            out[k], used = _clip(v, n, used)
-        return out, used
-    if isinstance(value, list | tuple):
-        items: list[Any] = []
-        for v in value:
-            if used > n:
-                break
-            kept, used = _clip(v, n, used)
-            items.append(kept)
-        return items, used
-    return value, used
-
-
-def capped_text(value: Any, limit: int) -> str | None:
-    """`cap_text(to_text(value), limit)`, encoding no more than the cap needs."""
-    return cap_text(to_text(clip(value, limit)), limit)
 
 
 def collapse_ws(text: str) -> str:
@@ -539,10 +470,11 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
 
     extra = {k: v for k, v in payload.items() if k not in _KNOWN_FIELDS}
     if extra:
-        meta_text = to_text(clip(extra, METADATA_CAP)) or ""
-        if len(meta_text.encode("utf-8", "surrogatepass")) > METADATA_CAP:
-            extra = _shrink_metadata(extra)
-        ev.metadata = extra
+        ev.metadata = capped_metadata(extra)
+    if ev.tool_name in WRITE_TOOLS and ev.tool_success is True:
+        ranges = edited_lines(ev.tool_name, resp)
+        if ranges is not None:
+            ev.metadata = {**ev.metadata, EDITED_LINES: [list(r) for r in ranges]}
     return ev
 
 
@@ -563,25 +495,6 @@ def mark_exit_failure(ev: HookEvent, exit_code: int | None) -> None:
     if ev.tool_result:
         ev.tool_error_summary = error_line(ev.tool_result) or ev.tool_result.strip()[:300] or None
         ev.test_ids = extract_test_ids(ev.tool_result)
-
-
-def _shrink_metadata(extra: dict[str, Any]) -> dict[str, Any]:
-    """Keep small scalar fields whole (stop_hook_active must survive) and cap the rest."""
-    out: dict[str, Any] = {}
-    budget = METADATA_CAP
-    for key, value in sorted(extra.items(), key=lambda kv: len(to_text(kv[1]) or "")):
-        text = to_text(value) or ""
-        size = len(text.encode("utf-8", "surrogatepass")) + len(key) + 8
-        if size <= budget:
-            out[key] = value
-            budget -= size
-        elif budget > 64:
-            out[key] = cap_text(text, budget - 32)
-            budget = 0
-        else:
-            out[key] = "…[truncated]"
-    out["_truncated"] = True
-    return out
 
 
 @dataclass(slots=True, frozen=True)

@@ -79,12 +79,22 @@ class Check:
     def compiles(self) -> bool:
         return any(s.runner in _COMPILE_RUNNERS for s in self.steps)
 
+    @property
+    def lints(self) -> bool:
+        """Every step is a linter or type checker: a run lists each finding of a file, old
+        ones included, so a finding is an edit's only where the edit was."""
+        return all(_FINDINGS_RUNNER.search(s.runner) for s in self.steps)
+
 
 # A profile (`--release`) changes what is built, not whether it compiles.
 _COMPILE_RUNNERS = frozenset(
     {"cargo build", "cargo check", "cargo clippy", "go build", "go vet", "tsc", "make",
      "dotnet build", "swift build", "zig build"}
 )  # fmt: skip
+_FINDINGS_RUNNER = re.compile(
+    r"lint|clippy|\bruff\b|flake8|staticcheck|\bgo vet\b|\bmypy\b|pyright|\btsc\b|"
+    r"type-?check|\bdeno check\b|svelte-check|shellcheck|stylelint|\bbiome\b"
+)
 # Subcommands that name the check: `cargo test`, `go vet`, `dotnet build`.
 _SUBCOMMAND_RUNNERS = {
     "cargo": frozenset({"build", "check", "test", "clippy", "nextest", "run", "bench", "doc"}),

@@ -352,6 +352,11 @@ def located_in(output: str, path: str) -> Ref | None:
     return None
 
 
+def lines_in(output: str, path: str) -> list[int]:
+    """The lines of `path` the output's error locations point at."""
+    return [ref.line for ref in error_locations(output) if _same_file(ref.path, path)]
+
+
 def error_line_of_file(output: str, path: str) -> str | None:
     """An error line of that very file, to quote when telling the agent it broke it: the
     line holding its location, or the error right after its stack frame. None rather

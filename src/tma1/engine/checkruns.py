@@ -42,23 +42,13 @@ class CheckRuns:
         """A later run passed a check that covers this one (in any lane)."""
         return id(run.event) in self.closed_ids
 
-    def newest_by_identity(self) -> dict[str, Run]:
-        """Each check's newest run with a verdict (pass or fail)."""
-        out: dict[str, Run] = {}
-        for r in self.runs:
-            if r.failed or r.passed:
-                out[r.check.identity] = r
-        return out
-
     def open_failures(self) -> dict[str, Run]:
-        """Open checks (design §2.15): the newest run failed and no later covering run
-        passed. Identity → that newest failing run. (Asked by two rules: kept.)"""
+        """Open checks (design §2.15: "a check is open until a covering run passes"):
+        identity → its newest failing run that no later covering pass closed. A later
+        pass of a narrower scope (one file of a failing suite) leaves the suite open.
+        (Asked by two rules and the bundle: kept.)"""
         if self._open is None:
-            self._open = {
-                ident: r
-                for ident, r in self.newest_by_identity().items()
-                if r.failed and not self.closed(r)
-            }
+            self._open = {r.check.identity: r for r in self.runs if r.failed and not self.closed(r)}
         return self._open
 
 

@@ -16,8 +16,10 @@ What a current Claude Code would have sent its hooks, reconstructed from the tra
   read" is kept as a note: it is Claude Code's own stale-view guard firing;
 - calls refused by a hook or by the user keep their `PreToolUse` (the hook ran) and have
   no `PostToolUse`;
-- the end of each turn → `Stop` (none after a user interrupt: Claude Code fires no Stop
-  then);
+- the end of each turn → `Stop` carrying the turn's last assistant text as
+  `last_assistant_message` (none after a user interrupt: Claude Code fires no Stop then;
+  none when the turn ended on an API error such as a rate limit: Claude Code sends
+  `StopFailure` then, which tma1 does not install);
 - assistant usage → occupancy (design §2.12) through the live tailer's own parser
   (`sensors.transcripts.parse_claude_usage_lines`: prompt size = input + cache read +
   cache creation, deduplicated by `message.id`, sidechains excluded);
@@ -208,6 +210,8 @@ class _Session:
     turn_interrupted: bool = False
     last: tuple[int, int] = (0, 0)
     last_uuid: str = ""
+    last_text: str | None = None  # the turn's last assistant text: the Stop's message
+    api_error: str | None = None  # the turn's last message is an API error (rate limit…)
     calls: dict[str, _Call] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
     seen_messages: set[str] = field(default_factory=set)
@@ -385,17 +389,17 @@ def convert(records: Records) -> Converted:
         )
 
     def close_turn(s: _Session) -> None:
-        if s.turn_open and s.turn_active and not s.turn_interrupted:
+        # A turn that ended on an API error (a rate limit) ends with StopFailure in a
+        # current Claude Code, not Stop: a hook tma1 does not install, and no answer could
+        # block it (the model is not there to continue).
+        if s.turn_open and s.turn_active and not s.turn_interrupted and s.api_error is None:
             ts, seq = s.last
-            hook(
-                s,
-                ts,
-                seq + 99,
-                f"{path}:{seq // 100}",
-                {"hook_event_name": "Stop", "stop_hook_active": False},
-                s.last_uuid,
-            )
+            stop: dict[str, Any] = {"hook_event_name": "Stop", "stop_hook_active": False}
+            if s.last_text:
+                stop["last_assistant_message"] = s.last_text
+            hook(s, ts, seq + 99, f"{path}:{seq // 100}", stop, s.last_uuid)
         s.turn_open = s.turn_active = s.turn_interrupted = False
+        s.last_text = s.api_error = None
 
     file_type = subagent_meta_type(path)
     entries, retimed = retime_copies(_entries(records, out), path)
@@ -444,6 +448,11 @@ def convert(records: Records) -> Converted:
                                    seq=seq + 1, key=f"claude-usage:{sid}:{u.message_id}")
                     )  # fmt: skip
             content = msg.get("content")
+            if not side and (said := _assistant_text(content)):
+                s.last_text = said
+            if not side:
+                error = e.get("error") if isinstance(e.get("error"), str) else "unknown"
+                s.api_error = error if e.get("isApiErrorMessage") is True else None
             for i, block in enumerate(content if isinstance(content, list) else []):
                 if not isinstance(block, dict) or block.get("type") != "tool_use":
                     continue
@@ -517,6 +526,18 @@ def convert(records: Records) -> Converted:
         for tid in s.order:
             _emit_call(out, s, s.calls[tid], hook)
     return out
+
+
+def _assistant_text(content: Any) -> str | None:
+    """The text blocks of an assistant message (Claude Code's `last_assistant_message`)."""
+    if isinstance(content, str):
+        return content.strip() or None
+    parts = [
+        b["text"]
+        for b in (content if isinstance(content, list) else [])
+        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    ]
+    return "\n".join(parts).strip() or None
 
 
 def _compaction(out: Converted, s: _Session, ts: int, seq: int, origin: str) -> None:

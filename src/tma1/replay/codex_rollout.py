@@ -110,6 +110,7 @@ class _State:
     calls: dict[str, tuple[str, dict[str, Any], str | None, int]] = field(default_factory=dict)
     usage_state: CodexState = field(default_factory=CodexState)
     started: bool = False
+    last_text: str | None = None  # the turn's last agent message: the Stop's message
 
 
 def convert(records: Records) -> Converted:
@@ -174,15 +175,19 @@ class _Emitter:
         st = self.st
         if st.turn_open and not st.turn_aborted and not st.turn_stopped:
             ts, seq, origin = st.last
-            self.hook(
-                ts,
-                seq + 99,
-                origin,
-                {"hook_event_name": "Stop", "stop_hook_active": False},
-                str(seq),
-            )
+            stop: dict[str, Any] = {"hook_event_name": "Stop", "stop_hook_active": False}
+            if st.last_text:
+                stop["last_assistant_message"] = st.last_text
+            self.hook(ts, seq + 99, origin, stop, str(seq))
         st.turn_open = False
         st.turn_stopped = True
+        st.last_text = None
+
+    def said(self, ts: int, seq: int, origin: str, text: str | None) -> None:
+        """An agent message: it moves the turn on and may be the one the Stop carries."""
+        self.touch(ts, seq, origin)
+        if text and text.strip():
+            self.st.last_text = text.strip()
 
     def call(self, ts: int, seq: int, origin: str, call_id: str, name: str, args: Any) -> None:
         if name in NO_HOOK_TOOLS:
@@ -295,10 +300,12 @@ def _convert_current(records: Records, out: Converted) -> None:
             elif ptype == "turn_aborted":
                 st.turn_aborted = True
             elif ptype == "task_complete":
-                em.touch(ts, seq, origin)
+                last = p.get("last_agent_message")
+                em.said(ts, seq, origin, last if isinstance(last, str) else None)
                 em.close_turn()
-            elif ptype in ("agent_message",):
-                em.touch(ts, seq, origin)
+            elif ptype == "agent_message":
+                msg = p.get("message")
+                em.said(ts, seq, origin, msg if isinstance(msg, str) else None)
         elif rtype == "response_item":
             _response_item(em, st, p, ts, seq, origin, out, line, prompts=not has_user_events)
     em.close_turn()
@@ -350,7 +357,7 @@ def _response_item(
             if text and not _is_preamble(text):
                 em.prompt(ts, seq, origin, text)
         elif p.get("role") == "assistant":
-            em.touch(ts, seq, origin)
+            em.said(ts, seq, origin, _message_text(p.get("content")))
 
 
 def _convert_legacy(records: Records, out: Converted) -> None:

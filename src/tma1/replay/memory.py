@@ -8,7 +8,7 @@ engine sees exactly what the store would have handed it at each `now`:
 
 - events of the last 60 minutes, ts ascending, with the ids SQLite gives them in a
   fresh database (one per event, in order), and in the store's lean form (no
-  `tool_input` or `metadata`, `tool_result` only on unsuccessful results:
+  `tool_input`, `metadata` but a Stop's or an edit's, `tool_result` only on unsuccessful results:
   `Store.window_events`);
 - the project's file changes of the last 90 minutes, the latest usage, the first event
   of the session; the project falls back to the newest one the session ever named.
@@ -30,7 +30,7 @@ from tma1.engine.window import (
     MAX_WINDOW_EVENTS,
     SessionWindow,
 )
-from tma1.events import FileChange, HookEvent, Usage
+from tma1.events import FileChange, HookEvent, Usage, keeps_metadata
 from tma1.scrub import scrub
 
 
@@ -42,7 +42,8 @@ def lean(ev: HookEvent) -> HookEvent:
         ev.tool_name, ev.tool_use_id, None, ev.tool_result if failed else None,
         ev.tool_file_path, ev.tool_files, ev.tool_command, ev.tool_command_prefix,
         ev.tool_success, ev.failure_kind, ev.tool_error_summary, ev.test_ids, ev.cwd,
-        ev.project, None, None, None, {}, ev.id, ev.passed_test_ids, ev.agent_id,
+        ev.project, None, None, None, ev.metadata if keeps_metadata(ev) else {},
+        ev.id, ev.passed_test_ids, ev.agent_id,
     )  # fmt: skip
 
 

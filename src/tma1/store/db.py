@@ -260,9 +260,10 @@ class Store:
         """The engine's lean read of a session's events with `ts >= since_ts` (and `id >
         after_id`), ordered by (ts, id). Rules read derived fields only, so this leaves out
         what no rule, resolution check or digest reads — `tool_input`, `transcript_path`,
-        `permission_mode`, `duration_ms` (None) and `metadata` ({}) — and keeps
-        `tool_result` only for unsuccessful results (the failure output the rules quote);
-        everything else is as `session_events` returns. (The event being answered is not
+        `permission_mode`, `duration_ms` (None) and `metadata` ({} but on a Stop or an
+        edit: `tma1.events.keeps_metadata`) — and keeps `tool_result` only for
+        unsuccessful results (the failure output the rules quote); everything else is as
+        `session_events` returns. (The event being answered is not
         read back: its `stop_hook_active` comes from the hook itself.)"""
         sql, names, defaults = _window_sql(self._engine.dialect, after_id is not None)
         given = {"session_id": session_id, "since": since_ts, "after": after_id}

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import bindparam, case, insert, null, or_, select
 from sqlalchemy.engine import Connection
 
-from tma1.events import FileChange, HookEvent, json_text
+from tma1.events import WRITE_TOOLS, FileChange, HookEvent, json_text
 from tma1.store.schema import external_changes, hook_events
 
 
@@ -126,6 +126,7 @@ _WINDOW_COLUMNS = (
     "project",
     "passed_test_ids",
     "agent_id",
+    "metadata",
 )
 
 
@@ -139,6 +140,12 @@ def _window_sql(dialect: Any, with_after: bool) -> tuple[str, tuple[str, ...], d
     cols: list[Any] = [c[name] for name in _WINDOW_COLUMNS]
     cols[_WINDOW_COLUMNS.index("tool_result")] = case((failed, c.tool_result), else_=null()).label(
         "tool_result"
+    )
+    # The metadata of a Stop (its final message: did the agent report a failure open?) and
+    # of an edit (the lines it wrote: did it cause a lint finding?).
+    kept = or_(c.hook_event_name == "Stop", *(c.tool_name == t for t in sorted(WRITE_TOOLS)))
+    cols[_WINDOW_COLUMNS.index("metadata")] = case((kept, c.metadata), else_=null()).label(
+        "metadata"
     )
     q = select(*cols).where(c.session_id == bindparam("session_id"), c.ts >= bindparam("since"))
     if with_after:
@@ -168,14 +175,15 @@ def _path_list(text: str | None) -> list[str]:
 
 def _window_event(row: Any) -> HookEvent:
     (id_, ts, sid, etype, hook, agent, tool, tuid, result, fpath, files, cmd, prefix, ok,
-     fkind, summary, tids, cwd, project, passed, agent_id) = row  # fmt: skip
+     fkind, summary, tids, cwd, project, passed, agent_id, meta) = row  # fmt: skip
     # Positional, in HookEvent's field order: this runs for every row of every window.
     # SQLite hands booleans back as 0/1.
     return HookEvent(
         ts, sid, etype, hook, agent, tool, tuid, None, result, fpath, _path_list(files),
         cmd, prefix, None if ok is None else bool(ok), fkind, summary,
         _path_list(tids),
-        cwd, project, None, None, None, {}, id_, _path_list(passed), agent_id,
+        cwd, project, None, None, None, {} if meta is None else _loads(meta, {}), id_,
+        _path_list(passed), agent_id,
     )  # fmt: skip
 
 

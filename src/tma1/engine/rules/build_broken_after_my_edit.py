@@ -8,6 +8,10 @@ warning) in a source file this session edited in the last 30 minutes, with:
 
 - that failure at or after the agent's first edit of the file in the window (the failure
   that prompted the edit was not caused by it);
+- for a lint or type-check run (which lists every finding of a file), a reported line of
+  the file inside or within 3 lines of what the session's edits wrote (Claude Code's
+  `structuredPatch`; when an edit's lines are unknown — Codex patches — any line counts):
+  S1008 at optimizer.go:192 is not the edit of lines 72–78;
 - the location not pre-existing: no run of the same check before that first edit already
   reported the same error about the file (line numbers blanked: edits move them) — a lint
   run listing 21 files the agent never broke is not "your" failure.
@@ -29,13 +33,16 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from tma1.checks import error_line_of_file, located_in
+from tma1.checks import error_line_of_file, lines_in, located_in
 from tma1.checks.locations import _error_text
+from tma1.editlines import near
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.checkruns import Run, at_stop, check_runs
 from tma1.engine.resolution import covering_pass
+from tma1.engine.rules._handback import check_terms, handed_back
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
+    ToolCall,
     basename,
     clock_time,
     display_path,
@@ -49,9 +56,13 @@ from tma1.engine.rules._support import (
 )
 from tma1.engine.spec import RuleSpec
 from tma1.engine.window import RuleConfig, SessionWindow
+from tma1.events import EDITED_LINES, WRITE_TOOLS
 
 _DIGITS = re.compile(r"\d+")
 HIGH_AT = 3
+# A finding this many lines from what an edit wrote is still the edit's (a changed line
+# shifts its neighbours' findings; the linter may point at the statement's first line).
+NEAR_LINES = 3
 
 
 def build_broken_after_my_edit(
@@ -63,15 +74,15 @@ def build_broken_after_my_edit(
     if not open_checks:
         return []
     edit_times: dict[str, list[int]] = {}
-    for call in edits(visible(window.events, now)):
-        if call.ts < since:
-            continue
+    calls = [c for c in edits(visible(window.events, now)) if c.ts >= since]
+    for call in calls:
         for f in call.files:
             if is_source(f):
                 edit_times.setdefault(norm_path(f, window.project), []).append(call.ts)
     if not edit_times:
         return []
     stopping = at_stop(window, now)
+    wrote: dict[str, list[tuple[int, int]] | None] | None = None  # asked for lint runs only
     found = []
     for ident, newest in open_checks.items():
         output = newest.event.tool_result or ""
@@ -81,6 +92,11 @@ def build_broken_after_my_edit(
             first = min(times)
             if newest.ts < first or located_in(output, path) is None:
                 continue
+            if newest.check.lints:
+                if wrote is None:
+                    wrote = _lines_written(window, now, since, calls)
+                if not _near_an_edit(output, path, wrote.get(path)):
+                    continue  # a lint finding in lines the agent did not touch is not its own
             said = _said_before(runs.runs, ident, first, path)
             now_said = _file_lines(output, path)
             if said and now_said and now_said <= said:
@@ -94,6 +110,9 @@ def build_broken_after_my_edit(
             # agent is fixing it (pattern 7); a re-run will say whether it did (design
             # §2.15: a check counts only if its newest run came after the edit).
             continue
+        terms = check_terms(newest.check, hit, newest.event.tool_error_summary)
+        if handed_back(window, now, newest.ts, terms):
+            continue  # the agent stopped saying so: the user knows, a block is no news
         first_edit = min(min(edit_times[p]) for p in hit)
         streak = [
             r
@@ -113,6 +132,47 @@ def build_broken_after_my_edit(
             )
         )
     return found
+
+
+def _lines_written(
+    window: SessionWindow, now: int, since: int, calls: list[ToolCall]
+) -> dict[str, list[tuple[int, int]] | None]:
+    """Per edited source file, the line ranges the session's edits wrote since `since`;
+    None when any of its edits does not say (a Codex patch, a response without a
+    `structuredPatch`, an edit whose result is not in yet)."""
+    said: dict[str, list[tuple[int, int]]] = {}
+    posts: dict[str, list[tuple[int, int]] | None] = {}
+    for e in window.events:
+        if (
+            e.tool_name in WRITE_TOOLS
+            and e.event_type == "PostToolUse"
+            and e.tool_use_id
+            and since <= e.ts <= now
+        ):
+            ranges = e.metadata.get(EDITED_LINES)
+            posts[e.tool_use_id] = (
+                [(int(a), int(b)) for a, b in ranges] if isinstance(ranges, list) else None
+            )
+    out: dict[str, list[tuple[int, int]] | None] = {}
+    for call in calls:
+        ranges = posts.get(call.tool_use_id) if call.tool_use_id else None
+        for f in call.files:
+            path = norm_path(f, window.project)
+            if ranges is None or (path in out and out[path] is None):
+                out[path] = None
+            else:
+                said.setdefault(path, []).extend(ranges)
+                out[path] = said[path]
+    return out
+
+
+def _near_an_edit(output: str, path: str, ranges: list[tuple[int, int]] | None) -> bool:
+    """The run reports a line of `path` inside or next to what the session's edits wrote;
+    True when that is unknown (the edit's lines, or the finding's)."""
+    if ranges is None:
+        return True
+    lines = lines_in(output, path)
+    return not lines or any(near(n, ranges, NEAR_LINES) for n in lines)
 
 
 def _said_before(runs: list[Run], ident: str, first_edit: int, path: str) -> frozenset[str]:

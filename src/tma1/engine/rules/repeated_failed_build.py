@@ -25,6 +25,7 @@ from tma1.checks import error_line, split_shell
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.checkruns import Run, check_runs, related
 from tma1.engine.resolution import covering_pass
+from tma1.engine.rules._handback import check_terms, handed_back
 from tma1.engine.rules._support import RULE_WINDOW_MS, clock_time, quote
 from tma1.engine.spec import RuleSpec
 from tma1.engine.window import RuleConfig, SessionWindow
@@ -56,7 +57,18 @@ def repeated_failed_build(window: SessionWindow, now: int, config: RuleConfig) -
             ident not in best or (len(fails), fails[-1].ts) > (len(best[ident]), best[ident][-1].ts)
         ):
             best[ident] = fails
-    return [_finding(window, ident, fails, open_checks[ident]) for ident, fails in best.items()]
+    return [
+        _finding(window, ident, fails, open_checks[ident])
+        for ident, fails in best.items()
+        if not _handed_back(window, now, open_checks[ident], fails)
+    ]
+
+
+def _handed_back(window: SessionWindow, now: int, newest: Run, fails: list[Run]) -> bool:
+    """A Stop since the newest failure said the check still fails: the loop is the
+    user's to decide on now, and blocking would tell the agent what it just said."""
+    terms = check_terms(newest.check, (), telling_line([r.event for r in fails]))
+    return handed_back(window, now, newest.ts, terms)
 
 
 def telling_line(fails: list[HookEvent]) -> str | None:

@@ -1,0 +1,49 @@
+"""Issue 15, flaw 4: a check is open until a *covering* run passes (design §2.15).
+
+Excerpt from claude-code/big3-09e1018a.chat.json (session e165f9ba, 21:42–21:53): the
+whole `pnpm test --run` suite fails three times, then one of its files is re-run alone
+and the output (grepped for "Error:") exits 0. That narrow run says nothing of the other
+failing files; the suite is still open.
+"""
+
+from __future__ import annotations
+
+from rulekit import at, bash_fail, bash_ok, window
+
+from tma1.engine.checkruns import check_runs
+
+SUITE_OUT = (
+    "FAIL test/MultiAgentApiService.test.ts [ test/MultiAgentApiService.test.ts ]\n"
+    "FAIL test/agent/persistence-property-tests.test.ts\n"
+    "Test Files  3 failed | 41 passed (44)\n"
+)
+
+
+def _open(events: list) -> dict[str, str]:  # type: ignore[type-arg]
+    runs = check_runs(window(events), at(10))
+    return {ident: r.event.tool_command or "" for ident, r in runs.open_failures().items()}
+
+
+def test_a_narrow_pass_does_not_close_the_failing_suite() -> None:
+    events = [
+        bash_fail(at(0), "pnpm test --run 2>&1 | tail -100", SUITE_OUT),
+        bash_fail(at(1), 'pnpm test --run 2>&1 | grep -E "FAIL test/" | head -20', SUITE_OUT),
+        bash_ok(
+            at(2),
+            'pnpm test test/MultiAgentApiService.test.ts --run 2>&1 | grep -A 5 "Error:"',
+            "",
+        ),
+    ]
+    assert list(_open(events).values()) == [
+        'pnpm test --run 2>&1 | grep -E "FAIL test/" | head -20'
+    ]
+
+
+def test_a_covering_pass_closes_it_and_the_newest_open_failure_stands_for_the_check() -> None:
+    suite_fail = bash_fail(at(0), "pnpm test --run", SUITE_OUT)
+    assert _open([suite_fail, bash_ok(at(1), "pnpm test --run", "Test Files  44 passed")]) == {}
+    narrow_fail = bash_fail(at(2), "pnpm test test/a.test.ts --run", "FAIL test/a.test.ts")
+    other_pass = bash_ok(at(3), "pnpm test test/b.test.ts --run", "Test Files  1 passed")
+    assert list(_open([suite_fail, narrow_fail, other_pass]).values()) == [
+        "pnpm test test/a.test.ts --run"
+    ]
