@@ -9,47 +9,17 @@ PostgreSQL (docs/reliability.md). Live ingest (tma1.ingest) and replay's in-memo
 
 from __future__ import annotations
 
-import re
 from dataclasses import fields
 from typing import Any
 
 from tma1.events import HookEvent
+from tma1.storable import is_storable, storable_text
 from tma1.store.schema import HOOK_EVENT_LIMITS
-
-_REPLACEMENT = "\ufffd"
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _has_surrogate(s: str) -> bool:
-    """Whether `s` holds a lone surrogate: the one thing UTF-8 cannot encode. (Encoding
-    runs at memory speed; the regex `_SURROGATE` crawls through a wide string at tens of
-    nanoseconds a character: most of a replay's scrub went into it.)"""
-    if s.isascii():
-        return False
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def _clean_str(s: str) -> str:
-    if "\x00" in s:
-        s = s.replace("\x00", _REPLACEMENT)
-    if s.isascii():  # O(1), and no surrogate: skip encoding a copy of every output
-        return s
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:
-        s = _SURROGATE.sub(_REPLACEMENT, s)
-    return s
 
 
 def _clean(value: Any) -> Any:
     if isinstance(value, str):
-        return _clean_str(value)
+        return storable_text(value)
     if isinstance(value, list):
         return [_clean(v) for v in value]
     if isinstance(value, dict):
@@ -60,7 +30,7 @@ def _clean(value: Any) -> Any:
 def _dirty(value: Any) -> bool:
     """Whether `_clean` would change anything (almost never: check before copying)."""
     if isinstance(value, str):
-        return "\x00" in value or _has_surrogate(value)
+        return not is_storable(value)
     if isinstance(value, list):
         for v in value:
             if v.__class__ is str and v.isascii() and "\x00" not in v:
@@ -87,9 +57,7 @@ def scrub(event: HookEvent) -> HookEvent:
         if not value:
             continue  # None, "", [], {}, 0 and False need nothing
         if value.__class__ is str:
-            # `_dirty` spelled out for the common case: every event has a dozen strings.
-            dirty = "\x00" in value or _has_surrogate(value)
-            cleaned = _clean_str(value) if dirty else value
+            cleaned = storable_text(value)
             if limit and len(cleaned) > limit:
                 cleaned = cleaned[:limit]
         elif isinstance(value, list | dict) and _dirty(value):

@@ -21,6 +21,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.schema import CreateIndex, CreateTable
 
+from tma1.storable import storable_text
 from tma1.store.schema import (
     metadata,
 )
@@ -91,27 +92,17 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
-def _pg_safe(text_value: str) -> str:
-    if "\x00" in text_value:
-        text_value = text_value.replace("\x00", "\ufffd")
-    try:
-        text_value.encode("utf-8")
-    except UnicodeEncodeError:
-        text_value = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text_value)
-    return text_value
-
-
 @functools.cache
 def _pg_str_dumpers() -> tuple[type, type]:
     from psycopg.types.string import StrBinaryDumper, StrDumperUnknown
 
     class _Binary(StrBinaryDumper):
         def dump(self, obj: str) -> Any:
-            return super().dump(_pg_safe(obj))
+            return super().dump(storable_text(obj))
 
     class _Text(StrDumperUnknown):
         def dump(self, obj: str) -> Any:
-            return super().dump(_pg_safe(obj))
+            return super().dump(storable_text(obj))
 
     return _Binary, _Text
 
