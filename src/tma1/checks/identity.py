@@ -7,7 +7,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from tma1.checks.normalize import _PYTHON, VALUE_FLAGS, Invocation, _segments, normalise
@@ -65,11 +65,18 @@ class Check:
     """What a shell command checks: its steps (`cargo build && cargo test` has two)."""
 
     steps: tuple[Step, ...]
+    # The check however spelled and whatever its scope: the subject of its findings. Kept,
+    # with the hash, because the rules key every run by it at every detection.
+    identity: str = field(init=False, compare=False, repr=False)
+    _hash: int = field(init=False, compare=False, repr=False)
 
-    @property
-    def identity(self) -> str:
-        """The check however spelled and whatever its scope: the subject of its findings."""
-        return " && ".join(dict.fromkeys(s.identity for s in self.steps))
+    def __post_init__(self) -> None:
+        ident = " && ".join(dict.fromkeys(s.identity for s in self.steps))
+        object.__setattr__(self, "identity", ident)
+        object.__setattr__(self, "_hash", hash(self.steps))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def scope(self) -> tuple[str, ...]:
