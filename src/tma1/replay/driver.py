@@ -235,8 +235,7 @@ def iso(ts: int) -> str:
 
 
 def default_db_dir() -> str | None:
-    """tmpfs when there is one: the replay database is written as it goes, and nothing in
-    it needs to survive."""
+    """tmpfs when there is one: nothing in a replay's scratch directory needs to survive."""
     shm = Path("/dev/shm")
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
@@ -260,7 +259,6 @@ class Replayer:
     ) -> None:
         if db is not None and database_url is None:
             database_url = f"sqlite:///{Path(db).resolve()}"
-        self.kept = database_url is not None
         self._tmp: tempfile.TemporaryDirectory[str] | None = tempfile.TemporaryDirectory(
             prefix="tma1-replay-", dir=default_db_dir()
         )
@@ -272,9 +270,9 @@ class Replayer:
             context_pressure_threshold=threshold,
             data_ttl_seconds=NEVER_EXPIRE_S,
         )
-        self.store = (
-            Store.open(database_url) if database_url else Store.scratch(data_dir / "replay.db")
-        )
+        # The database to keep, if any; the Service's own store either way.
+        self.target = Store.open(database_url) if database_url else None
+        self.store = self.target or Store.scratch(data_dir / "replay.db")
         self.clock = clock = ManualClock(start_ts)
         counters = Counters()
         windows = MemoryWindows()
@@ -339,18 +337,20 @@ class Replayer:
     def write(self) -> None:
         """Stop the engine and, when the database is kept, write what was fed and emitted."""
         self._stop()
-        if not self.kept:
+        target, held = self.target, self.events
+        if target is None:
             return
-        held = self.events
         for i in range(0, len(held.events), WRITE_BATCH):
-            self.store.insert_events(held.events[i : i + WRITE_BATCH])
-        self.store.insert_changes(held.changes)
-        self.store.insert_usages(held.usages)
-        self.store.insert_emits(self.emitlog.rows)
+            target.insert_events(held.events[i : i + WRITE_BATCH])
+        target.insert_changes(held.changes)
+        target.insert_usages(held.usages)
+        target.insert_emits(self.emitlog.rows)
 
     def emits(self) -> list[dict[str, Any]]:
         """The emit log's rows, ordered by (ts, id)."""
-        return self.store.emits_since(0) if self.kept else self.emitlog.rows_since(0)
+        if self.target is not None:
+            return self.target.emits_since(0)  # as the database gives them back
+        return self.emitlog.rows_since(0)
 
     def verdicts(
         self, emits: Iterable[dict[str, Any]], items: Sequence[ReplayItem] = ()
@@ -373,8 +373,8 @@ class Replayer:
             self.write()
             emits = self.emits()
             attach_findings(self.deliveries, emits)
-            if self.kept:
-                summary = summarize_stored(self.store, emits, items)
+            if self.target is not None:
+                summary = summarize_stored(self.target, emits, items)
             else:
                 summary = summarize(emits, items, self.verdicts(emits, items))
         finally:
