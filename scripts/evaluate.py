@@ -153,8 +153,9 @@ def find_misses(run: SessionRun) -> list[dict[str, Any]]:
     from tma1.checks import error_locations
     from tma1.engine.checkruns import _closed, run_of
     from tma1.engine.context import context_threshold
-    from tma1.engine.rules._support import edits, norm_path
+    from tma1.engine.rules._support import edits
     from tma1.events import absolutize
+    from tma1.paths import norm_path
 
     events = _events_of(run)
     if not events:

@@ -18,9 +18,9 @@ from tma1.engine.rules import (
     stale_file_view,
     test_stuck,
 )
-from tma1.engine.rules._support import norm_path
 from tma1.engine.rules.stale_file_view import detect_stale_edit
 from tma1.engine.spec import Rule, RuleSpec
+from tma1.paths import norm_path
 
 SPECS: dict[str, RuleSpec] = {
     m.SPEC.kind: m.SPEC

@@ -5,13 +5,11 @@ Everything here is a pure function of the window's data; no rule reads a clock o
 
 from __future__ import annotations
 
-import os
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import lru_cache
 
 from tma1.checks import command_key, files_read_by
 from tma1.clock import MINUTE_MS
@@ -208,15 +206,6 @@ def current_streak(events: Sequence[HookEvent], fails: list[HookEvent]) -> list[
 # --- paths -------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=4096)
-def norm_path(path: str, project: str | None = None) -> str:
-    """One spelling per file, so an event's path and a watcher's path compare equal."""
-    p = path.replace("\\", "/")
-    if project and not p.startswith("/") and not re.match(r"^[A-Za-z]:/", p):
-        p = project.replace("\\", "/").rstrip("/") + "/" + p
-    return os.path.normpath(p).replace("\\", "/") if p else p
-
-
 def basename(path: str) -> str:
     return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
 
@@ -305,16 +294,6 @@ def mentions_path(text: str | None, path: str) -> bool:
         return False
     full = "/" + path.replace("\\", "/").lstrip("/")
     return any(not pre or full.endswith(f"/{pre}/{name}") for pre in prefixes)
-
-
-def display_path(path: str, project: str | None) -> str:
-    """A path as short as the agent needs: relative to the project when inside it."""
-    p = path.replace("\\", "/")
-    if project:
-        root = project.replace("\\", "/").rstrip("/") + "/"
-        if p.startswith(root):
-            return p[len(root) :]
-    return p
 
 
 def who_wrote(change: FileChange) -> str:

@@ -45,11 +45,9 @@ from tma1.engine.rules._support import (
     ToolCall,
     basename,
     clock_time,
-    display_path,
     edits,
     is_source,
     mentions_path,
-    norm_path,
     plural,
     quote,
     visible,
@@ -57,6 +55,7 @@ from tma1.engine.rules._support import (
 from tma1.engine.spec import RuleSpec
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import EDITED_LINES, WRITE_TOOLS
+from tma1.paths import display_path, norm_path
 
 _DIGITS = re.compile(r"\d+")
 HIGH_AT = 3

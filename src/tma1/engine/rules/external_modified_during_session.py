@@ -13,13 +13,12 @@ from tma1.engine.resolution import never
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
     clock_time,
-    display_path,
-    norm_path,
     plural,
 )
 from tma1.engine.spec import RuleSpec
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import FileChange
+from tma1.paths import display_path, norm_path
 
 MAX_FILES = 10
 

@@ -17,9 +17,7 @@ from tma1.engine.resolution import reread_related_file
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
     clock_time,
-    display_path,
     edits,
-    norm_path,
     reads,
     shell_reads,
     visible,
@@ -28,6 +26,7 @@ from tma1.engine.rules._support import (
 from tma1.engine.spec import RuleSpec
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import FileChange
+from tma1.paths import display_path, norm_path
 
 
 @dataclass(frozen=True, slots=True)

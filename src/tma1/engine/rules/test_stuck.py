@@ -20,13 +20,13 @@ from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
     clock_time,
     edits,
-    norm_path,
     quote,
     visible,
 )
 from tma1.engine.spec import RuleSpec
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import absolutize
+from tma1.paths import norm_path
 
 REPEATS = 3
 
