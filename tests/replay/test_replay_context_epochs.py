@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tma1.clock import epoch_ms
 from tma1.replay import codex_rollout
 from tma1.replay.driver import replay_items
-from tma1.replay.formats import parse_ts, read_records
+from tma1.replay.formats import read_records
 from tma1.replay.model import USAGE
 
 SHIP = [
@@ -55,7 +56,7 @@ SHIP = [
 
 
 def _ms(iso: str) -> int:
-    ts = parse_ts(iso)
+    ts = epoch_ms(iso)
     assert ts is not None
     return ts
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tma1.clock import epoch_ms
 from tma1.replay import claude_hooklog, claude_transcript, codex_rollout, eventlog
 from tma1.replay.formats import (
     CLAUDE_HOOKLOG,
@@ -16,7 +17,6 @@ from tma1.replay.formats import (
     CODEX_ROLLOUT,
     EVENTLOG,
     detect,
-    parse_ts,
     read_records,
 )
 from tma1.replay.model import FILE_CHANGE, HOOK, USAGE, Converted
@@ -25,7 +25,7 @@ FIX = Path(__file__).parent / "fixtures"
 
 
 def ms(iso: str) -> int:
-    ts = parse_ts(iso)
+    ts = epoch_ms(iso)
     assert ts is not None
     return ts
 
@@ -99,15 +99,15 @@ def test_unreadable_jsonl_lines_are_reported_with_file_and_line() -> None:
     assert str(rec.problems[0]).startswith(f"{FIX / 'claude_transcript.jsonl'}:19: ")
 
 
-def test_parse_ts_reads_iso_and_epoch_forms() -> None:
-    assert parse_ts("2025-01-01T00:00:00Z") == 1_735_689_600_000
-    assert parse_ts("2025-01-01T01:00:00+01:00") == 1_735_689_600_000
-    assert parse_ts("2025-01-01T00:00:00") == 1_735_689_600_000  # naive = UTC
-    assert parse_ts(1_735_689_600_000) == 1_735_689_600_000
-    assert parse_ts(1_735_689_600) == 1_735_689_600_000  # epoch seconds
-    assert parse_ts("1735689600000") == 1_735_689_600_000
+def test_epoch_ms_reads_iso_and_epoch_forms() -> None:
+    assert epoch_ms("2025-01-01T00:00:00Z") == 1_735_689_600_000
+    assert epoch_ms("2025-01-01T01:00:00+01:00") == 1_735_689_600_000
+    assert epoch_ms("2025-01-01T00:00:00") == 1_735_689_600_000  # naive = UTC
+    assert epoch_ms(1_735_689_600_000) == 1_735_689_600_000
+    assert epoch_ms(1_735_689_600) == 1_735_689_600_000  # epoch seconds
+    assert epoch_ms("1735689600000") == 1_735_689_600_000
     for bad in (None, "", "yesterday", True, -5, float("nan"), [1]):
-        assert parse_ts(bad) is None
+        assert epoch_ms(bad) is None
 
 
 # --- Claude Code transcripts ----------------------------------------------------------------

@@ -46,6 +46,7 @@ from tma1.engine.digest import CLOSE_TAG, OPEN_TAG, clip
 from tma1.engine.rules._support import clock_time
 from tma1.engine.window import SessionWindow
 from tma1.events import FileChange, HookEvent
+from tma1.paths import display_path
 
 SESSION_START = Channel.SESSION_START.value
 BUNDLE_MAX_CHARS = 2_000
@@ -248,14 +249,6 @@ def _ago(now: int, ts: int) -> str:
     return "just now" if minutes < 1 else f"{minutes} min ago"
 
 
-def _rel(path: str, project: str | None) -> str:
-    if project:
-        root = project.rstrip("/") + "/"
-        if path.startswith(root):
-            return path[len(root) :]
-    return path
-
-
 def _code(text: str, limit: int) -> str:
     return "`" + clip(text, limit).replace("`", "'") + "`"
 
@@ -288,7 +281,7 @@ def _changes_line(changes: Sequence[FileChange], project: str | None, since: int
         newest.pop(ch.path, None)
         newest[ch.path] = ch  # insertion order = newest change last
     paths = list(reversed(newest.values()))
-    shown = ", ".join(f"{_rel(c.path, project)} ({c.change})" for c in paths[:MAX_FILES])
+    shown = ", ".join(f"{display_path(c.path, project)} ({c.change})" for c in paths[:MAX_FILES])
     more = len(paths) - MAX_FILES
     who = (
         "another agent session"

@@ -23,25 +23,15 @@ the failing check in `finding.extra["check"]`. A masked failure (design §2.8) h
 
 from __future__ import annotations
 
-import os
-import re
-
 from tma1.checks import Check, covers, files_read_by, reported_passing
 from tma1.engine.anomaly import Anomaly
 from tma1.engine.checkruns import run_of
 from tma1.engine.spec import ResolutionCheck
 from tma1.engine.window import SessionWindow
 from tma1.events import READ_TOOLS, HookEvent
+from tma1.paths import norm_path
 
 __all__ = ["ResolutionCheck", "covering_pass", "never", "reread_related_file"]
-
-
-def _norm(path: str, base: str | None = None) -> str:
-    """One spelling per file (the rules spell related files the same way)."""
-    p = path.replace("\\", "/")
-    if base and not p.startswith("/") and not re.match(r"^[A-Za-z]:/", p):
-        p = base.replace("\\", "/").rstrip("/") + "/" + p
-    return os.path.normpath(p).replace("\\", "/") if p else p
 
 
 def _reads_related(ev: HookEvent, related: frozenset[str], project: str | None) -> bool:
@@ -55,13 +45,13 @@ def _reads_related(ev: HookEvent, related: frozenset[str], project: str | None) 
         files = files_read_by(ev.tool_command)
     else:
         return False
-    return any(_norm(f, ev.cwd or project) in related for f in files)
+    return any(norm_path(f, ev.cwd or project) in related for f in files)
 
 
 def reread_related_file(finding: Anomaly, window: SessionWindow, since_ts: int) -> int | None:
     """stale_file_view: the agent read the file again after we told it."""
     related = frozenset(
-        _norm(f, window.project) for f in (*finding.related_files, finding.subject) if f
+        norm_path(f, window.project) for f in (*finding.related_files, finding.subject) if f
     )
     if not related:
         return None

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from tma1.clock import epoch_ms
 from tma1.replay import claude_transcript
 from tma1.replay.claude_hooklog import BASE_MS, SPACING_MS
-from tma1.replay.formats import CLAUDE_STREAM_JSON, Records, parse_ts
+from tma1.replay.formats import CLAUDE_STREAM_JSON, Records
 from tma1.replay.model import Converted, Problem
 
 UNKNOWN_PROMPT = "[the prompt given to claude -p; stream-json does not print it]"
@@ -67,7 +68,7 @@ def convert(records: Records) -> Converted:
     path = records.path
     problems: list[Problem] = list(records.problems)
     stamped = [
-        parse_ts(rec.get("timestamp"))
+        epoch_ms(rec.get("timestamp"))
         for _, rec in records.records
         if isinstance(rec, dict) and rec.get("type") in _CONVERSATION
     ]
@@ -88,7 +89,7 @@ def convert(records: Records) -> Converted:
             if etype in _CONVERSATION:
                 problems.append(Problem(path, line, f"{etype} entry without session_id"))
             continue
-        ts = parse_ts(rec.get("timestamp"))
+        ts = epoch_ms(rec.get("timestamp"))
         if first_ts is None:
             ts = BASE_MS + n * SPACING_MS  # no timestamp anywhere: a synthetic timeline
         elif ts is None:

@@ -42,8 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tma1.clock import epoch_ms
 from tma1.events import Usage
-from tma1.replay.formats import CLAUDE_TRANSCRIPT, Records, parse_ts
+from tma1.replay.formats import CLAUDE_TRANSCRIPT, Records
 from tma1.replay.model import HOOK, USAGE, Converted, Note, Problem, ReplayItem, obj
 from tma1.sensors.transcripts import parse_claude_usage_lines
 
@@ -237,7 +238,7 @@ def _entries(records: Records, out: Converted) -> list[tuple[int, dict[str, Any]
             if uuid in seen:
                 continue
             seen.add(uuid)
-        ts = parse_ts(rec.get("timestamp"))
+        ts = epoch_ms(rec.get("timestamp"))
         if ts is None:
             out.problems.append(
                 Problem(records.path, line, f"{etype} entry without a readable timestamp; skipped")

@@ -27,7 +27,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from tma1.replay.formats import CODEX_ROLLOUT, Records, parse_ts
+from tma1.clock import epoch_ms
+from tma1.replay.formats import CODEX_ROLLOUT, Records
 from tma1.replay.model import HOOK, USAGE, Converted, Problem, ReplayItem, obj
 from tma1.sensors.transcripts import CodexState, parse_codex_usage_lines
 
@@ -265,7 +266,7 @@ def _convert_current(records: Records, out: Converted) -> None:
             continue
         if rec.get("record_type") is not None:
             continue
-        ts = parse_ts(rec.get("timestamp"))
+        ts = epoch_ms(rec.get("timestamp"))
         p = rec.get("payload")
         if ts is None or not isinstance(p, dict):
             out.problems.append(Problem(path, line, "no readable timestamp or payload; skipped"))
@@ -375,7 +376,7 @@ def _convert_legacy(records: Records, out: Converted) -> None:
             continue
         if base is None and "instructions" in rec and "id" in rec:
             st.sid = str(rec["id"])
-            base = parse_ts(rec.get("timestamp"))
+            base = epoch_ms(rec.get("timestamp"))
             if base is None:
                 out.problems.append(Problem(path, line, "header without a readable timestamp"))
                 base = 0

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tma1.replay.formats import COPILOT_EVENTS, Records, parse_ts
+from tma1.clock import epoch_ms
+from tma1.replay.formats import COPILOT_EVENTS, Records
 from tma1.replay.model import HOOK, Converted, Problem, ReplayItem
 
 
@@ -61,7 +62,7 @@ def convert(records: Records) -> Converted:
         if not isinstance(rec, dict) or not isinstance(rec.get("data"), dict):
             out.problems.append(Problem(records.path, line, "not a Copilot event; skipped"))
             continue
-        kind, data, ts = rec.get("type"), rec["data"], parse_ts(rec.get("timestamp"))
+        kind, data, ts = rec.get("type"), rec["data"], epoch_ms(rec.get("timestamp"))
         if kind == "session.start":
             if isinstance(data.get("sessionId"), str):
                 sid = data["sessionId"]

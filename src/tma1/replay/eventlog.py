@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tma1.clock import epoch_ms
 from tma1.events import FileChange, Usage
-from tma1.replay.formats import EVENTLOG, Records, parse_ts
+from tma1.replay.formats import EVENTLOG, Records
 from tma1.replay.model import FILE_CHANGE, HOOK, USAGE, Converted, Problem, ReplayItem
 
 # Keys we add to a hook payload; stripped before the payload goes to the live path.
@@ -43,7 +44,7 @@ def convert(records: Records) -> Converted:
         if not isinstance(rec, dict):
             out.problems.append(Problem(records.path, line, "not a JSON object; skipped"))
             continue
-        ts = parse_ts(rec.get("ts"))
+        ts = epoch_ms(rec.get("ts"))
         if ts is None:
             out.problems.append(Problem(records.path, line, "no readable `ts`; skipped"))
             continue

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -218,28 +217,3 @@ def detect(records: Records, sample: int = 200) -> str | None:
 
 
 # --- timestamps ------------------------------------------------------------------------
-
-
-def parse_ts(value: Any) -> int | None:
-    """ISO-8601 (with Z or an offset; naive means UTC) or epoch ms → epoch ms.
-
-    Numbers below 10^11 are read as epoch seconds: no recorded session is from 1973.
-    """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        if value != value or value < 0:  # NaN, negative
-            return None
-        return int(value * 1000) if value < 1e11 else int(value)
-    if isinstance(value, str) and value:
-        s = value.strip()
-        if s.lstrip("-").isdigit():
-            return parse_ts(int(s))
-        try:
-            dt = datetime.fromisoformat(s.replace("Z", "+00:00").replace("z", "+00:00"))
-        except ValueError:
-            return None
-        if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=UTC)
-        return int(dt.timestamp() * 1000)
-    return None

@@ -20,7 +20,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tma1.replay.formats import GEMINI_CHAT, Records, parse_ts
+from tma1.clock import epoch_ms
+from tma1.replay.formats import GEMINI_CHAT, Records
 from tma1.replay.model import HOOK, Converted, Problem, ReplayItem
 
 _WORKSPACE = re.compile(r"\*\*Workspace Directories:\*\*\s*\n\s*- (\S[^\n]*)")
@@ -117,12 +118,12 @@ def convert(records: Records) -> Converted:
             )
         )
 
-    start = parse_ts(header.get("startTime"))
+    start = epoch_ms(header.get("startTime"))
     if start is None and messages:
-        start = parse_ts(messages[0][1].get("timestamp"))
+        start = epoch_ms(messages[0][1].get("timestamp"))
     emit(start, 1, {"hook_event_name": "SessionStart", "source": "startup"})
     for line, msg in messages:
-        ts = parse_ts(msg.get("timestamp"))
+        ts = epoch_ms(msg.get("timestamp"))
         text, tool_answer = _texts(msg.get("content"))
         if msg["type"] == "user":
             if not tool_answer and text and not text.startswith(_CONTEXT_PREFIX):
@@ -145,7 +146,7 @@ def convert(records: Records) -> Converted:
                         response["error"] = {"message": body["error"]}
             if call.get("status") == "error" and "error" not in response:
                 response["error"] = {"message": response["llmContent"] or "tool call failed"}
-            done = parse_ts(call.get("timestamp")) or ts
+            done = epoch_ms(call.get("timestamp")) or ts
             emit(done, line, {"hook_event_name": "AfterTool", **tool, "tool_response": response})
         if not calls and text:
             emit(
