@@ -8,20 +8,17 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from conftest import free_port, tma1_cmd
+from gateseed import emit_row
 from trustkit import clean_env, run
 
 from tma1.clock import SystemClock
 from tma1.store import Store
-
-sys.path.insert(0, str(Path(__file__).parent / "gates"))
-from gateseed import emit_row
 
 
 def _errors(res: subprocess.CompletedProcess[str]) -> list[str]:

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import statistics
-import sys
 import threading
 import time
 import uuid
@@ -17,13 +16,11 @@ from typing import Any
 
 import httpx
 import pytest
+from loadkit import LoadResult, ServeProcess, hook_headers, run_agents, stored_markers
 from sqlalchemy import select
 
 from tma1.store import Store
 from tma1.store.schema import anomaly_emits
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from bench_load import LoadResult, ServeProcess, hook_headers, run_agents, stored_markers
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import sys
 import threading
 import time
 import uuid
@@ -21,9 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from bench_load import (
+from loadkit import (
     LoadResult,
     PrivatePostgres,
     ServeProcess,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import sys
 import threading
 import time
 import uuid
@@ -18,13 +17,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from loadkit import LoadResult, ServeProcess, hook_headers, run_agents, stored_markers
 from sqlalchemy import create_engine, func, select, text
 
 from tma1.store import Store
 from tma1.store.schema import anomaly_emits
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from bench_load import LoadResult, ServeProcess, hook_headers, run_agents, stored_markers
 
 pytestmark = pytest.mark.slow
 

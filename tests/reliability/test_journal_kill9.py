@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import httpx
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from bench_load import ServeProcess, hook_headers
+from loadkit import ServeProcess, hook_headers
 
 from tma1.journal import JOURNAL_FILE
 

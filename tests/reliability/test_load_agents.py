@@ -6,14 +6,11 @@ under load: no 5xx, no connection errors, every answered hook stored, memory fla
 
 from __future__ import annotations
 
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from bench_load import ServeProcess, run_agents, stored_markers
+from loadkit import ServeProcess, run_agents, stored_markers
 
 pytestmark = pytest.mark.slow
 

@@ -14,9 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from bench_load import ServeProcess
+from loadkit import ServeProcess
 
 pytestmark = pytest.mark.slow
 

@@ -102,8 +102,8 @@ def test_bad_input_is_200_empty_nothing_stored_and_counted(
 def test_body_over_the_hard_limit_is_refused_quietly(
     live: LiveServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The limit is 64 MiB (tests/test_big_bodies.py sends that through the hook script);
-    # here it is lowered to 1 MiB to keep the test small.
+    # The limit is 64 MiB (test_routes_hooks_big_bodies.py sends that through the hook
+    # script); here it is lowered to 1 MiB to keep the test small.
     monkeypatch.setattr("tma1.server.routes_hooks.MAX_BODY_BYTES", 1024 * 1024)
     big = json.dumps(
         {

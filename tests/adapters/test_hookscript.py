@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import LiveServer, free_port
-from test_install import env_for, tma1
+from installkit import env_for, tma1
 
 from tma1.adapters import hookscript
 from tma1.clock import ManualClock

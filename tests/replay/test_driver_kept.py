@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from conftest import require_sessions
-from test_replay_driver import FIX, Transcript
+from replaykit import FIX, Transcript
 
 from tma1.replay import driver
 from tma1.replay.model import FILE_CHANGE, HOOK

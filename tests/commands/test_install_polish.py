@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_install import USER_SETTINGS, tma1, write_settings
+from installkit import USER_SETTINGS, tma1, write_settings
 
 CLAUDE_JSON = """{
   "numStartups": 12,

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from conftest import REPO
-from test_replay_driver import failing_build_session
+from replaykit import failing_build_session
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_install import env_for, snapshot, tma1
+from installkit import env_for, snapshot, tma1
 
 from tma1.adapters import get_adapters
 from tma1.adapters.base import Adapter
