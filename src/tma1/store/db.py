@@ -102,7 +102,7 @@ class Store:
     def scratch(cls, path: str | Path) -> Store:
         """A new SQLite database that nobody keeps (a replay without --db). Its tables come
         straight from `tma1.store.schema` (the migrations give the same schema,
-        tests/test_store_schema.py, at three times the cost, and nothing will ever be
+        tests/store/test_schema.py, at three times the cost, and nothing will ever be
         migrated here), and only when something first connects: a replay that holds
         everything in memory never creates the file at all."""
         if Path(path).exists():
