@@ -16,9 +16,11 @@ from collections.abc import Iterable
 from datetime import date
 from typing import Any
 
-from tma1.engine.anomaly import Channel, Kind
+from tma1.engine.anomaly import Channel
+from tma1.engine.rules import SPECS
 
-KINDS: tuple[str, ...] = tuple(k.value for k in Kind)
+# Every rule's kind (the seed's six first): a rule added to engine/rules/ is gated too.
+KINDS: tuple[str, ...] = tuple(SPECS)
 SEVERITIES: tuple[str, ...] = ("high", "medium", "low")
 # Every channel an emit can be delivered on; `session_start` is the session bundle's
 # re-telling (design §2.19). The budget counts every channel: an emit is an emit.

@@ -67,7 +67,7 @@ _READ_OR_SHELL = tuple(sorted(READ_TOOLS | SHELL_TOOLS))
 _SHELL = tuple(sorted(SHELL_TOOLS))
 # Per kind, the tools whose calls its follow action looks at (see `followed`); calls of
 # other tools (Grep, Glob, Task, …) only count towards the window's end.
-TOOLS_BY_KIND: dict[str, tuple[str, ...]] = {
+_SEED_TOOLS: dict[str, tuple[str, ...]] = {
     Kind.STALE_FILE_VIEW.value: _READ_OR_SHELL,
     Kind.BUILD_BROKEN_AFTER_MY_EDIT.value: _READ_OR_SHELL,
     Kind.EXTERNAL_MODIFIED_DURING_SESSION.value: _READ_OR_SHELL,
@@ -75,6 +75,12 @@ TOOLS_BY_KIND: dict[str, tuple[str, ...]] = {
     Kind.REPEATED_FAILED_BUILD.value: tuple(sorted(set(_SHELL) | WRITE_TOOLS)),
     Kind.CONTEXT_PRESSURE.value: _SHELL,
     Kind.TEST_STUCK.value: tuple(sorted(READ_TOOLS | WRITE_TOOLS | SHELL_TOOLS)),
+}
+# A rule added beyond the seed's six is followed when the agent reads or edits one of its
+# related files within the window (`followed`), the seed's default action for a finding
+# about files.
+TOOLS_BY_KIND: dict[str, tuple[str, ...]] = {
+    k: _SEED_TOOLS.get(k, tuple(sorted(READ_TOOLS | WRITE_TOOLS | SHELL_TOOLS))) for k in KINDS
 }
 
 
@@ -145,7 +151,7 @@ def emit_ref(
 ) -> EmitRef:
     """An emit-log row's fields (`related_files` a list or its JSON) → EmitRef."""
     related: Sequence[str] = ()
-    if kind in FILE_KINDS:
+    if kind in FILE_KINDS or kind not in _SEED_TOOLS:
         related = (
             related_files
             if isinstance(related_files, list)
@@ -318,7 +324,9 @@ def followed(emit: EmitRef, calls: Sequence[Call], window: int) -> bool:
         return acted and bool(prefixes) and not any(is_rerun(c, prefixes) for c in tool_calls)
     if kind == Kind.CONTEXT_PRESSURE:
         return any(is_compaction_or_end(c) or is_git_commit(c) for c in span)
-    return False
+    # A rule beyond the seed's six (TOOLS_BY_KIND): a read or an edit of its files.
+    related = emit.related_files
+    return any(is_read_of(c, related) or is_edit_of(c, related) for c in tool_calls)
 
 
 # --- the verdicts --------------------------------------------------------------------------
