@@ -1,8 +1,10 @@
-"""Argument types the subcommands share."""
+"""What the subcommands share: argument types, and the logging set-up."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -78,3 +80,12 @@ def open_store(url: str, *, write: bool = False) -> Store:
         store.close()
         raise ConfigError(f"{url} is not a tma1 database (no tma1 tables): {fix}")
     return store
+
+
+def setup_logging(level: str) -> None:
+    """Log lines to stderr (stdout is the MCP channel for `tma1 mcp`)."""
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )

@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     import anyio
 
-    from tma1.cli import setup_logging
+    from tma1.commands._args import setup_logging
     from tma1.mcp.api import Tma1Api, base_url
     from tma1.mcp.server import build_server
 

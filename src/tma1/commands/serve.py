@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tma1.cli import setup_logging
+    from tma1.commands._args import setup_logging
     from tma1.config import ConfigError, validate_database_url
     from tma1.privacy import check_loopback_host, prepare_data_dir
     from tma1.server.app import PortInUseError, check_port_free, run_server
