@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     if args.port is not None and not 1 <= args.port <= 65_535:
         raise ConfigError(f"--port {args.port} is out of range (1..65535)")
     settings = settings.with_overrides(host=args.host, port=args.port)
-    setup_logging(settings.log_level)  # stderr (cli.setup_logging); never stdout
+    setup_logging(settings.log_level)  # stderr; never stdout
     # The SDK logs every request at INFO: noise in the agent's MCP log.
     logging.getLogger("mcp").setLevel(max(logging.WARNING, logging.getLogger().level))
     url = base_url(settings)
