@@ -158,6 +158,12 @@ def test_three_failing_builds_block_the_stop_through_the_server(
     live: LiveServer, clock: ManualClock, tmp_path: Path, strip_errors: bool
 ) -> None:
     hooks, _ = _rewritten(tmp_path, strip_errors=strip_errors)
+    for p in hooks:
+        if p["hook_event_name"] == "Stop":
+            # The captured run's model said "The build still fails; I am stopping here.":
+            # a Stop that hands the failure back is not blocked (test_handback). This
+            # one announces success over the broken build.
+            p["last_assistant_message"] = "Done: the build is fixed."
     answers = []
     for p in hooks:
         clock.advance(1000)
