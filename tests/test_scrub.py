@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tma1.events import HookEvent
-from tma1.scrub import _COLUMN_LIMITS, _clean, scrub
+from tma1.scrub import _clean, scrub
+from tma1.store.schema import HOOK_EVENT_LIMITS
 
 _TEXT = st.text(alphabet=st.sampled_from(list("ab\x00é\ud800\udfff€ ")), max_size=12)
 _LONG = st.text(alphabet=st.sampled_from(list("ab\x00é\ud800")), min_size=0, max_size=300)
@@ -25,7 +26,7 @@ def _reference(ev: HookEvent) -> HookEvent:
         value = getattr(ev, f.name)
         if isinstance(value, str | list | dict):
             value = _clean(value)
-            limit = _COLUMN_LIMITS.get(f.name)
+            limit = HOOK_EVENT_LIMITS.get(f.name)
             if limit and isinstance(value, str) and len(value) > limit:
                 value = value[:limit]
         out[f.name] = value

@@ -43,10 +43,6 @@ def _dirty(value: Any) -> bool:
     return False
 
 
-# Bounded columns (String(n)): PostgreSQL refuses a longer value where SQLite would keep it.
-_COLUMN_LIMITS = HOOK_EVENT_LIMITS
-
-
 def scrub(event: HookEvent) -> HookEvent:
     """Make `event` storable on every backend, in place; returns it.
 
@@ -69,4 +65,5 @@ def scrub(event: HookEvent) -> HookEvent:
     return event
 
 
-_EVENT_FIELDS = tuple((f.name, _COLUMN_LIMITS.get(f.name, 0)) for f in fields(HookEvent))
+# Bounded columns (String(n)): PostgreSQL refuses a longer value where SQLite would keep it.
+_EVENT_FIELDS = tuple((f.name, HOOK_EVENT_LIMITS.get(f.name, 0)) for f in fields(HookEvent))

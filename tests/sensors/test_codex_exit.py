@@ -15,7 +15,7 @@ from sqlalchemy import select
 from tma1.clock import ManualClock
 from tma1.events import parse_payload
 from tma1.sensors import codex_exit
-from tma1.sensors.codex_exit import CommandEnd, read_command_end, wait_command_end
+from tma1.sensors.codex_exit import CommandEnd, await_command_end, read_command_end
 from tma1.store.schema import hook_events
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "real-agents"
@@ -109,13 +109,13 @@ def test_the_wait_finds_an_item_written_after_the_first_look(
         return found
 
     monkeypatch.setattr(codex_exit, "read_command_end", look)
-    assert wait_command_end(str(path), BUILD_CALLS[1], wait_s=60, poll_s=0.001) == CommandEnd(
-        1, "failed"
-    )
+    assert asyncio.run(
+        await_command_end(str(path), BUILD_CALLS[1], wait_s=60, poll_s=0.001)
+    ) == CommandEnd(1, "failed")
     assert len(looks) == 2
     # A file that does not exist is not waited for at all.
     looks.clear()
-    assert wait_command_end(str(tmp_path / "none.jsonl"), "x", wait_s=60) is None
+    assert asyncio.run(await_command_end(str(tmp_path / "none.jsonl"), "x", wait_s=60)) is None
     assert looks == []
 
 

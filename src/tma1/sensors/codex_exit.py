@@ -24,7 +24,6 @@ import asyncio
 import json
 import os
 import re
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,26 +220,12 @@ def _usable(path: str) -> bool:
         return False
 
 
-def wait_command_end(
-    path: str, call_id: str, *, wait_s: float = WAIT_S, poll_s: float = POLL_S
-) -> CommandEnd | None:
-    """`read_command_end`, looking again every `poll_s` for at most `wait_s` (a thread
-    that may block: in-process callers). No wait when the file does not exist."""
-    if not _usable(path):
-        return None
-    deadline = time.monotonic() + wait_s
-    while True:
-        found = read_command_end(path, call_id)
-        if found is not None or time.monotonic() + poll_s > deadline:
-            return found
-        time.sleep(poll_s)
-
-
 async def await_command_end(
     path: str, call_id: str, *, wait_s: float = WAIT_S, poll_s: float = POLL_S
 ) -> CommandEnd | None:
-    """`wait_command_end` on the event loop: each look is one small read of the file's
-    tail; between looks the loop serves other hooks."""
+    """`read_command_end`, looking again every `poll_s` for at most `wait_s`, on the event
+    loop: each look is one small read of the file's tail; between looks the loop serves
+    other hooks. No wait when the file does not exist."""
     if not _usable(path):
         return None
     loop = asyncio.get_running_loop()
