@@ -44,7 +44,7 @@ def bash_usable() -> bool:
     """The bash script needs two things of /bin/bash. /dev/tcp: bash can be built without
     network redirections, and then /dev/tcp/... is just a missing file (the script would
     post nothing, ever). And 5.2 or newer: there `read -N` without `-t` reads a pipe or
-    socket in 4 KiB blocks (checked with strace; bash 4.x reads one byte per read(2), and
+    socket in 4 KiB blocks (checked with strace; older bash was not checked, and
     macOS's /bin/bash 3.2 has no `-N` at all). Ask bash: a connect to port 1 is refused
     (or, rarely, succeeds) where /dev/tcp works."""
     if not (BASH.is_file() and os.access(BASH, os.X_OK)):
