@@ -7,6 +7,9 @@ hook setups, interleaved run by run so that machine load falls on all of them al
 
 - command: what `tma1 install --adapter claude-code` wrote: where /bin/bash has /dev/tcp,
   the bash script that speaks HTTP itself (no process exec'd);
+- command-forked: the same script, but every event as install wrote it before
+  `--stdin-closes` (the command is the bare script path: Claude Code's shell forks it,
+  bash loads the user's locale, and the script forks a time-capped worker);
 - command-sh: the same events through the POSIX sh + curl variant of the script (what
   install writes where there is no such bash, and what every install wrote before);
 - noop: a command hook `true` on the same events (the floor: what Claude Code pays to
@@ -51,7 +54,7 @@ EVENTS = (
     "SessionEnd",
     "PreCompact",
 )
-SETUPS = ("command", "command-sh", "noop", "noop-cat", "http")
+SETUPS = ("command", "command-forked", "command-sh", "noop", "noop-cat", "http")
 LINE = re.compile(
     r"Hooks: (?P<event>[A-Za-z]+)(?::\S+)? \[(?P<what>.*?)\] finished with status \S+ "
     r"\((?P<ms>\d+(?:\.\d+)?)ms\)"
@@ -61,6 +64,9 @@ LINE = re.compile(
 def settings_hooks(setup: str, rig: Rig, tma1_hooks: dict[str, Any]) -> dict[str, Any]:
     if setup == "command":
         return tma1_hooks
+    if setup == "command-forked":
+        forked = json.dumps(tma1_hooks).replace("LC_ALL=C exec ", "")
+        return json.loads(forked.replace(" --stdin-closes", ""))
     if setup == "command-sh":
         return json.loads(json.dumps(tma1_hooks).replace(".sh", "-posix.sh"))
 

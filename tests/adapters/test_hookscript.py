@@ -55,25 +55,33 @@ class Agent:
         assert r.returncode == 0
 
 
-def installed_command(home: Path, adapter: str) -> str:
+def installed_command(home: Path, adapter: str, event: str = "PostToolUse") -> str:
+    """The command install registered for `event`."""
     if adapter == "claude-code":
         doc = json.loads((home / ".claude" / "settings.json").read_text())
     else:
         doc = json.loads((home / ".codex" / "hooks.json").read_text())
     commands = {
-        h["command"]
-        for groups in doc["hooks"].values()
-        for g in groups
-        for h in g["hooks"]
-        if "tma1-hook" in h["command"]
+        h["command"] for g in doc["hooks"][event] for h in g["hooks"] if "tma1-hook" in h["command"]
     }
     assert len(commands) == 1
     return commands.pop()
 
 
-def install_for(live: LiveServer, home: Path, flavor: str, adapter: str = "claude-code") -> str:
+def script_of(command: str) -> Path:
+    return Path(next(word for word in shlex.split(command) if "tma1-hook" in word))
+
+
+def install_for(
+    live: LiveServer,
+    home: Path,
+    flavor: str,
+    adapter: str = "claude-code",
+    event: str = "PostToolUse",
+) -> str:
     """Install into a temporary HOME with the live server's port and data dir baked in,
-    choosing the script's variant (bash over /dev/tcp, or sh + curl)."""
+    choosing the script's variant (bash over /dev/tcp, or sh + curl); the command
+    registered for `event`."""
     r = tma1(
         home,
         "install",
@@ -85,8 +93,8 @@ def install_for(live: LiveServer, home: Path, flavor: str, adapter: str = "claud
     )
     assert r.returncode == 0, r.stderr
     assert "running at" in r.stdout  # install saw the live server
-    command = installed_command(home, adapter)
-    first = Path(shlex.split(command)[0]).read_text().splitlines()[0]
+    command = installed_command(home, adapter, event)
+    first = script_of(command).read_text().splitlines()[0]
     assert first == {"bash": "#!/bin/bash -p", "sh": "#!/bin/sh"}[flavor]
     return command
 
@@ -260,17 +268,23 @@ def silent_server() -> Iterator[int]:
     sock.close()
 
 
+@pytest.mark.parametrize("stdin_closes", [False, True], ids=["forked", "one-process"])
 def test_slow_server_times_out_silently(
-    flavor: str, tmp_path: Path, home: Path, project: Path, silent_server: int
+    flavor: str,
+    tmp_path: Path,
+    home: Path,
+    project: Path,
+    silent_server: int,
+    stdin_closes: bool,
 ) -> None:
-    from tma1.adapters.hookscript import write_script
+    from tma1.adapters.hookscript import shell_command, write_script
     from tma1.config import Settings
 
     settings = Settings(data_dir=tmp_path / "data", port=silent_server)
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "hook-token").write_text("a" * 64 + "\n")
     script = write_script(settings, "claude-code", flavor=flavor)
-    agent = Agent(shlex.quote(str(script)), agent_env(home), project, None)
+    agent = Agent(shell_command(script, stdin_closes=stdin_closes), agent_env(home), project, None)
     t0 = time.monotonic()
     r = agent.fire({"hook_event_name": "UserPromptSubmit", "prompt": "hello"})
     elapsed = time.monotonic() - t0
@@ -278,21 +292,31 @@ def test_slow_server_times_out_silently(
     assert 1.9 < elapsed < 4.5  # it did wait for the server (max-time 2 s), then gave up
 
 
+@pytest.mark.parametrize("stdin_closes", [False, True], ids=["forked", "one-process"])
+@pytest.mark.parametrize("size", [60_000, 2_000_000])
 def test_large_event_to_a_wedged_server_is_bounded(
-    flavor: str, tmp_path: Path, home: Path, project: Path, silent_server: int
+    flavor: str,
+    tmp_path: Path,
+    home: Path,
+    project: Path,
+    silent_server: int,
+    stdin_closes: bool,
+    size: int,
 ) -> None:
-    """2 MB to a server that accepts and never reads: the write blocks once the socket
-    buffers fill, and the cap must still hold (no curl fallback needed for it)."""
-    from tma1.adapters.hookscript import write_script
+    """To a server that accepts and never reads: 2 MB fills the socket buffers and the
+    write blocks (the cap must still hold, with no curl fallback needed for it); 60 KB,
+    the most the bash script writes itself, must fit in them when nothing else bounds it
+    (`--stdin-closes`: no forked worker)."""
+    from tma1.adapters.hookscript import shell_command, write_script
     from tma1.config import Settings
 
     settings = Settings(data_dir=tmp_path / "data", port=silent_server)
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "hook-token").write_text("a" * 64 + "\n")
     script = write_script(settings, "claude-code", flavor=flavor)
-    agent = Agent(shlex.quote(str(script)), agent_env(home), project, None)
+    agent = Agent(shell_command(script, stdin_closes=stdin_closes), agent_env(home), project, None)
     t0 = time.monotonic()
-    r = agent.fire({"hook_event_name": "PostToolUse", "tool_response": "A" * 2_000_000})
+    r = agent.fire({"hook_event_name": "PostToolUse", "tool_response": "A" * size})
     elapsed = time.monotonic() - t0
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
     assert elapsed < 4.5  # the 2 s cap (the agent allows 5 s)
@@ -420,7 +444,7 @@ def test_without_dev_fd_the_token_goes_as_a_header_argument(
     """The fallback branch for systems without /dev/fd, on a copy of the installed script
     that looks for fds in a directory that does not exist."""
     command = install_for(live, home, "sh")
-    script = Path(shlex.split(command)[0])
+    script = script_of(command)
     text = script.read_text()
     assert "fd_dir=/dev/fd\n" in text
     copy = tmp_path / "no-dev-fd.sh"
@@ -448,7 +472,7 @@ def test_an_agent_that_never_closes_stdin_is_not_held_up(
 ) -> None:
     """Some agent versions leave the hook's stdin open (seen on SessionEnd after /clear):
     the script must still return, instead of waiting for the agent's hook timeout."""
-    proc = _spawn(install_for(live, home, flavor), agent_env(home), project)
+    proc = _spawn(install_for(live, home, flavor, event="SessionEnd"), agent_env(home), project)
     assert proc.stdin is not None and proc.stdout is not None
     t0 = time.monotonic()
     proc.stdin.write(json.dumps({"session_id": SESSION, "hook_event_name": "SessionEnd"}).encode())
@@ -743,7 +767,7 @@ def test_socket_stdin_never_closed_is_not_held_up(
     """The agent-never-closes-stdin case with Claude Code's socket stdin: the script must
     end and leave nothing behind that holds the agent's stdout or stderr open (the agent
     waits for their end, as communicate() does here)."""
-    command = install_for(live, home, flavor)
+    command = install_for(live, home, flavor, event="SessionEnd")
     in_ours, in_theirs = socket.socketpair()
     with in_ours, in_theirs:
         proc = subprocess.Popen(

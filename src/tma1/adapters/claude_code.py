@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tma1.adapters.base import Adapter
 from tma1.adapters.files import agent_dir
-from tma1.adapters.hookscript import script_name, script_path
+from tma1.adapters.hookscript import script_name, script_path, shell_command
 from tma1.adapters.mcp_registration import claude_registration
 from tma1.adapters.registration import JsonHooksRegistration, ScriptRegistration
 from tma1.config import Settings
@@ -36,6 +35,11 @@ HTTP_TIMEOUT_S = 1
 # Claude Code sends no SessionStart over http ("HTTP hooks are not supported for
 # SessionStart"): it stays the command hook under `--transport http`.
 COMMAND_ONLY_EVENTS = frozenset({"SessionStart"})
+# Where a session begins or ends (/clear is both) the hook keeps its forked, time-capped
+# worker: an agent that leaves stdin open there must not hold the hook up. On every other
+# event Claude Code closes stdin once the event is written (tests/agents/ run the hooks
+# this way against the real binary), and the hook serves it in one process.
+BOUNDED_EVENTS = frozenset({"SessionStart", "SessionEnd"})
 TRANSPORTS = ("command", "http")
 
 
@@ -72,8 +76,13 @@ def adapter(
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; use command or http")
     script = script_path(settings, NAME)
-    handler = {"type": "command", "command": shlex.quote(str(script)), "timeout": TIMEOUT_S}
-    per_event: dict[str, dict[str, Any]] = {}
+    bounded = {"type": "command", "command": shell_command(script), "timeout": TIMEOUT_S}
+    handler = {
+        "type": "command",
+        "command": shell_command(script, stdin_closes=True),
+        "timeout": TIMEOUT_S,
+    }
+    per_event: dict[str, dict[str, Any]] = {event: bounded for event in BOUNDED_EVENTS}
     notes = [
         "Claude Code picks up settings.json changes by itself; a session started "
         "before this may need /hooks or a restart to see them."
@@ -81,7 +90,7 @@ def adapter(
     if transport == "http":
         if token is None:
             raise ValueError("the http transport needs the hook token")
-        per_event = {event: handler for event in COMMAND_ONLY_EVENTS}
+        per_event = {event: bounded for event in COMMAND_ONLY_EVENTS}
         handler = http_handler(settings, token)
         notes.append(
             "http transport: Claude Code shows a hook error on every event while tma1 is "

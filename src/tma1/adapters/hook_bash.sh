@@ -31,12 +31,13 @@ exec 5>&1 || exec 5>/dev/null
 exec 4<&0 || exit 0
 
 tma1_post() {
-  local body token= url_host code= line len= answer=
+  local body token= url_host len= answer= first= resp head
   # At most 64 KiB + 1 byte of the event. Bash 5.2's `read -N` without `-t` reads a pipe
   # or socket in 4 KiB blocks (install picks this script only for bash 5.2+), so no process
   # is started for it (`head` cost ~1.5 ms). `$(</dev/stdin)` cannot open the socketpair
-  # Claude Code passes as stdin. No timeout of its own (with `-t` bash makes two syscalls
-  # per byte: 20 KB took 10 ms more); the caller's `read -t` is the bound.
+  # Claude Code passes as stdin. No timeout here (with `-t` bash makes two syscalls per
+  # byte: 20 KB took 10 ms more): the forked worker's caller bounds it, or the agent has
+  # closed stdin (`--stdin-closes`).
   IFS= read -r -N 65537 body
   [ -n "$body" ] || return
   if [ -r "$TMA1_DATA_DIR/hook-token" ]; then
@@ -56,24 +57,24 @@ tma1_post() {
   # 100-continue`, so no round trip is waited for.
   printf 'POST /api/hooks@@QUERY@@ HTTP/1.1\r\nHost: %s:%s\r\nX-TMA1-Token: %s\r\nContent-Type: application/json\r\nContent-Length: %s\r\nConnection: close\r\n\r\n%s' \
     "$url_host" "$TMA1_PORT" "$token" "${#body}" "$body" >&3 || return
-  # Status line and headers one byte per read(2) (bash reads sockets unbuffered; no `-t`,
-  # which would add a select(2) per byte: the caller's `read -t` bounds it all), then the
-  # body by its length in blocks, so the answer is complete without waiting for the server
-  # to close the connection.
-  IFS=$' \r' read -r _ code _ <&3 || return
-  [ "$code" = 200 ] || return  # a 403 or 500 body is never shown to the agent
-  while IFS=$'\r' read -r line <&3; do
-    [ -n "$line" ] || break
-    case $line in
-      [Cc]ontent-[Ll]ength:*) len=${line#*:} len=${len// /} ;;
-    esac
-  done
-  [ -z "$line" ] || return  # the headers never ended
-  case $len in
-    0) return ;;
-    '' | *[!0-9]*) # no length: the body runs to the end of the connection
-      IFS= read -r -N 1048576 answer <&3 ;;
-    *) IFS= read -r -N "$len" answer <&3
+  # The whole answer at once: the server closes the connection after it (`Connection:
+  # close`), so once its first byte is here (the wait for the server, bounded by
+  # `answer_wait` in this process or by the forked worker's caller), `read -N` takes the
+  # rest in 4 KiB blocks up to that end. Reading the headers line by line cost a
+  # read(2) a byte.
+  IFS= read -r "${answer_wait[@]}" -N 1 first <&3 || return
+  IFS= read -r -N 1048576 resp <&3
+  resp=$first$resp
+  head=${resp%%$'\r\n\r\n'*}
+  [ "$head" != "$resp" ] || return  # the headers never ended
+  case $head in
+    'HTTP/1.1 200 '*) ;;
+    *) return ;;  # a 403 or 500 body is never shown to the agent
+  esac
+  answer=${resp#*$'\r\n\r\n'}
+  case ${head,,} in
+    *$'\ncontent-length: '*)
+      len=${head,,} len=${len#*$'\ncontent-length: '} len=${len%%$'\r'*}
       # cut short: print nothing rather than half an answer
       [ "${#answer}" = "$len" ] || return ;;
   esac
@@ -107,10 +108,22 @@ TMA1_CURL_CONFIG
   fi
 }
 
-# The worker runs in a process substitution (a fork, no exec) so that this process can
-# bound it: the pipe ends when the worker exits, and `read -t` gives up at the timeout
-# whatever the worker is stuck on (an agent that never closes stdin, a connect or write
-# to a wedged server). The worker writes nothing to that pipe, only its answer to fd 5.
+# An agent that closes stdin once the event is written (install says so with
+# `--stdin-closes`, for the events where the agent was checked to) is served in this
+# process: a fork costs ~1 ms on a busy 2-core machine (docs/benchmarks.md), more than
+# anything else the script does. The answer is still bounded (`read -t`), and a connect to
+# a listening port or a write of at most 64 KiB on loopback does not wait for the server.
+if [ "${1:-}" = --stdin-closes ]; then
+  answer_wait=(-t "$TMA1_HOOK_TIMEOUT")
+  tma1_post
+  exit 0
+fi
+
+# Otherwise the worker runs in a process substitution (a fork, no exec) so that this
+# process can bound it: the pipe ends when the worker exits, and `read -t` gives up at the
+# timeout whatever the worker is stuck on (an agent that never closes stdin, a connect or
+# write to a wedged server). The worker writes nothing to that pipe, only its answer to fd 5.
+answer_wait=()
 IFS= read -r -t "$TMA1_HOOK_TIMEOUT" _ < <(tma1_post)
 if [ $? -gt 128 ]; then
   kill -s KILL $! || :
