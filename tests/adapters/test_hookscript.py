@@ -638,7 +638,9 @@ def test_bash_script_speaks_http_itself(tmp_path: Path, home: Path, recorder: Re
     assert "X-TMA1-Token: " + "f" * 64 in lines
     assert "Connection: close" in lines
     assert not [x for x in lines if x.lower().startswith("expect")]
-    assert body == payload  # forwarded byte for byte
+    # forwarded byte for byte, and a newline (JSON whitespace) after it: the one line
+    # break that flushes the request out in a single write
+    assert body == payload + b"\n"
     assert f"Content-Length: {len(body)}" in lines  # bytes, not characters
     # an answer without Content-Length runs to the close of the connection
     recorder.with_length = False
@@ -830,7 +832,7 @@ def test_bash_script_starts_no_process_to_read_the_event(
     r = run_script(script, payload.encode(), {**env_for(home), "PATH": str(empty)})
     assert (r.returncode, r.stdout) == (0, b"ok")
     (req,) = recorder.requests
-    assert req.partition(b"\r\n\r\n")[2] == payload.encode()
+    assert req.partition(b"\r\n\r\n")[2] == payload.encode() + b"\n"
 
 
 @pytest.mark.parametrize(
