@@ -138,6 +138,7 @@ def test_database_unavailable_for_10s_under_load(kind: str, tmp_path: Path) -> N
         "budget_exceeded": ing["budget_exceeded"],
         "bypassed": ing["bypassed"],
         "late_commits": ing["late_commits"],
+        "db_errors": ing["db_errors"],  # inserts that failed for the outage: queued
         "dropped_queue_full": ing["dropped_queue_full"],
         "rejected_by_db": ing["rejected_by_db"],
         "answered_200_missing": len(missing),

@@ -1,8 +1,13 @@
-"""Which database errors are an outage and which a refusal."""
+"""Which database errors are an outage and which a refusal, and the driver's errors raised
+as SQLAlchemy's where the store calls the driver itself."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Connection
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -19,3 +24,18 @@ def is_transient(exc: BaseException) -> bool:
         | TimeoutError
         | OSError,
     )
+
+
+@contextlib.contextmanager
+def driver_errors(conn: Connection, statement: str) -> Iterator[None]:
+    """Raise the errors of a DBAPI cursor used directly (the hot paths skip SQLAlchemy's
+    execution) as `conn.execute` would: a sqlite3.OperationalError ("database is locked",
+    a writer that waited out the busy timeout) becomes sqlalchemy.exc.OperationalError.
+    Leaked as the driver's class, `is_transient` took that lock for a refused row."""
+    dbapi_error: type[Exception] = conn.dialect.loaded_dbapi.Error
+    try:
+        yield
+    except dbapi_error as e:
+        raise sa_exc.DBAPIError.instance(
+            statement, None, e, dbapi_error, dialect=conn.dialect
+        ) from e

@@ -12,6 +12,7 @@ from sqlalchemy import bindparam, case, insert, null, or_, select
 from sqlalchemy.engine import Connection
 
 from tma1.events import WRITE_TOOLS, FileChange, HookEvent, json_text
+from tma1.store.errors import driver_errors
 from tma1.store.schema import external_changes, hook_events
 
 
@@ -306,13 +307,14 @@ def _insert_events_sqlite(conn: Connection, evs: Sequence[HookEvent], *, with_id
             rows[n] = tuple(values)
     cursor = conn.connection.cursor()
     try:
-        if with_ids:
-            # One execute per row: `lastrowid` is exact per statement, whatever rowids
-            # the table already holds (an executemany reports only the last one).
-            for ev, row in zip(evs, rows, strict=True):
-                cursor.execute(sql, row)
-                ev.id = int(cursor.lastrowid)
-        else:
-            cursor.executemany(sql, rows)
+        with driver_errors(conn, sql):
+            if with_ids:
+                # One execute per row: `lastrowid` is exact per statement, whatever rowids
+                # the table already holds (an executemany reports only the last one).
+                for ev, row in zip(evs, rows, strict=True):
+                    cursor.execute(sql, row)
+                    ev.id = int(cursor.lastrowid)
+            else:
+                cursor.executemany(sql, rows)
     finally:
         cursor.close()

@@ -1,0 +1,134 @@
+"""A SQLite file whose write lock another connection holds (a backup, a long `sqlite3`
+session: tests/reliability/test_db_outage_under_load.py) is an outage, never a refusal.
+
+Everything here is real: a SQLite file, a second connection holding `BEGIN EXCLUSIVE`,
+and the exceptions SQLite and SQLAlchemy raise when an insert waits out the busy timeout.
+Only that timeout is shortened (10 s in `make_engine`), so a test waits it out in 0.2 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import writers_blocked
+from sqlalchemy import event as sa_event
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import select
+
+from tma1.counters import Counters
+from tma1.events import HookEvent, parse_payload
+from tma1.ingest import Ingest
+from tma1.store import Store, make_engine, run_migrations
+from tma1.store.errors import is_transient
+from tma1.store.schema import hook_events
+
+BUSY_TIMEOUT_MS = 200
+
+
+def event(marker: str) -> HookEvent:
+    return parse_payload(
+        {
+            "session_id": "s-locked",
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Bash",
+            "tool_use_id": marker,
+            "tool_input": {"command": "make"},
+            "tool_response": {"stdout": "ok", "exitCode": 0},
+            "cwd": "/repo",
+        },
+        ts=1_000,
+    )
+
+
+def stored(store: Store) -> set[str]:
+    with store.connect() as conn:
+        return {r[0] for r in conn.execute(select(hook_events.c.tool_use_id))}
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'tma1.db'}"
+
+
+@pytest.fixture
+def locked_store(url: str) -> Iterator[Store]:
+    """A store on `url` whose writers give up on a held lock after BUSY_TIMEOUT_MS."""
+    engine = make_engine(url)
+
+    @sa_event.listens_for(engine, "connect")
+    def _short_busy_timeout(dbapi_conn: Any, _record: Any) -> None:
+        # Runs after make_engine's own pragmas (listeners run in order), so it wins.
+        dbapi_conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+
+    run_migrations(engine)
+    st = Store(engine)
+    yield st
+    st.close()
+
+
+@pytest.mark.parametrize(
+    "insert",
+    [
+        pytest.param(lambda st: st.insert_event(event("one")), id="insert_event"),
+        pytest.param(
+            lambda st: st.insert_events([event("a"), event("b")], with_ids=True), id="group"
+        ),
+        pytest.param(lambda st: st.insert_events([event("a"), event("b")]), id="flush-batch"),
+    ],
+)
+def test_an_insert_that_waits_out_a_held_lock_raises_an_outage(
+    locked_store: Store, url: str, insert: Callable[[Store], object]
+) -> None:
+    with writers_blocked(url), pytest.raises(sa_exc.OperationalError) as raised:
+        insert(locked_store)
+    assert "database is locked" in str(raised.value)
+    assert is_transient(raised.value)
+    assert stored(locked_store) == set()  # and the store still works once the lock is gone
+    insert(locked_store)
+    assert stored(locked_store)
+
+
+def _submit(ingest: Ingest, ev: HookEvent, mode: str) -> bool | str:
+    if mode == "sync":
+        return ingest.submit(ev)
+
+    def after(_ev: HookEvent) -> str:
+        return "answered"
+
+    return asyncio.run(ingest.submit_async(ev, after))
+
+
+@pytest.mark.parametrize("mode", ["sync", "loop"])
+@pytest.mark.parametrize(
+    "budget_ms",
+    [
+        pytest.param(30_000, id="fails-within-budget"),
+        pytest.param(50, id="fails-after-budget"),  # the late path: `_late` / `_settle`
+    ],
+)
+def test_hooks_during_a_held_lock_are_queued_and_stored_once_it_is_released(
+    locked_store: Store, url: str, mode: str, budget_ms: int
+) -> None:
+    counters = Counters()
+    ingest = Ingest(store=locked_store, counters=counters, budget_ms=budget_ms)
+    with writers_blocked(url):
+        first = _submit(ingest, event("first"), mode)
+        # The breaker is open now: this one goes to the queue, whose flusher then waits
+        # out the lock too, more than once.
+        second = _submit(ingest, event("queued"), mode)
+        deadline = time.monotonic() + 5
+        while counters.get("ingest.retry_failures") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert first in (False, "") and second in (False, "")
+    assert ingest.wait_idle(30)
+    health = ingest.health()
+    assert health["rejected_by_db"] == 0, health
+    assert health["retry_failures"] >= 2, health
+    assert stored(locked_store) == {"first", "queued"}
+    assert health["database_available"] is True
+    assert ingest.stop() == 0
