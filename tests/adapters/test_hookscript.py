@@ -268,6 +268,21 @@ def silent_server() -> Iterator[int]:
     sock.close()
 
 
+def agent_of_silent_server(
+    flavor: str, tmp_path: Path, home: Path, project: Path, port: int, stdin_closes: bool
+) -> Agent:
+    """An agent whose hook (either command form) posts to a server that never answers."""
+    from tma1.adapters.hookscript import shell_command, write_script
+    from tma1.config import Settings
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "hook-token").write_text("a" * 64 + "\n")
+    script = write_script(
+        Settings(data_dir=tmp_path / "data", port=port), "claude-code", flavor=flavor
+    )
+    return Agent(shell_command(script, stdin_closes=stdin_closes), agent_env(home), project, None)
+
+
 @pytest.mark.parametrize("stdin_closes", [False, True], ids=["forked", "one-process"])
 def test_slow_server_times_out_silently(
     flavor: str,
@@ -277,14 +292,7 @@ def test_slow_server_times_out_silently(
     silent_server: int,
     stdin_closes: bool,
 ) -> None:
-    from tma1.adapters.hookscript import shell_command, write_script
-    from tma1.config import Settings
-
-    settings = Settings(data_dir=tmp_path / "data", port=silent_server)
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "hook-token").write_text("a" * 64 + "\n")
-    script = write_script(settings, "claude-code", flavor=flavor)
-    agent = Agent(shell_command(script, stdin_closes=stdin_closes), agent_env(home), project, None)
+    agent = agent_of_silent_server(flavor, tmp_path, home, project, silent_server, stdin_closes)
     t0 = time.monotonic()
     r = agent.fire({"hook_event_name": "UserPromptSubmit", "prompt": "hello"})
     elapsed = time.monotonic() - t0
@@ -307,14 +315,7 @@ def test_large_event_to_a_wedged_server_is_bounded(
     write blocks (the cap must still hold, with no curl fallback needed for it); 60 KB,
     the most the bash script writes itself, must fit in them when nothing else bounds it
     (`--stdin-closes`: no forked worker)."""
-    from tma1.adapters.hookscript import shell_command, write_script
-    from tma1.config import Settings
-
-    settings = Settings(data_dir=tmp_path / "data", port=silent_server)
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "hook-token").write_text("a" * 64 + "\n")
-    script = write_script(settings, "claude-code", flavor=flavor)
-    agent = Agent(shell_command(script, stdin_closes=stdin_closes), agent_env(home), project, None)
+    agent = agent_of_silent_server(flavor, tmp_path, home, project, silent_server, stdin_closes)
     t0 = time.monotonic()
     r = agent.fire({"hook_event_name": "PostToolUse", "tool_response": "A" * size})
     elapsed = time.monotonic() - t0
