@@ -16,7 +16,6 @@ from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
 from tma1.checks import (
-    NOT_CHECK_FAILURES,
     check_of,
     error_line,
     extract_passed_ids,
@@ -117,12 +116,6 @@ class HookEvent:
     def is_failure(self) -> bool:
         """Native failure, derived exit failure, or a masked one (design §2.8)."""
         return self.event_type == "PostToolUseFailure" or self.failure_kind == "masked"
-
-    @property
-    def is_check_failure(self) -> bool:
-        """A failure that counts against a check: not an invocation error, a coverage-only
-        exit, a sandbox interruption or a fixer that fixed everything (design §2.15)."""
-        return self.is_failure and self.failure_kind not in NOT_CHECK_FAILURES
 
     @property
     def lane(self) -> str:

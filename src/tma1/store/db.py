@@ -362,15 +362,6 @@ class Store:
         stamps = [int(v) for v in found if v is not None]
         return max(stamps) if stamps else None
 
-    def sessions_in_project(self, project: str, since_ts: int) -> list[str]:
-        q = (
-            select(hook_events.c.session_id)
-            .where(hook_events.c.project == project, hook_events.c.ts >= since_ts)
-            .group_by(hook_events.c.session_id)
-        )
-        with self._engine.connect() as conn:
-            return [r[0] for r in conn.execute(q)]
-
     def session_first_ts(self, session_id: str) -> int | None:
         """The first event we ever stored of this session (the session start)."""
         q = select(func.min(hook_events.c.ts)).where(hook_events.c.session_id == session_id)

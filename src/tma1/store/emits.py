@@ -96,14 +96,6 @@ def list_emits(
     return _with_labels(store, rows)
 
 
-def get_emit(store: Store, emit_id: int) -> dict[str, Any] | None:
-    with store.connect() as conn:
-        row = conn.execute(select(anomaly_emits).where(anomaly_emits.c.id == emit_id)).first()
-    if row is None:
-        return None
-    return _with_labels(store, [row._mapping])[0]
-
-
 def set_label(
     store: Store,
     emit_id: int,

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from tma1.checks import command_key, files_read_by
+from tma1.checks import files_read_by
 from tma1.clock import MINUTE_MS
-from tma1.events import READ_TOOLS, SHELL_TOOLS, WRITE_TOOLS, FileChange, HookEvent, absolutize
+from tma1.events import READ_TOOLS, WRITE_TOOLS, FileChange, HookEvent, absolutize
 
 # The seed's per-rule lookback. A constant, never a setting (seed: "change them in code").
 RULE_WINDOW_MS = 30 * MINUTE_MS
@@ -157,52 +157,6 @@ def shell_reads(events: Iterable[HookEvent]) -> list[ToolCall]:
     return calls
 
 
-def shell_failures(events: Iterable[HookEvent]) -> list[HookEvent]:
-    """Shell results that count as failures: native, derived or masked (design §2.8).
-
-    Refusals never get here: the parser stores them as unsuccessful PostToolUse events
-    without a failure kind.
-    """
-    return [e for e in events if e.is_shell and e.is_failure]
-
-
-class Streaks:
-    """Where each check last passed, so a rule can keep only the current failure streak.
-
-    A check that has passed since its failures is fixed: those failures are history, not
-    a problem to report (the seed's resolution, applied before a first emit too). Checks
-    are the same by 60-char prefix or by `command_key` (`npm run build 2>&1 | tail` and
-    `npm run build` are one check). Built once per rule call: O(events).
-    """
-
-    def __init__(self, events: Sequence[HookEvent]) -> None:
-        self._pos = {id(e): i for i, e in enumerate(events)}
-        self._by_prefix: dict[str, int] = {}
-        self._by_key: dict[str, int] = {}
-        for i, e in enumerate(events):
-            # `is_shell and is_success`, spelled out: this loop sees every event.
-            if e.tool_success is True and e.event_type == "PostToolUse" and e.tool_command:
-                if e.tool_name not in SHELL_TOOLS:
-                    continue
-                if e.tool_command_prefix:
-                    self._by_prefix[e.tool_command_prefix] = i
-                self._by_key[command_key(e.tool_command)] = i
-
-    def current(self, fails: list[HookEvent]) -> list[HookEvent]:
-        """The failures after the latest pass of any of their checks."""
-        last = -1
-        for f in fails:
-            if f.tool_command_prefix:
-                last = max(last, self._by_prefix.get(f.tool_command_prefix, -1))
-            if f.tool_command:
-                last = max(last, self._by_key.get(command_key(f.tool_command), -1))
-        return [f for f in fails if self._pos.get(id(f), -1) > last]
-
-
-def current_streak(events: Sequence[HookEvent], fails: list[HookEvent]) -> list[HookEvent]:
-    return Streaks(events).current(fails)
-
-
 # --- paths -------------------------------------------------------------------------------
 
 
@@ -217,28 +171,6 @@ def is_source(path: str) -> bool:
     if not dot:
         return name not in _DOC_NAMES
     return f".{suffix}" not in DOC_SUFFIXES and stem not in _DOC_NAMES
-
-
-_PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-/\\@+~")
-
-
-def _occurrences(text: str, name: str) -> Iterator[int]:
-    """Start offsets of `name` as a whole file name: `main.go` not inside `domain.go`."""
-    start = text.find(name)
-    while start != -1:
-        before = text[start - 1] if start else " "
-        end = start + len(name)
-        after = text[end] if end < len(text) else " "
-        if not (before.isalnum() or before in "_.-") and not (after.isalnum() or after == "_"):
-            yield start
-        start = text.find(name, start + 1)
-
-
-def mentions(text: str | None, name: str) -> bool:
-    """`text` contains `name` as a whole file name (commands: short, no cache needed)."""
-    if not text or not name:
-        return False
-    return next(_occurrences(text, name), None) is not None
 
 
 _PATH_TOKEN = re.compile(r"[\w.\-/\\@+~]+")
