@@ -19,6 +19,7 @@ from conftest import writers_blocked
 from sqlalchemy import event as sa_event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import select
+from sqlalchemy.engine import Engine
 
 from tma1.counters import Counters
 from tma1.events import HookEvent, parse_payload
@@ -56,8 +57,8 @@ def url(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def locked_store(url: str) -> Iterator[Store]:
-    """A store on `url` whose writers give up on a held lock after BUSY_TIMEOUT_MS."""
+def locked_engine(url: str) -> Engine:
+    """An engine on `url` whose writers give up on a held lock after BUSY_TIMEOUT_MS."""
     engine = make_engine(url)
 
     @sa_event.listens_for(engine, "connect")
@@ -66,7 +67,12 @@ def locked_store(url: str) -> Iterator[Store]:
         dbapi_conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
     run_migrations(engine)
-    st = Store(engine)
+    return engine
+
+
+@pytest.fixture
+def locked_store(locked_engine: Engine) -> Iterator[Store]:
+    st = Store(locked_engine)
     yield st
     st.close()
 
@@ -131,4 +137,40 @@ def test_hooks_during_a_held_lock_are_queued_and_stored_once_it_is_released(
     assert health["retry_failures"] >= 2, health
     assert stored(locked_store) == {"first", "queued"}
     assert health["database_available"] is True
+    assert ingest.stop() == 0
+
+
+class CountingStore(Store):
+    """The real store, counting the single-row inserts the ingest falls back to."""
+
+    singles = 0
+
+    def insert_event(self, ev: HookEvent) -> int:
+        self.singles += 1
+        return super().insert_event(ev)
+
+
+def test_a_group_that_meets_a_held_lock_is_queued_whole_not_retried_row_by_row(
+    locked_engine: Engine, url: str
+) -> None:
+    """Every row of a group fails alike on an outage: a row-by-row retry would wait out the
+    lock once per row (the busy timeout each), holding a worker for the group's length."""
+    st = CountingStore(locked_engine)
+    counters = Counters()
+    ingest = Ingest(store=st, counters=counters, budget_ms=30_000)
+
+    async def group_of_three() -> list[str]:
+        # Submitted in one turn of the loop: handed to the worker as one group.
+        return await asyncio.gather(
+            *(ingest.submit_async(event(m), lambda _ev: "answered") for m in ("a", "b", "c"))
+        )
+
+    with writers_blocked(url):
+        answers = asyncio.run(group_of_three())
+        assert counters.get("ingest.db_errors") == 3
+    assert answers == ["", "", ""]  # queued, answered empty
+    assert st.singles == 0
+    assert ingest.wait_idle(30)
+    assert stored(st) == {"a", "b", "c"}
+    assert ingest.health()["rejected_by_db"] == 0
     assert ingest.stop() == 0

@@ -292,8 +292,13 @@ class Ingest:
         if len(live) > 1:
             try:
                 self.store.insert_events([j.event for j in live], with_ids=True)
-            except Exception:
-                pass  # one bad row must not fail its neighbours: retry them one by one
+            except Exception as exc:
+                if is_transient(exc):
+                    # An outage fails every row alike: retrying them one by one would wait
+                    # out the lock (or the connect timeout) once per row. They go to the
+                    # queue together (`_settle` → `_failed`).
+                    return [(j, exc) for j in live]
+                # One bad row must not fail its neighbours: retry them one by one.
             else:
                 self.counters.inc("ingest.commits")
                 return [(j, None) for j in live]
