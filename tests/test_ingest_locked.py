@@ -174,3 +174,14 @@ def test_a_group_that_meets_a_held_lock_is_queued_whole_not_retried_row_by_row(
     assert stored(st) == {"a", "b", "c"}
     assert ingest.health()["rejected_by_db"] == 0
     assert ingest.stop() == 0
+
+
+def test_a_group_insert_that_rolls_back_leaves_no_ids_behind(store: Store) -> None:
+    """Rows inserted before a failing one get ids inside a transaction that then rolls
+    back: an event that goes on to the queue must not carry an id that names no row."""
+    good, bad, later = event("good"), event("bad"), event("later")
+    bad.session_id = None  # type: ignore[assignment]  # NOT NULL: the database refuses it
+    with pytest.raises(sa_exc.IntegrityError):
+        store.insert_events([good, bad, later], with_ids=True)
+    assert (good.id, bad.id, later.id) == (None, None, None)
+    assert stored(store) == set()

@@ -156,19 +156,27 @@ class Store:
         """Insert in one transaction; `with_ids` sets each event's id."""
         if not evs:
             return
-        with self._engine.begin() as conn:
-            if conn.dialect.name == "sqlite":
-                _insert_events_sqlite(conn, evs, with_ids=with_ids)
-                return
-            # PostgreSQL: one multi-row INSERT … RETURNING (SQLAlchemy's insertmanyvalues),
-            # one round trip for the whole group.
-            rows = [event_row(e) for e in evs]
+        try:
+            with self._engine.begin() as conn:
+                if conn.dialect.name == "sqlite":
+                    _insert_events_sqlite(conn, evs, with_ids=with_ids)
+                    return
+                # PostgreSQL: one multi-row INSERT … RETURNING (SQLAlchemy's
+                # insertmanyvalues), one round trip for the whole group.
+                rows = [event_row(e) for e in evs]
+                if with_ids:
+                    result = conn.execute(_INSERT_EVENT_RETURNING, rows)
+                    for ev, row in zip(evs, result.all(), strict=True):
+                        ev.id = int(row[0])
+                else:
+                    conn.execute(_INSERT_EVENT, rows)
+        except BaseException:
             if with_ids:
-                result = conn.execute(_INSERT_EVENT_RETURNING, rows)
-                for ev, row in zip(evs, result.all(), strict=True):
-                    ev.id = int(row[0])
-            else:
-                conn.execute(_INSERT_EVENT, rows)
+                # Ids handed out inside the transaction that rolled back name no row: an
+                # event that goes to the queue must not carry one.
+                for ev in evs:
+                    ev.id = None
+            raise
 
     def insert_change(self, ch: FileChange) -> int:
         return self.insert_changes([ch])[0]
