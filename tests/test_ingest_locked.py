@@ -16,39 +16,19 @@ from typing import Any
 
 import pytest
 from conftest import writers_blocked
+from ingestkit import make_ran as event
+from ingestkit import markers_in as stored
 from sqlalchemy import event as sa_event
 from sqlalchemy import exc as sa_exc
-from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from tma1.counters import Counters
-from tma1.events import HookEvent, parse_payload
+from tma1.events import HookEvent
 from tma1.ingest import Ingest
 from tma1.store import Store, make_engine, run_migrations
 from tma1.store.errors import is_transient
-from tma1.store.schema import hook_events
 
 BUSY_TIMEOUT_MS = 200
-
-
-def event(marker: str) -> HookEvent:
-    return parse_payload(
-        {
-            "session_id": "s-locked",
-            "hook_event_name": "PostToolUse",
-            "tool_name": "Bash",
-            "tool_use_id": marker,
-            "tool_input": {"command": "make"},
-            "tool_response": {"stdout": "ok", "exitCode": 0},
-            "cwd": "/repo",
-        },
-        ts=1_000,
-    )
-
-
-def stored(store: Store) -> set[str]:
-    with store.connect() as conn:
-        return {r[0] for r in conn.execute(select(hook_events.c.tool_use_id))}
 
 
 @pytest.fixture

@@ -5,27 +5,15 @@ from __future__ import annotations
 
 import pytest
 from conftest import writers_blocked
+from ingestkit import make_ran
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import select
 
 from tma1.counters import Counters
-from tma1.events import HookEvent, parse_payload
+from tma1.events import HookEvent
 from tma1.ingest import Ingest
 from tma1.store import Store
 from tma1.store.schema import hook_events
-
-
-def event(marker: str) -> HookEvent:
-    payload = {
-        "session_id": "s-sync",
-        "hook_event_name": "PostToolUse",
-        "tool_name": "Bash",
-        "tool_use_id": marker,
-        "tool_input": {"command": "make"},
-        "tool_response": {"stdout": "ok", "exitCode": 0},
-        "cwd": "/repo",
-    }
-    return parse_payload(payload, ts=1_000)
 
 
 def stored(store: Store) -> dict[str, int]:
@@ -37,7 +25,7 @@ def stored(store: Store) -> dict[str, int]:
 def test_submit_is_true_once_the_row_is_committed(store: Store) -> None:
     counters = Counters()
     ingest = Ingest(store=store, counters=counters, budget_ms=30_000)
-    ev = event("sync")
+    ev = make_ran("sync")
     assert ingest.submit(ev) is True
     assert ev.id is not None and stored(store) == {"sync": ev.id}
     assert counters.get("ingest.commits") == 1
@@ -54,9 +42,9 @@ def test_submit_over_budget_is_false_then_commits_late_once(store: Store, db_url
         on_stored=lambda evs: late.extend(e.tool_use_id or "" for e in evs),
     )
     with writers_blocked(db_url):
-        assert ingest.submit(event("slow")) is False
+        assert ingest.submit(make_ran("slow")) is False
         # The breaker is open now: the next event goes straight to the queue.
-        assert ingest.submit(event("queued")) is False
+        assert ingest.submit(make_ran("queued")) is False
     assert ingest.wait_idle(30)
     assert counters.get("ingest.budget_exceeded") == 1
     assert counters.get("ingest.late_commits") == 1
@@ -77,7 +65,7 @@ def test_submit_of_a_row_the_database_refuses_is_false_and_counted(
         raise sa_exc.IntegrityError("INSERT …", {}, Exception("a data error"))
 
     monkeypatch.setattr(store, "insert_event", refuse)
-    assert ingest.submit(event("refused")) is False
+    assert ingest.submit(make_ran("refused")) is False
     assert counters.get("ingest.rejected_by_db") == 1
     assert "refused" not in stored(store)
     assert ingest.health()["queue_depth"] == 0

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from conftest import LiveServer, start_live_server, writers_blocked
+from ingestkit import make_payload as payload
 from sqlalchemy import create_engine, select, text
 
 from tma1.clock import ManualClock
@@ -38,18 +38,6 @@ def add_poison_rule(db_url: str) -> None:
                 )
             )
     engine.dispose()
-
-
-def payload(marker: str, session: str = "s-q") -> dict[str, Any]:
-    return {
-        "session_id": session,
-        "hook_event_name": "PostToolUse",
-        "tool_name": "Bash",
-        "tool_use_id": marker,
-        "tool_input": {"command": "make"},
-        "tool_response": {"stdout": "ok", "exitCode": 0},
-        "cwd": "/repo",
-    }
 
 
 def markers(live: LiveServer) -> Counter[str]:
