@@ -31,6 +31,7 @@
     reviewing: null,
     lastHash: {}, // tab -> its last hash (filters kept when switching tabs)
     showAllEvents: false,
+    flash: null, // {id, until}: the finding a timeline marker points at, lit for 1.2 s
     expanded: new Set(),
     rows: new Map(), // emit id -> {row, detail, emit}
     seenIds: new Set(),
@@ -899,6 +900,10 @@
     });
   }
 
+  function flashing(id) {
+    return state.flash !== null && state.flash.id === id && performance.now() < state.flash.until;
+  }
+
   function timelineStrip(detail, widthPx) {
     const items = detail.timeline;
     const emits = detail.emits;
@@ -932,6 +937,8 @@
           li.classList.remove("flash");
           void li.offsetWidth; // restart the animation
           li.classList.add("flash");
+          // A poll that redraws the list within the flash keeps it lit (see below).
+          state.flash = { id: e.id, until: performance.now() + 1200 };
         },
       });
       m.style.left = at(e.ts);
@@ -993,7 +1000,7 @@
       if (m.emit) {
         const e = shared(m.emit);
         list.append(
-          el("li", { class: `ev ev-anomaly sev-${e.severity}`, dataset: { id: String(e.id), label: e.label || "" } },
+          el("li", { class: `ev ev-anomaly sev-${e.severity}${flashing(e.id) ? " flash" : ""}`, dataset: { id: String(e.id), label: e.label || "" } },
             el("span", { class: "ev-time", text: fmtTime(e.ts) }),
             el("span", { class: "ev-id", text: `#${e.id}` }),
             el("span", { class: `sev sev-${e.severity}`, text: e.severity }),
