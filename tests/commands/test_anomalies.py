@@ -159,11 +159,14 @@ def test_anomalies_filters_by_channel_and_the_budget_counts_bundle_emits(
     store: Store, db_url: str
 ) -> None:
     now = SystemClock().now_ms()
-    told = emit_row(ts=now - 60_000, session_id="cli-b", kind="repeated_failed_build")
-    retold = {**told, "ts": now - 30_000, "channel": "session_start"}
+    # Both today (UTC), as the one-day budget counts them, even just after midnight.
+    today = (now // DAY_MS) * DAY_MS
+    told_ts, retold_ts = max(now - 60_000, today), max(now - 30_000, today)
+    told = emit_row(ts=told_ts, session_id="cli-b", kind="repeated_failed_build")
+    retold = {**told, "ts": retold_ts, "channel": "session_start"}
     store.insert_emits([told, retold])
     js = json.loads(_run(db_url, "anomalies", "--channel", "session_start", "--json").stdout)
-    assert [(e["channel"], e["ts"]) for e in js["emits"]] == [("session_start", now - 30_000)]
+    assert [(e["channel"], e["ts"]) for e in js["emits"]] == [("session_start", retold_ts)]
     bad = _run(db_url, "anomalies", "--channel", "nope")
     assert bad.returncode == 2 and "session_start" in bad.stderr  # the choices are listed
     gates = json.loads(_run(db_url, "gates", "--json", "--days", "1").stdout)
