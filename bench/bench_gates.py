@@ -30,10 +30,9 @@ import httpx
 import uvicorn
 from sqlalchemy import insert
 
-from tma1 import gates
 from tma1.config import Settings
 from tma1.engine.anomaly import Kind, stable_key
-from tma1.gates import since_for_days
+from tma1.gates import live, since_for_days
 from tma1.server.app import create_app
 from tma1.service import build_service
 from tma1.store import Store
@@ -291,12 +290,12 @@ def main() -> None:
         # time spent waiting for a core (with PostgreSQL the server's CPU is not in it).
         print(f"{'in-process (no HTTP)':<44} {'cpu':>9} {'median':>9} {'max':>9}")
         for name, fn in (
-            ("budget", lambda: gates.budget(store, now_ms=now)),
+            ("budget", lambda: live.budget(store, now_ms=now)),
             (
                 "follow-rate, uncached",
-                lambda: gates.follow_rate(store, now_ms=now, use_cache=False),
+                lambda: live.follow_rate(store, now_ms=now, use_cache=False),
             ),
-            ("precision", lambda: gates.precision(store, now_ms=now)),
+            ("precision", lambda: live.precision(store, now_ms=now)),
         ):
             fn()
             runs, cpu = [], []

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from tma1 import gates
 from tma1.events import HookEvent, Usage
+from tma1.gates import live
 from tma1.store import Store
 
 FILES = ["/repo/a.py", "/repo/b.py", "tests/t.py", "/repo/tests/t.py"]
@@ -108,7 +109,7 @@ def test_judging_in_memory_gives_the_verdicts_of_the_sql_gate(
             )
             held[s.session_id] = sorted(s.events, key=lambda e: (e.ts, e.id or 0))
         emits = store.emits_since(0)
-        in_sql = sorted(gates.judge_stored(store, 0, window), key=lambda j: j[0].id)
+        in_sql = sorted(live.judge_stored(store, 0, window), key=lambda j: j[0].id)
     judged = gates.judge_events(emits, held, compactions=compactions, window=window)
     in_memory = sorted(judged, key=lambda j: j[0].id)
     assert [(ref.id, ok) for ref, ok in in_memory] == [(ref.id, ok) for ref, ok in in_sql]
@@ -133,7 +134,7 @@ def test_a_hand_worked_session_is_judged_the_same_in_memory() -> None:
             ("repeated_failed_build", False),  # a blind re-run
             ("context_pressure", True),
         ]
-        assert verdicts == [(r.kind, ok) for r, ok in gates.judge_stored(store, 0, 5)]
+        assert verdicts == [(r.kind, ok) for r, ok in live.judge_stored(store, 0, 5)]
 
 
 def test_the_edges_of_the_windows_are_where_the_sql_gate_has_them() -> None:
@@ -175,7 +176,7 @@ def test_the_edges_of_the_windows_are_where_the_sql_gate_has_them() -> None:
             ("tie-compaction", (), False),
             ("too-old", (), False),  # no known command: not followed either
         ]
-        for judged in (gates.judge_events(emits, held, window=1), gates.judge_stored(store, 0, 1)):
+        for judged in (gates.judge_events(emits, held, window=1), live.judge_stored(store, 0, 1)):
             got = sorted((r.session_id, r.test_commands, ok) for r, ok in judged)
             assert got == expected
 
@@ -204,7 +205,7 @@ def test_a_transcript_compaction_in_the_window_counts_in_memory_as_in_sql() -> N
             ]
         )
         emits = store.emits_since(0)
-        in_sql = sorted((r.session_id, ok) for r, ok in gates.judge_stored(store, 0, 1))
+        in_sql = sorted((r.session_id, ok) for r, ok in live.judge_stored(store, 0, 1))
     in_memory = gates.judge_events(emits, held, compactions=compactions, window=1)
     assert sorted((r.session_id, ok) for r, ok in in_memory) == in_sql
     assert in_sql == [("after", False), ("inside", True)]

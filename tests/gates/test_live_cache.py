@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from gateseed import Session
 
-from tma1 import gates
 from tma1.gates import DAY_MS, live
 from tma1.store import Store
 
@@ -14,8 +13,8 @@ F = "/repo/a.py"
 
 
 def _both(store: Store) -> tuple[dict[str, object], dict[str, object]]:
-    cached = gates.follow_rate(store, now_ms=NOW)
-    fresh = gates.follow_rate(store, now_ms=NOW, use_cache=False)
+    cached = live.follow_rate(store, now_ms=NOW)
+    fresh = live.follow_rate(store, now_ms=NOW, use_cache=False)
     return cached["kinds"], fresh["kinds"]
 
 
@@ -70,22 +69,22 @@ def test_cache_resets_when_rows_under_the_floor_disappear(store: Store) -> None:
 
 def test_settled_emit_keeps_its_verdict_and_days_out_of_range_drop(store: Store) -> None:
     s = Session(store, "quiet", ts=NOW - 2 * DAY_MS).emit("stale_file_view", F, [F]).flush()
-    assert _stale(gates.follow_rate(store, now_ms=NOW)["kinds"]) == (1, 0)
+    assert _stale(live.follow_rate(store, now_ms=NOW)["kinds"]) == (1, 0)
     # The session resumes two days later and reads the file: a settled verdict stays.
     s.ts = NOW - 60_000
     s.read(F).flush()
-    assert _stale(gates.follow_rate(store, now_ms=NOW)["kinds"]) == (1, 0)
-    assert _stale(gates.follow_rate(store, now_ms=NOW, use_cache=False)["kinds"]) == (1, 1)
+    assert _stale(live.follow_rate(store, now_ms=NOW)["kinds"]) == (1, 0)
+    assert _stale(live.follow_rate(store, now_ms=NOW, use_cache=False)["kinds"]) == (1, 1)
     # Eight days on, the emit is out of the 7-day range on both paths.
     later = NOW + 8 * DAY_MS
-    assert gates.follow_rate(store, now_ms=later)["kinds"]["stale_file_view"]["emits"] == 0
+    assert live.follow_rate(store, now_ms=later)["kinds"]["stale_file_view"]["emits"] == 0
     assert live._follow_cache(store, 7, 5).verdicts == {}
 
 
 def test_caches_per_store_are_bounded(store: Store) -> None:
     Session(store, "s", ts=NOW - 60_000).emit("stale_file_view", F, [F]).read(F).flush()
     for window in range(1, 13):
-        assert gates.follow_rate(store, now_ms=NOW, window=window)["overall"]["followed"] == 1
+        assert live.follow_rate(store, now_ms=NOW, window=window)["overall"]["followed"] == 1
     kept = live._FOLLOW_CACHES[store]
     assert len(kept) == live._MAX_CACHES_PER_STORE
     assert (7, 12) in kept and (7, 1) not in kept  # the least recently used went first

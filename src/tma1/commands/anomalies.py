@@ -141,10 +141,11 @@ def run_anomalies(args: argparse.Namespace) -> int:
 
 def run_gates(args: argparse.Namespace) -> int:
     from tma1 import gates
+    from tma1.gates import live
 
     store = _open_store(args)
     try:
-        result = gates.all_gates(
+        result = live.all_gates(
             store,
             now_ms=_now_ms(),
             days=args.days,

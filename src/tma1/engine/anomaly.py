@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+# What a human or an agent can say of an emit, and who said it (tma1_anomaly_labels).
+LABELS: tuple[str, ...] = ("tp", "fp")
+LABEL_SOURCES: tuple[str, ...] = ("human", "agent")
+
 
 class Kind(StrEnum):
     STALE_FILE_VIEW = "stale_file_view"

@@ -5,9 +5,12 @@ follow-rate and precision.
 those rows through tma1.store and keeps the follow-rate's verdict cache. Shared by the
 HTTP API (server/routes_gates.py), the CLI (commands/anomalies.py) and replay, so the
 figures a human sees on the dashboard and in `tma1 gates` are computed by the same code.
-Below: what those callers use.
+Below: what those callers use of the pure part. `live` is imported by name where the store
+is at hand (`from tma1.gates import live`): importing this package must not import the
+store, or every `tma1` command would pay SQLAlchemy's import to build its --help.
 """
 
+from tma1.engine.anomaly import LABEL_SOURCES as LABEL_SOURCES
 from tma1.gates.budget import budget_of_emits as budget_of_emits
 from tma1.gates.common import CHANNELS as CHANNELS
 from tma1.gates.common import DAY_MS as DAY_MS
@@ -24,11 +27,5 @@ from tma1.gates.common import since_for_days as since_for_days
 from tma1.gates.follow import TEST_LOOKBACK_MS as TEST_LOOKBACK_MS
 from tma1.gates.follow import follow_report as follow_report
 from tma1.gates.follow import judge_events as judge_events
-from tma1.gates.live import all_gates as all_gates
-from tma1.gates.live import budget as budget
-from tma1.gates.live import follow_rate as follow_rate
-from tma1.gates.live import judge_stored as judge_stored
-from tma1.gates.live import precision as precision
 from tma1.gates.table import gate_table as gate_table
 from tma1.gates.table import status_text as status_text
-from tma1.store.schema import LABEL_SOURCES as LABEL_SOURCES

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from tma1.engine.anomaly import LABEL_SOURCES
 from tma1.gates.common import (
     KINDS,
     PRECISION_MIN_LABELS,
@@ -16,7 +17,6 @@ from tma1.gates.common import (
     ratio,
     sample_verdict,
 )
-from tma1.store.schema import LABEL_SOURCES
 
 
 def precision_figures(

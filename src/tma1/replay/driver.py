@@ -41,6 +41,7 @@ from tma1.counters import Counters
 from tma1.dialects import normalize
 from tma1.engine.delivery import CHANNEL_FOR_HOOK, Delivery
 from tma1.engine.emitlog import MemoryEmits
+from tma1.gates import live
 from tma1.replay import (
     claude_hooklog,
     claude_stream,
@@ -466,8 +467,8 @@ def summarize_stored(
     return _summary(
         emits,
         items,
-        gates.budget(store, now_ms=last, days=days),
-        gates.follow_rate(store, now_ms=last, days=days),
+        live.budget(store, now_ms=last, days=days),
+        live.follow_rate(store, now_ms=last, days=days),
     )
 
 

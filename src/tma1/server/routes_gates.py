@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from tma1 import gates
 from tma1.engine.anomaly import Anomaly, Channel
 from tma1.engine.digest import digest, stop_reason
+from tma1.gates import live
 from tma1.service import Service
 from tma1.store import Store
 from tma1.store import emits as emit_log
@@ -155,7 +156,7 @@ def budget(
     budget: Annotated[int, Query(ge=0, le=100_000)] = gates.DEFAULT_BUDGET,
 ) -> dict[str, Any]:
     svc = _service(request)
-    return gates.budget(svc.store, now_ms=svc.clock.now_ms(), days=days, budget=budget)
+    return live.budget(svc.store, now_ms=svc.clock.now_ms(), days=days, budget=budget)
 
 
 @router.get(
@@ -170,7 +171,7 @@ def follow_rate(
     ),
 ) -> dict[str, Any]:
     svc = _service(request)
-    return gates.follow_rate(svc.store, now_ms=svc.clock.now_ms(), days=days, window=window)
+    return live.follow_rate(svc.store, now_ms=svc.clock.now_ms(), days=days, window=window)
 
 
 @router.get(
@@ -179,7 +180,7 @@ def follow_rate(
 )
 def precision(request: Request, days: Days = gates.DEFAULT_DAYS) -> dict[str, Any]:
     svc = _service(request)
-    return gates.precision(svc.store, now_ms=svc.clock.now_ms(), days=days)
+    return live.precision(svc.store, now_ms=svc.clock.now_ms(), days=days)
 
 
 @router.get("/api/anomalies/sample", summary="The newest emits without a human label")

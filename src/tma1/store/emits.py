@@ -9,9 +9,10 @@ from typing import Any
 from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from tma1.engine.anomaly import LABEL_SOURCES, LABELS
 from tma1.store.db import Store
 from tma1.store.events import _loads
-from tma1.store.schema import LABEL_SOURCES, LABELS, anomaly_emits, anomaly_labels
+from tma1.store.schema import anomaly_emits, anomaly_labels
 
 DAY_MS = 86_400_000
 

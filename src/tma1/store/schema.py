@@ -125,9 +125,6 @@ anomaly_emits = Table(
     Index("ix_anomaly_emits_kind_ts", "kind", "ts"),
 )
 
-# The values of tma1_anomaly_labels.label and .source.
-LABELS: tuple[str, ...] = ("tp", "fp")
-LABEL_SOURCES: tuple[str, ...] = ("human", "agent")
 
 anomaly_labels = Table(
     "tma1_anomaly_labels",
