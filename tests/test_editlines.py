@@ -13,7 +13,7 @@ from typing import Any
 
 from rulekit import at, bash_fail, event, src, window
 
-from tma1.editlines import WHOLE_FILE, edited_lines, near
+from tma1.editlines import WHOLE_FILE, diff_ranges, edited_lines, near
 from tma1.engine.anomaly import Channel, Kind, Severity
 from tma1.engine.rules import RULES
 from tma1.engine.window import RuleConfig
@@ -97,3 +97,16 @@ def test_edited_lines_reads_hunks_writes_and_nothing_else() -> None:
     assert edited_lines("apply_patch", "Success. Updated the following files:\nM a.py") is None
     assert edited_lines("Edit", {"filePath": "/x"}) is None
     assert near(195, [(190, 192)], 3) and not near(196, [(190, 192)], 3)
+
+
+def test_diff_ranges_reads_a_unified_diffs_hunks() -> None:
+    # The diff Codex 0.171 wrote to its rollout for the captured patch (tests/fixtures/).
+    captured = "@@ -2,2 +2,2 @@\n     # the build wants 2\n-    return 1\n+    return 2\n"
+    assert diff_ranges(captured) == [(3, 3)]
+    two = "@@ -1,3 +1,4 @@\n a\n+b\n c\n d\n@@ -10 +11,2 @@\n x\n+y\n\\ No newline at end of file\n"
+    assert diff_ranges(two) == [(2, 2), (12, 12)]
+    assert diff_ranges("@@ -5,2 +5 @@\n a\n-b\n") == [(6, 6)]  # a deletion: where it was
+    assert diff_ranges("") is None and diff_ranges("--- a/x\n+++ b/x\n") is None
+    # A hunk takes the lines its header counts: a file header after it is no removal.
+    after = "@@ -1 +1 @@\n-a\n+b\n--- a/y\n+++ b/y\n@@ -7,0 +8 @@\n+z\n"
+    assert diff_ranges(after) == [(1, 1), (8, 8)]

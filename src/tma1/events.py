@@ -467,8 +467,13 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
     if ev.tool_name in WRITE_TOOLS and ev.tool_success is True:
         ranges = edited_lines(ev.tool_name, resp)
         if ranges is not None:
-            ev.metadata = {**ev.metadata, EDITED_LINES: [list(r) for r in ranges]}
+            note_edited_lines(ev, ranges)
     return ev
+
+
+def note_edited_lines(ev: HookEvent, ranges: list[tuple[int, int]]) -> None:
+    """Keep the [first, last] line ranges the edit wrote (`tma1.editlines`) in metadata."""
+    ev.metadata = {**ev.metadata, EDITED_LINES: [list(r) for r in ranges]}
 
 
 def mark_exit_failure(ev: HookEvent, exit_code: int | None) -> None:

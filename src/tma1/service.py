@@ -27,7 +27,13 @@ from tma1.dialects import normalize
 from tma1.engine.delivery import Delivery
 from tma1.engine.ports import EventSink
 from tma1.engine.stored import stored_delivery
-from tma1.events import HookEvent, PayloadError, mark_exit_failure, parse_payload
+from tma1.events import (
+    HookEvent,
+    PayloadError,
+    mark_exit_failure,
+    note_edited_lines,
+    parse_payload,
+)
 from tma1.ingest import Ingest
 from tma1.journal import JOURNAL_FILE, Journal
 from tma1.sensors import Sensors, codex_exit
@@ -182,6 +188,15 @@ class Service:
                         path, event.tool_use_id, wait_s=self._exit_waits.wait_for(path)
                     ),
                 )
+            if codex_exit.wants_patch_lines(event):
+                assert event.transcript_path is not None and event.tool_use_id is not None
+                path = event.transcript_path
+                self._patch_lines(
+                    event,
+                    await codex_exit.await_patch_lines(
+                        path, event.tool_use_id, wait_s=self._exit_waits.wait_for(path)
+                    ),
+                )
             assert self.ingest is not None
             if envelope is None:
                 return await self.ingest.submit_async(event, self._answer)
@@ -204,6 +219,20 @@ class Service:
         self.counters.inc("codex_exit.found")
         if end.failed:
             mark_exit_failure(event, end.exit_code)
+
+    def _patch_lines(self, event: HookEvent, lines: codex_exit.PatchLines | None) -> None:
+        """The lines a Codex patch wrote, from its rollout: kept when the patch changed one
+        file (the rules read an event's lines as those of each file it names)."""
+        if event.transcript_path:
+            self._exit_waits.record(event.transcript_path, lines is not None)
+        if lines is None:
+            self.counters.inc("codex_patch.not_found")
+            return
+        self.counters.inc("codex_patch.found")
+        if len(lines) == 1:
+            (ranges,) = lines.values()
+            if ranges:
+                note_edited_lines(event, ranges)
 
     def _event_from_body(self, body: bytes, source: str | None) -> HookEvent | None:
         """The event of a hook body; None when it is rejected (counted and logged)."""

@@ -111,7 +111,13 @@ def test_edit_after_an_outside_change_is_a_stale_file_view(rig: Rig, model: Fake
     first = rig.codex("edit notes.txt")
     assert first.returncode == 0, first.stderr[-3000:]
     assert notes.read_text() == "edited by the agent\n"
-    assert any(e["tool_name"] == "apply_patch" for e in rig.events())
+    (post,) = [
+        e
+        for e in rig.events()
+        if e["tool_name"] == "apply_patch" and e["event_type"] == "PostToolUse"
+    ]
+    # The patch's hunk has no line numbers; the rollout's diff of it does: line 1.
+    assert post["metadata"].get("edited_lines") == [[1, 1]], post["metadata"]
     seen = len(model.main_requests())
     assert "stale_file_view" not in model.main_requests()[1].conversation
 

@@ -1,5 +1,6 @@
-"""A Codex shell call's exit status from its rollout (design §2.18), on the payloads and
-rollout captured from the real Codex 0.171 binary (tests/fixtures/real-agents/)."""
+"""A Codex shell call's exit status (design §2.18) and the lines an apply_patch call
+wrote, from its rollout, on the payloads and rollout captured from the real Codex 0.171
+binary (tests/fixtures/real-agents/)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from conftest import LiveServer
 from sqlalchemy import select
 
 from tma1.clock import ManualClock
-from tma1.events import parse_payload
+from tma1.editlines import WHOLE_FILE
+from tma1.events import EDITED_LINES, parse_payload
 from tma1.sensors import codex_exit
 from tma1.sensors.codex_exit import CommandEnd, await_command_end, read_command_end
 from tma1.store.schema import hook_events
@@ -274,3 +276,69 @@ def test_a_rollout_that_never_shows_an_end_stops_costing_a_wait(
     finally:
         service.stop()
         service.store.close()
+
+
+def test_reads_the_lines_a_patch_wrote_from_the_real_rollout() -> None:
+    # The captured patch rewrote `return 1` as `return 2`: line 3 of src/app.py.
+    assert codex_exit.read_patch_lines(ROLLOUT, PATCH_CALL) == {
+        "/home/dev/src/proj-codex-buildsh/src/app.py": [(3, 3)]
+    }
+    assert codex_exit.read_patch_lines(ROLLOUT, BUILD_CALLS[0]) is None  # a shell call
+    assert codex_exit.read_patch_lines(ROLLOUT.with_name("absent.jsonl"), PATCH_CALL) is None
+
+
+def test_a_new_file_is_wholly_written_a_deleted_one_left_out() -> None:
+    item = {
+        "type": "FileChange",
+        "id": "call_p",
+        "changes": {
+            "/p/new.py": {"type": "add", "content": "x = 1\n"},
+            "/p/old.py": {"type": "delete"},
+            "/p/a.py": {"type": "update", "unified_diff": "@@ -9,1 +9,2 @@\n x\n+y\n"},
+            "/p/b.py": {"type": "update", "unified_diff": ""},
+        },
+    }
+    line = {"type": "event_msg", "payload": {"type": "item_completed", "item": item}}
+    assert codex_exit.patch_lines(line, "call_p") == {
+        "/p/new.py": [WHOLE_FILE],
+        "/p/a.py": [(10, 10)],
+        "/p/b.py": None,
+    }
+    assert codex_exit.patch_lines(line, "call_other") is None
+
+
+def _stored_patch(live: LiveServer, hooks: list[dict[str, Any]]) -> dict[str, Any]:
+    for p in hooks:
+        if p.get("tool_use_id") == PATCH_CALL:
+            assert live.hook(p, params={"source": "codex", "envelope": "codex"}).status_code == 200
+    with live.store.connect() as conn:
+        row = conn.execute(
+            select(hook_events.c.metadata).where(
+                hook_events.c.tool_use_id == PATCH_CALL,
+                hook_events.c.event_type == "PostToolUse",
+            )
+        ).one()
+    return dict(json.loads(row[0] or "{}"))
+
+
+def test_the_stored_patch_event_keeps_the_lines_its_rollout_gives(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    hooks, _ = _rewritten(tmp_path, strip_errors=False)
+    assert _stored_patch(live, hooks)[EDITED_LINES] == [[3, 3]]
+
+
+def test_a_patch_of_two_files_keeps_no_lines(live: LiveServer, tmp_path: Path) -> None:
+    # The rules read an event's lines as those of every file it names: with two files
+    # the lines would be blamed on both, so they stay unknown.
+    hooks, rollout = _rewritten(tmp_path, strip_errors=False)
+    lines = rollout.read_text().splitlines(keepends=True)
+    at = next(i for i, ln in enumerate(lines) if PATCH_CALL in ln and "FileChange" in ln)
+    item = json.loads(lines[at])
+    item["payload"]["item"]["changes"]["/elsewhere/b.py"] = {
+        "type": "update",
+        "unified_diff": "@@ -1 +1 @@\n-a\n+b\n",
+    }
+    lines[at] = json.dumps(item) + "\n"
+    rollout.write_text("".join(lines))
+    assert EDITED_LINES not in _stored_patch(live, hooks)

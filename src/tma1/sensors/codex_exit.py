@@ -1,4 +1,5 @@
-"""A Codex shell call's exit status, read from the session's rollout (design §2.18).
+"""What a Codex session's rollout says of a call that its hook does not: a shell call's
+exit status (design §2.18) and the lines an apply_patch call wrote.
 
 Codex ≥ 0.17 sends a shell call's PostToolUse `tool_response` as the output text only:
 no exit code. The rollout at the hook's `transcript_path` has it, a few milliseconds
@@ -16,6 +17,9 @@ Only the tail of the file is read (`TAIL_BYTES`, more only to reach the start of
 line that names the call), and only the lines that contain the call id are decoded.
 The caller bounds the wait (`WAIT_S`) for an item not written yet; without an answer the
 event keeps what its output shows (the masked-failure markers, design §2.8).
+
+An apply_patch call's hunks carry no line numbers; its `FileChange` item, written just
+before the hook, holds each file's unified diff with them (`patch_lines`).
 """
 
 from __future__ import annotations
@@ -24,10 +28,14 @@ import asyncio
 import json
 import os
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from tma1.events import HookEvent
+from tma1.editlines import WHOLE_FILE, diff_ranges
+from tma1.events import EDITED_LINES, HookEvent
+
+T = TypeVar("T")
 
 TAIL_BYTES = 128 * 1024
 # A command's item holds its whole output: reach back this far for the start of its line.
@@ -97,6 +105,19 @@ def wants_exit_status(event: HookEvent) -> bool:
     )
 
 
+def wants_patch_lines(event: HookEvent) -> bool:
+    """A Codex apply_patch PostToolUse that applied, whose lines are not known yet."""
+    return (
+        event.agent_source == "codex"
+        and event.event_type == "PostToolUse"
+        and event.tool_name == "apply_patch"
+        and event.tool_success is True
+        and bool(event.tool_use_id)
+        and bool(event.transcript_path)
+        and EDITED_LINES not in event.metadata
+    )
+
+
 def _int(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
@@ -160,12 +181,70 @@ def read_command_end(
     path: str | os.PathLike[str], call_id: str, *, tail_bytes: int = TAIL_BYTES
 ) -> CommandEnd | None:
     """The end of call `call_id` in the rollout at `path`, from the file's tail; None when
-    the file is missing or unreadable or holds no end of that call there (yet).
+    the file is missing or unreadable or holds no end of that call there (yet). The
+    command-end item wins over the call's output line (written after the hook, and only
+    as text)."""
+    fallback: CommandEnd | None = None
+    for line in _call_lines(path, call_id, tail_bytes):
+        found = command_end(line, call_id)
+        if found is not None and found.source == "item":
+            return found
+        fallback = fallback or found
+    return fallback
+
+
+# Per file path: the line ranges a patch wrote (None: unknown).
+PatchLines = dict[str, list[tuple[int, int]] | None]
+
+
+def patch_lines(line: dict[str, Any], call_id: str) -> PatchLines | None:
+    """Per file, the line ranges an apply_patch call wrote, if `line` is that call's
+    file-change item (Codex 0.17x: `item_completed` of a `FileChange` whose `changes` map
+    each path to its `unified_diff`); a new file is wholly written, a deleted one is left
+    out, a diff without hunks is unknown (None)."""
+    payload = line.get("payload")
+    if not isinstance(payload, dict) or payload.get("type") != "item_completed":
+        return None
+    item = payload.get("item")
+    if (
+        not isinstance(item, dict)
+        or item.get("id") != call_id
+        or item.get("type") not in ("FileChange", "fileChange")
+        or not isinstance(item.get("changes"), dict)
+    ):
+        return None
+    lines: PatchLines = {}
+    for path, change in item["changes"].items():
+        if not isinstance(change, dict):
+            continue
+        kind, diff = change.get("type"), change.get("unified_diff")
+        if kind == "add":
+            lines[path] = [WHOLE_FILE]
+        elif kind == "update":
+            lines[path] = diff_ranges(diff) if isinstance(diff, str) else None
+    return lines
+
+
+def read_patch_lines(
+    path: str | os.PathLike[str], call_id: str, *, tail_bytes: int = TAIL_BYTES
+) -> PatchLines | None:
+    """`patch_lines` of call `call_id` in the rollout at `path`; None when not found."""
+    for line in _call_lines(path, call_id, tail_bytes):
+        found = patch_lines(line, call_id)
+        if found is not None:
+            return found
+    return None
+
+
+def _call_lines(
+    path: str | os.PathLike[str], call_id: str, tail_bytes: int
+) -> Iterator[dict[str, Any]]:
+    """The complete lines of the rollout's tail that name `call_id`, newest first, decoded;
+    nothing when the file is missing or unreadable.
 
     The tail is widened back to the start of the line it begins inside (at most
     `MAX_LINE_BYTES`): a command item holds the whole output after its id, so a long one
-    names the call only near its start. The command-end item wins over the call's output
-    line (written after the hook, and only as text)."""
+    names the call only near its start. A line still being written is not read."""
     needle = json.dumps(call_id).encode("utf-8")
     try:
         with open(path, "rb") as f:
@@ -190,27 +269,19 @@ def read_command_end(
                 if start > 0:  # a line longer than we ever read: skip its head
                     data = data[data.find(b"\n") + 1 :]
     except OSError:
-        return None
-    fallback: CommandEnd | None = None
+        return
     pos = data.rfind(needle)
     while pos != -1:
         line_start = data.rfind(b"\n", 0, pos) + 1
         line_end = data.find(b"\n", pos)
-        if line_end != -1:  # a line still being written is not read
-            found = _decode(data[line_start:line_end], call_id)
-            if found is not None and found.source == "item":
-                return found
-            fallback = fallback or found
+        if line_end != -1:
+            try:
+                line = json.loads(data[line_start:line_end])
+            except ValueError:
+                line = None
+            if isinstance(line, dict):
+                yield line
         pos = data.rfind(needle, 0, line_start)
-    return fallback
-
-
-def _decode(raw: bytes, call_id: str) -> CommandEnd | None:
-    try:
-        line = json.loads(raw)
-    except ValueError:
-        return None
-    return command_end(line, call_id) if isinstance(line, dict) else None
 
 
 def _usable(path: str) -> bool:
@@ -226,12 +297,23 @@ async def await_command_end(
     """`read_command_end`, looking again every `poll_s` for at most `wait_s`, on the event
     loop: each look is one small read of the file's tail; between looks the loop serves
     other hooks. No wait when the file does not exist."""
+    return await _await(lambda: read_command_end(path, call_id), path, wait_s, poll_s)
+
+
+async def await_patch_lines(
+    path: str, call_id: str, *, wait_s: float = WAIT_S, poll_s: float = POLL_S
+) -> PatchLines | None:
+    """`read_patch_lines`, waited for as `await_command_end`."""
+    return await _await(lambda: read_patch_lines(path, call_id), path, wait_s, poll_s)
+
+
+async def _await(read: Callable[[], T | None], path: str, wait_s: float, poll_s: float) -> T | None:
     if not _usable(path):
         return None
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_s
     while True:
-        found = read_command_end(path, call_id)
+        found = read()
         if found is not None or loop.time() + poll_s > deadline:
             return found
         await asyncio.sleep(poll_s)
