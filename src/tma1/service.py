@@ -179,24 +179,8 @@ class Service:
                 event = self._event_from_body(body, source)
             if event is None:
                 return ""
-            if codex_exit.wants_exit_status(event):
-                assert event.transcript_path is not None and event.tool_use_id is not None
-                path = event.transcript_path
-                self._exit_status(
-                    event,
-                    await codex_exit.await_command_end(
-                        path, event.tool_use_id, wait_s=self._exit_waits.wait_for(path)
-                    ),
-                )
-            if codex_exit.wants_patch_lines(event):
-                assert event.transcript_path is not None and event.tool_use_id is not None
-                path = event.transcript_path
-                self._patch_lines(
-                    event,
-                    await codex_exit.await_patch_lines(
-                        path, event.tool_use_id, wait_s=self._exit_waits.wait_for(path)
-                    ),
-                )
+            if codex_exit.wants_exit_status(event) or codex_exit.wants_patch_lines(event):
+                await self._from_rollout(event)
             assert self.ingest is not None
             if envelope is None:
                 return await self.ingest.submit_async(event, self._answer)
@@ -207,6 +191,17 @@ class Service:
             self.counters.inc("errors.internal")
             log.exception("hook handling failed; answering empty")
             return ""
+
+    async def _from_rollout(self, event: HookEvent) -> None:
+        """What a Codex hook leaves out, read from its rollout: a shell call's exit status,
+        an apply_patch call's lines (tma1.sensors.codex_exit)."""
+        assert event.transcript_path is not None and event.tool_use_id is not None
+        path, call = event.transcript_path, event.tool_use_id
+        wait_s = self._exit_waits.wait_for(path)
+        if codex_exit.wants_exit_status(event):
+            self._exit_status(event, await codex_exit.await_command_end(path, call, wait_s=wait_s))
+        else:
+            self._patch_lines(event, await codex_exit.await_patch_lines(path, call, wait_s=wait_s))
 
     def _exit_status(self, event: HookEvent, end: codex_exit.CommandEnd | None) -> None:
         """A Codex shell call's exit status from its rollout (design §2.18): a non-zero
