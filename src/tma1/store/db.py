@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import (
     Engine,
     and_,
+    bindparam,
     case,
     create_engine,
     delete,
@@ -51,6 +52,25 @@ from tma1.store.schema import (
     external_changes,
     hook_events,
     messages,
+)
+
+# The reads every detection makes (tma1.engine.stored), built once: building a statement
+# and its cache key on each call cost more than running it (cProfile of a Stop's answer).
+_NO_END = 2**62
+_PROJECT_CHANGES = (
+    select(external_changes)
+    .where(
+        external_changes.c.project == bindparam("project"),
+        external_changes.c.ts >= bindparam("since"),
+        external_changes.c.ts <= bindparam("until"),
+    )
+    .order_by(external_changes.c.ts, external_changes.c.id)
+)
+_LATEST_USAGE = (
+    select(messages)
+    .where(messages.c.session_id == bindparam("session_id"), messages.c.ts <= bindparam("until"))
+    .order_by(messages.c.ts.desc(), messages.c.id.desc())
+    .limit(1)
 )
 
 
@@ -295,22 +315,17 @@ class Store:
     def project_changes(
         self, project: str, since_ts: int, until_ts: int | None = None
     ) -> list[FileChange]:
-        q = select(external_changes).where(
-            external_changes.c.project == project, external_changes.c.ts >= since_ts
-        )
-        if until_ts is not None:
-            q = q.where(external_changes.c.ts <= until_ts)
+        until = until_ts if until_ts is not None else _NO_END
         with self._engine.connect() as conn:
-            rows = conn.execute(q.order_by(external_changes.c.ts, external_changes.c.id)).all()
+            rows = conn.execute(
+                _PROJECT_CHANGES, {"project": project, "since": since_ts, "until": until}
+            ).all()
         return [row_to_change(r) for r in rows]
 
     def latest_usage(self, session_id: str, until_ts: int | None = None) -> Usage | None:
-        q = select(messages).where(messages.c.session_id == session_id)
-        if until_ts is not None:
-            q = q.where(messages.c.ts <= until_ts)
-        q = q.order_by(messages.c.ts.desc(), messages.c.id.desc()).limit(1)
+        until = until_ts if until_ts is not None else _NO_END
         with self._engine.connect() as conn:
-            row = conn.execute(q).first()
+            row = conn.execute(_LATEST_USAGE, {"session_id": session_id, "until": until}).first()
         if row is None:
             return None
         m = row._mapping
@@ -338,8 +353,8 @@ class Store:
         statement of three reads, each the newest row of an index range: (session_id, ts)
         of the messages, (session_id, event_type, ts) of the hook events. `since_ts`
         bounds the ranges from below (the Detector looks again only at what is new)."""
-        until = until_ts if until_ts is not None else 2**62
-        since = since_ts if since_ts is not None else -(2**62)
+        until = until_ts if until_ts is not None else _NO_END
+        since = since_ts if since_ts is not None else -_NO_END
         rows = (
             select(messages.c.ts)
             .where(
