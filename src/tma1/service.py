@@ -100,11 +100,14 @@ class Service:
     # converters already carry the status.
     exit_status_wait_s: float = codex_exit.WAIT_S
     _exit_waits: codex_exit.WaitPolicy = field(default_factory=codex_exit.WaitPolicy)
+    # Apart: a Codex that records command ends but no patch diffs (older than 0.17) must
+    # not make every patch wait out the bound.
+    _patch_waits: codex_exit.WaitPolicy = field(default_factory=codex_exit.WaitPolicy)
     # The outage journal (tma1.journal): `tma1 serve` keeps one in the data dir.
     journal: Journal | None = None
 
     def __post_init__(self) -> None:
-        self._exit_waits.wait_s = self.exit_status_wait_s
+        self._exit_waits.wait_s = self._patch_waits.wait_s = self.exit_status_wait_s
         if self.ingest is None:
             self.ingest = Ingest(
                 store=self.store,
@@ -197,10 +200,11 @@ class Service:
         an apply_patch call's lines (tma1.sensors.codex_exit)."""
         assert event.transcript_path is not None and event.tool_use_id is not None
         path, call = event.transcript_path, event.tool_use_id
-        wait_s = self._exit_waits.wait_for(path)
         if codex_exit.wants_exit_status(event):
+            wait_s = self._exit_waits.wait_for(path)
             self._exit_status(event, await codex_exit.await_command_end(path, call, wait_s=wait_s))
         else:
+            wait_s = self._patch_waits.wait_for(path)
             self._patch_lines(event, await codex_exit.await_patch_lines(path, call, wait_s=wait_s))
 
     def _exit_status(self, event: HookEvent, end: codex_exit.CommandEnd | None) -> None:
@@ -219,7 +223,7 @@ class Service:
         """The lines a Codex patch wrote, from its rollout: kept when the patch changed one
         file (the rules read an event's lines as those of each file it names)."""
         if event.transcript_path:
-            self._exit_waits.record(event.transcript_path, lines is not None)
+            self._patch_waits.record(event.transcript_path, lines is not None)
         if lines is None:
             self.counters.inc("codex_patch.not_found")
             return

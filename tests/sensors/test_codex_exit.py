@@ -278,6 +278,66 @@ def test_a_rollout_that_never_shows_an_end_stops_costing_a_wait(
         service.store.close()
 
 
+def test_a_rollout_without_patch_diffs_stops_costing_patches_a_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Codex that records command ends but no FileChange items (older than 0.17): its
+    patches stop waiting after two misses, and its shell calls keep their own wait."""
+    from tma1.config import Settings
+    from tma1.service import build_service
+
+    rollout = tmp_path / "rollout.jsonl"
+    end = next(
+        ln
+        for ln in ROLLOUT.read_text().splitlines(keepends=True)
+        if BUILD_CALLS[0] in ln and '"CommandExecution"' in ln
+    )
+    rollout.write_text(end)
+    looks: list[str] = []
+    for name in ("read_patch_lines", "read_command_end"):
+        real = getattr(codex_exit, name)
+
+        def look(p: str, call: str, _real: Any = real, **kw: Any) -> Any:
+            looks.append(call)
+            return _real(p, call, **kw)
+
+        monkeypatch.setattr(codex_exit, name, look)
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        database_url=f"sqlite:///{tmp_path / 'tma1.db'}",
+        watch_files=False,
+        hook_db_budget_ms=30_000,
+    )
+    service = build_service(settings, clock=ManualClock())
+    service._exit_waits.wait_s = service._patch_waits.wait_s = 0.3
+    try:
+
+        def post(call: str, tool: str) -> None:
+            body = {
+                "session_id": "s",
+                "hook_event_name": "PostToolUse",
+                "tool_name": tool,
+                "tool_use_id": call,
+                "tool_input": {"command": "./build.sh"},
+                "tool_response": "Success. Updated the following files:\nM a.py\n",
+                "cwd": str(tmp_path),
+                "transcript_path": str(rollout),
+            }
+            asyncio.run(service.handle_hook_async(json.dumps(body).encode(), source="codex"))
+
+        post(BUILD_CALLS[0], "Bash")  # the rollout shows command ends
+        post("p1", "apply_patch")
+        post("p2", "apply_patch")
+        assert looks.count("p1") > 1 and looks.count("p2") > 1  # waited: several looks
+        post("p3", "apply_patch")
+        assert looks.count("p3") == 1  # two misses: one look, no wait
+        post("c9", "Bash")
+        assert looks.count("c9") > 1  # the exit status still waits
+    finally:
+        service.stop()
+        service.store.close()
+
+
 def test_reads_the_lines_a_patch_wrote_from_the_real_rollout() -> None:
     # The captured patch rewrote `return 1` as `return 2`: line 3 of src/app.py.
     assert codex_exit.read_patch_lines(ROLLOUT, PATCH_CALL) == {
