@@ -7,6 +7,7 @@ import contextlib
 import os
 import socket
 import sqlite3
+import ssl
 import sys
 import threading
 import time
@@ -34,6 +35,11 @@ SESSIONS = SHARED / "data" / "sessions"
 # cluster; without it the PostgreSQL leg of the store fixture is skipped.
 PG_URL = os.environ.get("TMA1_TEST_POSTGRES_URL")
 
+# The tests speak plain HTTP to loopback, yet every httpx client loads the CA bundle into a
+# new SSL context (~35 ms, more than most requests take); handing it this one, never used,
+# spares that on every call while each call still opens its own connection.
+LOOPBACK_TLS = ssl.create_default_context()
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -41,14 +47,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _fresh_pg_database(base_url: str) -> str:
-    """A new empty database on the test cluster, so tests never see each other's rows."""
+def _fresh_pg_database(base_url: str, *, template: str | None = None) -> str:
+    """A new database on the test cluster, so tests never see each other's rows: empty, or
+    a copy of `template`. Named t_<pid>_<suffix>, the names the stale sweep knows."""
     from sqlalchemy import create_engine, text
 
     name = f"t_{os.getpid()}_{time.monotonic_ns()}"
+    copy = f' TEMPLATE "{template}"' if template else ""
     admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
+        conn.execute(text(f'CREATE DATABASE "{name}"{copy}'))
     admin.dispose()
     return base_url.rsplit("/", 1)[0] + "/" + name
 
@@ -96,10 +104,26 @@ def _pg_cluster_hygiene() -> None:
             print(f"conftest: could not sweep stale test databases: {exc}", file=sys.stderr)
 
 
+@pytest.fixture(scope="session")
+def _pg_migrated_template() -> Iterator[str]:
+    """One database per pytest process, migrated to head once: each test's database is a
+    copy of it (CREATE DATABASE … TEMPLATE, a file copy) instead of an empty one that
+    every test then migrates again. Nothing may stay connected to it, or the copy fails."""
+    assert PG_URL
+    url = _fresh_pg_database(PG_URL)
+    try:
+        Store.open(url).close()
+        yield url.rsplit("/", 1)[1]
+    finally:
+        _drop_pg_database(PG_URL, url)
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """Each store-touching test runs on a real SQLite file and on a real PostgreSQL
-    (a fresh database per test, dropped afterwards)."""
+    (a fresh database per test, dropped afterwards). The PostgreSQL one is already at the
+    schema's head (opening a store there migrates nothing), unless the test is marked
+    `empty_database` — the tests of migrating itself."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'tma1.db'}"
         return
@@ -107,7 +131,10 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         if os.environ.get("TMA1_REQUIRE_POSTGRES") == "1":  # CI: the leg must run
             pytest.fail("TMA1_REQUIRE_POSTGRES=1 but TMA1_TEST_POSTGRES_URL is unset")
         pytest.skip("no PostgreSQL test cluster (TMA1_TEST_POSTGRES_URL unset)")
-    url = _fresh_pg_database(PG_URL)
+    template = None
+    if request.node.get_closest_marker("empty_database") is None:
+        template = request.getfixturevalue("_pg_migrated_template")
+    url = _fresh_pg_database(PG_URL, template=template)
     yield url
     _drop_pg_database(PG_URL, url)
 
@@ -146,6 +173,7 @@ class LiveServer:
         return self.service.store
 
     def client(self, **kw: object) -> httpx.Client:
+        kw.setdefault("verify", LOOPBACK_TLS)
         return httpx.Client(base_url=self.url, timeout=10, **kw)  # type: ignore[arg-type]
 
     def hook(
@@ -163,6 +191,7 @@ class LiveServer:
                 "Content-Type": "application/json",
             },
             timeout=10,
+            verify=LOOPBACK_TLS,
         )
 
     def stop(self) -> None:

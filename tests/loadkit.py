@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from conftest import LOOPBACK_TLS
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -95,7 +96,10 @@ class ServeProcess:
             if proc.poll() is not None:
                 raise RuntimeError(f"tma1 serve exited with {proc.returncode}:\n{sp.log_tail()}")
             try:
-                if httpx.get(f"{sp.url}/api/health", timeout=2).status_code == 200:
+                if (
+                    httpx.get(f"{sp.url}/api/health", timeout=2, verify=LOOPBACK_TLS).status_code
+                    == 200
+                ):
                     break
             except httpx.HTTPError:
                 pass
@@ -122,7 +126,7 @@ class ServeProcess:
         return None
 
     def health(self) -> dict[str, Any]:
-        return httpx.get(f"{self.url}/api/health", timeout=10).json()  # type: ignore[no-any-return]
+        return httpx.get(f"{self.url}/api/health", timeout=10, verify=LOOPBACK_TLS).json()  # type: ignore[no-any-return]
 
     def kill9(self) -> None:
         if self.proc.poll() is None:
@@ -356,7 +360,9 @@ def run_agents(
         errors: dict[str, int] = {}
         ok: list[str] = []
         step = 0
-        with httpx.Client(base_url=url, timeout=timeout_s, limits=limits) as client:
+        with httpx.Client(
+            base_url=url, timeout=timeout_s, limits=limits, verify=LOOPBACK_TLS
+        ) as client:
             while time.monotonic() < end and not stop_event.is_set():
                 for payload in agent_turn(session, f"{run_id}-{i}-{step}", step, cwd):
                     if time.monotonic() >= end or stop_event.is_set():

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest import LOOPBACK_TLS
 from loadkit import LoadResult, ServeProcess, hook_headers, run_agents, stored_markers
 from sqlalchemy import select
 
@@ -27,7 +28,11 @@ pytestmark = pytest.mark.slow
 
 def post(srv: ServeProcess, payload: dict[str, Any]) -> httpx.Response:
     return httpx.post(
-        f"{srv.url}/api/hooks", json=payload, headers=hook_headers(srv.token), timeout=10
+        f"{srv.url}/api/hooks",
+        json=payload,
+        headers=hook_headers(srv.token),
+        timeout=10,
+        verify=LOOPBACK_TLS,
     )
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import LOOPBACK_TLS
 from loadkit import ServeProcess, hook_headers
 
 from tma1.journal import JOURNAL_FILE
@@ -61,6 +62,7 @@ def test_events_queued_during_an_outage_survive_kill9(tmp_path: Path) -> None:
                 },
                 headers=hook_headers(srv.token),
                 timeout=10,
+                verify=LOOPBACK_TLS,
             )
             assert (r.status_code, r.content) == (200, b"")  # answered, not stored
             answered.append(i)

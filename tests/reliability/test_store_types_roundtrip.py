@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from sqlalchemy import inspect, select, text
 
 from tma1.events import HookEvent
@@ -101,6 +102,7 @@ def test_nul_and_lone_surrogates_are_stored_the_same_everywhere(store: Store) ->
     assert back.metadata == {"k\ufffd": ["v\ufffd"]}
 
 
+@pytest.mark.empty_database
 def test_concurrent_starters_migrate_once(db_url: str) -> None:
     """Two servers starting on one empty team database at once: both end up at head."""
     errors: list[BaseException] = []

@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from conftest import LiveServer
+from conftest import LOOPBACK_TLS, LiveServer
 from sqlalchemy import select
 
 from tma1.store.schema import ALL_TABLES, hook_events
@@ -33,6 +33,7 @@ def raw_post(live: LiveServer, headers: dict[str, str], body: object = VALID) ->
         content=json.dumps(body).encode(),
         headers={"Content-Type": "application/json", **headers},
         timeout=10,
+        verify=LOOPBACK_TLS,
     )
 
 
