@@ -215,67 +215,81 @@ def test_without_the_rollout_the_output_markers_still_count(
     assert row["event_type"] == "PostToolUse" and row["failure_kind"] == "masked"
 
 
+class _Counted:
+    """A service (SQLite, short waits) whose rollout reads are counted by call id."""
+
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *readers: str) -> None:
+        from tma1.config import Settings
+        from tma1.service import build_service
+
+        self.tmp_path = tmp_path
+        self.rollout = tmp_path / "rollout.jsonl"
+        self.looks: list[str] = []
+        for name in readers:
+            real = getattr(codex_exit, name)
+
+            def look(p: str, call: str, _real: Any = real, **kw: Any) -> Any:
+                self.looks.append(call)
+                return _real(p, call, **kw)
+
+            monkeypatch.setattr(codex_exit, name, look)
+        settings = Settings(
+            data_dir=tmp_path / "data",
+            database_url=f"sqlite:///{tmp_path / 'tma1.db'}",
+            watch_files=False,
+            hook_db_budget_ms=30_000,
+        )
+        self.service = build_service(settings, clock=ManualClock())
+
+    def post(self, call: str, tool: str = "Bash", response: str = "compiling\n") -> None:
+        body = {
+            "session_id": "s",
+            "hook_event_name": "PostToolUse",
+            "tool_name": tool,
+            "tool_use_id": call,
+            "tool_input": {"command": "./build.sh"},
+            "tool_response": response,
+            "cwd": str(self.tmp_path),
+            "transcript_path": str(self.rollout),
+        }
+        asyncio.run(self.service.handle_hook_async(json.dumps(body).encode(), source="codex"))
+
+    def close(self) -> None:
+        self.service.stop()
+        self.service.store.close()
+
+
+def _end_item(call: str) -> str:
+    return next(
+        ln
+        for ln in ROLLOUT.read_text().splitlines(keepends=True)
+        if call in ln and '"CommandExecution"' in ln
+    )
+
+
 def test_a_rollout_that_never_shows_an_end_stops_costing_a_wait(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A Codex whose rollout records the end some other way must not cost every shell call
+    """A Codex that records exit codes some other way must not cost every shell call
     the whole wait: after two misses a rollout gets one look and no wait, until it shows
     an end again."""
-    from tma1.config import Settings
-    from tma1.service import build_service
-
-    rollout = tmp_path / "rollout.jsonl"
-    rollout.write_text('{"type":"event_msg","payload":{"type":"task_started"}}\n')
-    looks: list[str] = []
-    real = codex_exit.read_command_end
-
-    def look(p: str, call: str, **kw: Any) -> CommandEnd | None:
-        looks.append(call)
-        return real(p, call, **kw)
-
-    monkeypatch.setattr(codex_exit, "read_command_end", look)
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        database_url=f"sqlite:///{tmp_path / 'tma1.db'}",
-        watch_files=False,
-        hook_db_budget_ms=30_000,
-    )
-    service = build_service(settings, clock=ManualClock())
-    service.exit_status_wait_s = service._exit_waits.wait_s = 0.5
+    svc = _Counted(tmp_path, monkeypatch, "read_command_end")
+    svc.rollout.write_text('{"type":"event_msg","payload":{"type":"task_started"}}\n')
+    svc.service.exit_status_wait_s = svc.service._exit_waits.wait_s = 0.5
     try:
-
-        def post(call: str) -> None:
-            body = {
-                "session_id": "s",
-                "hook_event_name": "PostToolUse",
-                "tool_name": "Bash",
-                "tool_use_id": call,
-                "tool_input": {"command": "./build.sh"},
-                "tool_response": "compiling\n",
-                "cwd": str(tmp_path),
-                "transcript_path": str(rollout),
-            }
-            asyncio.run(service.handle_hook_async(json.dumps(body).encode(), source="codex"))
-
-        post("c1")
-        post("c2")
-        assert looks.count("c1") > 1 and looks.count("c2") > 1  # waited: several looks
-        post("c3")
-        assert looks.count("c3") == 1  # two misses: one look, no wait
+        svc.post("c1")
+        svc.post("c2")
+        assert svc.looks.count("c1") > 1 and svc.looks.count("c2") > 1  # waited: several looks
+        svc.post("c3")
+        assert svc.looks.count("c3") == 1  # two misses: one look, no wait
         # The rollout shows an end again: waiting is back.
-        item = next(
-            ln
-            for ln in ROLLOUT.read_text().splitlines(keepends=True)
-            if BUILD_CALLS[0] in ln and '"CommandExecution"' in ln
-        )
-        with rollout.open("a") as f:
-            f.write(item)
-        post(BUILD_CALLS[0])
-        post("c5")
-        assert looks.count("c5") > 1
+        with svc.rollout.open("a") as f:
+            f.write(_end_item(BUILD_CALLS[0]))
+        svc.post(BUILD_CALLS[0])
+        svc.post("c5")
+        assert svc.looks.count("c5") > 1
     finally:
-        service.stop()
-        service.store.close()
+        svc.close()
 
 
 def test_a_rollout_without_patch_diffs_stops_costing_patches_a_wait(
@@ -283,59 +297,21 @@ def test_a_rollout_without_patch_diffs_stops_costing_patches_a_wait(
 ) -> None:
     """A Codex that records command ends but no FileChange items (older than 0.17): its
     patches stop waiting after two misses, and its shell calls keep their own wait."""
-    from tma1.config import Settings
-    from tma1.service import build_service
-
-    rollout = tmp_path / "rollout.jsonl"
-    end = next(
-        ln
-        for ln in ROLLOUT.read_text().splitlines(keepends=True)
-        if BUILD_CALLS[0] in ln and '"CommandExecution"' in ln
-    )
-    rollout.write_text(end)
-    looks: list[str] = []
-    for name in ("read_patch_lines", "read_command_end"):
-        real = getattr(codex_exit, name)
-
-        def look(p: str, call: str, _real: Any = real, **kw: Any) -> Any:
-            looks.append(call)
-            return _real(p, call, **kw)
-
-        monkeypatch.setattr(codex_exit, name, look)
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        database_url=f"sqlite:///{tmp_path / 'tma1.db'}",
-        watch_files=False,
-        hook_db_budget_ms=30_000,
-    )
-    service = build_service(settings, clock=ManualClock())
-    service._exit_waits.wait_s = service._patch_waits.wait_s = 0.3
+    svc = _Counted(tmp_path, monkeypatch, "read_patch_lines", "read_command_end")
+    svc.rollout.write_text(_end_item(BUILD_CALLS[0]))
+    svc.service._exit_waits.wait_s = svc.service._patch_waits.wait_s = 0.3
+    applied = "Success. Updated the following files:\nM a.py\n"
     try:
-
-        def post(call: str, tool: str) -> None:
-            body = {
-                "session_id": "s",
-                "hook_event_name": "PostToolUse",
-                "tool_name": tool,
-                "tool_use_id": call,
-                "tool_input": {"command": "./build.sh"},
-                "tool_response": "Success. Updated the following files:\nM a.py\n",
-                "cwd": str(tmp_path),
-                "transcript_path": str(rollout),
-            }
-            asyncio.run(service.handle_hook_async(json.dumps(body).encode(), source="codex"))
-
-        post(BUILD_CALLS[0], "Bash")  # the rollout shows command ends
-        post("p1", "apply_patch")
-        post("p2", "apply_patch")
-        assert looks.count("p1") > 1 and looks.count("p2") > 1  # waited: several looks
-        post("p3", "apply_patch")
-        assert looks.count("p3") == 1  # two misses: one look, no wait
-        post("c9", "Bash")
-        assert looks.count("c9") > 1  # the exit status still waits
+        svc.post(BUILD_CALLS[0])  # the rollout shows command ends
+        svc.post("p1", "apply_patch", applied)
+        svc.post("p2", "apply_patch", applied)
+        assert svc.looks.count("p1") > 1 and svc.looks.count("p2") > 1  # waited
+        svc.post("p3", "apply_patch", applied)
+        assert svc.looks.count("p3") == 1  # two misses: one look, no wait
+        svc.post("c9")
+        assert svc.looks.count("c9") > 1  # the exit status still waits
     finally:
-        service.stop()
-        service.store.close()
+        svc.close()
 
 
 def test_reads_the_lines_a_patch_wrote_from_the_real_rollout() -> None:
