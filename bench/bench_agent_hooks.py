@@ -5,8 +5,11 @@ session again and again against the fake model on loopback — Read, Edit, `./bu
 failing three times, end of turn (twice: tma1 blocks the first) — under each of these
 hook setups, interleaved run by run so that machine load falls on all of them alike:
 
-- command: what `tma1 install --adapter claude-code` wrote: where /bin/bash has /dev/tcp,
-  the bash script that speaks HTTP itself (no process exec'd);
+- command: what `tma1 install --adapter claude-code` writes: where /bin/bash has /dev/tcp,
+  the bash script that speaks HTTP itself (no process exec'd), in Claude Code's exec form
+  (`command` + `args`: no shell first);
+- command-shell: the same script as install wrote it before the exec form, through
+  Claude Code's `/bin/sh -c`: `LC_ALL=C exec '<script>' --stdin-closes`;
 - command-forked: the same script, but every event as install wrote it before
   `--stdin-closes` (the command is the bare script path: Claude Code's shell forks it,
   bash loads the user's locale, and the script forks a time-capped worker);
@@ -32,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import statistics
 import sys
 import tempfile
@@ -54,7 +58,7 @@ EVENTS = (
     "SessionEnd",
     "PreCompact",
 )
-SETUPS = ("command", "command-forked", "command-sh", "noop", "noop-cat", "http")
+SETUPS = ("command", "command-shell", "command-forked", "command-sh", "noop", "noop-cat", "http")
 LINE = re.compile(
     r"Hooks: (?P<event>[A-Za-z]+)(?::\S+)? \[(?P<what>.*?)\] finished with status \S+ "
     r"\((?P<ms>\d+(?:\.\d+)?)ms\)"
@@ -64,9 +68,8 @@ LINE = re.compile(
 def settings_hooks(setup: str, rig: Rig, tma1_hooks: dict[str, Any]) -> dict[str, Any]:
     if setup == "command":
         return tma1_hooks
-    if setup == "command-forked":
-        forked = json.dumps(tma1_hooks).replace("LC_ALL=C exec ", "")
-        return json.loads(forked.replace(" --stdin-closes", ""))
+    if setup in ("command-shell", "command-forked"):
+        return _shell_form(tma1_hooks, forked=setup == "command-forked")
     if setup == "command-sh":
         return json.loads(json.dumps(tma1_hooks).replace(".sh", "-posix.sh"))
 
@@ -86,6 +89,21 @@ def settings_hooks(setup: str, rig: Rig, tma1_hooks: dict[str, Any]) -> dict[str
     }
     out = {e: group(http) for e in EVENTS if e != "SessionStart"}
     out["SessionStart"] = tma1_hooks["SessionStart"]
+    return out
+
+
+def _shell_form(hooks: dict[str, Any], *, forked: bool) -> dict[str, Any]:
+    """The installed exec-form hooks as shell-form commands, as earlier installs wrote
+    them: `LC_ALL=C exec '<script>' [--stdin-closes]` (`forked`: the bare script path on
+    every event, the script's forked worker everywhere)."""
+    out = json.loads(json.dumps(hooks))
+    for groups in out.values():
+        for g in groups:
+            for h in g["hooks"]:
+                if h.get("type") != "command" or "args" not in h:
+                    continue
+                script, args = shlex.quote(h["command"]), h.pop("args")
+                h["command"] = script if forked else " ".join(["LC_ALL=C exec", script, *args])
     return out
 
 

@@ -55,14 +55,25 @@ class Agent:
         assert r.returncode == 0
 
 
+def command_line(handler: dict) -> str:
+    """A handler's command as a line for `sh -c`: Claude Code's exec form (`command` +
+    `args`, spawned without a shell) runs the same program with the same arguments."""
+    if "args" in handler:
+        return shlex.join([handler["command"], *handler["args"]])
+    return str(handler["command"])
+
+
 def installed_command(home: Path, adapter: str, event: str = "PostToolUse") -> str:
-    """The command install registered for `event`."""
+    """The command install registered for `event`, as a line for `sh -c`."""
     if adapter == "claude-code":
         doc = json.loads((home / ".claude" / "settings.json").read_text())
     else:
         doc = json.loads((home / ".codex" / "hooks.json").read_text())
     commands = {
-        h["command"] for g in doc["hooks"][event] for h in g["hooks"] if "tma1-hook" in h["command"]
+        command_line(h)
+        for g in doc["hooks"][event]
+        for h in g["hooks"]
+        if "tma1-hook" in h["command"]
     }
     assert len(commands) == 1
     return commands.pop()
@@ -285,8 +296,8 @@ def silent_server() -> Iterator[int]:
 def agent_of_silent_server(
     flavor: str, tmp_path: Path, home: Path, project: Path, port: int, stdin_closes: bool
 ) -> Agent:
-    """An agent whose hook (either command form) posts to a server that never answers."""
-    from tma1.adapters.hookscript import shell_command, write_script
+    """An agent whose hook (either mode) posts to a server that never answers."""
+    from tma1.adapters.hookscript import exec_form, write_script
     from tma1.config import Settings
 
     (tmp_path / "data").mkdir()
@@ -294,7 +305,8 @@ def agent_of_silent_server(
     script = write_script(
         Settings(data_dir=tmp_path / "data", port=port), "claude-code", flavor=flavor
     )
-    return Agent(shell_command(script, stdin_closes=stdin_closes), agent_env(home), project, None)
+    command = command_line(exec_form(script, stdin_closes=stdin_closes))
+    return Agent(command, agent_env(home), project, None)
 
 
 @pytest.mark.parametrize("stdin_closes", [False, True], ids=["forked", "one-process"])

@@ -64,8 +64,8 @@ def test_install_registers_every_event_once_and_keeps_the_users_entries(home: Pa
     assert sorted(e for e, _ in ours) == sorted(CLAUDE_EVENTS)
     script = home / ".tma1" / "hooks" / "tma1-hook-claude-code.sh"
     for event, h in ours:
-        flag = "" if event in ("SessionStart", "SessionEnd") else " --stdin-closes"
-        assert h == {"type": "command", "command": f"LC_ALL=C exec {script}{flag}", "timeout": 5}
+        args = [] if event in ("SessionStart", "SessionEnd") else ["--stdin-closes"]
+        assert h == {"type": "command", "command": str(script), "args": args, "timeout": 5}
     # our groups use the empty matcher
     for event in CLAUDE_EVENTS:
         assert any(
@@ -180,7 +180,7 @@ def test_reinstall_replaces_our_entry_in_place_even_from_another_data_dir(home: 
             "matcher": "",
             "hooks": [
                 {"type": "command", "command": "echo mine"},
-                {"type": "command", "command": f"LC_ALL=C exec {new} --stdin-closes", "timeout": 5},
+                {"type": "command", "command": new, "args": ["--stdin-closes"], "timeout": 5},
                 {"type": "command", "command": "echo also mine"},
             ],
         }
@@ -213,7 +213,7 @@ def test_dry_run_prints_a_diff_and_writes_nothing(home: Path) -> None:
     assert snapshot(home) == before
     script = str(home / ".tma1" / "hooks" / "tma1-hook-claude-code.sh")
     added = [ln.strip() for ln in r.stdout.splitlines() if ln.strip().startswith("+")]
-    assert sum(f'"command": "LC_ALL=C exec {script}' in ln for ln in added) == len(CLAUDE_EVENTS)
+    assert sum(f'"command": "{script}"' in ln for ln in added) == len(CLAUDE_EVENTS)
     assert "--- " + str(home / ".claude" / "settings.json") in r.stdout
     assert "+++ " + str(home / ".codex" / "hooks.json") in r.stdout
     assert "would create" in r.stdout and "would update" in r.stdout
@@ -224,7 +224,7 @@ def test_dry_run_prints_a_diff_and_writes_nothing(home: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert snapshot(home) == before
     removed = [ln.strip() for ln in r.stdout.splitlines() if ln.strip().startswith("-")]
-    assert sum(f'"command": "LC_ALL=C exec {script}' in ln for ln in removed) == len(CLAUDE_EVENTS)
+    assert sum(f'"command": "{script}"' in ln for ln in removed) == len(CLAUDE_EVENTS)
 
 
 def test_codex_install_and_uninstall(home: Path) -> None:
@@ -345,7 +345,7 @@ def test_a_relative_data_dir_is_registered_as_an_absolute_path(home: Path, tmp_p
     doc = json.loads((home / ".claude" / "settings.json").read_text())
     script = tmp_path / "rel-data" / "hooks" / "tma1-hook-claude-code.sh"
     commands = {event: h["command"] for event, h in our_handlers(doc, script.name)}
-    assert commands["PostToolUse"] == f"LC_ALL=C exec {script} --stdin-closes"
+    assert commands["PostToolUse"] == str(script)
     assert (tmp_path / "rel-data" / "hook-token").exists()
 
 
@@ -355,14 +355,17 @@ def test_claude_code_hooks_fork_a_capped_worker_only_where_a_session_begins_or_e
     """Claude Code closes the hook's stdin once the event is written: the script serves
     those events in one process (`--stdin-closes`); SessionStart and SessionEnd (/clear is
     both) keep the worker whose time cap also covers an agent that leaves stdin open.
-    Every command is exec'd by Claude Code's shell, with the C locale."""
+    Every hook is in exec form (`args` present): Claude Code spawns the script itself,
+    no shell first."""
     assert tma1(home, "install").returncode == 0
     doc = json.loads((home / ".claude" / "settings.json").read_text())
-    commands = {event: h["command"] for event, h in our_handlers(doc, "tma1-hook-claude-code.sh")}
-    bounded = {e for e, c in commands.items() if not c.endswith(" --stdin-closes")}
+    handlers = dict(our_handlers(doc, "tma1-hook-claude-code.sh"))
+    bounded = {e for e, h in handlers.items() if h["args"] != ["--stdin-closes"]}
     assert bounded == {"SessionStart", "SessionEnd"}
-    assert set(commands) > bounded | {"PreToolUse", "PostToolUse", "Stop", "UserPromptSubmit"}
-    assert all(c.startswith("LC_ALL=C exec ") for c in commands.values())
+    assert all(handlers[e]["args"] == [] for e in bounded)
+    assert set(handlers) > bounded | {"PreToolUse", "PostToolUse", "Stop", "UserPromptSubmit"}
+    script = home / ".tma1" / "hooks" / "tma1-hook-claude-code.sh"
+    assert {h["command"] for h in handlers.values()} == {str(script)}
 
 
 def test_http_transport_round_trip(home: Path) -> None:

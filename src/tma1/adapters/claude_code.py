@@ -8,7 +8,7 @@ from typing import Any
 
 from tma1.adapters.base import Adapter
 from tma1.adapters.files import agent_dir
-from tma1.adapters.hookscript import script_name, script_path, shell_command
+from tma1.adapters.hookscript import exec_form, script_name, script_path
 from tma1.adapters.mcp_registration import claude_registration
 from tma1.adapters.registration import JsonHooksRegistration, ScriptRegistration
 from tma1.config import Settings
@@ -76,12 +76,8 @@ def adapter(
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; use command or http")
     script = script_path(settings, NAME)
-    bounded = {"type": "command", "command": shell_command(script), "timeout": TIMEOUT_S}
-    handler = {
-        "type": "command",
-        "command": shell_command(script, stdin_closes=True),
-        "timeout": TIMEOUT_S,
-    }
+    bounded = {"type": "command", **exec_form(script), "timeout": TIMEOUT_S}
+    handler = {"type": "command", **exec_form(script, stdin_closes=True), "timeout": TIMEOUT_S}
     per_event: dict[str, dict[str, Any]] = {event: bounded for event in BOUNDED_EVENTS}
     notes = [
         "Claude Code picks up settings.json changes by itself; a session started "

@@ -32,7 +32,7 @@ class DemoAgent:
     """Plays Claude Code: fires hook events through the installed script, writes files,
     and appends usage lines to its transcript."""
 
-    command: str
+    command: list[str]  # spawned as Claude Code's exec form does: no shell
     env: dict[str, str]
     project: Path
     transcript: Path
@@ -56,7 +56,7 @@ class DemoAgent:
         }
         t0 = time.perf_counter()
         r = subprocess.run(
-            ["/bin/sh", "-c", self.command],
+            self.command,
             input=json.dumps(payload),
             capture_output=True,
             text=True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -126,9 +127,10 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def install_into(home: Path, settings: Settings) -> tuple[str, Path]:
-    """`tma1 install --adapter claude-code` into a throw-away HOME; returns the command the
-    agent would run, read back from the settings.json that install wrote."""
+def install_into(home: Path, settings: Settings) -> tuple[list[str], Path]:
+    """`tma1 install --adapter claude-code` into a throw-away HOME; returns the program and
+    arguments the agent would spawn (the exec form: `command` + `args`), read back from the
+    settings.json that install wrote."""
     from tma1.adapters import get_adapters
     from tma1.adapters.registration import InstallState, plan_all
 
@@ -142,14 +144,14 @@ def install_into(home: Path, settings: Settings) -> tuple[str, Path]:
     settings_json = home / ".claude" / "settings.json"
     doc = json.loads(settings_json.read_text(encoding="utf-8"))
     commands = {
-        h["command"]
+        (h["command"], *h.get("args", []))
         for g in doc["hooks"]["UserPromptSubmit"]
         for h in g["hooks"]
         if "tma1-hook" in h.get("command", "")
     }
     if len(commands) != 1:
         raise DemoError(f"install wrote {len(commands)} tma1 hooks into {settings_json}")
-    return commands.pop(), settings_json
+    return list(commands.pop()), settings_json
 
 
 def _run(out: Out, root: Path, server: DemoServer, *, keep: bool, started: float) -> int:
@@ -171,7 +173,7 @@ def _run(out: Out, root: Path, server: DemoServer, *, keep: bool, started: float
     )
     out.line(f"  server      {server.url}  {out.dim('(tma1 serve, SQLite in a temporary dir)')}")
     out.line(f"  project     {project}  {out.dim('(a fresh git repository, watched)')}")
-    out.line(f"  hook        {command}")
+    out.line(f"  hook        {shlex.join(command)}")
     out.line(f"  installed   {settings_json}  {out.dim('(tma1 install, in a temporary HOME)')}")
     out.line(f"  transcript  {transcript}")
     out.line(f"  threshold   context_pressure at {CONTEXT_THRESHOLD:,} prompt tokens (demo value)")
