@@ -196,39 +196,28 @@ class Service:
             return ""
 
     async def _from_rollout(self, event: HookEvent) -> None:
-        """What a Codex hook leaves out, read from its rollout: a shell call's exit status,
-        an apply_patch call's lines (tma1.sensors.codex_exit)."""
+        """What a Codex hook leaves out, read from its rollout (tma1.sensors.codex_exit;
+        not found in time: the event stays as the hook gave it). A shell call's exit
+        status (design §2.18): a non-zero one makes the event a failure. An apply_patch
+        call's lines: kept when the patch changed one file (the rules read an event's lines
+        as those of each file it names)."""
         assert event.transcript_path is not None and event.tool_use_id is not None
         path, call = event.transcript_path, event.tool_use_id
+        end: codex_exit.CommandEnd | None = None
+        lines: codex_exit.PatchLines | None = None
         if codex_exit.wants_exit_status(event):
-            wait_s = self._exit_waits.wait_for(path)
-            self._exit_status(event, await codex_exit.await_command_end(path, call, wait_s=wait_s))
+            policy, counter = self._exit_waits, "codex_exit"
+            end = await codex_exit.await_command_end(path, call, wait_s=policy.wait_for(path))
+            found = end is not None
         else:
-            wait_s = self._patch_waits.wait_for(path)
-            self._patch_lines(event, await codex_exit.await_patch_lines(path, call, wait_s=wait_s))
-
-    def _exit_status(self, event: HookEvent, end: codex_exit.CommandEnd | None) -> None:
-        """A Codex shell call's exit status from its rollout (design §2.18): a non-zero
-        one makes the event a failure. Not found in time: the output's markers stand."""
-        if event.transcript_path:
-            self._exit_waits.record(event.transcript_path, end is not None)
-        if end is None:
-            self.counters.inc("codex_exit.not_found")
-            return
-        self.counters.inc("codex_exit.found")
-        if end.failed:
+            policy, counter = self._patch_waits, "codex_patch"
+            lines = await codex_exit.await_patch_lines(path, call, wait_s=policy.wait_for(path))
+            found = lines is not None
+        policy.record(path, found)
+        self.counters.inc(f"{counter}.found" if found else f"{counter}.not_found")
+        if end is not None and end.failed:
             mark_exit_failure(event, end.exit_code)
-
-    def _patch_lines(self, event: HookEvent, lines: codex_exit.PatchLines | None) -> None:
-        """The lines a Codex patch wrote, from its rollout: kept when the patch changed one
-        file (the rules read an event's lines as those of each file it names)."""
-        if event.transcript_path:
-            self._patch_waits.record(event.transcript_path, lines is not None)
-        if lines is None:
-            self.counters.inc("codex_patch.not_found")
-            return
-        self.counters.inc("codex_patch.found")
-        if len(lines) == 1:
+        if lines is not None and len(lines) == 1:
             (ranges,) = lines.values()
             if ranges:
                 note_edited_lines(event, ranges)
