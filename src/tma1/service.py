@@ -95,10 +95,9 @@ class Service:
     # Where events are committed: the budgeted insert + outage queue (tma1.ingest), built
     # from settings when not given; replay's in-memory sink.
     ingest: EventSink | None = None
-    # The longest a Codex shell PostToolUse waits for its exit status to reach the
-    # rollout (tma1.sensors.codex_exit). `handle_payload` (replay) reads no rollout: its
+    # How long a Codex shell PostToolUse waits for its exit status to reach the rollout
+    # (tma1.sensors.codex_exit). `handle_payload` (replay) reads no rollout: its
     # converters already carry the status.
-    exit_status_wait_s: float = codex_exit.WAIT_S
     _exit_waits: codex_exit.WaitPolicy = field(default_factory=codex_exit.WaitPolicy)
     # Apart: a Codex that records command ends but no patch diffs (older than 0.17) must
     # not make every patch wait out the bound.
@@ -107,7 +106,6 @@ class Service:
     journal: Journal | None = None
 
     def __post_init__(self) -> None:
-        self._exit_waits.wait_s = self._patch_waits.wait_s = self.exit_status_wait_s
         if self.ingest is None:
             self.ingest = Ingest(
                 store=self.store,
@@ -185,11 +183,8 @@ class Service:
             if codex_exit.wants_exit_status(event) or codex_exit.wants_patch_lines(event):
                 await self._from_rollout(event)
             assert self.ingest is not None
-            if envelope is None:
-                return await self.ingest.submit_async(event, self._answer)
-            return await self.ingest.submit_async(
-                event, functools.partial(self._answer, envelope=envelope)
-            )
+            answer = functools.partial(self._answer, envelope=envelope)
+            return await self.ingest.submit_async(event, answer)
         except Exception:
             self.counters.inc("errors.internal")
             log.exception("hook handling failed; answering empty")
@@ -279,25 +274,17 @@ class Service:
         thread (replay feeds these; the body limit is the caller's to apply). Never raises."""
         self.counters.inc("requests")
         try:
-            return self._handle_payload(payload, source=source, envelope=envelope)
+            event = self._event_from_payload(payload, source)
+            assert self.ingest is not None
+            # Committed within the budget, or queued (tma1.ingest): the engine cannot see a
+            # queued event, so it gets the empty answer.
+            if event is None or not self.ingest.submit(event):
+                return ""
+            return self._answer(event, envelope=envelope)
         except Exception:
             self.counters.inc("errors.internal")
             log.exception("hook handling failed; answering empty")
             return ""
-
-    def _handle_payload(self, payload: object, *, source: str | None, envelope: str | None) -> str:
-        event = self._event_from_payload(payload, source)
-        if event is None:
-            return ""
-        return self._submit(event, envelope)
-
-    def _submit(self, event: HookEvent, envelope: str | None) -> str:
-        assert self.ingest is not None
-        # Committed within the budget, or queued (tma1.ingest): the engine cannot see a
-        # queued event, so it gets the empty answer.
-        if not self.ingest.submit(event):
-            return ""
-        return self._answer(event, envelope=envelope)
 
     def _answer(self, event: HookEvent, envelope: str | None = None) -> str:
         """What the agent hears about a committed event (sensors and engine first)."""
