@@ -1,41 +1,14 @@
 """Hook ingest when the database is slow or gone: a budgeted insert, then a bounded queue.
 
-Policy (docs/reliability.md, "Database slow or gone"):
-
-1. **Normal path.** The insert runs on an ingest worker and the hook waits for its commit,
-   at most `budget_ms` (TMA1_HOOK_DB_BUDGET_MS, default 400 ms). Committed in time → the
-   engine sees the event and answers; the event is committed before the response is
-   written (the invariant of the hook path). Hooks that arrive while a commit runs share
-   the next one (group commit); each is still answered only after its own row is
-   committed. An HTTP hook (`submit_async`) waits on the event loop, with no thread of
-   its own: the worker that committed its row also computes its answer (`after`) and
-   hands it back to the loop — one thread hop per hook instead of three
-   (docs/benchmarks.md, "Hook ingest").
-2. **Slow database.** The budget runs out: the hook answers 200 with an empty body (the
-   engine cannot see an event that is not committed). The insert keeps running; if it
-   later fails, the event goes to the queue. It is never inserted twice.
-3. **Database gone** (a connection or operational error, or the budget ran out): the event
-   goes on a bounded in-memory queue (at most `max_events` events and `max_bytes` of
-   text). When the queue is full the *newest* event is dropped and counted
-   (`ingest.dropped_queue_full`): the queue keeps time order, and the rules read windows
-   of time. While the database is known to be down ("breaker open") hooks skip the
-   direct attempt and enqueue at once, so they answer in well under a millisecond.
-4. **Recovery.** A background thread flushes the queue in batches with exponential
-   backoff (50 ms … 2 s). The first successful write closes the breaker: the direct path
-   resumes by itself, with no operator action.
-5. **Rows the database refuses** (a data error, not an outage) are retried one by one and
-   the refused rows dropped and counted (`ingest.rejected_by_db`); one poison event must
-   not stall the queue forever. Every event is scrubbed first (tma1.scrub), so the stored
-   data is the same on SQLite and PostgreSQL.
-6. **Stop.** A graceful stop drains the queue for up to `drain_s` seconds; what is left
-   is counted (`ingest.lost_at_shutdown`) and logged — unless a journal keeps it.
-7. **Journal** (`tma1 serve`: `ingest-journal.jsonl` in the data dir, tma1.journal). Each
-   queued event is also appended to the journal before its hook is answered, and marked
-   done once written; on start the journal's pending events go back on the queue. So a
-   `kill -9` (or a stop that ran out of time) during an outage loses nothing the queue
-   accepted. Without a journal (in-process callers, replay) the queue is memory only.
-
-Every counter is reported by `GET /api/health` under `ingest`.
+The policy, step by step, is docs/reliability.md ("Database slow or gone"). A hook waits at
+most `budget_ms` for its row's commit; hooks that arrive while a commit runs share the next
+one (group commit), each answered only after its own row is committed. Over budget, or with
+the database gone, the event goes on the outage queue (tma1.ingest_queue, journalled by
+tma1.journal when there is a journal), and a breaker sends later hooks straight there until
+a write succeeds. An HTTP hook (`submit_async`) waits on the event loop with no thread of
+its own: the worker that committed its row also computes its answer (`after`) and hands it
+back to the loop (docs/benchmarks.md, "Hook ingest"). `GET /api/health` reports every
+counter under `ingest`.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
-"""The outage journal: hook events answered while the database was down survive `kill -9`.
+"""The outage journal: hook events answered while the database was down survive `kill -9`
+(docs/reliability.md, "Journal", gives the fsync policy).
 
-While the database is unavailable, `tma1.ingest` keeps answered events on an in-memory
-queue. Each one is also appended, as it is queued, to `ingest-journal.jsonl` in the data
-dir (mode 0600): one JSON line `{"seq": N, "event": {…}}`. When the queue writes events to
-the database it appends `{"done": [N, …]}`; once nothing is pending the file is emptied.
-On start, every journalled event without a `done` line goes back on the queue (and so into
-the database, and the engine) before the first hook is answered.
-
-Durability (fsync policy): each line is one `write(2)` on an `O_APPEND` descriptor, done
-before the hook is answered, so a `kill -9` of the server loses nothing the journal
-accepted (the kernel holds the data). A background `fsync` runs at most `SYNC_EVERY_S`
-(1 s) after a write: a crash of the whole machine loses at most the last second of the
-outage's events. A crash between a batch's commit and its `done` line replays that batch
-once more on start: at-least-once, never lost.
+`ingest-journal.jsonl` in the data dir (mode 0600) holds one JSON line `{"seq": N, "event":
+{…}}` per queued event, written before its hook is answered, and `{"done": [N, …]}` once
+the events are in the database; it is emptied when nothing is pending. On start, every
+event without a `done` line goes back on the queue. Each line is one `write(2)` on an
+`O_APPEND` descriptor; a background `fsync` follows within `SYNC_EVERY_S`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""The content baseline of a watched project: what each file held when last seen.
-
-A change whose content hash (git's blob SHA-1, for files ≤ 4 MB) equals
-the last known hash of that path is dropped (touch, no-op save). When the watch starts the
-baseline is primed from git: the index (`git ls-files -s`) gives the hash of every tracked
-file without reading it, and the files `git status` lists as modified or untracked are
-hashed once (at most `PRIME_MAX_FILES`). So a `touch` of any clean tracked file, of a
-modified one, or of an untracked one present at start is dropped. Outside a git
-repository there is no baseline: the first change seen of a path is always recorded (a
-touch of a never-seen file counts once), later ones are compared. Files over 4 MB carry
-no hash; a repeat event with the same size and mtime is dropped.
+"""The content baseline of a watched project: what each file held when last seen, so that a
+touch or a no-op save is no change (docs/sensors.md, "No-op saves are dropped"). It is
+primed from git's index and `git status`; files over 4 MB carry no hash and are compared
+by size and mtime.
 """
 
 from __future__ import annotations

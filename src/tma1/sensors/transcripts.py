@@ -1,20 +1,10 @@
-"""Context occupancy from agent transcripts (design §2.12).
+"""Context occupancy from agent transcripts (design §2.12; docs/sensors.md, "The
+transcript tailer", gives what each agent's lines count for).
 
-Two layers:
-- pure parsers over already-decoded JSON objects (`parse_claude_usage_lines`,
-  `parse_codex_usage_lines`), shared by the live tailer and by replay;
-- `TranscriptTailer`, which reads new complete lines of a transcript incrementally (an
-  offset per file; survives truncation and rotation; leaves a partial last line for later),
-  reads at most a small slice on the hook's critical path and hands the rest of a large
-  backlog to a background thread.
-
-Claude Code: one API response is written as several lines repeating the same usage, so
-usage is deduplicated by `message.id` (+ `requestId`); sidechain (subagent) lines are not
-the main context and are skipped; `system`/`compact_boundary` lines become `compaction`
-rows. Codex: `event_msg`/`token_count` with `info.last_token_usage`; Codex writes the same
-token_count more than once (the cumulative total does not move), those repeats are dropped;
-its `info.model_context_window` is kept on each row (`Usage.context_window`: the context
-threshold is half of it, design §2.12).
+Two layers: pure parsers over decoded JSON objects (`parse_claude_usage_lines`,
+`parse_codex_usage_lines`), shared by the live tailer and by replay; and `TranscriptTailer`,
+which reads the new complete lines of a transcript incrementally, at most a small slice on
+the hook's critical path, and hands the rest of a large backlog to a background thread.
 """
 
 from __future__ import annotations
