@@ -5,6 +5,7 @@ attributed to the session whose write explains it (`sensors.attribution`), and s
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import tempfile
@@ -45,7 +46,7 @@ RETRY_MS = 10 * MINUTE_MS
 # A file's mtime stands in for the write time when it is this recent (attribution only).
 WRITTEN_AT_MAX_MS = 10 * SECOND_MS
 
-CHANGE_ADDED, CHANGE_MODIFIED, CHANGE_DELETED = 1, 2, 3  # watchfiles.Change values
+CHANGE_ADDED, CHANGE_DELETED = 1, 3  # watchfiles.Change values
 
 
 # --- one project's watcher ----------------------------------------------------------------
@@ -73,9 +74,7 @@ class ProjectWatch:
         self.stop_event = threading.Event()
         self.ready = threading.Event()
         self.failed: str | None = None
-        self.git = os.path.isdir(os.path.join(project, ".git")) or os.path.isfile(
-            os.path.join(project, ".git")
-        )
+        self.git = os.path.exists(os.path.join(project, ".git"))  # a dir, or a worktree's file
         extra = (str(sensor.settings.data_dir.expanduser().absolute()),)
         self.ignore = IgnoreMatcher(project, extra_ignored_dirs=extra)
         self.known: dict[str, str] = {}
@@ -88,16 +87,6 @@ class ProjectWatch:
         self.thread = threading.Thread(
             target=self._run, name=f"tma1-watch:{os.path.basename(project)}", daemon=True
         )
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.stop_event.set()
-
-    def join(self, timeout: float) -> None:
-        if self.thread.is_alive():
-            self.thread.join(timeout)
 
     # --- thread ------------------------------------------------------------------------
 
@@ -256,17 +245,12 @@ class ProjectWatch:
         self._remember(path, signature)
         if now - WRITTEN_AT_MAX_MS <= mtime_ms <= now:
             self.written_at[path] = mtime_ms
-        if prev is not None and prev != DELETED:
-            change = "modified"
-        elif prev == DELETED or self.baseline or CHANGE_ADDED in kinds:
-            change = "added"
-        else:
-            change = "modified"
+        added = prev == DELETED or (prev is None and (self.baseline or CHANGE_ADDED in kinds))
         return FileChange(
             ts=now,
             project=self.project,
             path=path,
-            change=change,
+            change="added" if added else "modified",
             size=size,
             content_hash=content_hash,
         )
@@ -330,7 +314,7 @@ class FileSensor:
             w = ProjectWatch(self, project, now)
             self.watches[project] = w
         self.counters.inc("files.watches_started")
-        w.start()
+        w.thread.start()
         return w
 
     def _watchable(self, project: str, now: int) -> bool:
@@ -370,15 +354,7 @@ class FileSensor:
             return
         hints = written_at or {}
         attributed = [
-            FileChange(
-                ts=c.ts,
-                project=c.project,
-                path=c.path,
-                change=c.change,
-                size=c.size,
-                content_hash=c.content_hash,
-                writer_session=self._explain(c, hints.get(c.path)),
-            )
+            dataclasses.replace(c, writer_session=self._explain(c, hints.get(c.path)))
             for c in changes
         ]
         ids = self.store.insert_changes(attributed)
@@ -447,20 +423,15 @@ class FileSensor:
                     del self.watches[project]
                     stopped.append(w)
         for w in stopped:
-            w.stop()
             log.info("stopped watching %s: no events for 2 h", w.project)
-        for w in stopped:
-            w.join(2.0)
+        _stop_all(stopped)
         return [w.project for w in stopped]
 
     def stop(self) -> None:
         with self._lock:
             watches = list(self.watches.values())
             self.watches.clear()
-        for w in watches:
-            w.stop()
-        for w in watches:
-            w.join(2.0)
+        _stop_all(watches)
 
     def wait_ready(self, project: str, timeout: float = 10.0) -> bool:
         with self._lock:
@@ -485,3 +456,12 @@ class FileSensor:
             "intervals": self.attribution.size(),
             "changes": self.counters.get("files.changes"),
         }
+
+
+def _stop_all(watches: list[ProjectWatch]) -> None:
+    """Tell every watcher thread to stop, then wait for each (all stop at once)."""
+    for w in watches:
+        w.stop_event.set()
+    for w in watches:
+        if w.thread.is_alive():
+            w.thread.join(2.0)
