@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from tma1.clock import MINUTE_MS, SECOND_MS
 from tma1.events import WRITE_TOOLS, HookEvent
@@ -190,23 +191,16 @@ class Attribution:
 
     def prune(self, now: int) -> None:
         horizon = now - RECENT_KEEP_MS
+        indexes: tuple[dict[Any, list[Interval]], ...] = (self._by_path, self._shell, self._open)
         with self._lock:
-            for index in (self._by_path, self._shell):
+            for index in indexes:
                 for k in list(index):
                     kept = [iv for iv in index[k] if iv.last_ts() >= horizon]
                     if kept:
                         index[k] = kept
                     else:
                         del index[k]
-            for key in list(self._open):
-                kept = [iv for iv in self._open[key] if iv.last_ts() >= horizon]
-                if kept:
-                    self._open[key] = kept
-                else:
-                    del self._open[key]
 
     def size(self) -> int:
         with self._lock:
-            return sum(len(v) for v in self._by_path.values()) + sum(
-                len(v) for v in self._shell.values()
-            )
+            return sum(len(v) for index in (self._by_path, self._shell) for v in index.values())

@@ -39,30 +39,21 @@ def git(root: str, *args: str) -> bytes | None:
     return out.stdout if out.returncode == 0 else None
 
 
-def hash_file(path: str, size: int) -> str | None:
-    if size > HASH_LIMIT:
-        return None
-    try:
-        with open(path, "rb") as fh:
-            return git_blob_hash(fh.read(HASH_LIMIT + 1))
-    except OSError:
-        return None
-
-
 def file_signature(path: str) -> tuple[str, int, str | None, int] | None:
     """(baseline signature, size, content hash, mtime ms) of a regular file; None if
-    not one."""
+    not one, or unreadable right now."""
     try:
         st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        mtime_ms = st.st_mtime_ns // 1_000_000
+        if st.st_size > HASH_LIMIT:
+            return f"big:{st.st_size}:{st.st_mtime_ns}", st.st_size, None, mtime_ms
+        with open(path, "rb") as fh:
+            h = git_blob_hash(fh.read(HASH_LIMIT + 1))
     except OSError:
         return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    h = hash_file(path, st.st_size)
-    if h is None and st.st_size <= HASH_LIMIT:
-        return None  # unreadable right now
-    sig = h if h is not None else f"big:{st.st_size}:{st.st_mtime_ns}"
-    return sig, st.st_size, h, st.st_mtime_ns // 1_000_000
+    return h, st.st_size, h, mtime_ms
 
 
 def tracked_hashes(root: str) -> list[tuple[str, str]] | None:
