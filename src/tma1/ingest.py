@@ -19,8 +19,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from queue import Empty, SimpleQueue
 
 from tma1.counters import Counters
@@ -43,18 +41,9 @@ MAX_WORKERS = 32
 GROUP_COMMIT_MAX = 64
 DRAIN_S = 10.0
 
-class _SyncJob:
-    """A hook whose thread blocks on `fut` (`Ingest.submit`: Service.handle_payload)."""
-
-    __slots__ = ("event", "fut")
-
-    def __init__(self, event: HookEvent) -> None:
-        self.event = event
-        self.fut: Future[int] = Future()
-
 
 class _LoopJob:
-    """A hook awaiting `fut` on the event loop `loop` (an HTTP request).
+    """A hook awaiting `fut` on the event loop `loop` (an HTTP request, or `submit`'s own).
 
     `after` runs on the worker once the row is committed and returns the answer; the
     answer reaches the loop through `call_soon_threadsafe`.
@@ -116,7 +105,7 @@ class Ingest:
         self._last_error = ""
         self._inflight = 0  # hooks between submit and their answer (insert + `after`)
         self._workers = 0
-        self._jobs: SimpleQueue[_SyncJob | list[_LoopJob] | None] = SimpleQueue()
+        self._jobs: SimpleQueue[list[_LoopJob] | None] = SimpleQueue()
         # Hooks submitted on an event loop in one turn of it, handed to the workers
         # together (one wake-up of a worker, not one per hook): loop -> jobs.
         self._handover: dict[asyncio.AbstractEventLoop, list[_LoopJob]] = {}
@@ -149,27 +138,13 @@ class Ingest:
         return direct
 
     def submit(self, event: HookEvent) -> bool:
-        """True when the event is committed now; False when it was queued or dropped."""
-        if not self._admit(event):
-            return False
-        job = _SyncJob(event)
-        self._jobs.put(job)
-        fut = job.fut
-        try:
-            fut.result(timeout=self.budget_s)
-            return True
-        except FutureTimeout:
-            self._over_budget()
-            self.queue.keep(event)  # answered without a commit: keep it safe
-            # The insert keeps going; whoever finishes it decides where the event ends up.
-            fut.add_done_callback(lambda f: self._late(event, f))
-            return False
-        except Exception as exc:
-            self._failed(event, exc)
-            return False
+        """True when the event is committed now; False when it was queued or dropped.
+        `submit_async` on a loop of this call's own (Service.handle_payload's thread)."""
+        committed = "committed"
+        return asyncio.run(self.submit_async(event, lambda _ev: committed)) == committed
 
     async def submit_async(self, event: HookEvent, after: Callable[[HookEvent], str]) -> str:
-        """`submit` for a hook on the event loop, and its answer.
+        """Commit `event` for a hook on the event loop, and return its answer.
 
         Committed within the budget → `after(event)` (run on the worker) is the answer;
         queued, dropped or over budget → "" (the engine cannot see an uncommitted event).
@@ -213,7 +188,7 @@ class Ingest:
 
     def _work(self) -> None:
         while True:
-            jobs: list[_SyncJob | _LoopJob] = []
+            jobs: list[_LoopJob] = []
             answers: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[str], str]]] = {}
             stop_after = False
             try:
@@ -226,10 +201,7 @@ class Ingest:
                     if item is None:
                         return
                     while True:
-                        if isinstance(item, list):
-                            jobs.extend(item)
-                        else:
-                            jobs.append(item)
+                        jobs.extend(item)
                         if len(jobs) >= GROUP_COMMIT_MAX:
                             break
                         try:
@@ -257,26 +229,23 @@ class Ingest:
             if stop_after:
                 return
 
-    def _commit_group(
-        self, jobs: list[_SyncJob | _LoopJob]
-    ) -> list[tuple[_SyncJob | _LoopJob, BaseException | None]]:
+    def _commit_group(self, jobs: list[_LoopJob]) -> list[tuple[_LoopJob, BaseException | None]]:
         """Insert the group's rows; each job with None (committed) or its error."""
-        live = [j for j in jobs if isinstance(j, _LoopJob) or j.fut.set_running_or_notify_cancel()]
-        if len(live) > 1:
+        if len(jobs) > 1:
             try:
-                self.store.insert_events([j.event for j in live], with_ids=True)
+                self.store.insert_events([j.event for j in jobs], with_ids=True)
             except Exception as exc:
                 if is_transient(exc):
                     # An outage fails every row alike: retrying them one by one would wait
                     # out the lock (or the connect timeout) once per row. They go to the
                     # queue together (`_settle` → `_failed`).
-                    return [(j, exc) for j in live]
+                    return [(j, exc) for j in jobs]
                 # One bad row must not fail its neighbours: retry them one by one.
             else:
                 self.counters.inc("ingest.commits")
-                return [(j, None) for j in live]
-        outcomes: list[tuple[_SyncJob | _LoopJob, BaseException | None]] = []
-        for j in live:
+                return [(j, None) for j in jobs]
+        outcomes: list[tuple[_LoopJob, BaseException | None]] = []
+        for j in jobs:
             try:
                 self.store.insert_event(j.event)
                 self.counters.inc("ingest.commits")
@@ -287,23 +256,17 @@ class Ingest:
 
     def _settle(
         self,
-        outcomes: list[tuple[_SyncJob | _LoopJob, BaseException | None]],
+        outcomes: list[tuple[_LoopJob, BaseException | None]],
         answers: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[str], str]]],
     ) -> None:
         """Hand each committed or failed hook its outcome (outside the write lock); the
         answers of loop hooks are collected in `answers`, for `_work` to hand back."""
         for job, exc in outcomes:
-            if isinstance(job, _SyncJob):
-                if exc is None:
-                    job.fut.set_result(job.event.id or 0)
-                else:
-                    job.fut.set_exception(exc)
-                continue
             with self._lock:
                 state = job.state
                 if state == _PENDING:
                     job.state = _COMMITTED
-            if state == _EXPIRED:  # answered empty already; as `_late` for a sync hook
+            if state == _EXPIRED:  # answered empty already: the insert outlived the budget
                 if exc is None:
                     self.counters.inc("ingest.late_commits")
                     self.queue.written([job.event])
@@ -323,16 +286,6 @@ class Ingest:
                 log.exception("answering a stored hook failed; answering empty")
             finally:
                 answers.setdefault(job.loop, []).append((job.fut, answer))
-
-    def _late(self, event: HookEvent, fut: Future[int]) -> None:
-        exc = fut.exception()
-        if exc is None:
-            self.counters.inc("ingest.late_commits")
-            self.queue.written([event])
-            self._recovered()
-            self._stored([event])
-        else:
-            self._failed(event, exc)
 
     def _failed(self, event: HookEvent, exc: BaseException) -> None:
         if is_transient(exc):
