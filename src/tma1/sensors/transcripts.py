@@ -39,11 +39,8 @@ def _ts(obj: dict[str, Any], default_ts: int) -> int:
 
 
 def _int(value: Any) -> int:
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return max(0, value)
-    if isinstance(value, float):
+    """A token count: a non-negative int, 0 for anything that is not a number."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
         return max(0, int(value))
     return 0
 
@@ -149,11 +146,6 @@ class CodexState:
     context_window: int | None = None  # token_count's `model_context_window`
 
 
-def _codex_payload(obj: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
-    payload = obj.get("payload")
-    return obj.get("type"), payload if isinstance(payload, dict) else {}
-
-
 def parse_codex_usage_lines(
     objs: Iterable[Any],
     *,
@@ -171,7 +163,9 @@ def parse_codex_usage_lines(
     for obj in objs:
         if not isinstance(obj, dict):
             continue
-        kind, payload = _codex_payload(obj)
+        kind, payload = obj.get("type"), obj.get("payload")
+        if not isinstance(payload, dict):
+            payload = {}
         if kind == "session_meta":
             pid = payload.get("id")
             if isinstance(pid, str) and state.session_id is None:
@@ -337,7 +331,6 @@ class _FileState:
     seen: set[str] = field(default_factory=set)
     codex: CodexState = field(default_factory=CodexState)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    rows: int = 0
     tail: bytes = b""  # the last bytes consumed, to notice an in-place rewrite
     requests: set[bytes] = field(default_factory=set)  # Claude requestIds already counted
     # The last raw payload of each Codex line kind: Codex writes every token_count twice
@@ -506,7 +499,6 @@ class TranscriptTailer:
         usages = self._parse(state, chunk)
         if usages:
             self.store.insert_usages(usages)
-            state.rows += len(usages)
             self.counters.inc("transcripts.rows", len(usages))
             self.on_session_change(state.session_id)
         return state.offset < st.st_size
