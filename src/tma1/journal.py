@@ -25,20 +25,8 @@ log = logging.getLogger("tma1.ingest")
 
 JOURNAL_FILE = "ingest-journal.jsonl"
 SYNC_EVERY_S = 1.0
-_FIELDS = {f.name for f in dataclasses.fields(HookEvent)}
-
-
-def event_json(event: HookEvent) -> dict[str, Any]:
-    return {name: getattr(event, name) for name in _FIELDS if name != "id"}
-
-
-def event_from_json(raw: object) -> HookEvent | None:
-    if not isinstance(raw, dict):
-        return None
-    try:
-        return HookEvent(**{k: v for k, v in raw.items() if k in _FIELDS and k != "id"})
-    except TypeError:
-        return None
+# What a journal line keeps of an event: all but its row id (it has none yet).
+_FIELDS = {f.name for f in dataclasses.fields(HookEvent)} - {"id"}
 
 
 class Journal:
@@ -73,10 +61,10 @@ class Journal:
                 continue
             if isinstance(rec.get("done"), list):
                 done.update(n for n in rec["done"] if isinstance(n, int))
-            elif isinstance(rec.get("seq"), int):
-                ev = event_from_json(rec.get("event"))
-                if ev is not None:
-                    events[rec["seq"]] = ev
+            elif isinstance(rec.get("seq"), int) and isinstance(rec.get("event"), dict):
+                fields = {k: v for k, v in rec["event"].items() if k in _FIELDS}
+                with contextlib.suppress(TypeError):  # a required field is missing
+                    events[rec["seq"]] = HookEvent(**fields)
         pending = sorted((s, e) for s, e in events.items() if s not in done)
         with self._lock:
             self._seq = max([*events, *done, 0])
@@ -118,7 +106,8 @@ class Journal:
             self._seq += 1
             seq = self._seq
             try:
-                self._write_locked({"seq": seq, "event": event_json(event)})
+                record = {name: getattr(event, name) for name in _FIELDS}
+                self._write_locked({"seq": seq, "event": record})
             except OSError as exc:
                 log.error("cannot write the outage journal %s: %s", self.path, exc)
                 return None
@@ -127,7 +116,6 @@ class Journal:
 
     def done(self, seqs: list[int]) -> None:
         """These events are in the database (or refused by it): never replay them."""
-        seqs = [s for s in seqs if s is not None]
         if not seqs:
             return
         with self._lock:
@@ -165,9 +153,8 @@ class Journal:
             self._dirty.clear()
             fd = os.dup(self._fd)
         try:
-            os.fsync(fd)
-        except OSError:
-            pass
+            with contextlib.suppress(OSError):
+                os.fsync(fd)
         finally:
             os.close(fd)
 
