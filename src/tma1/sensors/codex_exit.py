@@ -237,11 +237,9 @@ def _call_lines(
                 start -= step
                 widened += step
                 nl = chunk.rfind(b"\n")
+                data = chunk[nl + 1 :] + data  # all of it when there is no newline
                 if nl != -1:
-                    data = chunk[nl + 1 :] + data
-                    start += nl + 1
                     break
-                data = chunk + data
             else:
                 if start > 0:  # a line longer than we ever read: skip its head
                     data = data[data.find(b"\n") + 1 :]
