@@ -298,16 +298,14 @@ class FileSensor:
             if not self._watchable(project, now):
                 return None
             if len(self.watches) >= self.settings.max_watched_projects:
-                if project not in self._refused:
-                    self._refused.add(project)
-                    log.warning(
-                        "not watching %s: already watching %d projects, the limit "
-                        "(TMA1_MAX_WATCHED_PROJECTS=%d); external changes there go unseen "
-                        "until a watched project is idle for 2 h",
-                        project,
-                        len(self.watches),
-                        self.settings.max_watched_projects,
-                    )
+                self._refuse(
+                    project,
+                    "not watching %s: already watching %d projects, the limit "
+                    "(TMA1_MAX_WATCHED_PROJECTS=%d); external changes there go unseen "
+                    "until a watched project is idle for 2 h",
+                    len(self.watches),
+                    self.settings.max_watched_projects,
+                )
                 self.counters.inc("files.refused")
                 return None
             self._refused.discard(project)
@@ -328,13 +326,17 @@ class FileSensor:
         real = os.path.realpath(project)
         too_wide = {os.path.realpath(p) for p in (os.sep, Path.home(), tempfile.gettempdir())}
         if real in too_wide:
-            if project not in self._refused:
-                self._refused.add(project)
-                log.warning(
-                    "not watching %s: the filesystem root, a home or the temp directory", project
-                )
+            self._refuse(
+                project, "not watching %s: the filesystem root, a home or the temp directory"
+            )
             return False
         return True
+
+    def _refuse(self, project: str, reason: str, *args: object) -> None:
+        """Log why `project` goes unwatched, once until it is watched."""
+        if project not in self._refused:
+            self._refused.add(project)
+            log.warning(reason, project, *args)
 
     # --- watcher thread path --------------------------------------------------------------
 
