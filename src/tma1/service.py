@@ -218,10 +218,8 @@ class Service:
                 note_edited_lines(event, ranges)
 
     def _event_from_body(self, body: bytes, source: str | None) -> HookEvent | None:
-        """The event of a hook body; None when it is rejected (counted and logged)."""
-        if len(body) > MAX_BODY_BYTES:
-            self.reject("body_too_large", f"{len(body)} bytes > {MAX_BODY_BYTES}")
-            return None
+        """The event of a hook body (the route has refused one over MAX_BODY_BYTES); None
+        when it is rejected (counted and logged)."""
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError as exc:
