@@ -178,13 +178,10 @@ class Ingest:
                 return  # committed in time: its answer is on the way
             job.state = _EXPIRED
         self.queue.keep(job.event)  # answered without a commit: keep it safe
-        self._over_budget()
-        if not job.fut.done():
-            job.fut.set_result("")
-
-    def _over_budget(self) -> None:
         self.counters.inc("ingest.budget_exceeded")
         self._trip(f"insert took longer than {self.budget_s * 1000:.0f} ms")
+        if not job.fut.done():
+            job.fut.set_result("")
 
     def _work(self) -> None:
         while True:
@@ -270,8 +267,7 @@ class Ingest:
                 if exc is None:
                     self.counters.inc("ingest.late_commits")
                     self.queue.written([job.event])
-                    self._recovered()
-                    self._stored([job.event])
+                    self._written([job.event])
                 else:
                     self._failed(job.event, exc)
                 continue
