@@ -80,7 +80,6 @@ class ProjectWatch:
         self.known: dict[str, str] = {}
         self.known_dirs: set[str] = set()  # directories holding known files
         self.written_at: dict[str, int] = {}  # this batch's mtimes (ms), for attribution
-        self._git_prefix = os.path.join(project, ".git") + os.sep
         self._sep_git = os.sep + ".git" + os.sep
         self._exclude_file = os.path.join(project, ".git", "info", "exclude")
         self.baseline = False  # True once git told us every file the project has
@@ -157,8 +156,6 @@ class ProjectWatch:
         if path == self._exclude_file:
             self.ignore.invalidate(path)
             return True
-        if path.startswith(self._git_prefix) or path == self._git_prefix[:-1]:
-            return True
         if self._sep_git in path or path.endswith(self._sep_git[:-1]):
             return True
         return any(path == d or path.startswith(d + os.sep) for d in self.ignore.extra)
@@ -191,13 +188,12 @@ class ProjectWatch:
         for path in by_path:  # a new ignore file applies to its whole batch
             self.ignore.invalidate(path)
         now = self.sensor.clock.now_ms()
-        out: list[FileChange] = []
-        for path, kinds in sorted(by_path.items()):
-            if not self.wanted(path):
-                continue
-            ch = self._classify(path, kinds, now)
-            if ch is not None:
-                out.append(ch)
+        changes = [
+            self._classify(path, kinds, now)
+            for path, kinds in sorted(by_path.items())
+            if self.wanted(path)
+        ]
+        out = [c for c in changes if c is not None]
         hints, self.written_at = self.written_at, {}
         self.sensor.store_changes(self.project, out, hints)
         return out
@@ -226,11 +222,8 @@ class ProjectWatch:
         prev = self.known.get(path)
         sig = file_signature(path)
         if sig is None:
-            if os.path.isdir(path):
-                return None
-            if os.path.lexists(path):
-                return None  # a socket, fifo, dangling link or unreadable file
-            if prev == DELETED:
+            if os.path.lexists(path) or prev == DELETED:
+                # A directory, socket, fifo, dangling link or unreadable file; or gone before.
                 return None
             if prev is None and (self.baseline or kinds != {CHANGE_DELETED}):
                 # Never existed as far as we know: an editor's or tool's temporary file.
