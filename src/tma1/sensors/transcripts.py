@@ -384,9 +384,7 @@ class TranscriptTailer:
 
     def health(self) -> dict[str, object]:
         with self._lock:
-            files = len(self._files)
-            backlog = len(self._queued)
-        return {"transcripts": files, "backlog": backlog}
+            return {"transcripts": len(self._files), "backlog": len(self._queued)}
 
     # --- the hook path -------------------------------------------------------------------
 
