@@ -49,9 +49,7 @@ class Interval:
         # unless it carries exactly the content this Write call wrote (the Pre was stamped
         # late, after the write).
         lead = SLACK_MS if content_hash is not None and content_hash in self.content_hashes else 0
-        if ts < self.start - lead:
-            return False
-        return ts <= self.last_ts()
+        return self.start - lead <= ts <= self.last_ts()
 
     def last_ts(self) -> int:
         if self.end is None:
