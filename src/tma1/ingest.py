@@ -81,21 +81,18 @@ class Ingest:
         on_stored: Callable[[Sequence[HookEvent]], None] | None = None,
         budget_ms: int = DEFAULT_BUDGET_MS,
         max_events: int = DEFAULT_MAX_EVENTS,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        drain_s: float = DRAIN_S,
         journal: Journal | None = None,
     ) -> None:
         self.store = store
         self.counters = counters
         self.on_stored = on_stored
         self.budget_s = budget_ms / 1000.0
-        self.drain_s = drain_s
         self._lock = threading.Lock()
         self.queue = OutageQueue(
             store=store,
             counters=counters,
             max_events=max_events,
-            max_bytes=max_bytes,
+            max_bytes=DEFAULT_MAX_BYTES,
             journal=journal,
             on_written=self._written,
             on_outage=self._outage,
@@ -348,14 +345,14 @@ class Ingest:
         self.queue.start()
 
     def stop(self) -> int:
-        """Drain the queue (and wait for in-flight inserts) for up to `drain_s` seconds.
+        """Drain the queue (and wait for in-flight inserts) for up to `DRAIN_S` seconds.
 
         Returns the number of events lost (left in the queue when the time ran out).
         """
         with self._lock:
             self._stopped = True
-        deadline = time.monotonic() + self.drain_s
-        self.queue.stop_flusher(self.drain_s)
+        deadline = time.monotonic() + DRAIN_S
+        self.queue.stop_flusher(DRAIN_S)
         backoff = BACKOFF_MIN_S
         while time.monotonic() < deadline:
             with self._lock:
