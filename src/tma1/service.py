@@ -89,12 +89,12 @@ class Service:
     counters: Counters
     delivery: Delivery
     sensors: Sensors
+    # Where events are committed: the budgeted insert + outage queue (tma1.ingest), or
+    # replay's in-memory sink.
+    ingest: EventSink
     started_at: float = field(default_factory=time.monotonic)
     _stop: threading.Event = field(default_factory=threading.Event)
     _purger: threading.Thread | None = None
-    # Where events are committed: the budgeted insert + outage queue (tma1.ingest), built
-    # from settings when not given; replay's in-memory sink.
-    ingest: EventSink | None = None
     # How long a Codex shell PostToolUse waits for its exit status to reach the rollout
     # (tma1.sensors.codex_exit). `handle_payload` (replay) reads no rollout: its
     # converters already carry the status.
@@ -102,24 +102,10 @@ class Service:
     # Apart: a Codex that records command ends but no patch diffs (older than 0.17) must
     # not make every patch wait out the bound.
     _patch_waits: codex_exit.WaitPolicy = field(default_factory=codex_exit.WaitPolicy)
-    # The outage journal (tma1.journal): `tma1 serve` keeps one in the data dir.
-    journal: Journal | None = None
-
-    def __post_init__(self) -> None:
-        if self.ingest is None:
-            self.ingest = Ingest(
-                store=self.store,
-                counters=self.counters,
-                on_stored=self._notify_stored,
-                budget_ms=self.settings.hook_db_budget_ms,
-                max_events=self.settings.ingest_queue_max,
-                journal=self.journal,
-            )
 
     # --- lifecycle -------------------------------------------------------------------
 
     def start(self) -> None:
-        assert self.ingest is not None
         self.ingest.start()
         self.delivery.start()
         self.sensors.start()
@@ -128,7 +114,6 @@ class Service:
 
     def stop(self) -> None:
         self._stop.set()
-        assert self.ingest is not None
         self.ingest.stop()  # drains the outage queue first: its events reach the engine
         self.sensors.stop()
         self.delivery.stop()  # flushes the emit log
@@ -182,7 +167,6 @@ class Service:
                 return ""
             if codex_exit.wants_exit_status(event) or codex_exit.wants_patch_lines(event):
                 await self._from_rollout(event)
-            assert self.ingest is not None
             answer = functools.partial(self._answer, envelope=envelope)
             return await self.ingest.submit_async(event, answer)
         except Exception:
@@ -273,7 +257,6 @@ class Service:
         self.counters.inc("requests")
         try:
             event = self._event_from_payload(payload, source)
-            assert self.ingest is not None
             # Committed within the budget, or queued (tma1.ingest): the engine cannot see a
             # queued event, so it gets the empty answer.
             if event is None or not self.ingest.submit(event):
@@ -314,7 +297,6 @@ class Service:
             db_ok = True
         except Exception as exc:  # the database is gone: say so, don't fail the probe
             rows, db_ok = f"unavailable: {type(exc).__name__}", False
-        assert self.ingest is not None
         ingest = self.ingest.health()
         if not ingest["database_available"]:
             db_ok = False
@@ -354,8 +336,9 @@ def build_service(
     journal: bool = False,
 ) -> Service:
     """Wire the components for `settings` (migrations run here): live, the engine over the
-    store (`tma1.engine.stored`) and the budgeted ingest. Replay hands in its engine over
-    in-memory ports (`delivery`, with the `counters` they count into) and its `ingest`."""
+    store (`tma1.engine.stored`) and the budgeted ingest (with the outage journal in the
+    data dir when `journal`: `tma1 serve`). Replay hands in its engine over in-memory ports
+    (`delivery`, with the `counters` they count into) and its `ingest`."""
     clock = clock or SystemClock()
     store = store or Store.open(settings.effective_database_url)
     counters = Counters() if counters is None else counters
@@ -370,7 +353,16 @@ def build_service(
         on_project_change=delivery.invalidate_project,
         on_session_change=delivery.invalidate,
     )
-    return Service(
+    live: Ingest | None = None
+    if ingest is None:
+        ingest = live = Ingest(
+            store=store,
+            counters=counters,
+            budget_ms=settings.hook_db_budget_ms,
+            max_events=settings.ingest_queue_max,
+            journal=Journal(settings.data_dir / JOURNAL_FILE) if journal else None,
+        )
+    service = Service(
         settings=settings,
         store=store,
         clock=clock,
@@ -378,5 +370,7 @@ def build_service(
         delivery=delivery,
         sensors=sensors,
         ingest=ingest,
-        journal=Journal(settings.data_dir / JOURNAL_FILE) if journal else None,
     )
+    if live is not None:
+        live.on_stored = service._notify_stored  # the outage queue's late writes
+    return service
