@@ -181,23 +181,21 @@ class OutageQueue:
     def _one_by_one(self, events: list[HookEvent]) -> bool:
         stored: list[HookEvent] = []
         settled = 0  # stored or refused: either way the queue moved on
-        for i, ev in enumerate(events):
+        for ev in events:
             try:
                 self.store.insert_event(ev)
                 stored.append(ev)
-                settled += 1
-                self.written([ev])
             except Exception as exc:
                 if is_transient(exc):
                     with self._lock:
-                        for e in reversed(events[i:]):
+                        for e in reversed(events[settled:]):
                             self._queue.appendleft((e, _size(e)))
                             self._queued_bytes += _size(e)
                     break
-                settled += 1
-                self.written([ev])
                 self.counters.inc("ingest.rejected_by_db")
                 log.error("the database refused a queued event (dropped): %s", exc)
+            settled += 1
+            self.written([ev])
         if stored:
             self.counters.inc("ingest.flushed", len(stored))
             self._on_written(stored)
