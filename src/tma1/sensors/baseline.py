@@ -88,15 +88,11 @@ def dirty_paths(root: str) -> list[str] | None:
     if status is None:
         return None
     dirty: list[str] = []
-    records = status.split(b"\0")
-    i = 0
-    while i < len(records):
-        rec = records[i]
-        i += 1
+    records = iter(status.split(b"\0"))
+    for rec in records:
         if len(rec) < 4:
             continue
-        code, rel = rec[:2], rec[3:]
-        if code[0:1] in (b"R", b"C"):
-            i += 1  # the original path of a rename follows
-        dirty.append(os.path.normpath(os.path.join(root, os.fsdecode(rel))))
+        if rec[:1] in (b"R", b"C"):
+            next(records, None)  # the original path of a rename follows
+        dirty.append(os.path.normpath(os.path.join(root, os.fsdecode(rec[3:]))))
     return dirty

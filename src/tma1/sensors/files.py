@@ -388,10 +388,9 @@ class FileSensor:
             claimed = [
                 p
                 for p in self._recent
-                if iv.explains(p.project, p.path, p.ts, p.content_hash)
-                or (
-                    p.written_at is not None
-                    and iv.explains(p.project, p.path, p.written_at, p.content_hash)
+                if any(
+                    ts is not None and iv.explains(p.project, p.path, ts, p.content_hash)
+                    for ts in (p.ts, p.written_at)
                 )
             ]
             if not claimed:
