@@ -97,7 +97,7 @@ class Ingest:
             on_written=self._written,
             on_outage=self._outage,
         )
-        self._down = False  # the breaker: True while the database is known to be down
+        # The breaker: when the database went down (monotonic s); None while it is up.
         self._down_since: float | None = None
         self._last_error = ""
         self._inflight = 0  # hooks between submit and their answer (insert + `after`)
@@ -121,7 +121,7 @@ class Ingest:
         """Scrub `event` and take a worker slot; False: it went to the queue instead."""
         scrub(event)
         with self._lock:
-            direct = not self._down and self._inflight < MAX_WORKERS and not self._stopped
+            direct = self._down_since is None and self._inflight < MAX_WORKERS and not self._stopped
             if direct:
                 self._inflight += 1
                 if self._workers < self._inflight:
@@ -298,19 +298,17 @@ class Ingest:
     def _trip(self, reason: str) -> None:
         with self._lock:
             self._last_error = reason
-            if self._down:
+            if self._down_since is not None:
                 return
-            self._down = True
             self._down_since = time.monotonic()
         self.counters.inc("ingest.outages")
         log.warning("database unavailable or slow (%s): queueing hook events", reason)
 
     def _recovered(self) -> None:
         with self._lock:
-            if not self._down:
+            since = self._down_since
+            if since is None:
                 return
-            self._down = False
-            since = self._down_since or time.monotonic()
             self._down_since = None
         backlog = self.queue.pending()
         log.warning(
@@ -401,10 +399,10 @@ class Ingest:
         queue = self.queue.health()
         with self._lock:
             state = {
-                "database_available": not self._down,
-                "down_for_s": round(time.monotonic() - self._down_since, 3)
-                if self._down_since is not None
-                else 0.0,
+                "database_available": self._down_since is None,
+                "down_for_s": 0.0
+                if self._down_since is None
+                else round(time.monotonic() - self._down_since, 3),
                 **queue,
                 "inflight": self._inflight,
                 "budget_ms": round(self.budget_s * 1000),
