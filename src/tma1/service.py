@@ -141,10 +141,9 @@ class Service:
 
     # --- the hook path ---------------------------------------------------------------
 
-    def reject(self, reason: str, detail: str) -> str:
+    def reject(self, reason: str, detail: str) -> None:
         self.counters.inc(f"rejected.{reason}")
         log.warning("hook payload rejected (%s): %s", reason, detail)
-        return ""
 
     async def handle_hook_async(
         self, body: bytes, *, source: str | None = None, envelope: str | None = None
