@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from queue import Empty, SimpleQueue
 
 from tma1.counters import Counters
@@ -42,6 +43,7 @@ GROUP_COMMIT_MAX = 64
 DRAIN_S = 10.0
 
 
+@dataclass(slots=True, eq=False)
 class _LoopJob:
     """A hook awaiting `fut` on the event loop `loop` (an HTTP request, or `submit`'s own).
 
@@ -49,19 +51,14 @@ class _LoopJob:
     answer reaches the loop through `call_soon_threadsafe`.
     """
 
-    __slots__ = ("after", "event", "fut", "loop", "state")
+    event: HookEvent
+    loop: asyncio.AbstractEventLoop
+    after: Callable[[HookEvent], str]
+    state: int = _PENDING
+    fut: asyncio.Future[str] = field(init=False)
 
-    def __init__(
-        self,
-        event: HookEvent,
-        loop: asyncio.AbstractEventLoop,
-        after: Callable[[HookEvent], str],
-    ) -> None:
-        self.event = event
-        self.loop = loop
-        self.fut: asyncio.Future[str] = loop.create_future()
-        self.after = after
-        self.state = _PENDING
+    def __post_init__(self) -> None:
+        self.fut = self.loop.create_future()
 
 
 def _set_answers(answers: list[tuple[asyncio.Future[str], str]]) -> None:
