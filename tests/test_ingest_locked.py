@@ -94,7 +94,7 @@ def _submit(ingest: Ingest, ev: HookEvent, mode: str) -> bool | str:
     "budget_ms",
     [
         pytest.param(30_000, id="fails-within-budget"),
-        pytest.param(50, id="fails-after-budget"),  # the late path: `_late` / `_settle`
+        pytest.param(50, id="fails-after-budget"),  # the late path: `_settle`
     ],
 )
 def test_hooks_during_a_held_lock_are_queued_and_stored_once_it_is_released(

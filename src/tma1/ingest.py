@@ -1,41 +1,14 @@
 """Hook ingest when the database is slow or gone: a budgeted insert, then a bounded queue.
 
-Policy (docs/reliability.md, "Database slow or gone"):
-
-1. **Normal path.** The insert runs on an ingest worker and the hook waits for its commit,
-   at most `budget_ms` (TMA1_HOOK_DB_BUDGET_MS, default 400 ms). Committed in time → the
-   engine sees the event and answers; the event is committed before the response is
-   written (the invariant of the hook path). Hooks that arrive while a commit runs share
-   the next one (group commit); each is still answered only after its own row is
-   committed. An HTTP hook (`submit_async`) waits on the event loop, with no thread of
-   its own: the worker that committed its row also computes its answer (`after`) and
-   hands it back to the loop — one thread hop per hook instead of three
-   (docs/benchmarks.md, "Hook ingest").
-2. **Slow database.** The budget runs out: the hook answers 200 with an empty body (the
-   engine cannot see an event that is not committed). The insert keeps running; if it
-   later fails, the event goes to the queue. It is never inserted twice.
-3. **Database gone** (a connection or operational error, or the budget ran out): the event
-   goes on a bounded in-memory queue (at most `max_events` events and `max_bytes` of
-   text). When the queue is full the *newest* event is dropped and counted
-   (`ingest.dropped_queue_full`): the queue keeps time order, and the rules read windows
-   of time. While the database is known to be down ("breaker open") hooks skip the
-   direct attempt and enqueue at once, so they answer in well under a millisecond.
-4. **Recovery.** A background thread flushes the queue in batches with exponential
-   backoff (50 ms … 2 s). The first successful write closes the breaker: the direct path
-   resumes by itself, with no operator action.
-5. **Rows the database refuses** (a data error, not an outage) are retried one by one and
-   the refused rows dropped and counted (`ingest.rejected_by_db`); one poison event must
-   not stall the queue forever. Every event is scrubbed first (tma1.scrub), so the stored
-   data is the same on SQLite and PostgreSQL.
-6. **Stop.** A graceful stop drains the queue for up to `drain_s` seconds; what is left
-   is counted (`ingest.lost_at_shutdown`) and logged — unless a journal keeps it.
-7. **Journal** (`tma1 serve`: `ingest-journal.jsonl` in the data dir, tma1.journal). Each
-   queued event is also appended to the journal before its hook is answered, and marked
-   done once written; on start the journal's pending events go back on the queue. So a
-   `kill -9` (or a stop that ran out of time) during an outage loses nothing the queue
-   accepted. Without a journal (in-process callers, replay) the queue is memory only.
-
-Every counter is reported by `GET /api/health` under `ingest`.
+The policy, step by step, is docs/reliability.md ("Database slow or gone"). A hook waits at
+most `budget_ms` for its row's commit; hooks that arrive while a commit runs share the next
+one (group commit), each answered only after its own row is committed. Over budget, or with
+the database gone, the event goes on the outage queue (tma1.ingest_queue, journalled by
+tma1.journal when there is a journal), and a breaker sends later hooks straight there until
+a write succeeds. An HTTP hook (`submit_async`) waits on the event loop with no thread of
+its own: the worker that committed its row also computes its answer (`after`) and hands it
+back to the loop (docs/benchmarks.md, "Hook ingest"). `GET /api/health` reports every
+counter under `ingest`.
 """
 
 from __future__ import annotations
@@ -46,8 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
 from queue import Empty, SimpleQueue
 
 from tma1.counters import Counters
@@ -70,36 +42,23 @@ MAX_WORKERS = 32
 GROUP_COMMIT_MAX = 64
 DRAIN_S = 10.0
 
-class _SyncJob:
-    """A hook whose thread blocks on `fut` (`Ingest.submit`: Service.handle_payload)."""
 
-    __slots__ = ("event", "fut")
-
-    def __init__(self, event: HookEvent) -> None:
-        self.event = event
-        self.fut: Future[int] = Future()
-
-
+@dataclass(slots=True, eq=False)
 class _LoopJob:
-    """A hook awaiting `fut` on the event loop `loop` (an HTTP request).
+    """A hook awaiting `fut` on the event loop `loop` (an HTTP request, or `submit`'s own).
 
     `after` runs on the worker once the row is committed and returns the answer; the
     answer reaches the loop through `call_soon_threadsafe`.
     """
 
-    __slots__ = ("after", "event", "fut", "loop", "state")
+    event: HookEvent
+    loop: asyncio.AbstractEventLoop
+    after: Callable[[HookEvent], str]
+    state: int = _PENDING
+    fut: asyncio.Future[str] = field(init=False)
 
-    def __init__(
-        self,
-        event: HookEvent,
-        loop: asyncio.AbstractEventLoop,
-        after: Callable[[HookEvent], str],
-    ) -> None:
-        self.event = event
-        self.loop = loop
-        self.fut: asyncio.Future[str] = loop.create_future()
-        self.after = after
-        self.state = _PENDING
+    def __post_init__(self) -> None:
+        self.fut = self.loop.create_future()
 
 
 def _set_answers(answers: list[tuple[asyncio.Future[str], str]]) -> None:
@@ -119,31 +78,28 @@ class Ingest:
         on_stored: Callable[[Sequence[HookEvent]], None] | None = None,
         budget_ms: int = DEFAULT_BUDGET_MS,
         max_events: int = DEFAULT_MAX_EVENTS,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        drain_s: float = DRAIN_S,
         journal: Journal | None = None,
     ) -> None:
         self.store = store
         self.counters = counters
         self.on_stored = on_stored
         self.budget_s = budget_ms / 1000.0
-        self.drain_s = drain_s
         self._lock = threading.Lock()
         self.queue = OutageQueue(
             store=store,
             counters=counters,
             max_events=max_events,
-            max_bytes=max_bytes,
+            max_bytes=DEFAULT_MAX_BYTES,
             journal=journal,
             on_written=self._written,
             on_outage=self._outage,
         )
-        self._down = False  # the breaker: True while the database is known to be down
+        # The breaker: when the database went down (monotonic s); None while it is up.
         self._down_since: float | None = None
         self._last_error = ""
         self._inflight = 0  # hooks between submit and their answer (insert + `after`)
         self._workers = 0
-        self._jobs: SimpleQueue[_SyncJob | list[_LoopJob] | None] = SimpleQueue()
+        self._jobs: SimpleQueue[list[_LoopJob] | None] = SimpleQueue()
         # Hooks submitted on an event loop in one turn of it, handed to the workers
         # together (one wake-up of a worker, not one per hook): loop -> jobs.
         self._handover: dict[asyncio.AbstractEventLoop, list[_LoopJob]] = {}
@@ -162,7 +118,7 @@ class Ingest:
         """Scrub `event` and take a worker slot; False: it went to the queue instead."""
         scrub(event)
         with self._lock:
-            direct = not self._down and self._inflight < MAX_WORKERS and not self._stopped
+            direct = self._down_since is None and self._inflight < MAX_WORKERS and not self._stopped
             if direct:
                 self._inflight += 1
                 if self._workers < self._inflight:
@@ -176,27 +132,13 @@ class Ingest:
         return direct
 
     def submit(self, event: HookEvent) -> bool:
-        """True when the event is committed now; False when it was queued or dropped."""
-        if not self._admit(event):
-            return False
-        job = _SyncJob(event)
-        self._jobs.put(job)
-        fut = job.fut
-        try:
-            fut.result(timeout=self.budget_s)
-            return True
-        except FutureTimeout:
-            self._over_budget()
-            self.queue.keep(event)  # answered without a commit: keep it safe
-            # The insert keeps going; whoever finishes it decides where the event ends up.
-            fut.add_done_callback(lambda f: self._late(event, f))
-            return False
-        except Exception as exc:
-            self._failed(event, exc)
-            return False
+        """True when the event is committed now; False when it was queued or dropped.
+        `submit_async` on a loop of this call's own (Service.handle_payload's thread)."""
+        committed = "committed"
+        return asyncio.run(self.submit_async(event, lambda _ev: committed)) == committed
 
     async def submit_async(self, event: HookEvent, after: Callable[[HookEvent], str]) -> str:
-        """`submit` for a hook on the event loop, and its answer.
+        """Commit `event` for a hook on the event loop, and return its answer.
 
         Committed within the budget → `after(event)` (run on the worker) is the answer;
         queued, dropped or over budget → "" (the engine cannot see an uncommitted event).
@@ -230,17 +172,14 @@ class Ingest:
                 return  # committed in time: its answer is on the way
             job.state = _EXPIRED
         self.queue.keep(job.event)  # answered without a commit: keep it safe
-        self._over_budget()
+        self.counters.inc("ingest.budget_exceeded")
+        self._trip(f"insert took longer than {self.budget_s * 1000:.0f} ms")
         if not job.fut.done():
             job.fut.set_result("")
 
-    def _over_budget(self) -> None:
-        self.counters.inc("ingest.budget_exceeded")
-        self._trip(f"insert took longer than {self.budget_s * 1000:.0f} ms")
-
     def _work(self) -> None:
         while True:
-            jobs: list[_SyncJob | _LoopJob] = []
+            jobs: list[_LoopJob] = []
             answers: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[str], str]]] = {}
             stop_after = False
             try:
@@ -253,10 +192,7 @@ class Ingest:
                     if item is None:
                         return
                     while True:
-                        if isinstance(item, list):
-                            jobs.extend(item)
-                        else:
-                            jobs.append(item)
+                        jobs.extend(item)
                         if len(jobs) >= GROUP_COMMIT_MAX:
                             break
                         try:
@@ -284,26 +220,23 @@ class Ingest:
             if stop_after:
                 return
 
-    def _commit_group(
-        self, jobs: list[_SyncJob | _LoopJob]
-    ) -> list[tuple[_SyncJob | _LoopJob, BaseException | None]]:
+    def _commit_group(self, jobs: list[_LoopJob]) -> list[tuple[_LoopJob, BaseException | None]]:
         """Insert the group's rows; each job with None (committed) or its error."""
-        live = [j for j in jobs if isinstance(j, _LoopJob) or j.fut.set_running_or_notify_cancel()]
-        if len(live) > 1:
+        if len(jobs) > 1:
             try:
-                self.store.insert_events([j.event for j in live], with_ids=True)
+                self.store.insert_events([j.event for j in jobs], with_ids=True)
             except Exception as exc:
                 if is_transient(exc):
                     # An outage fails every row alike: retrying them one by one would wait
                     # out the lock (or the connect timeout) once per row. They go to the
                     # queue together (`_settle` → `_failed`).
-                    return [(j, exc) for j in live]
+                    return [(j, exc) for j in jobs]
                 # One bad row must not fail its neighbours: retry them one by one.
             else:
                 self.counters.inc("ingest.commits")
-                return [(j, None) for j in live]
-        outcomes: list[tuple[_SyncJob | _LoopJob, BaseException | None]] = []
-        for j in live:
+                return [(j, None) for j in jobs]
+        outcomes: list[tuple[_LoopJob, BaseException | None]] = []
+        for j in jobs:
             try:
                 self.store.insert_event(j.event)
                 self.counters.inc("ingest.commits")
@@ -314,28 +247,21 @@ class Ingest:
 
     def _settle(
         self,
-        outcomes: list[tuple[_SyncJob | _LoopJob, BaseException | None]],
+        outcomes: list[tuple[_LoopJob, BaseException | None]],
         answers: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[str], str]]],
     ) -> None:
         """Hand each committed or failed hook its outcome (outside the write lock); the
         answers of loop hooks are collected in `answers`, for `_work` to hand back."""
         for job, exc in outcomes:
-            if isinstance(job, _SyncJob):
-                if exc is None:
-                    job.fut.set_result(job.event.id or 0)
-                else:
-                    job.fut.set_exception(exc)
-                continue
             with self._lock:
                 state = job.state
                 if state == _PENDING:
                     job.state = _COMMITTED
-            if state == _EXPIRED:  # answered empty already; as `_late` for a sync hook
+            if state == _EXPIRED:  # answered empty already: the insert outlived the budget
                 if exc is None:
                     self.counters.inc("ingest.late_commits")
                     self.queue.written([job.event])
-                    self._recovered()
-                    self._stored([job.event])
+                    self._written([job.event])
                 else:
                     self._failed(job.event, exc)
                 continue
@@ -350,16 +276,6 @@ class Ingest:
                 log.exception("answering a stored hook failed; answering empty")
             finally:
                 answers.setdefault(job.loop, []).append((job.fut, answer))
-
-    def _late(self, event: HookEvent, fut: Future[int]) -> None:
-        exc = fut.exception()
-        if exc is None:
-            self.counters.inc("ingest.late_commits")
-            self.queue.written([event])
-            self._recovered()
-            self._stored([event])
-        else:
-            self._failed(event, exc)
 
     def _failed(self, event: HookEvent, exc: BaseException) -> None:
         if is_transient(exc):
@@ -379,19 +295,17 @@ class Ingest:
     def _trip(self, reason: str) -> None:
         with self._lock:
             self._last_error = reason
-            if self._down:
+            if self._down_since is not None:
                 return
-            self._down = True
             self._down_since = time.monotonic()
         self.counters.inc("ingest.outages")
         log.warning("database unavailable or slow (%s): queueing hook events", reason)
 
     def _recovered(self) -> None:
         with self._lock:
-            if not self._down:
+            since = self._down_since
+            if since is None:
                 return
-            self._down = False
-            since = self._down_since or time.monotonic()
             self._down_since = None
         backlog = self.queue.pending()
         log.warning(
@@ -426,14 +340,14 @@ class Ingest:
         self.queue.start()
 
     def stop(self) -> int:
-        """Drain the queue (and wait for in-flight inserts) for up to `drain_s` seconds.
+        """Drain the queue (and wait for in-flight inserts) for up to `DRAIN_S` seconds.
 
         Returns the number of events lost (left in the queue when the time ran out).
         """
         with self._lock:
             self._stopped = True
-        deadline = time.monotonic() + self.drain_s
-        self.queue.stop_flusher(self.drain_s)
+        deadline = time.monotonic() + DRAIN_S
+        self.queue.stop_flusher(DRAIN_S)
         backoff = BACKOFF_MIN_S
         while time.monotonic() < deadline:
             with self._lock:
@@ -482,10 +396,10 @@ class Ingest:
         queue = self.queue.health()
         with self._lock:
             state = {
-                "database_available": not self._down,
-                "down_for_s": round(time.monotonic() - self._down_since, 3)
-                if self._down_since is not None
-                else 0.0,
+                "database_available": self._down_since is None,
+                "down_for_s": 0.0
+                if self._down_since is None
+                else round(time.monotonic() - self._down_since, 3),
                 **queue,
                 "inflight": self._inflight,
                 "budget_ms": round(self.budget_s * 1000),

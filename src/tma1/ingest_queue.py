@@ -80,10 +80,7 @@ class OutageQueue:
             full = pending >= self.max_events or self._queued_bytes + size > self.max_bytes
             if not full:
                 self._keep_locked(event)  # before the hook is answered
-                self._queue.append((event, size))
-                self._queued_bytes += size
-                self._wake.notify()
-                self._ensure_flusher()
+                self._enqueue_locked([(event, size)])
         if full:
             self.counters.inc("ingest.dropped_queue_full")
             log.error("ingest queue full: dropped an event of session %s", event.session_id)
@@ -108,6 +105,13 @@ class OutageQueue:
         with self._lock:
             seqs = [s for e in events if (s := self._journal_seq.pop(id(e), None)) is not None]
         self.journal.done(seqs)
+
+    def _enqueue_locked(self, batch: list[tuple[HookEvent, int]]) -> None:
+        """Queue (event, size) pairs at the back, in order, and wake the flusher."""
+        self._queue.extend(batch)
+        self._queued_bytes += sum(size for _, size in batch)
+        self._wake.notify()
+        self._ensure_flusher()
 
     # --- out ----------------------------------------------------------------------------
 
@@ -177,23 +181,21 @@ class OutageQueue:
     def _one_by_one(self, events: list[HookEvent]) -> bool:
         stored: list[HookEvent] = []
         settled = 0  # stored or refused: either way the queue moved on
-        for i, ev in enumerate(events):
+        for ev in events:
             try:
                 self.store.insert_event(ev)
                 stored.append(ev)
-                settled += 1
-                self.written([ev])
             except Exception as exc:
                 if is_transient(exc):
                     with self._lock:
-                        for e in reversed(events[i:]):
+                        for e in reversed(events[settled:]):
                             self._queue.appendleft((e, _size(e)))
                             self._queued_bytes += _size(e)
                     break
-                settled += 1
-                self.written([ev])
                 self.counters.inc("ingest.rejected_by_db")
                 log.error("the database refused a queued event (dropped): %s", exc)
+            settled += 1
+            self.written([ev])
         if stored:
             self.counters.inc("ingest.flushed", len(stored))
             self._on_written(stored)
@@ -208,16 +210,10 @@ class OutageQueue:
         if self.journal is None:
             return
         recovered = self.journal.recover()
-        with self._lock:
-            for seq, event in recovered:
-                size = _size(event)
-                self._queue.append((event, size))
-                self._queued_bytes += size
-                self._journal_seq[id(event)] = seq
-            if recovered:
-                self._wake.notify()
-                self._ensure_flusher()
         if recovered:
+            with self._lock:
+                self._journal_seq.update((id(event), seq) for seq, event in recovered)
+                self._enqueue_locked([(event, _size(event)) for _, event in recovered])
             self.counters.inc("ingest.recovered_from_journal", len(recovered))
 
     def stop_flusher(self, timeout: float) -> None:

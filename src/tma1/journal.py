@@ -1,18 +1,11 @@
-"""The outage journal: hook events answered while the database was down survive `kill -9`.
+"""The outage journal: hook events answered while the database was down survive `kill -9`
+(docs/reliability.md, "Journal", gives the fsync policy).
 
-While the database is unavailable, `tma1.ingest` keeps answered events on an in-memory
-queue. Each one is also appended, as it is queued, to `ingest-journal.jsonl` in the data
-dir (mode 0600): one JSON line `{"seq": N, "event": {…}}`. When the queue writes events to
-the database it appends `{"done": [N, …]}`; once nothing is pending the file is emptied.
-On start, every journalled event without a `done` line goes back on the queue (and so into
-the database, and the engine) before the first hook is answered.
-
-Durability (fsync policy): each line is one `write(2)` on an `O_APPEND` descriptor, done
-before the hook is answered, so a `kill -9` of the server loses nothing the journal
-accepted (the kernel holds the data). A background `fsync` runs at most `SYNC_EVERY_S`
-(1 s) after a write: a crash of the whole machine loses at most the last second of the
-outage's events. A crash between a batch's commit and its `done` line replays that batch
-once more on start: at-least-once, never lost.
+`ingest-journal.jsonl` in the data dir (mode 0600) holds one JSON line `{"seq": N, "event":
+{…}}` per queued event, written before its hook is answered, and `{"done": [N, …]}` once
+the events are in the database; it is emptied when nothing is pending. On start, every
+event without a `done` line goes back on the queue. Each line is one `write(2)` on an
+`O_APPEND` descriptor; a background `fsync` follows within `SYNC_EVERY_S`.
 """
 
 from __future__ import annotations
@@ -32,20 +25,8 @@ log = logging.getLogger("tma1.ingest")
 
 JOURNAL_FILE = "ingest-journal.jsonl"
 SYNC_EVERY_S = 1.0
-_FIELDS = {f.name for f in dataclasses.fields(HookEvent)}
-
-
-def event_json(event: HookEvent) -> dict[str, Any]:
-    return {name: getattr(event, name) for name in _FIELDS if name != "id"}
-
-
-def event_from_json(raw: object) -> HookEvent | None:
-    if not isinstance(raw, dict):
-        return None
-    try:
-        return HookEvent(**{k: v for k, v in raw.items() if k in _FIELDS and k != "id"})
-    except TypeError:
-        return None
+# What a journal line keeps of an event: all but its row id (it has none yet).
+_FIELDS = {f.name for f in dataclasses.fields(HookEvent)} - {"id"}
 
 
 class Journal:
@@ -80,10 +61,10 @@ class Journal:
                 continue
             if isinstance(rec.get("done"), list):
                 done.update(n for n in rec["done"] if isinstance(n, int))
-            elif isinstance(rec.get("seq"), int):
-                ev = event_from_json(rec.get("event"))
-                if ev is not None:
-                    events[rec["seq"]] = ev
+            elif isinstance(rec.get("seq"), int) and isinstance(rec.get("event"), dict):
+                fields = {k: v for k, v in rec["event"].items() if k in _FIELDS}
+                with contextlib.suppress(TypeError):  # a required field is missing
+                    events[rec["seq"]] = HookEvent(**fields)
         pending = sorted((s, e) for s, e in events.items() if s not in done)
         with self._lock:
             self._seq = max([*events, *done, 0])
@@ -125,7 +106,8 @@ class Journal:
             self._seq += 1
             seq = self._seq
             try:
-                self._write_locked({"seq": seq, "event": event_json(event)})
+                record = {name: getattr(event, name) for name in _FIELDS}
+                self._write_locked({"seq": seq, "event": record})
             except OSError as exc:
                 log.error("cannot write the outage journal %s: %s", self.path, exc)
                 return None
@@ -134,7 +116,6 @@ class Journal:
 
     def done(self, seqs: list[int]) -> None:
         """These events are in the database (or refused by it): never replay them."""
-        seqs = [s for s in seqs if s is not None]
         if not seqs:
             return
         with self._lock:
@@ -172,9 +153,8 @@ class Journal:
             self._dirty.clear()
             fd = os.dup(self._fd)
         try:
-            os.fsync(fd)
-        except OSError:
-            pass
+            with contextlib.suppress(OSError):
+                os.fsync(fd)
         finally:
             os.close(fd)
 

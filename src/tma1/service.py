@@ -89,39 +89,23 @@ class Service:
     counters: Counters
     delivery: Delivery
     sensors: Sensors
+    # Where events are committed: the budgeted insert + outage queue (tma1.ingest), or
+    # replay's in-memory sink.
+    ingest: EventSink
     started_at: float = field(default_factory=time.monotonic)
     _stop: threading.Event = field(default_factory=threading.Event)
     _purger: threading.Thread | None = None
-    # Where events are committed: the budgeted insert + outage queue (tma1.ingest), built
-    # from settings when not given; replay's in-memory sink.
-    ingest: EventSink | None = None
-    # The longest a Codex shell PostToolUse waits for its exit status to reach the
-    # rollout (tma1.sensors.codex_exit). `handle_payload` (replay) reads no rollout: its
+    # How long a Codex shell PostToolUse waits for its exit status to reach the rollout
+    # (tma1.sensors.codex_exit). `handle_payload` (replay) reads no rollout: its
     # converters already carry the status.
-    exit_status_wait_s: float = codex_exit.WAIT_S
     _exit_waits: codex_exit.WaitPolicy = field(default_factory=codex_exit.WaitPolicy)
     # Apart: a Codex that records command ends but no patch diffs (older than 0.17) must
     # not make every patch wait out the bound.
     _patch_waits: codex_exit.WaitPolicy = field(default_factory=codex_exit.WaitPolicy)
-    # The outage journal (tma1.journal): `tma1 serve` keeps one in the data dir.
-    journal: Journal | None = None
-
-    def __post_init__(self) -> None:
-        self._exit_waits.wait_s = self._patch_waits.wait_s = self.exit_status_wait_s
-        if self.ingest is None:
-            self.ingest = Ingest(
-                store=self.store,
-                counters=self.counters,
-                on_stored=self._notify_stored,
-                budget_ms=self.settings.hook_db_budget_ms,
-                max_events=self.settings.ingest_queue_max,
-                journal=self.journal,
-            )
 
     # --- lifecycle -------------------------------------------------------------------
 
     def start(self) -> None:
-        assert self.ingest is not None
         self.ingest.start()
         self.delivery.start()
         self.sensors.start()
@@ -130,7 +114,6 @@ class Service:
 
     def stop(self) -> None:
         self._stop.set()
-        assert self.ingest is not None
         self.ingest.stop()  # drains the outage queue first: its events reach the engine
         self.sensors.stop()
         self.delivery.stop()  # flushes the emit log
@@ -158,10 +141,9 @@ class Service:
 
     # --- the hook path ---------------------------------------------------------------
 
-    def reject(self, reason: str, detail: str) -> str:
+    def reject(self, reason: str, detail: str) -> None:
         self.counters.inc(f"rejected.{reason}")
         log.warning("hook payload rejected (%s): %s", reason, detail)
-        return ""
 
     async def handle_hook_async(
         self, body: bytes, *, source: str | None = None, envelope: str | None = None
@@ -184,12 +166,8 @@ class Service:
                 return ""
             if codex_exit.wants_exit_status(event) or codex_exit.wants_patch_lines(event):
                 await self._from_rollout(event)
-            assert self.ingest is not None
-            if envelope is None:
-                return await self.ingest.submit_async(event, self._answer)
-            return await self.ingest.submit_async(
-                event, functools.partial(self._answer, envelope=envelope)
-            )
+            answer = functools.partial(self._answer, envelope=envelope)
+            return await self.ingest.submit_async(event, answer)
         except Exception:
             self.counters.inc("errors.internal")
             log.exception("hook handling failed; answering empty")
@@ -223,10 +201,8 @@ class Service:
                 note_edited_lines(event, ranges)
 
     def _event_from_body(self, body: bytes, source: str | None) -> HookEvent | None:
-        """The event of a hook body; None when it is rejected (counted and logged)."""
-        if len(body) > MAX_BODY_BYTES:
-            self.reject("body_too_large", f"{len(body)} bytes > {MAX_BODY_BYTES}")
-            return None
+        """The event of a hook body (the route has refused one over MAX_BODY_BYTES); None
+        when it is rejected (counted and logged)."""
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -279,25 +255,16 @@ class Service:
         thread (replay feeds these; the body limit is the caller's to apply). Never raises."""
         self.counters.inc("requests")
         try:
-            return self._handle_payload(payload, source=source, envelope=envelope)
+            event = self._event_from_payload(payload, source)
+            # Committed within the budget, or queued (tma1.ingest): the engine cannot see a
+            # queued event, so it gets the empty answer.
+            if event is None or not self.ingest.submit(event):
+                return ""
+            return self._answer(event, envelope=envelope)
         except Exception:
             self.counters.inc("errors.internal")
             log.exception("hook handling failed; answering empty")
             return ""
-
-    def _handle_payload(self, payload: object, *, source: str | None, envelope: str | None) -> str:
-        event = self._event_from_payload(payload, source)
-        if event is None:
-            return ""
-        return self._submit(event, envelope)
-
-    def _submit(self, event: HookEvent, envelope: str | None) -> str:
-        assert self.ingest is not None
-        # Committed within the budget, or queued (tma1.ingest): the engine cannot see a
-        # queued event, so it gets the empty answer.
-        if not self.ingest.submit(event):
-            return ""
-        return self._answer(event, envelope=envelope)
 
     def _answer(self, event: HookEvent, envelope: str | None = None) -> str:
         """What the agent hears about a committed event (sensors and engine first)."""
@@ -315,11 +282,7 @@ class Service:
 
     def _notify(self, event: HookEvent) -> None:
         self.delivery.invalidate(event.session_id)
-        try:
-            self.sensors.on_event(event)
-        except Exception:
-            self.counters.inc("errors.sensor")
-            log.exception("event listener failed for session %s", event.session_id)
+        self.sensors.on_event(event)  # never raises: it counts and logs its own failures
 
     # --- health ----------------------------------------------------------------------
 
@@ -329,7 +292,6 @@ class Service:
             db_ok = True
         except Exception as exc:  # the database is gone: say so, don't fail the probe
             rows, db_ok = f"unavailable: {type(exc).__name__}", False
-        assert self.ingest is not None
         ingest = self.ingest.health()
         if not ingest["database_available"]:
             db_ok = False
@@ -369,8 +331,9 @@ def build_service(
     journal: bool = False,
 ) -> Service:
     """Wire the components for `settings` (migrations run here): live, the engine over the
-    store (`tma1.engine.stored`) and the budgeted ingest. Replay hands in its engine over
-    in-memory ports (`delivery`, with the `counters` they count into) and its `ingest`."""
+    store (`tma1.engine.stored`) and the budgeted ingest (with the outage journal in the
+    data dir when `journal`: `tma1 serve`). Replay hands in its engine over in-memory ports
+    (`delivery`, with the `counters` they count into) and its `ingest`."""
     clock = clock or SystemClock()
     store = store or Store.open(settings.effective_database_url)
     counters = Counters() if counters is None else counters
@@ -385,7 +348,16 @@ def build_service(
         on_project_change=delivery.invalidate_project,
         on_session_change=delivery.invalidate,
     )
-    return Service(
+    live: Ingest | None = None
+    if ingest is None:
+        ingest = live = Ingest(
+            store=store,
+            counters=counters,
+            budget_ms=settings.hook_db_budget_ms,
+            max_events=settings.ingest_queue_max,
+            journal=Journal(settings.data_dir / JOURNAL_FILE) if journal else None,
+        )
+    service = Service(
         settings=settings,
         store=store,
         clock=clock,
@@ -393,5 +365,7 @@ def build_service(
         delivery=delivery,
         sensors=sensors,
         ingest=ingest,
-        journal=Journal(settings.data_dir / JOURNAL_FILE) if journal else None,
     )
+    if live is not None:
+        live.on_stored = service._notify_stored  # the outage queue's late writes
+    return service

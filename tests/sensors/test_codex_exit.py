@@ -275,7 +275,7 @@ def test_a_rollout_that_never_shows_an_end_stops_costing_a_wait(
     an end again."""
     svc = _Counted(tmp_path, monkeypatch, "read_command_end")
     svc.rollout.write_text('{"type":"event_msg","payload":{"type":"task_started"}}\n')
-    svc.service.exit_status_wait_s = svc.service._exit_waits.wait_s = 0.5
+    svc.service._exit_waits.wait_s = 0.5
     try:
         svc.post("c1")
         svc.post("c2")

@@ -36,12 +36,8 @@ class Sensors:
         on_project_change: Callable[[str], None],
         on_session_change: Callable[[str], None],
     ) -> None:
-        self.store = store
-        self.clock = clock
         self.settings = settings
         self.counters = counters
-        self.on_project_change = on_project_change
-        self.on_session_change = on_session_change
         self.files = FileSensor(
             store=store,
             clock=clock,

@@ -1,21 +1,10 @@
-"""Who wrote a file change: the session whose tool call explains it (design §2.10).
+"""Who wrote a file change: the session whose tool call explains it (design §2.10;
+docs/sensors.md, "Who wrote it").
 
-A session's *write interval* runs from the PreToolUse of an
-Edit/Write/MultiEdit/NotebookEdit/apply_patch on a path to its PostToolUse(Failure), and a
-*shell interval* from a Bash PreToolUse to its Post, for every path of the event's project.
-Both extend 2 s past the Post (a change is stamped when the watcher sees it, after the
-write) — but not past the session's Stop or SessionEnd: a save 1.2 s after the session
-ended is not its own (a write the watcher saw late is still matched by its mtime) — and,
-while the Post is pending, stay open for at most 10 min. There is no slack
-before the Pre: a change stamped before the call began is someone else's (the human edit
-just before the agent's stale Edit must stay external) — except when it carries exactly
-the content the Write call carries, which proves it is that call's even if the Pre was
-stamped late. Intervals live in memory (they are minutes long; a restart forgets at most
-the calls in flight). Ordering races are normal — the Pre is stamped when the server
-receives it, but a slow store lets the tool write before the Pre is stored — so a change
-nobody explained is remembered for 15 min, and an interval stored later claims it (the row
-is updated, the project's cached candidates dropped). Changes are stored as soon as they
-are seen: no settle delay on the write → row path.
+A write interval runs from a write tool's PreToolUse on a path to its Post, a shell interval
+from a Bash Pre to its Post for the whole project; both get 2 s of slack past the Post (cut
+at the session's Stop/SessionEnd) and none before the Pre. Intervals live in memory: they
+are minutes long, and a restart forgets at most the calls in flight.
 """
 
 from __future__ import annotations
@@ -23,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from tma1.clock import MINUTE_MS, SECOND_MS
 from tma1.events import WRITE_TOOLS, HookEvent
@@ -59,9 +49,7 @@ class Interval:
         # unless it carries exactly the content this Write call wrote (the Pre was stamped
         # late, after the write).
         lead = SLACK_MS if content_hash is not None and content_hash in self.content_hashes else 0
-        if ts < self.start - lead:
-            return False
-        return ts <= self.last_ts()
+        return self.start - lead <= ts <= self.last_ts()
 
     def last_ts(self) -> int:
         if self.end is None:
@@ -201,23 +189,16 @@ class Attribution:
 
     def prune(self, now: int) -> None:
         horizon = now - RECENT_KEEP_MS
+        indexes: tuple[dict[Any, list[Interval]], ...] = (self._by_path, self._shell, self._open)
         with self._lock:
-            for index in (self._by_path, self._shell):
+            for index in indexes:
                 for k in list(index):
                     kept = [iv for iv in index[k] if iv.last_ts() >= horizon]
                     if kept:
                         index[k] = kept
                     else:
                         del index[k]
-            for key in list(self._open):
-                kept = [iv for iv in self._open[key] if iv.last_ts() >= horizon]
-                if kept:
-                    self._open[key] = kept
-                else:
-                    del self._open[key]
 
     def size(self) -> int:
         with self._lock:
-            return sum(len(v) for v in self._by_path.values()) + sum(
-                len(v) for v in self._shell.values()
-            )
+            return sum(len(v) for index in (self._by_path, self._shell) for v in index.values())

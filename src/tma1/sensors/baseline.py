@@ -1,14 +1,7 @@
-"""The content baseline of a watched project: what each file held when last seen.
-
-A change whose content hash (git's blob SHA-1, for files ≤ 4 MB) equals
-the last known hash of that path is dropped (touch, no-op save). When the watch starts the
-baseline is primed from git: the index (`git ls-files -s`) gives the hash of every tracked
-file without reading it, and the files `git status` lists as modified or untracked are
-hashed once (at most `PRIME_MAX_FILES`). So a `touch` of any clean tracked file, of a
-modified one, or of an untracked one present at start is dropped. Outside a git
-repository there is no baseline: the first change seen of a path is always recorded (a
-touch of a never-seen file counts once), later ones are compared. Files over 4 MB carry
-no hash; a repeat event with the same size and mtime is dropped.
+"""The content baseline of a watched project: what each file held when last seen, so that a
+touch or a no-op save is no change (docs/sensors.md, "No-op saves are dropped"). It is
+primed from git's index and `git status`; files over 4 MB carry no hash and are compared
+by size and mtime.
 """
 
 from __future__ import annotations
@@ -46,30 +39,21 @@ def git(root: str, *args: str) -> bytes | None:
     return out.stdout if out.returncode == 0 else None
 
 
-def hash_file(path: str, size: int) -> str | None:
-    if size > HASH_LIMIT:
-        return None
-    try:
-        with open(path, "rb") as fh:
-            return git_blob_hash(fh.read(HASH_LIMIT + 1))
-    except OSError:
-        return None
-
-
 def file_signature(path: str) -> tuple[str, int, str | None, int] | None:
     """(baseline signature, size, content hash, mtime ms) of a regular file; None if
-    not one."""
+    not one, or unreadable right now."""
     try:
         st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        mtime_ms = st.st_mtime_ns // 1_000_000
+        if st.st_size > HASH_LIMIT:
+            return f"big:{st.st_size}:{st.st_mtime_ns}", st.st_size, None, mtime_ms
+        with open(path, "rb") as fh:
+            h = git_blob_hash(fh.read(HASH_LIMIT + 1))
     except OSError:
         return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    h = hash_file(path, st.st_size)
-    if h is None and st.st_size <= HASH_LIMIT:
-        return None  # unreadable right now
-    sig = h if h is not None else f"big:{st.st_size}:{st.st_mtime_ns}"
-    return sig, st.st_size, h, st.st_mtime_ns // 1_000_000
+    return h, st.st_size, h, mtime_ms
 
 
 def tracked_hashes(root: str) -> list[tuple[str, str]] | None:
@@ -104,15 +88,11 @@ def dirty_paths(root: str) -> list[str] | None:
     if status is None:
         return None
     dirty: list[str] = []
-    records = status.split(b"\0")
-    i = 0
-    while i < len(records):
-        rec = records[i]
-        i += 1
+    records = iter(status.split(b"\0"))
+    for rec in records:
         if len(rec) < 4:
             continue
-        code, rel = rec[:2], rec[3:]
-        if code[0:1] in (b"R", b"C"):
-            i += 1  # the original path of a rename follows
-        dirty.append(os.path.normpath(os.path.join(root, os.fsdecode(rel))))
+        if rec[:1] in (b"R", b"C"):
+            next(records, None)  # the original path of a rename follows
+        dirty.append(os.path.normpath(os.path.join(root, os.fsdecode(rec[3:]))))
     return dirty

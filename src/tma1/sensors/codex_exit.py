@@ -1,25 +1,9 @@
 """What a Codex session's rollout says of a call that its hook does not: a shell call's
-exit status (design §2.18) and the lines an apply_patch call wrote.
+exit status (design §2.18) and the lines an apply_patch call wrote (docs/hooks.md, "Codex:
+the exit status of a shell call", gives the rollout's formats and the wait policy).
 
-Codex ≥ 0.17 sends a shell call's PostToolUse `tool_response` as the output text only:
-no exit code. The rollout at the hook's `transcript_path` has it, a few milliseconds
-before the hook fires, as the command-end item of the call whose id is the hook's
-`tool_use_id`:
-
-- 0.17x: `{"type":"event_msg","payload":{"type":"item_completed","item":{"type":
-  "CommandExecution","id":CALL,"status":"failed","exit_code":1,…}}}`;
-- older rollouts: `{"type":"event_msg","payload":{"type":"exec_command_end","call_id":
-  CALL,"exit_code":1,…}}`;
-- and, a little after the hook, the `function_call_output` of CALL whose output says
-  `Process exited with code N` (or carries `metadata.exit_code`).
-
-Only the tail of the file is read (`TAIL_BYTES`, more only to reach the start of the
-line that names the call), and only the lines that contain the call id are decoded.
-The caller bounds the wait (`WAIT_S`) for an item not written yet; without an answer the
-event keeps what its output shows (the masked-failure markers, design §2.8).
-
-An apply_patch call's hunks carry no line numbers; its `FileChange` item, written just
-before the hook, holds each file's unified diff with them (`patch_lines`).
+Only the tail of the file is read, and only the lines that contain the call id are decoded.
+The caller bounds the wait (`WAIT_S`) for an item not written yet.
 """
 
 from __future__ import annotations
@@ -124,10 +108,6 @@ def _int(value: Any) -> int | None:
     return None
 
 
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
 def command_end(line: dict[str, Any], call_id: str) -> CommandEnd | None:
     """The command end that one rollout line records for `call_id`, if it is one."""
     payload = line.get("payload")
@@ -136,26 +116,23 @@ def command_end(line: dict[str, Any], call_id: str) -> CommandEnd | None:
     kind = payload.get("type")
     if kind == "item_completed":
         item = payload.get("item")
-        if (
+        if not (
             isinstance(item, dict)
             and item.get("id") == call_id
             and item.get("type") in ("CommandExecution", "commandExecution")
         ):
-            code, status = (
-                _int(item.get("exit_code", item.get("exitCode"))),
-                _str(item.get("status")),
-            )
-            if code is not None or status is not None:
-                return CommandEnd(code, status)
-        return None
-    if kind == "exec_command_end" and payload.get("call_id") == call_id:
-        code, status = _int(payload.get("exit_code")), _str(payload.get("status"))
-        if code is not None or status is not None:
-            return CommandEnd(code, status)
-        return None
-    if kind == "function_call_output" and payload.get("call_id") == call_id:
+            return None
+        code, status = _int(item.get("exit_code", item.get("exitCode"))), item.get("status")
+    elif kind == "exec_command_end" and payload.get("call_id") == call_id:
+        code, status = _int(payload.get("exit_code")), payload.get("status")
+    elif kind == "function_call_output" and payload.get("call_id") == call_id:
         return _output_end(payload.get("output"))
-    return None
+    else:
+        return None
+    status = status if isinstance(status, str) else None
+    if code is None and status is None:
+        return None
+    return CommandEnd(code, status)
 
 
 def _output_end(output: Any) -> CommandEnd | None:
@@ -260,11 +237,9 @@ def _call_lines(
                 start -= step
                 widened += step
                 nl = chunk.rfind(b"\n")
+                data = chunk[nl + 1 :] + data  # all of it when there is no newline
                 if nl != -1:
-                    data = chunk[nl + 1 :] + data
-                    start += nl + 1
                     break
-                data = chunk + data
             else:
                 if start > 0:  # a line longer than we ever read: skip its head
                     data = data[data.find(b"\n") + 1 :]
@@ -284,13 +259,6 @@ def _call_lines(
         pos = data.rfind(needle, 0, line_start)
 
 
-def _usable(path: str) -> bool:
-    try:
-        return os.path.isfile(path)
-    except (OSError, ValueError):
-        return False
-
-
 async def await_command_end(
     path: str, call_id: str, *, wait_s: float = WAIT_S, poll_s: float = POLL_S
 ) -> CommandEnd | None:
@@ -308,7 +276,7 @@ async def await_patch_lines(
 
 
 async def _await(read: Callable[[], T | None], path: str, wait_s: float, poll_s: float) -> T | None:
-    if not _usable(path):
+    if not os.path.isfile(path):
         return None
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_s

@@ -5,6 +5,7 @@ attributed to the session whose write explains it (`sensors.attribution`), and s
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import tempfile
@@ -45,7 +46,7 @@ RETRY_MS = 10 * MINUTE_MS
 # A file's mtime stands in for the write time when it is this recent (attribution only).
 WRITTEN_AT_MAX_MS = 10 * SECOND_MS
 
-CHANGE_ADDED, CHANGE_MODIFIED, CHANGE_DELETED = 1, 2, 3  # watchfiles.Change values
+CHANGE_ADDED, CHANGE_DELETED = 1, 3  # watchfiles.Change values
 
 
 # --- one project's watcher ----------------------------------------------------------------
@@ -73,31 +74,18 @@ class ProjectWatch:
         self.stop_event = threading.Event()
         self.ready = threading.Event()
         self.failed: str | None = None
-        self.git = os.path.isdir(os.path.join(project, ".git")) or os.path.isfile(
-            os.path.join(project, ".git")
-        )
+        self.git = os.path.exists(os.path.join(project, ".git"))  # a dir, or a worktree's file
         extra = (str(sensor.settings.data_dir.expanduser().absolute()),)
         self.ignore = IgnoreMatcher(project, extra_ignored_dirs=extra)
         self.known: dict[str, str] = {}
         self.known_dirs: set[str] = set()  # directories holding known files
         self.written_at: dict[str, int] = {}  # this batch's mtimes (ms), for attribution
-        self._git_prefix = os.path.join(project, ".git") + os.sep
         self._sep_git = os.sep + ".git" + os.sep
         self._exclude_file = os.path.join(project, ".git", "info", "exclude")
         self.baseline = False  # True once git told us every file the project has
         self.thread = threading.Thread(
             target=self._run, name=f"tma1-watch:{os.path.basename(project)}", daemon=True
         )
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.stop_event.set()
-
-    def join(self, timeout: float) -> None:
-        if self.thread.is_alive():
-            self.thread.join(timeout)
 
     # --- thread ------------------------------------------------------------------------
 
@@ -168,8 +156,6 @@ class ProjectWatch:
         if path == self._exclude_file:
             self.ignore.invalidate(path)
             return True
-        if path.startswith(self._git_prefix) or path == self._git_prefix[:-1]:
-            return True
         if self._sep_git in path or path.endswith(self._sep_git[:-1]):
             return True
         return any(path == d or path.startswith(d + os.sep) for d in self.ignore.extra)
@@ -202,13 +188,12 @@ class ProjectWatch:
         for path in by_path:  # a new ignore file applies to its whole batch
             self.ignore.invalidate(path)
         now = self.sensor.clock.now_ms()
-        out: list[FileChange] = []
-        for path, kinds in sorted(by_path.items()):
-            if not self.wanted(path):
-                continue
-            ch = self._classify(path, kinds, now)
-            if ch is not None:
-                out.append(ch)
+        changes = [
+            self._classify(path, kinds, now)
+            for path, kinds in sorted(by_path.items())
+            if self.wanted(path)
+        ]
+        out = [c for c in changes if c is not None]
         hints, self.written_at = self.written_at, {}
         self.sensor.store_changes(self.project, out, hints)
         return out
@@ -237,11 +222,8 @@ class ProjectWatch:
         prev = self.known.get(path)
         sig = file_signature(path)
         if sig is None:
-            if os.path.isdir(path):
-                return None
-            if os.path.lexists(path):
-                return None  # a socket, fifo, dangling link or unreadable file
-            if prev == DELETED:
+            if os.path.lexists(path) or prev == DELETED:
+                # A directory, socket, fifo, dangling link or unreadable file; or gone before.
                 return None
             if prev is None and (self.baseline or kinds != {CHANGE_DELETED}):
                 # Never existed as far as we know: an editor's or tool's temporary file.
@@ -256,17 +238,12 @@ class ProjectWatch:
         self._remember(path, signature)
         if now - WRITTEN_AT_MAX_MS <= mtime_ms <= now:
             self.written_at[path] = mtime_ms
-        if prev is not None and prev != DELETED:
-            change = "modified"
-        elif prev == DELETED or self.baseline or CHANGE_ADDED in kinds:
-            change = "added"
-        else:
-            change = "modified"
+        added = prev == DELETED or (prev is None and (self.baseline or CHANGE_ADDED in kinds))
         return FileChange(
             ts=now,
             project=self.project,
             path=path,
-            change=change,
+            change="added" if added else "modified",
             size=size,
             content_hash=content_hash,
         )
@@ -314,23 +291,21 @@ class FileSensor:
             if not self._watchable(project, now):
                 return None
             if len(self.watches) >= self.settings.max_watched_projects:
-                if project not in self._refused:
-                    self._refused.add(project)
-                    log.warning(
-                        "not watching %s: already watching %d projects, the limit "
-                        "(TMA1_MAX_WATCHED_PROJECTS=%d); external changes there go unseen "
-                        "until a watched project is idle for 2 h",
-                        project,
-                        len(self.watches),
-                        self.settings.max_watched_projects,
-                    )
+                self._refuse(
+                    project,
+                    "not watching %s: already watching %d projects, the limit "
+                    "(TMA1_MAX_WATCHED_PROJECTS=%d); external changes there go unseen "
+                    "until a watched project is idle for 2 h",
+                    len(self.watches),
+                    self.settings.max_watched_projects,
+                )
                 self.counters.inc("files.refused")
                 return None
             self._refused.discard(project)
             w = ProjectWatch(self, project, now)
             self.watches[project] = w
         self.counters.inc("files.watches_started")
-        w.start()
+        w.thread.start()
         return w
 
     def _watchable(self, project: str, now: int) -> bool:
@@ -344,13 +319,17 @@ class FileSensor:
         real = os.path.realpath(project)
         too_wide = {os.path.realpath(p) for p in (os.sep, Path.home(), tempfile.gettempdir())}
         if real in too_wide:
-            if project not in self._refused:
-                self._refused.add(project)
-                log.warning(
-                    "not watching %s: the filesystem root, a home or the temp directory", project
-                )
+            self._refuse(
+                project, "not watching %s: the filesystem root, a home or the temp directory"
+            )
             return False
         return True
+
+    def _refuse(self, project: str, reason: str, *args: object) -> None:
+        """Log why `project` goes unwatched, once until it is watched."""
+        if project not in self._refused:
+            self._refused.add(project)
+            log.warning(reason, project, *args)
 
     # --- watcher thread path --------------------------------------------------------------
 
@@ -370,15 +349,7 @@ class FileSensor:
             return
         hints = written_at or {}
         attributed = [
-            FileChange(
-                ts=c.ts,
-                project=c.project,
-                path=c.path,
-                change=c.change,
-                size=c.size,
-                content_hash=c.content_hash,
-                writer_session=self._explain(c, hints.get(c.path)),
-            )
+            dataclasses.replace(c, writer_session=self._explain(c, hints.get(c.path)))
             for c in changes
         ]
         ids = self.store.insert_changes(attributed)
@@ -417,10 +388,9 @@ class FileSensor:
             claimed = [
                 p
                 for p in self._recent
-                if iv.explains(p.project, p.path, p.ts, p.content_hash)
-                or (
-                    p.written_at is not None
-                    and iv.explains(p.project, p.path, p.written_at, p.content_hash)
+                if any(
+                    ts is not None and iv.explains(p.project, p.path, ts, p.content_hash)
+                    for ts in (p.ts, p.written_at)
                 )
             ]
             if not claimed:
@@ -447,20 +417,15 @@ class FileSensor:
                     del self.watches[project]
                     stopped.append(w)
         for w in stopped:
-            w.stop()
             log.info("stopped watching %s: no events for 2 h", w.project)
-        for w in stopped:
-            w.join(2.0)
+        _stop_all(stopped)
         return [w.project for w in stopped]
 
     def stop(self) -> None:
         with self._lock:
             watches = list(self.watches.values())
             self.watches.clear()
-        for w in watches:
-            w.stop()
-        for w in watches:
-            w.join(2.0)
+        _stop_all(watches)
 
     def wait_ready(self, project: str, timeout: float = 10.0) -> bool:
         with self._lock:
@@ -485,3 +450,12 @@ class FileSensor:
             "intervals": self.attribution.size(),
             "changes": self.counters.get("files.changes"),
         }
+
+
+def _stop_all(watches: list[ProjectWatch]) -> None:
+    """Tell every watcher thread to stop, then wait for each (all stop at once)."""
+    for w in watches:
+        w.stop_event.set()
+    for w in watches:
+        if w.thread.is_alive():
+            w.thread.join(2.0)

@@ -120,19 +120,15 @@ class IgnoreMatcher:
 
     def _decide(self, parts: list[str], is_dir: bool) -> bool | None:
         """The verdict of the ignore files for the path `parts` (relative to root)."""
-        rel = "/".join(parts) + ("/" if is_dir else "")
+        suffix = "/" if is_dir else ""
+        # .git/info/exclude, then shallow to deep: a deeper .gitignore's match overrides.
+        checks = [(self._root_excludes, "/".join(parts) + suffix)] + [
+            (self._spec("/".join(parts[:depth])), "/".join(parts[depth:]) + suffix)
+            for depth in range(len(parts))
+        ]
         verdict: bool | None = None
-        if self._root_excludes is not None:
-            r = _verdict(self._root_excludes, rel)
-            if r is not None:
-                verdict = r
-        # Shallow to deep: a deeper .gitignore's match overrides a shallower one.
-        for depth in range(len(parts)):
-            spec = self._spec("/".join(parts[:depth]))
-            if spec is None:
-                continue
-            sub = "/".join(parts[depth:]) + ("/" if is_dir else "")
-            r = _verdict(spec, sub)
+        for spec, sub in checks:
+            r = _verdict(spec, sub) if spec is not None else None
             if r is not None:
                 verdict = r
         return verdict

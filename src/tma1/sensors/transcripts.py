@@ -1,20 +1,10 @@
-"""Context occupancy from agent transcripts (design §2.12).
+"""Context occupancy from agent transcripts (design §2.12; docs/sensors.md, "The
+transcript tailer", gives what each agent's lines count for).
 
-Two layers:
-- pure parsers over already-decoded JSON objects (`parse_claude_usage_lines`,
-  `parse_codex_usage_lines`), shared by the live tailer and by replay;
-- `TranscriptTailer`, which reads new complete lines of a transcript incrementally (an
-  offset per file; survives truncation and rotation; leaves a partial last line for later),
-  reads at most a small slice on the hook's critical path and hands the rest of a large
-  backlog to a background thread.
-
-Claude Code: one API response is written as several lines repeating the same usage, so
-usage is deduplicated by `message.id` (+ `requestId`); sidechain (subagent) lines are not
-the main context and are skipped; `system`/`compact_boundary` lines become `compaction`
-rows. Codex: `event_msg`/`token_count` with `info.last_token_usage`; Codex writes the same
-token_count more than once (the cumulative total does not move), those repeats are dropped;
-its `info.model_context_window` is kept on each row (`Usage.context_window`: the context
-threshold is half of it, design §2.12).
+Two layers: pure parsers over decoded JSON objects (`parse_claude_usage_lines`,
+`parse_codex_usage_lines`), shared by the live tailer and by replay; and `TranscriptTailer`,
+which reads the new complete lines of a transcript incrementally, at most a small slice on
+the hook's critical path, and hands the rest of a large backlog to a background thread.
 """
 
 from __future__ import annotations
@@ -49,11 +39,8 @@ def _ts(obj: dict[str, Any], default_ts: int) -> int:
 
 
 def _int(value: Any) -> int:
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return max(0, value)
-    if isinstance(value, float):
+    """A token count: a non-negative int, 0 for anything that is not a number."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
         return max(0, int(value))
     return 0
 
@@ -159,11 +146,6 @@ class CodexState:
     context_window: int | None = None  # token_count's `model_context_window`
 
 
-def _codex_payload(obj: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
-    payload = obj.get("payload")
-    return obj.get("type"), payload if isinstance(payload, dict) else {}
-
-
 def parse_codex_usage_lines(
     objs: Iterable[Any],
     *,
@@ -181,7 +163,9 @@ def parse_codex_usage_lines(
     for obj in objs:
         if not isinstance(obj, dict):
             continue
-        kind, payload = _codex_payload(obj)
+        kind, payload = obj.get("type"), obj.get("payload")
+        if not isinstance(payload, dict):
+            payload = {}
         if kind == "session_meta":
             pid = payload.get("id")
             if isinstance(pid, str) and state.session_id is None:
@@ -347,7 +331,6 @@ class _FileState:
     seen: set[str] = field(default_factory=set)
     codex: CodexState = field(default_factory=CodexState)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    rows: int = 0
     tail: bytes = b""  # the last bytes consumed, to notice an in-place rewrite
     requests: set[bytes] = field(default_factory=set)  # Claude requestIds already counted
     # The last raw payload of each Codex line kind: Codex writes every token_count twice
@@ -401,9 +384,7 @@ class TranscriptTailer:
 
     def health(self) -> dict[str, object]:
         with self._lock:
-            files = len(self._files)
-            backlog = len(self._queued)
-        return {"transcripts": files, "backlog": backlog}
+            return {"transcripts": len(self._files), "backlog": len(self._queued)}
 
     # --- the hook path -------------------------------------------------------------------
 
@@ -516,7 +497,6 @@ class TranscriptTailer:
         usages = self._parse(state, chunk)
         if usages:
             self.store.insert_usages(usages)
-            state.rows += len(usages)
             self.counters.inc("transcripts.rows", len(usages))
             self.on_session_change(state.session_id)
         return state.offset < st.st_size
