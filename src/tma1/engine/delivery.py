@@ -45,7 +45,7 @@ from tma1.engine.bundle import (
     epoch_start,
     unresolved,
 )
-from tma1.engine.detector import Detector, Rule
+from tma1.engine.detector import Detector
 from tma1.engine.digest import (
     DIGEST_MAX_FINDINGS,
     POST_TOOL_USE_MAX_FINDINGS,
@@ -57,6 +57,7 @@ from tma1.engine.digest import (
 )
 from tma1.engine.mutes import MUTES_FILE, Mutes
 from tma1.engine.ports import BundleReads, EmitSink, WindowSource
+from tma1.engine.spec import Rule
 from tma1.engine.suppression import REBUILD_HORIZON_MS, Decision, Suppression
 from tma1.engine.window import RuleConfig
 from tma1.events import HookEvent

@@ -20,9 +20,9 @@ from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.engine.context import context_threshold
 from tma1.engine.delivery import Delivery
-from tma1.engine.detector import Rule
 from tma1.engine.emitlog import EmitLog
 from tma1.engine.mutes import Mutes
+from tma1.engine.spec import Rule
 from tma1.engine.window import (
     CHANGES_WINDOW_MS,
     EVENTS_WINDOW_MS,
