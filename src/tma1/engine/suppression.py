@@ -133,34 +133,21 @@ def _siblings(finding: Anomaly) -> list[str]:
     medium after it), and the other kind of its family at the same or a higher one (a
     build_broken block, then repeated_failed_build on the same failures). A climb stays
     news: a medium told at a prompt, then the agent stopping with it still broken, blocks."""
-    rank = SEVERITY_RANK[Severity(finding.severity)] if finding.severity in _SEVS else 9
+    rank = SEVERITY_RANK.get(finding.severity, 9)
     family = next((f for f in _FAMILIES if finding.kind in f), frozenset({finding.kind}))
-    out: list[str] = []
-    for kind in family:
-        for sev in Severity:
-            higher = SEVERITY_RANK[sev] < rank
-            if (kind == finding.kind and higher) or (kind != finding.kind and (
-                higher or SEVERITY_RANK[sev] == rank
-            )):  # fmt: skip
-                out.append(stable_key(kind, sev.value, finding.subject))
-    return out
-
-
-_SEVS = frozenset(s.value for s in Severity)
+    return [
+        stable_key(kind, sev.value, finding.subject)
+        for kind in family
+        for sev in Severity
+        if SEVERITY_RANK[sev] < rank or (kind != finding.kind and SEVERITY_RANK[sev] == rank)
+    ]
 
 
 def _told_as_sibling(finding: Anomaly, states: Mapping[str, KeyState]) -> bool:
     """A sibling (`_siblings`) was delivered after the finding's newest evidence: the agent
     was told this already (issue 15, pattern 7)."""
-    for key in _siblings(finding):
-        st = states.get(key)
-        if (
-            st is not None
-            and st.last_emit_ts is not None
-            and (st.last_emit_ts >= finding.last_evidence_ts)
-        ):
-            return True
-    return False
+    told = (states[k].last_emit_ts for k in _siblings(finding) if k in states)
+    return any(t is not None and t >= finding.last_evidence_ts for t in told)
 
 
 @dataclass(slots=True)
