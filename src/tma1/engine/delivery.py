@@ -36,7 +36,6 @@ from tma1.engine.bundle import (
     CHANGES_HORIZON_MS,
     CHECKS_HORIZON_MS,
     SESSION_START,
-    Bundle,
     BundleInput,
     BundleMemory,
     Peer,
@@ -58,7 +57,7 @@ from tma1.engine.digest import (
 from tma1.engine.mutes import MUTES_FILE, Mutes
 from tma1.engine.ports import BundleReads, EmitSink, WindowSource
 from tma1.engine.spec import Rule
-from tma1.engine.suppression import REBUILD_HORIZON_MS, Decision, Suppression
+from tma1.engine.suppression import REBUILD_HORIZON_MS, Suppression
 from tma1.engine.window import RuleConfig
 from tma1.events import HookEvent
 
@@ -79,10 +78,7 @@ CHANNEL_LIMIT: dict[str, int] = {
 _EVICT_EVERY_MS = MINUTE_MS
 
 
-def finding_json(
-    d: Decision, *, would_deliver: bool, first_emitted_at: int | None
-) -> dict[str, Any]:
-    f = d.finding
+def _finding_json(f: Anomaly) -> dict[str, Any]:
     return {
         "kind": str(f.kind),
         "severity": str(f.severity),
@@ -92,11 +88,6 @@ def finding_json(
         "related_files": list(f.related_files),
         "subject": f.subject,
         "stable_key": f.stable_key,
-        "last_evidence_ts": f.last_evidence_ts,
-        "first_emitted_at": first_emitted_at,
-        "outstanding_since": d.outstanding_since,
-        "would_deliver": would_deliver,
-        "decision": d.reason,
     }
 
 
@@ -202,12 +193,14 @@ class Delivery:
         now = self.clock.now_ms()
         self._maybe_evict(now)
         source = event.metadata.get("source")
-        bundle = self.bundle(
-            event.session_id,
-            source=source if isinstance(source, str) else None,
-            now=now,
-            before_ts=event.ts,
-            project=event.project,
+        bundle = build_bundle(
+            self._bundle_input(
+                event.session_id,
+                source=source if isinstance(source, str) else None,
+                now=now,
+                before_ts=event.ts,
+                project=event.project,
+            )
         )
         if not bundle.text:
             return ""
@@ -240,34 +233,17 @@ class Delivery:
             self.counters.inc("engine.compact_instructions")
         return text
 
-    def bundle(
-        self,
-        session_id: str,
-        *,
-        source: str | None,
-        now: int | None = None,
-        before_ts: int | None = None,
-        project: str | None = None,
-    ) -> Bundle:
-        """The bundle a SessionStart of `source` would get now. Changes nothing."""
-        return build_bundle(
-            self._bundle_input(
-                session_id, source=source, now=now, before_ts=before_ts, project=project
-            )
-        )
-
     def _bundle_input(
         self,
         session_id: str,
         *,
         source: str | None,
-        now: int | None = None,
+        now: int,
         before_ts: int | None = None,
         project: str | None = None,
     ) -> BundleInput:
         """Load what `build_bundle` looks at (a few indexed reads; the rules via the
-        detector's cache)."""
-        now = self.clock.now_ms() if now is None else now
+        detector's cache). Changes nothing."""
         before = now if before_ts is None else before_ts
         store = self.reads
         det = self.detector.detect(session_id, now)
@@ -312,7 +288,7 @@ class Delivery:
         """What a SessionStart of `source` would be told now (MCP, dashboards). Read-only:
         no epoch memory, no suppression state, no emit-log row."""
         now = self.clock.now_ms()
-        b = self.bundle(session_id, source=source, now=now)
+        b = build_bundle(self._bundle_input(session_id, source=source, now=now))
         return {
             "session_id": session_id,
             "now": now,
@@ -320,19 +296,7 @@ class Delivery:
             "text": b.text,
             "chars": len(b.text),
             "parts": list(b.parts),
-            "findings": [
-                {
-                    "kind": str(f.kind),
-                    "severity": str(f.severity),
-                    "channel": str(f.channel),
-                    "subject": f.subject,
-                    "stable_key": f.stable_key,
-                    "suggestion": f.suggestion,
-                    "evidence": f.evidence,
-                    "related_files": list(f.related_files),
-                }
-                for f in b.findings
-            ],
+            "findings": [_finding_json(f) for f in b.findings],
         }
 
     # --- read-only ----------------------------------------------------------------------
@@ -365,10 +329,15 @@ class Delivery:
             )
             if would:
                 taken[channel] = taken.get(channel, 0) + 1
-            out = finding_json(
-                d, would_deliver=would, first_emitted_at=d.finding.first_emitted_at or None
-            )
-            out["muted"] = mute is not None
+            out = {
+                **_finding_json(d.finding),
+                "last_evidence_ts": d.finding.last_evidence_ts,
+                "first_emitted_at": d.finding.first_emitted_at or None,
+                "outstanding_since": d.outstanding_since,
+                "would_deliver": would,
+                "decision": d.reason,
+                "muted": mute is not None,
+            }
             if mute is not None:
                 out["decision"] = "muted"
                 out["muted_until"] = mute.until_ms
