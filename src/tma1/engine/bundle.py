@@ -240,10 +240,6 @@ def _short(session_id: str) -> str:
     return session_id[:8]
 
 
-def _clock(ms: int) -> str:
-    return clock_time(ms)
-
-
 def _ago(now: int, ts: int) -> str:
     minutes = max(0, now - ts) // MINUTE_MS
     return "just now" if minutes < 1 else f"{minutes} min ago"
@@ -260,7 +256,7 @@ def _check_line(c: OpenCheck, session_id: str) -> str:
         else f"broken by session {_short(c.broken_by)} ({c.broken_by_agent})"
     )
     runs = "1 failing run" if c.failures == 1 else f"{c.failures} failing runs"
-    head = f"- {_code(c.command, 100)} fails since {_clock(c.since)} ({who}; {runs})"
+    head = f"- {_code(c.command, 100)} fails since {clock_time(c.since)} ({who}; {runs})"
     if c.error:
         head += f": {_code(c.error, 140)}"
     return clip(head, _CHECK_CHARS)
@@ -289,7 +285,7 @@ def _changes_line(changes: Sequence[FileChange], project: str | None, since: int
         else "something outside this session"
     )
     text = (
-        f"Changed by {who} since this session's last event ({_clock(since)}): {shown}"
+        f"Changed by {who} since this session's last event ({clock_time(since)}): {shown}"
         + (f" (+{more} more)" if more > 0 else "")
         + ". Re-read a file before editing it."
     )

@@ -89,11 +89,11 @@ def _item(n: int, finding: Anomaly, budget: int) -> str:
     return clip(text, budget)
 
 
-def _numbered(findings: Sequence[Anomaly], header: str, footer: str, limit: int) -> str:
-    overhead = len(header) + len(footer) + 2 * len(findings)
+def _numbered(findings: Sequence[Anomaly], header: str, limit: int) -> str:
+    overhead = len(header) + 2 * len(findings)
     budget = max((limit - overhead) // max(len(findings), 1), 60)
     items = [_item(i, f, budget) for i, f in enumerate(findings, 1)]
-    body = header + "\n" + "\n".join(items) + footer
+    body = header + "\n" + "\n".join(items)
     return body[: limit - 1] if len(body) >= limit else body
 
 
@@ -105,8 +105,7 @@ def digest(findings: Sequence[Anomaly], *, max_chars: int = DIGEST_MAX_CHARS) ->
     noun = "finding" if len(findings) == 1 else "findings"
     header = f"{OPEN_TAG}\ntma1 watched this session and has {len(findings)} {noun} for you:"
     footer = "\n" + CLOSE_TAG
-    inner = _numbered(findings, header, "", max_chars - len(footer))
-    return inner + footer
+    return _numbered(findings, header, max_chars - len(footer)) + footer
 
 
 def stop_reason(findings: Sequence[Anomaly], *, max_chars: int = STOP_MAX_CHARS) -> str:
@@ -116,7 +115,7 @@ def stop_reason(findings: Sequence[Anomaly], *, max_chars: int = STOP_MAX_CHARS)
     header = "tma1: do not stop yet, this is unresolved:"
     if len(findings) > 1:
         header = f"tma1: do not stop yet, {len(findings)} problems are unresolved:"
-    return _numbered(findings, header, "", max_chars)
+    return _numbered(findings, header, max_chars)
 
 
 def stop_block_body(reason: str, *, envelope: str | None = None) -> str:

@@ -62,15 +62,10 @@ def reread_related_file(finding: Anomaly, window: SessionWindow, since_ts: int) 
     return latest
 
 
-def _check_of_finding(finding: Anomaly) -> Check | None:
-    check = finding.extra.get("check")
-    return check if isinstance(check, Check) else None
-
-
 def covering_pass(finding: Anomaly, window: SessionWindow, since_ts: int) -> int | None:
     """Build kinds: a run that covers the failing check passed after we told the agent."""
-    check = _check_of_finding(finding)
-    if check is None:
+    check = finding.extra.get("check")
+    if not isinstance(check, Check):
         return None
     latest: int | None = None
     for ev in window.events:
