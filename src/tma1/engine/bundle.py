@@ -42,7 +42,7 @@ from tma1.checks import covers, error_line
 from tma1.clock import MINUTE_MS
 from tma1.engine.anomaly import Anomaly, Channel, Kind, delivery_order
 from tma1.engine.checkruns import check_runs
-from tma1.engine.digest import CLOSE_TAG, OPEN_TAG, clip
+from tma1.engine.digest import CLOSE_TAG, OPEN_TAG, clip, numbered_item
 from tma1.engine.rules._support import clock_time
 from tma1.engine.window import SessionWindow
 from tma1.events import FileChange, HookEvent
@@ -263,12 +263,7 @@ def _check_line(c: OpenCheck, session_id: str) -> str:
 
 
 def _finding_line(n: int, f: Anomaly) -> str:
-    head = f"{n}. [{f.severity}] {f.kind}: "
-    room = _FINDING_CHARS - len(head)
-    suggestion = clip(f.suggestion, max(room * 2 // 3, 40))
-    evidence = clip(f.evidence, max(room - len(suggestion) - len(" Seen: "), 0))
-    text = head + suggestion + (f" Seen: {evidence}" if evidence else "")
-    return clip(text, _FINDING_CHARS)
+    return numbered_item(n, f, _FINDING_CHARS, files=False)
 
 
 def _changes_line(changes: Sequence[FileChange], project: str | None, since: int) -> str:

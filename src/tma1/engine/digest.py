@@ -72,11 +72,12 @@ def _files(finding: Anomaly) -> str:
     return shown + (f" (+{more} more)" if more > 0 else "")
 
 
-def _item(n: int, finding: Anomaly, budget: int) -> str:
-    """One numbered item within `budget` characters; the suggestion is cut last."""
+def numbered_item(n: int, finding: Anomaly, budget: int, *, files: bool = True) -> str:
+    """One numbered item within `budget` characters; the suggestion is cut last. With
+    `files`, its related files follow when they fit."""
     head = f"{n}. [{finding.severity}] {finding.kind}: "
-    files = _files(finding)
-    tail_files = f" Files: {files}." if files else ""
+    shown = _files(finding) if files else ""
+    tail_files = f" Files: {shown}." if shown else ""
     room = max(budget - len(head), 40)
     suggestion = clip(finding.suggestion, max(room * 2 // 3, 30))
     room -= len(suggestion)
@@ -92,7 +93,7 @@ def _item(n: int, finding: Anomaly, budget: int) -> str:
 def _numbered(findings: Sequence[Anomaly], header: str, limit: int) -> str:
     overhead = len(header) + 2 * len(findings)
     budget = max((limit - overhead) // max(len(findings), 1), 60)
-    items = [_item(i, f, budget) for i, f in enumerate(findings, 1)]
+    items = [numbered_item(i, f, budget) for i, f in enumerate(findings, 1)]
     body = header + "\n" + "\n".join(items)
     return body[: limit - 1] if len(body) >= limit else body
 
