@@ -36,7 +36,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from tma1.checks import covers, error_line
 from tma1.clock import MINUTE_MS
@@ -306,9 +306,21 @@ def _fresh(key: str, inp: BundleInput) -> bool:
     return told is None or told < inp.epoch_start
 
 
+class _Item(NamedTuple):
+    keys: tuple[str, ...]  # what telling this line tells (for the epoch memory)
+    line: str
+    finding: Anomaly | None = None  # a re-told finding: emitted on `session_start`
+
+
+class _Part(NamedTuple):
+    name: str  # checks | findings | changes | sessions
+    title: str
+    items: list[_Item]
+
+
 def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bundle:
     """The bundle for one SessionStart; `Bundle("")` when there is nothing to say."""
-    sections: list[tuple[str, str, list[tuple[tuple[str, ...], str, Anomaly | None]]]] = []
+    sections: list[_Part] = []
     retelling = inp.source != "startup"
 
     standing = [f for f in inp.findings if f.kind not in _NOT_RETOLD] if retelling else []
@@ -322,21 +334,14 @@ def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bund
         if _fresh(c.item_key, inp) and not _named_by(c, named)
     ][:MAX_CHECKS]
     if checks:
-        sections.append(
-            (
-                "checks",
-                "Checks failing in this project (no passing run since):",
-                [((c.item_key,), _check_line(c, inp.session_id), None) for c in checks],
-            )
-        )
+        title = "Checks failing in this project (no passing run since):"
+        items = [_Item((c.item_key,), _check_line(c, inp.session_id)) for c in checks]
+        sections.append(_Part("checks", title, items))
     if findings:
-        sections.append(
-            (
-                "findings",
-                "Still unresolved in this session:",
-                [((finding_key(f),), _finding_line(i, f), f) for i, f in enumerate(findings, 1)],
-            )
-        )
+        items = [
+            _Item((finding_key(f),), _finding_line(i, f), f) for i, f in enumerate(findings, 1)
+        ]
+        sections.append(_Part("findings", "Still unresolved in this session:", items))
     if inp.last_event_ts is not None:
         # Files a standing external_modified_during_session finding names are told there.
         covered = {
@@ -354,13 +359,8 @@ def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bund
         ]
         key = f"changes|{inp.last_event_ts}|{max((c.ts for c in changes), default=0)}"
         if changes and _fresh(key, inp):
-            sections.append(
-                (
-                    "changes",
-                    "",
-                    [((key,), _changes_line(changes, inp.project, inp.last_event_ts), None)],
-                )
-            )
+            line = _changes_line(changes, inp.project, inp.last_event_ts)
+            sections.append(_Part("changes", "", [_Item((key,), line)]))
     peers = sorted(
         (
             p
@@ -372,7 +372,7 @@ def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bund
     peers = [p for p in peers if _fresh(f"peer|{p.session_id}", inp)]
     if peers:
         shown = tuple(f"peer|{p.session_id}" for p in peers[:MAX_PEERS])
-        sections.append(("sessions", "", [(shown, _peers_line(peers, inp.now), None)]))
+        sections.append(_Part("sessions", "", [_Item(shown, _peers_line(peers, inp.now))]))
     if not sections:
         return Bundle("")
 
@@ -383,15 +383,15 @@ def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bund
     # item not shown is not told.
     used = len(header) + len(footer)
     chosen: set[tuple[int, int]] = set()
-    rest = sorted(range(len(sections)), key=lambda si: _PRIORITY.get(sections[si][0], 9))
+    rest = sorted(range(len(sections)), key=lambda si: _PRIORITY.get(sections[si].name, 9))
     order = [(si, 0) for si in range(len(sections))] + [
-        (si, ii) for si in rest for ii in range(1, len(sections[si][2]))
+        (si, ii) for si in rest for ii in range(1, len(sections[si].items))
     ]
     for si, ii in order:
-        _, title, items = sections[si]
+        part = sections[si]
         if ii > 0 and (si, 0) not in chosen:
             continue  # a part whose first item did not fit says nothing
-        cost = len(items[ii][1]) + 1 + (len(title) + 1 if ii == 0 and title else 0)
+        cost = len(part.items[ii].line) + 1 + (len(part.title) + 1 if ii == 0 and part.title else 0)
         if used + cost > max_chars:
             continue
         chosen.add((si, ii))
@@ -400,18 +400,18 @@ def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bund
     keys: list[str] = []
     told: list[Anomaly] = []
     parts: list[str] = []
-    for si, (name, title, items) in enumerate(sections):
-        picked = [item for ii, item in enumerate(items) if (si, ii) in chosen]
+    for si, part in enumerate(sections):
+        picked = [item for ii, item in enumerate(part.items) if (si, ii) in chosen]
         if not picked:
             continue
-        if title:
-            lines.append(title)
-        for item_keys, line, finding in picked:
-            lines.append(line)
-            keys.extend(item_keys)
-            if finding is not None:
-                told.append(finding)
-        parts.append(name)
+        if part.title:
+            lines.append(part.title)
+        for item in picked:
+            lines.append(item.line)
+            keys.extend(item.keys)
+            if item.finding is not None:
+                told.append(item.finding)
+        parts.append(part.name)
     if not parts:
         return Bundle("")
     text = "\n".join(lines) + footer
