@@ -42,7 +42,7 @@ from tma1.checks import covers, error_line
 from tma1.clock import MINUTE_MS
 from tma1.engine.anomaly import Anomaly, Channel, Kind, delivery_order
 from tma1.engine.checkruns import check_runs
-from tma1.engine.digest import CLOSE_TAG, OPEN_TAG, clip, numbered_item
+from tma1.engine.digest import CLOSE_TAG, OPEN_TAG, clip, listed, numbered_item
 from tma1.engine.rules._support import clock_time
 from tma1.engine.window import SessionWindow
 from tma1.events import FileChange, HookEvent
@@ -272,31 +272,27 @@ def _changes_line(changes: Sequence[FileChange], project: str | None, since: int
         newest.pop(ch.path, None)
         newest[ch.path] = ch  # insertion order = newest change last
     paths = list(reversed(newest.values()))
-    shown = ", ".join(f"{display_path(c.path, project)} ({c.change})" for c in paths[:MAX_FILES])
-    more = len(paths) - MAX_FILES
+    shown = listed([f"{display_path(c.path, project)} ({c.change})" for c in paths], MAX_FILES)
     who = (
         "another agent session"
         if all(c.writer_session for c in paths)
         else "something outside this session"
     )
     text = (
-        f"Changed by {who} since this session's last event ({clock_time(since)}): {shown}"
-        + (f" (+{more} more)" if more > 0 else "")
-        + ". Re-read a file before editing it."
+        f"Changed by {who} since this session's last event ({clock_time(since)}): {shown}."
+        " Re-read a file before editing it."
     )
     return clip(text, _FILES_CHARS)
 
 
 def _peers_line(peers: Sequence[Peer], now: int) -> str:
-    shown = ", ".join(
-        f"{_short(p.session_id)} ({p.agent}, last event {_ago(now, p.last_ts)})"
-        for p in peers[:MAX_PEERS]
+    shown = listed(
+        [f"{_short(p.session_id)} ({p.agent}, last event {_ago(now, p.last_ts)})" for p in peers],
+        MAX_PEERS,
     )
-    more = len(peers) - MAX_PEERS
     text = (
-        f"Other sessions active on this project now: {shown}"
-        + (f" (+{more} more)" if more > 0 else "")
-        + ". They may change files and checks under you."
+        f"Other sessions active on this project now: {shown}."
+        " They may change files and checks under you."
     )
     return clip(text, _PEERS_CHARS)
 
@@ -506,7 +502,3 @@ class BundleMemory:
                 self._seen.pop(s, None)
                 self._told.pop(s, None)
         return len(idle)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._told)

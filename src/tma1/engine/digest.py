@@ -63,20 +63,17 @@ def clip(text: str, limit: int) -> str:
     return text[: limit - 1].rstrip() + "…"
 
 
-def _files(finding: Anomaly) -> str:
-    files = list(finding.related_files)
-    if not files:
-        return ""
-    shown = ", ".join(files[:_FILES_SHOWN])
-    more = len(files) - _FILES_SHOWN
-    return shown + (f" (+{more} more)" if more > 0 else "")
+def listed(items: Sequence[str], limit: int) -> str:
+    """The first `limit` items, comma-separated, and how many more there are."""
+    more = len(items) - limit
+    return ", ".join(items[:limit]) + (f" (+{more} more)" if more > 0 else "")
 
 
 def numbered_item(n: int, finding: Anomaly, budget: int, *, files: bool = True) -> str:
     """One numbered item within `budget` characters; the suggestion is cut last. With
     `files`, its related files follow when they fit."""
     head = f"{n}. [{finding.severity}] {finding.kind}: "
-    shown = _files(finding) if files else ""
+    shown = listed(finding.related_files, _FILES_SHOWN) if files else ""
     tail_files = f" Files: {shown}." if shown else ""
     room = max(budget - len(head), 40)
     suggestion = clip(finding.suggestion, max(room * 2 // 3, 30))
