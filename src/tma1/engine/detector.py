@@ -205,10 +205,8 @@ class Detector:
         if now - self._last_sweep < _SWEEP_EVERY_MS:
             return
         self._last_sweep = now
-        for s in [s for s, d in self._cache.items() if now - d.computed_at >= CACHE_TTL_MS]:
-            del self._cache[s]
-        for s in [s for s, (_, t) in self._dropped.items() if now - t >= _DROP_MARK_TTL_MS]:
-            del self._dropped[s]
+        self._cache = {s: d for s, d in self._cache.items() if now - d.computed_at < CACHE_TTL_MS}
+        self._dropped = {s: d for s, d in self._dropped.items() if now - d[1] < _DROP_MARK_TTL_MS}
         for s in [s for s, (_, used) in self._session_project.items() if now - used >= _IDLE_MS]:
             project, _ = self._session_project.pop(s)
             members = self._projects.get(project)

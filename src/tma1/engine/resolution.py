@@ -26,12 +26,9 @@ from __future__ import annotations
 from tma1.checks import Check, covers, files_read_by, reported_passing
 from tma1.engine.anomaly import Anomaly
 from tma1.engine.checkruns import run_of
-from tma1.engine.spec import ResolutionCheck
 from tma1.engine.window import SessionWindow
 from tma1.events import READ_TOOLS, HookEvent
 from tma1.paths import norm_path
-
-__all__ = ["ResolutionCheck", "covering_pass", "never", "reread_related_file"]
 
 
 def _reads_related(ev: HookEvent, related: frozenset[str], project: str | None) -> bool:

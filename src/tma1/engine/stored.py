@@ -188,12 +188,9 @@ class StoreWindows:
         if now - self._last_sweep < _SWEEP_EVERY_MS:
             return
         self._last_sweep = now
-        for s in [s for s, h in self._held.items() if now - h.used_at >= _HELD_IDLE_MS]:
-            del self._held[s]
-        for s in [s for s, (_, seen, _) in self._epochs.items() if now - seen >= _IDLE_MS]:
-            del self._epochs[s]
-        for s in [s for s, (_, used) in self._first_ts.items() if now - used >= _IDLE_MS]:
-            del self._first_ts[s]
+        self._held = {s: h for s, h in self._held.items() if now - h.used_at < _HELD_IDLE_MS}
+        self._epochs = {s: e for s, e in self._epochs.items() if now - e[1] < _IDLE_MS}
+        self._first_ts = {s: f for s, f in self._first_ts.items() if now - f[1] < _IDLE_MS}
 
     def health(self) -> dict[str, object]:
         with self._lock:

@@ -34,9 +34,7 @@ from typing import Any
 
 from tma1.clock import MINUTE_MS
 from tma1.engine.anomaly import SEVERITY_RANK, Anomaly, Channel, Severity, stable_key
-from tma1.engine.resolution import never
 from tma1.engine.rules import SPECS
-from tma1.engine.spec import ResolutionCheck
 from tma1.engine.window import SessionWindow
 
 SUPPRESSION_WINDOW_MS = 10 * MINUTE_MS  # a constant on purpose: config must never disable it
@@ -45,12 +43,12 @@ REBUILD_HORIZON_MS = 24 * 60 * MINUTE_MS
 # Read from the rules' specs (design §5): a rule declares these once.
 ONE_SHOT_KINDS = frozenset(k for k, spec in SPECS.items() if spec.one_shot)
 NOVEL_EVIDENCE_KINDS = frozenset(k for k, spec in SPECS.items() if spec.novel_evidence)
-RESOLUTION_CHECKS: dict[str, ResolutionCheck] = {k: spec.resolution for k, spec in SPECS.items()}
 
 
 def resolved_at(finding: Anomaly, window: SessionWindow, since_ts: int) -> int | None:
     """The latest resolving event after `since_ts`, or None (unknown kinds never resolve)."""
-    return RESOLUTION_CHECKS.get(finding.kind, never)(finding, window, since_ts)
+    spec = SPECS.get(finding.kind)
+    return spec.resolution(finding, window, since_ts) if spec else None
 
 
 @dataclass(frozen=True, slots=True)
