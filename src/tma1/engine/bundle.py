@@ -1,34 +1,17 @@
 """The session bundle: what an agent must not forget, said at `SessionStart` (design §2.19).
 
-At a session's start, resume, `/clear` or compaction the agent's context is new: whatever
-tma1 told it before is gone (a compaction summarises it away). The bundle is a short
-`<tma1-context>` (under `BUNDLE_MAX_CHARS`) with up to four parts, each present only when
-it is true:
+At a start, resume, `/clear` or compaction the agent's context is new, so a short
+`<tma1-context>` re-tells what still stands, each part only when it is true: open checks
+in the project (any session's), this session's unresolved findings, files changed outside
+since its last event, other sessions active on the project. docs/bundle.md has each
+part's rules.
 
-1. **Open checks in this project** (`open_checks`): a build/test/lint run whose newest run
-   failed and no later run of the same check passed — in any session of the project, so a
-   session that starts in a project another session broke is told so, and by whom.
-2. **This session's unresolved findings** (after resume, compaction or clear — never at a
-   fresh startup, which has none): what the rules still find, minus what suppression knows
-   to be resolved and the one-shot `context_pressure` (a compaction answers it).
-3. **Files changed outside since the session's last event**: file changes in the project
-   that no write of this session explains, newer than the session's last event before this
-   SessionStart.
-4. **Other sessions active on the project right now**: an event in the last `ACTIVE_MS`
-   and no `SessionEnd` since.
-
-`build_bundle` is a pure function of a `BundleInput` (a window of store reads, `now`, and
-what was already told in this context epoch); `Delivery.session_start` loads the input and
-commits the result. Nothing is told twice in one context epoch (design §2.17): every item
-has a key, and an item told at or after the epoch's start is left out. A compaction starts
-an epoch (`SessionStart` with `source: compact` is itself such a start, as are PreCompact,
-PostCompact and a compaction the transcript tailer saw).
-
-Findings re-told here are *emitted*: an emit-log row on channel `session_start` (counted in
-the daily budget like any other emit). Re-telling never touches suppression, so a
-`stop_block` finding told in a bundle still blocks the next Stop (design §2.3); and a
-`user_prompt_submit` digest leaves out a finding the bundle told in the last ten minutes
-unless its evidence is newer (`BundleMemory.recently_told`).
+`build_bundle` is a pure function of a `BundleInput`; `Delivery.session_start` loads the
+input and commits the result. Nothing is told twice in one context epoch (design §2.17):
+every item has a key, and an item told at or after the epoch's start is left out.
+Re-told findings are emitted (channel `session_start`) but never touch suppression, so a
+`stop_block` finding told here still blocks the next Stop (design §2.3), and a digest
+leaves out what a bundle told in the last ten minutes (`BundleMemory.recently_told`).
 """
 
 from __future__ import annotations

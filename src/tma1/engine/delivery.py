@@ -1,18 +1,10 @@
 """Delivery: turn a stored hook event into the body the agent receives (design §2.6–2.7).
 
-`Delivery` composes the Detector (candidates, cached), the suppression state and the emit
-log. Per hook event:
-
-- UserPromptSubmit → `user_prompt_submit` findings → the `<tma1-context>` digest;
-- Stop → `stop_block` findings → a Stop block (Claude Code: `hookSpecificOutput`
-  `additionalContext`; Codex: `{"decision":"block","reason":…}`; see digest.py), or ""
-  when `stop_hook_active` is set (the loop guard);
-- PostToolUse / PostToolUseFailure → `post_tool_use` findings → hookSpecificOutput context;
-- SessionStart → the session bundle (`tma1.engine.bundle`, design §2.19) as
-  hookSpecificOutput context; re-told findings are emitted on `session_start`;
-- PreCompact (Claude Code) → plain-text summary instructions naming what is still open
-  (nothing emitted: the summariser is not the agent; docs/bundle.md);
-- anything else → "".
+`Delivery` composes the Detector (candidates, cached), the suppression state, the session
+bundle and the emit log: UserPromptSubmit gets the digest, Stop a Stop block (none when
+`stop_hook_active` is set: the loop guard), PostToolUse context, SessionStart the bundle,
+Claude Code's PreCompact summary instructions naming what is still open (nothing emitted:
+the summariser is not the agent); anything else "".
 
 Only the findings actually put into the answer are committed to suppression and written
 to the emit log ("emitted means delivered", design §2.3). `preview` answers what the next

@@ -1,33 +1,17 @@
 """What the agent reads: the `<tma1-context>` digest, the Stop reason, and their envelopes.
 
-Pure functions of findings (design §2.6–2.7):
+Pure functions of findings given in delivery order (design §2.6–2.7), each under its
+channel's caps. Each item leads with the suggestion, so when a long evidence text must be
+cut, the concrete next action survives. A digest is written only for findings that pass
+suppression now: nothing passing means an empty answer.
 
-- **Digest** (UserPromptSubmit, and PostToolUse context): at most `DIGEST_MAX_FINDINGS`
-  findings, high before medium and newest evidence first (the caller passes them in
-  delivery order), under `DIGEST_MAX_CHARS`. Each item leads with the suggestion, so when a
-  long evidence text must be cut, the concrete next action survives.
-- **Stop reason**: at most `STOP_MAX_FINDINGS`, under `STOP_MAX_CHARS`, naming each
-  finding's suggestion.
-- **Envelopes**: Claude Code adds plain stdout of a UserPromptSubmit hook to the model's
-  context, so the digest goes out as plain text there (the simplest form every Claude Code
-  version accepts). Codex (`?envelope=codex`), Claude Code's http hooks (`?transport=http`,
-  envelope "json": JSON only) and every PostToolUse/PostToolUseFailure answer use
-  `{"hookSpecificOutput":{"hookEventName":…,"additionalContext":…}}` — plain stdout of a
-  PostToolUse hook is not shown to the model. Gemini CLI (`?envelope=gemini`) gets that
-  JSON form under its own event names; Copilot CLI (`?envelope=copilot`) gets
-  `{"additionalContext":…}`, the only form it reads. A Stop block is
-  `{"hookSpecificOutput":{"hookEventName":"Stop","additionalContext":…}}` for Claude Code
-  (the model goes on working with the reason as context, and the user sees no "stop hook
-  problem" notice: the block is a nudge, not an error) and `{"decision":"block",
-  "reason":…}` for Codex (`?envelope=codex`; it reaches the model as a hook prompt), Gemini
-  CLI (AfterAgent: the reason is the next user message) and Copilot CLI (the reason is the
-  next prompt). docs/hooks.md, "The Stop answer", has what each form shows whom.
-
-When is a digest "something new" (design §2.7)? A digest is written only for findings that
-pass suppression at this UserPromptSubmit; nothing passing means an empty answer. New
-external file changes count as new because suppression lets an
-`external_modified_during_session` finding through inside its 10-minute window whenever
-its newest change is newer than the last time it was delivered (see `suppression.py`).
+Envelopes: Claude Code's UserPromptSubmit takes plain stdout (the form every version
+accepts); Codex, the http transport (envelope "json") and every PostToolUse answer take
+`hookSpecificOutput.additionalContext` (plain stdout of a PostToolUse hook never reaches
+the model), Gemini CLI under its own event names; Copilot CLI reads only a top-level
+`additionalContext`. A Stop block is `hookSpecificOutput` context for Claude Code (a
+nudge, with no "stop hook problem" notice) and `{"decision":"block","reason":…}` for
+Codex, Gemini and Copilot. docs/hooks.md, "The Stop answer", has what each form shows whom.
 """
 
 from __future__ import annotations

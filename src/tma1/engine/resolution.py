@@ -14,11 +14,10 @@ a finding re-emits only on evidence newer than the resolving event.
 | external_modified_during_session  | none: the rule's 30-minute window decays it            |
 | context_pressure                  | none: one-shot per context epoch; a compaction re-arms |
 
-Turn 2 (design §2.15): "any successful shell" let an `ls` resolve a broken build; a check
-is fixed when a run that covers it passes — however spelled, in any lane. The rules put
-the failing check in `finding.extra["check"]`. A masked failure (design §2.8) has
-`tool_success` False, so it never resolves anything. Each rule's check is declared in its
-`RuleSpec`; suppression looks it up there (`tma1.engine.suppression.resolved_at`).
+A check is fixed when a run that covers it passes — however spelled, in any lane (design
+§2.15); any other successful shell (an `ls`) resolves nothing. The rules put the failing
+check in `finding.extra["check"]`. A masked failure (design §2.8) has `tool_success`
+False, so it never resolves anything. Each rule declares its check in its `RuleSpec`.
 """
 
 from __future__ import annotations
