@@ -94,7 +94,7 @@ def open_checks(runs: Sequence[HookEvent], now: int, project: str | None = None)
     cr = check_runs(SessionWindow(session_id="", project=project, events=list(runs)), now)
     found = cr.runs
     out = []
-    for ident, last in cr.open_failures().items():
+    for ident, last in cr.open_failures.items():
         # Back from the newest failure to the newest pass that covers it: the failures met
         # on the way are the streak; its first is when (and by whom) the check broke.
         at = next(i for i in range(len(found) - 1, -1, -1) if found[i] is last)

@@ -69,7 +69,7 @@ def build_broken_after_my_edit(
 ) -> list[Anomaly]:
     since = now - RULE_WINDOW_MS
     runs = check_runs(window, now)
-    open_checks = {i: r for i, r in runs.open_failures().items() if r.ts >= since}
+    open_checks = {i: r for i, r in runs.open_failures.items() if r.ts >= since}
     if not open_checks:
         return []
     edit_times: dict[str, list[int]] = {}

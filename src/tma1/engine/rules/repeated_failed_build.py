@@ -35,7 +35,7 @@ REPEATS = 3
 
 def repeated_failed_build(window: SessionWindow, now: int, config: RuleConfig) -> list[Anomaly]:
     runs = check_runs(window, now)
-    open_checks = runs.open_failures()
+    open_checks = runs.open_failures
     if not open_checks:
         return []
     since = now - RULE_WINDOW_MS
