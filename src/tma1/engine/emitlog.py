@@ -116,43 +116,39 @@ class EmitLog:
                 item = self._q.get(timeout=_IDLE_WAIT_S)
             except queue.Empty:
                 continue
-            batch: list[dict[str, Any]] = []
-            markers: list[threading.Event] = []
-            stop = False
-            while True:
-                if item is _STOP:
-                    stop = True
-                elif isinstance(item, threading.Event):
-                    markers.append(item)
-                else:
-                    batch.append(item)
-                if stop or len(batch) >= BATCH_MAX:
-                    break
-                try:
-                    item = self._q.get_nowait()
-                except queue.Empty:
-                    break
-            try:
-                self._write(batch)
-            finally:  # a waiting flush() must never hang on a failed write
-                for m in markers:
-                    m.set()
-            if stop:
+            if not self._write_batch(item):
                 return
 
     def _drain_inline(self) -> None:
-        batch: list[dict[str, Any]] = []
         while True:
             try:
                 item = self._q.get_nowait()
             except queue.Empty:
-                break
+                return
+            self._write_batch(item)
+
+    def _write_batch(self, item: Any) -> bool:
+        """Write `item` and the rows queued after it, up to `BATCH_MAX`, then release the
+        flush markers among them; False when the batch ended at `stop()`'s sentinel."""
+        batch: list[dict[str, Any]] = []
+        markers: list[threading.Event] = []
+        while item is not _STOP:
             if isinstance(item, threading.Event):
-                item.set()
-            elif item is not _STOP:
+                markers.append(item)
+            else:
                 batch.append(item)
-        for i in range(0, len(batch), BATCH_MAX):
-            self._write(batch[i : i + BATCH_MAX])
+            if len(batch) >= BATCH_MAX:
+                break
+            try:
+                item = self._q.get_nowait()
+            except queue.Empty:
+                break
+        try:
+            self._write(batch)
+        finally:  # a waiting flush() must never hang on a failed write
+            for m in markers:
+                m.set()
+        return item is not _STOP
 
     def _write(self, batch: list[dict[str, Any]]) -> None:
         if not batch:
