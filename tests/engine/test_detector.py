@@ -337,15 +337,15 @@ def test_the_context_epoch_is_loaded_past_the_threshold_and_looked_up_incrementa
     store.insert_usages([Usage(ts=t0 - 20 * MINUTE_MS, session_id=SID, occupancy=0,
                                kind="compaction")])  # fmt: skip
     store.insert_usages([Usage(ts=t0 - 1_000, session_id=SID, occupancy=1_233)])
-    assert det.load_window(SID, t0).epoch_start_ts is None  # under the threshold: not read
+    assert det.source.window(SID, t0).epoch_start_ts is None  # under the threshold: not read
     store.insert_usages([Usage(ts=t0 - 500, session_id=SID, occupancy=5_000)])
-    assert det.load_window(SID, t0).epoch_start_ts == t0 - 20 * MINUTE_MS
+    assert det.source.window(SID, t0).epoch_start_ts == t0 - 20 * MINUTE_MS
 
     clock.advance(MINUTE_MS)
     t1 = clock.now_ms()
     store_event(store, payload(SID, "PreCompact", trigger="auto"), t1 - 2_000)
     store.insert_usages([Usage(ts=t1 - 1_000, session_id=SID, occupancy=5_000)])
-    assert det.load_window(SID, t1).epoch_start_ts == t1 - 2_000
+    assert det.source.window(SID, t1).epoch_start_ts == t1 - 2_000
 
     clock.advance(MINUTE_MS)
     t2 = clock.now_ms()
@@ -353,14 +353,14 @@ def test_the_context_epoch_is_loaded_past_the_threshold_and_looked_up_incrementa
     # the epoch known then; found, as it is within EPOCH_LATE_MS of that look.
     store.insert_usages([Usage(ts=t1 - 1_000, session_id=SID, occupancy=0, kind="compaction")])
     store.insert_usages([Usage(ts=t2 - 1_000, session_id=SID, occupancy=5_000)])
-    assert det.load_window(SID, t2).epoch_start_ts == t1 - 1_000
+    assert det.source.window(SID, t2).epoch_start_ts == t1 - 1_000
     store_event(store, payload(SID, "SessionStart", source="compact"), t2 - 500)
     store.insert_usages([Usage(ts=t2 - 100, session_id=SID, occupancy=5_000)])
-    assert det.load_window(SID, t2).epoch_start_ts == t2 - 500
+    assert det.source.window(SID, t2).epoch_start_ts == t2 - 500
     clock.advance(FULL_RELOAD_MS)  # a full look again: the same answer
     t3 = clock.now_ms()
     store.insert_usages([Usage(ts=t3 - 1_000, session_id=SID, occupancy=5_000)])
-    assert det.load_window(SID, t3).epoch_start_ts == t2 - 500
+    assert det.source.window(SID, t3).epoch_start_ts == t2 - 500
 
 
 def test_a_session_holds_at_most_the_newest_max_window_events(

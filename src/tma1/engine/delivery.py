@@ -101,7 +101,6 @@ class Delivery:
     ) -> None:
         self.reads = reads
         self.clock = clock
-        self.settings = settings
         self.counters = counters
         # Read once, at start-up (TMA1_CONTEXT_PRESSURE_THRESHOLD via Settings).
         self.config = RuleConfig(context_pressure_threshold=settings.context_pressure_threshold)

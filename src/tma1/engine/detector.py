@@ -131,11 +131,6 @@ class Detector:
         self.counters.inc(f"engine.rule_errors.{kind}")
         log.error("rule %s failed; skipped", kind, exc_info=exc)
 
-    # --- loading ----------------------------------------------------------------------
-
-    def load_window(self, session_id: str, now: int) -> SessionWindow:
-        return self.source.window(session_id, now)
-
     # --- detection --------------------------------------------------------------------
 
     def serves(self, channel: str) -> bool:
@@ -163,7 +158,7 @@ class Detector:
             # Same window, same `now` as the rules that already ran on it.
             window, at, by_kind = hit.window, hit.computed_at, dict(hit.by_kind)
         else:
-            window, at, by_kind = self.load_window(session_id, now), now, {}
+            window, at, by_kind = self.source.window(session_id, now), now, {}
         for kind in wanted:
             if kind not in by_kind:
                 by_kind[kind] = run_rule(
