@@ -119,17 +119,7 @@ def build_broken_after_my_edit(
             if r.failed and r.check.identity == ident and r.ts >= first_edit
             and not runs.closed(r)
         ]  # fmt: skip
-        found.append(
-            _finding(
-                window,
-                ident,
-                newest,
-                hit,
-                streak,
-                stopping,
-                fresh[hit[0]],
-            )
-        )
+        found.append(_finding(window, ident, newest, hit, streak, stopping, fresh[hit[0]]))
     return found
 
 
