@@ -37,10 +37,10 @@ def external_modified_during_session(
     ]
     if not changes:
         return []
-    return [_finding(window, changes, now)]
+    return [_finding(window, changes)]
 
 
-def _finding(window: SessionWindow, changes: list[FileChange], now: int) -> Anomaly:
+def _finding(window: SessionWindow, changes: list[FileChange]) -> Anomaly:
     newest_first = sorted(changes, key=lambda c: -c.ts)
     latest_by_path: dict[str, FileChange] = {}
     for c in newest_first:
