@@ -95,9 +95,7 @@ class StoreWindows:
             epoch = self._context_epoch(session_id, now)
         with self._lock:
             known = self._first_ts.get(session_id)
-        first = known[0] if known else None
-        if first is None:
-            first = self.store.session_first_ts(session_id)
+        first = known[0] if known else self.store.session_first_ts(session_id)
         with self._lock:
             if first is not None:
                 self._first_ts[session_id] = (first, now)
@@ -126,8 +124,7 @@ class StoreWindows:
             newer = self.store.latest_compaction_ts(
                 session_id, now, since_ts=memo[1] - EPOCH_LATE_MS
             )
-            known = memo[0]
-            epoch = newer if known is None or (newer is not None and newer > known) else known
+            epoch = max((t for t in (memo[0], newer) if t is not None), default=None)
             memo = (epoch, now, memo[2])
         with self._lock:
             self._epochs[session_id] = memo
