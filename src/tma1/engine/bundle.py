@@ -251,10 +251,9 @@ def _finding_line(n: int, f: Anomaly) -> str:
 
 def _changes_line(changes: Sequence[FileChange], project: str | None, since: int) -> str:
     newest: dict[str, FileChange] = {}
-    for ch in changes:
-        newest.pop(ch.path, None)
-        newest[ch.path] = ch  # insertion order = newest change last
-    paths = list(reversed(newest.values()))
+    for ch in reversed(changes):
+        newest.setdefault(ch.path, ch)  # each path's newest change, newest first
+    paths = list(newest.values())
     shown = listed([f"{display_path(c.path, project)} ({c.change})" for c in paths], MAX_FILES)
     who = (
         "another agent session"
