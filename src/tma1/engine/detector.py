@@ -115,7 +115,6 @@ class Detector:
         self._cache: dict[str, Detection] = {}
         self._epoch = 0
         self._dropped: dict[str, tuple[int, int]] = {}  # session → (epoch, clock ms)
-        self._projects: dict[str, set[str]] = {}
         self._session_project: dict[str, tuple[str, int]] = {}  # session → (project, last used)
         self._last_sweep = 0
 
@@ -173,12 +172,6 @@ class Detector:
             if dropped is None or dropped[0] <= start_epoch:
                 self._cache[session_id] = det
             if window.project:
-                known = self._session_project.get(session_id)
-                old = known[0] if known else None
-                if old != window.project:
-                    if old is not None:
-                        self._projects.get(old, set()).discard(session_id)
-                    self._projects.setdefault(window.project, set()).add(session_id)
                 self._session_project[session_id] = (window.project, now)
             self._maybe_sweep(now)
         return det
@@ -191,7 +184,7 @@ class Detector:
 
     def invalidate_project(self, project: str) -> None:
         with self._lock:
-            sessions = list(self._projects.get(project, ()))
+            sessions = [s for s, (p, _) in self._session_project.items() if p == project]
         for s in sessions:
             self.invalidate(s)
 
@@ -202,18 +195,14 @@ class Detector:
         self._last_sweep = now
         self._cache = {s: d for s, d in self._cache.items() if now - d.computed_at < CACHE_TTL_MS}
         self._dropped = {s: d for s, d in self._dropped.items() if now - d[1] < _DROP_MARK_TTL_MS}
-        for s in [s for s, (_, used) in self._session_project.items() if now - used >= _IDLE_MS]:
-            project, _ = self._session_project.pop(s)
-            members = self._projects.get(project)
-            if members is not None:
-                members.discard(s)
-                if not members:
-                    del self._projects[project]
+        self._session_project = {
+            s: v for s, v in self._session_project.items() if now - v[1] < _IDLE_MS
+        }
 
     def health(self) -> dict[str, object]:
         with self._lock:
             return {
                 "rules": sorted(self.rules),
                 "cached_sessions": len(self._cache),
-                "known_projects": len(self._projects),
+                "known_projects": len({p for p, _ in self._session_project.values()}),
             } | self.source.health()
