@@ -177,7 +177,7 @@ def bench_detection(store: Store, now: int, reps: int) -> None:
         for _ in range(reps):
             det = fresh()
             timed(partial(det.detect, sid, now), fw, fc)
-            w = timed(partial(fresh().load_window, sid, now), rw, rc)
+            w = timed(partial(fresh().source.window, sid, now), rw, rc)
             found = timed(partial(run_rules, rules, w, now, config), uw, uc)
         det = fresh()
         det.detect(sid, now)

@@ -21,7 +21,7 @@ SUITE_OUT = (
 
 def _open(events: list) -> dict[str, str]:  # type: ignore[type-arg]
     runs = check_runs(window(events), at(10))
-    return {ident: r.event.tool_command or "" for ident, r in runs.open_failures().items()}
+    return {ident: r.event.tool_command or "" for ident, r in runs.open_failures.items()}
 
 
 def test_a_narrow_pass_does_not_close_the_failing_suite() -> None:

@@ -120,7 +120,6 @@ def test_a_file_change_drops_the_cache_of_every_session_of_its_project(
     det = make(store, clock, scripted=Scripted())
     for sid in ("a", "b", "c"):
         det.detect(sid)
-    assert det.sessions_of(PROJECT) == {"a", "b"}
     det.invalidate_project(PROJECT)
     assert [det.detect(s).cached for s in ("a", "b", "c")] == [False, False, True]
     det.invalidate_project("/never/seen")  # harmless
@@ -171,7 +170,7 @@ def test_run_rules_is_a_pure_function_of_the_window() -> None:
     assert seen == [(42, 7)] and [a.session_id for a in out] == ["s"]
 
 
-def test_the_default_rule_set_is_loaded_lazily(
+def test_the_default_rule_set_is_the_rules_package(
     store: Store, clock: ManualClock, tmp_path: Path
 ) -> None:
     counters = Counters()
@@ -181,8 +180,7 @@ def test_the_default_rule_set_is_loaded_lazily(
         config=RuleConfig(),
         counters=counters,
     )
-    assert det.health()["rules"] == "not loaded"
-    assert set(det.rules) == {k.value for k in Kind}
+    assert set(det.rules) == set(det.health()["rules"]) == {k.value for k in Kind}
     store_event(store, payload(SID, "SessionStart"), clock.now_ms())
     assert det.detect(SID).candidates == ()
 
@@ -339,15 +337,15 @@ def test_the_context_epoch_is_loaded_past_the_threshold_and_looked_up_incrementa
     store.insert_usages([Usage(ts=t0 - 20 * MINUTE_MS, session_id=SID, occupancy=0,
                                kind="compaction")])  # fmt: skip
     store.insert_usages([Usage(ts=t0 - 1_000, session_id=SID, occupancy=1_233)])
-    assert det.load_window(SID, t0).epoch_start_ts is None  # under the threshold: not read
+    assert det.source.window(SID, t0).epoch_start_ts is None  # under the threshold: not read
     store.insert_usages([Usage(ts=t0 - 500, session_id=SID, occupancy=5_000)])
-    assert det.load_window(SID, t0).epoch_start_ts == t0 - 20 * MINUTE_MS
+    assert det.source.window(SID, t0).epoch_start_ts == t0 - 20 * MINUTE_MS
 
     clock.advance(MINUTE_MS)
     t1 = clock.now_ms()
     store_event(store, payload(SID, "PreCompact", trigger="auto"), t1 - 2_000)
     store.insert_usages([Usage(ts=t1 - 1_000, session_id=SID, occupancy=5_000)])
-    assert det.load_window(SID, t1).epoch_start_ts == t1 - 2_000
+    assert det.source.window(SID, t1).epoch_start_ts == t1 - 2_000
 
     clock.advance(MINUTE_MS)
     t2 = clock.now_ms()
@@ -355,14 +353,14 @@ def test_the_context_epoch_is_loaded_past_the_threshold_and_looked_up_incrementa
     # the epoch known then; found, as it is within EPOCH_LATE_MS of that look.
     store.insert_usages([Usage(ts=t1 - 1_000, session_id=SID, occupancy=0, kind="compaction")])
     store.insert_usages([Usage(ts=t2 - 1_000, session_id=SID, occupancy=5_000)])
-    assert det.load_window(SID, t2).epoch_start_ts == t1 - 1_000
+    assert det.source.window(SID, t2).epoch_start_ts == t1 - 1_000
     store_event(store, payload(SID, "SessionStart", source="compact"), t2 - 500)
     store.insert_usages([Usage(ts=t2 - 100, session_id=SID, occupancy=5_000)])
-    assert det.load_window(SID, t2).epoch_start_ts == t2 - 500
+    assert det.source.window(SID, t2).epoch_start_ts == t2 - 500
     clock.advance(FULL_RELOAD_MS)  # a full look again: the same answer
     t3 = clock.now_ms()
     store.insert_usages([Usage(ts=t3 - 1_000, session_id=SID, occupancy=5_000)])
-    assert det.load_window(SID, t3).epoch_start_ts == t2 - 500
+    assert det.source.window(SID, t3).epoch_start_ts == t2 - 500
 
 
 def test_a_session_holds_at_most_the_newest_max_window_events(

@@ -33,7 +33,7 @@ class Channel(StrEnum):
     SESSION_START = "session_start"
 
 
-SEVERITY_RANK = {Severity.HIGH: 0, Severity.MEDIUM: 1, Severity.LOW: 2}
+SEVERITY_RANK: dict[str, int] = {Severity.HIGH: 0, Severity.MEDIUM: 1, Severity.LOW: 2}
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,34 +1,17 @@
 """The session bundle: what an agent must not forget, said at `SessionStart` (design §2.19).
 
-At a session's start, resume, `/clear` or compaction the agent's context is new: whatever
-tma1 told it before is gone (a compaction summarises it away). The bundle is a short
-`<tma1-context>` (under `BUNDLE_MAX_CHARS`) with up to four parts, each present only when
-it is true:
+At a start, resume, `/clear` or compaction the agent's context is new, so a short
+`<tma1-context>` re-tells what still stands, each part only when it is true: open checks
+in the project (any session's), this session's unresolved findings, files changed outside
+since its last event, other sessions active on the project. docs/bundle.md has each
+part's rules.
 
-1. **Open checks in this project** (`open_checks`): a build/test/lint run whose newest run
-   failed and no later run of the same check passed — in any session of the project, so a
-   session that starts in a project another session broke is told so, and by whom.
-2. **This session's unresolved findings** (after resume, compaction or clear — never at a
-   fresh startup, which has none): what the rules still find, minus what suppression knows
-   to be resolved and the one-shot `context_pressure` (a compaction answers it).
-3. **Files changed outside since the session's last event**: file changes in the project
-   that no write of this session explains, newer than the session's last event before this
-   SessionStart.
-4. **Other sessions active on the project right now**: an event in the last `ACTIVE_MS`
-   and no `SessionEnd` since.
-
-`build_bundle` is a pure function of a `BundleInput` (a window of store reads, `now`, and
-what was already told in this context epoch); `Delivery.session_start` loads the input and
-commits the result. Nothing is told twice in one context epoch (design §2.17): every item
-has a key, and an item told at or after the epoch's start is left out. A compaction starts
-an epoch (`SessionStart` with `source: compact` is itself such a start, as are PreCompact,
-PostCompact and a compaction the transcript tailer saw).
-
-Findings re-told here are *emitted*: an emit-log row on channel `session_start` (counted in
-the daily budget like any other emit). Re-telling never touches suppression, so a
-`stop_block` finding told in a bundle still blocks the next Stop (design §2.3); and a
-`user_prompt_submit` digest leaves out a finding the bundle told in the last ten minutes
-unless its evidence is newer (`BundleMemory.recently_told`).
+`build_bundle` is a pure function of a `BundleInput`; `Delivery.session_start` loads the
+input and commits the result. Nothing is told twice in one context epoch (design §2.17):
+every item has a key, and an item told at or after the epoch's start is left out.
+Re-told findings are emitted (channel `session_start`) but never touch suppression, so a
+`stop_block` finding told here still blocks the next Stop (design §2.3), and a digest
+leaves out what a bundle told in the last ten minutes (`BundleMemory.recently_told`).
 """
 
 from __future__ import annotations
@@ -36,13 +19,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from tma1.checks import covers, error_line
 from tma1.clock import MINUTE_MS
 from tma1.engine.anomaly import Anomaly, Channel, Kind, delivery_order
 from tma1.engine.checkruns import check_runs
-from tma1.engine.digest import CLOSE_TAG, OPEN_TAG, clip
+from tma1.engine.digest import CLOSE_TAG, OPEN_TAG, clip, listed, numbered_item
 from tma1.engine.rules._support import clock_time
 from tma1.engine.window import SessionWindow
 from tma1.events import FileChange, HookEvent
@@ -111,7 +94,7 @@ def open_checks(runs: Sequence[HookEvent], now: int, project: str | None = None)
     cr = check_runs(SessionWindow(session_id="", project=project, events=list(runs)), now)
     found = cr.runs
     out = []
-    for ident, last in cr.open_failures().items():
+    for ident, last in cr.open_failures.items():
         # Back from the newest failure to the newest pass that covers it: the failures met
         # on the way are the streak; its first is when (and by whom) the check broke.
         at = next(i for i in range(len(found) - 1, -1, -1) if found[i] is last)
@@ -240,10 +223,6 @@ def _short(session_id: str) -> str:
     return session_id[:8]
 
 
-def _clock(ms: int) -> str:
-    return clock_time(ms)
-
-
 def _ago(now: int, ts: int) -> str:
     minutes = max(0, now - ts) // MINUTE_MS
     return "just now" if minutes < 1 else f"{minutes} min ago"
@@ -260,52 +239,42 @@ def _check_line(c: OpenCheck, session_id: str) -> str:
         else f"broken by session {_short(c.broken_by)} ({c.broken_by_agent})"
     )
     runs = "1 failing run" if c.failures == 1 else f"{c.failures} failing runs"
-    head = f"- {_code(c.command, 100)} fails since {_clock(c.since)} ({who}; {runs})"
+    head = f"- {_code(c.command, 100)} fails since {clock_time(c.since)} ({who}; {runs})"
     if c.error:
         head += f": {_code(c.error, 140)}"
     return clip(head, _CHECK_CHARS)
 
 
 def _finding_line(n: int, f: Anomaly) -> str:
-    head = f"{n}. [{f.severity}] {f.kind}: "
-    room = _FINDING_CHARS - len(head)
-    suggestion = clip(f.suggestion, max(room * 2 // 3, 40))
-    evidence = clip(f.evidence, max(room - len(suggestion) - len(" Seen: "), 0))
-    text = head + suggestion + (f" Seen: {evidence}" if evidence else "")
-    return clip(text, _FINDING_CHARS)
+    return numbered_item(n, f, _FINDING_CHARS, files=False)
 
 
 def _changes_line(changes: Sequence[FileChange], project: str | None, since: int) -> str:
     newest: dict[str, FileChange] = {}
-    for ch in changes:
-        newest.pop(ch.path, None)
-        newest[ch.path] = ch  # insertion order = newest change last
-    paths = list(reversed(newest.values()))
-    shown = ", ".join(f"{display_path(c.path, project)} ({c.change})" for c in paths[:MAX_FILES])
-    more = len(paths) - MAX_FILES
+    for ch in reversed(changes):
+        newest.setdefault(ch.path, ch)  # each path's newest change, newest first
+    paths = list(newest.values())
+    shown = listed([f"{display_path(c.path, project)} ({c.change})" for c in paths], MAX_FILES)
     who = (
         "another agent session"
         if all(c.writer_session for c in paths)
         else "something outside this session"
     )
     text = (
-        f"Changed by {who} since this session's last event ({_clock(since)}): {shown}"
-        + (f" (+{more} more)" if more > 0 else "")
-        + ". Re-read a file before editing it."
+        f"Changed by {who} since this session's last event ({clock_time(since)}): {shown}."
+        " Re-read a file before editing it."
     )
     return clip(text, _FILES_CHARS)
 
 
 def _peers_line(peers: Sequence[Peer], now: int) -> str:
-    shown = ", ".join(
-        f"{_short(p.session_id)} ({p.agent}, last event {_ago(now, p.last_ts)})"
-        for p in peers[:MAX_PEERS]
+    shown = listed(
+        [f"{_short(p.session_id)} ({p.agent}, last event {_ago(now, p.last_ts)})" for p in peers],
+        MAX_PEERS,
     )
-    more = len(peers) - MAX_PEERS
     text = (
-        f"Other sessions active on this project now: {shown}"
-        + (f" (+{more} more)" if more > 0 else "")
-        + ". They may change files and checks under you."
+        f"Other sessions active on this project now: {shown}."
+        " They may change files and checks under you."
     )
     return clip(text, _PEERS_CHARS)
 
@@ -315,9 +284,21 @@ def _fresh(key: str, inp: BundleInput) -> bool:
     return told is None or told < inp.epoch_start
 
 
+class _Item(NamedTuple):
+    keys: tuple[str, ...]  # what telling this line tells (for the epoch memory)
+    line: str
+    finding: Anomaly | None = None  # a re-told finding: emitted on `session_start`
+
+
+class _Part(NamedTuple):
+    name: str  # checks | findings | changes | sessions
+    title: str
+    items: list[_Item]
+
+
 def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bundle:
     """The bundle for one SessionStart; `Bundle("")` when there is nothing to say."""
-    sections: list[tuple[str, str, list[tuple[tuple[str, ...], str, Anomaly | None]]]] = []
+    sections: list[_Part] = []
     retelling = inp.source != "startup"
 
     standing = [f for f in inp.findings if f.kind not in _NOT_RETOLD] if retelling else []
@@ -331,21 +312,14 @@ def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bund
         if _fresh(c.item_key, inp) and not _named_by(c, named)
     ][:MAX_CHECKS]
     if checks:
-        sections.append(
-            (
-                "checks",
-                "Checks failing in this project (no passing run since):",
-                [((c.item_key,), _check_line(c, inp.session_id), None) for c in checks],
-            )
-        )
+        title = "Checks failing in this project (no passing run since):"
+        items = [_Item((c.item_key,), _check_line(c, inp.session_id)) for c in checks]
+        sections.append(_Part("checks", title, items))
     if findings:
-        sections.append(
-            (
-                "findings",
-                "Still unresolved in this session:",
-                [((finding_key(f),), _finding_line(i, f), f) for i, f in enumerate(findings, 1)],
-            )
-        )
+        items = [
+            _Item((finding_key(f),), _finding_line(i, f), f) for i, f in enumerate(findings, 1)
+        ]
+        sections.append(_Part("findings", "Still unresolved in this session:", items))
     if inp.last_event_ts is not None:
         # Files a standing external_modified_during_session finding names are told there.
         covered = {
@@ -363,13 +337,8 @@ def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bund
         ]
         key = f"changes|{inp.last_event_ts}|{max((c.ts for c in changes), default=0)}"
         if changes and _fresh(key, inp):
-            sections.append(
-                (
-                    "changes",
-                    "",
-                    [((key,), _changes_line(changes, inp.project, inp.last_event_ts), None)],
-                )
-            )
+            line = _changes_line(changes, inp.project, inp.last_event_ts)
+            sections.append(_Part("changes", "", [_Item((key,), line)]))
     peers = sorted(
         (
             p
@@ -381,7 +350,7 @@ def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bund
     peers = [p for p in peers if _fresh(f"peer|{p.session_id}", inp)]
     if peers:
         shown = tuple(f"peer|{p.session_id}" for p in peers[:MAX_PEERS])
-        sections.append(("sessions", "", [(shown, _peers_line(peers, inp.now), None)]))
+        sections.append(_Part("sessions", "", [_Item(shown, _peers_line(peers, inp.now))]))
     if not sections:
         return Bundle("")
 
@@ -392,15 +361,15 @@ def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bund
     # item not shown is not told.
     used = len(header) + len(footer)
     chosen: set[tuple[int, int]] = set()
-    rest = sorted(range(len(sections)), key=lambda si: _PRIORITY.get(sections[si][0], 9))
+    rest = sorted(range(len(sections)), key=lambda si: _PRIORITY.get(sections[si].name, 9))
     order = [(si, 0) for si in range(len(sections))] + [
-        (si, ii) for si in rest for ii in range(1, len(sections[si][2]))
+        (si, ii) for si in rest for ii in range(1, len(sections[si].items))
     ]
     for si, ii in order:
-        _, title, items = sections[si]
+        part = sections[si]
         if ii > 0 and (si, 0) not in chosen:
             continue  # a part whose first item did not fit says nothing
-        cost = len(items[ii][1]) + 1 + (len(title) + 1 if ii == 0 and title else 0)
+        cost = len(part.items[ii].line) + 1 + (len(part.title) + 1 if ii == 0 and part.title else 0)
         if used + cost > max_chars:
             continue
         chosen.add((si, ii))
@@ -409,18 +378,18 @@ def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bund
     keys: list[str] = []
     told: list[Anomaly] = []
     parts: list[str] = []
-    for si, (name, title, items) in enumerate(sections):
-        picked = [item for ii, item in enumerate(items) if (si, ii) in chosen]
+    for si, part in enumerate(sections):
+        picked = [item for ii, item in enumerate(part.items) if (si, ii) in chosen]
         if not picked:
             continue
-        if title:
-            lines.append(title)
-        for item_keys, line, finding in picked:
-            lines.append(line)
-            keys.extend(item_keys)
-            if finding is not None:
-                told.append(finding)
-        parts.append(name)
+        if part.title:
+            lines.append(part.title)
+        for item in picked:
+            lines.append(item.line)
+            keys.extend(item.keys)
+            if item.finding is not None:
+                told.append(item.finding)
+        parts.append(part.name)
     if not parts:
         return Bundle("")
     text = "\n".join(lines) + footer
@@ -515,7 +484,3 @@ class BundleMemory:
                 self._seen.pop(s, None)
                 self._told.pop(s, None)
         return len(idle)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._told)

@@ -31,25 +31,18 @@ class Run:
     passed: bool
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class CheckRuns:
     runs: list[Run]  # ts ascending, at or before `now`
     closed_ids: set[int]  # id() of the failing runs' events that a later pass covers
-
-    _open: dict[str, Run] | None = None
+    # Open checks (design §2.15: "a check is open until a covering run passes"): identity →
+    # its newest failing run that no later covering pass closed. A later pass of a narrower
+    # scope (one file of a failing suite) leaves the suite open.
+    open_failures: dict[str, Run]
 
     def closed(self, run: Run) -> bool:
         """A later run passed a check that covers this one (in any lane)."""
         return id(run.event) in self.closed_ids
-
-    def open_failures(self) -> dict[str, Run]:
-        """Open checks (design §2.15: "a check is open until a covering run passes"):
-        identity → its newest failing run that no later covering pass closed. A later
-        pass of a narrower scope (one file of a failing suite) leaves the suite open.
-        (Asked by two rules and the bundle: kept.)"""
-        if self._open is None:
-            self._open = {r.check.identity: r for r in self.runs if r.failed and not self.closed(r)}
-        return self._open
 
 
 @lru_cache(maxsize=8192)
@@ -109,7 +102,9 @@ def check_runs(window: SessionWindow, now: int) -> CheckRuns:
         for e in window.events
         if e.ts <= now and e.tool_command and (r := run_of(e, window.project)) is not None
     ]
-    found = CheckRuns(runs, _closed(runs))
+    closed = _closed(runs)
+    open_failures = {r.check.identity: r for r in runs if r.failed and id(r.event) not in closed}
+    found = CheckRuns(runs, closed, open_failures)
     window.memo.clear()  # one `now` at a time: the detector asks about the present
     window.memo[key] = found
     return found

@@ -61,6 +61,6 @@ def context_threshold(usage: Usage | None, configured: int | None) -> int:
 def is_compaction_hook(hook_event_name: str | None, source: object = None) -> bool:
     """A hook that marks a compaction: `PreCompact`/`PostCompact`, or a `SessionStart`
     with `source: compact` (Claude Code's start of the compacted conversation)."""
-    if hook_event_name in COMPACTION_HOOKS:
-        return True
-    return hook_event_name == "SessionStart" and source == "compact"
+    return hook_event_name in COMPACTION_HOOKS or (
+        hook_event_name == "SessionStart" and source == "compact"
+    )

@@ -1,18 +1,10 @@
 """Delivery: turn a stored hook event into the body the agent receives (design §2.6–2.7).
 
-`Delivery` composes the Detector (candidates, cached), the suppression state and the emit
-log. Per hook event:
-
-- UserPromptSubmit → `user_prompt_submit` findings → the `<tma1-context>` digest;
-- Stop → `stop_block` findings → a Stop block (Claude Code: `hookSpecificOutput`
-  `additionalContext`; Codex: `{"decision":"block","reason":…}`; see digest.py), or ""
-  when `stop_hook_active` is set (the loop guard);
-- PostToolUse / PostToolUseFailure → `post_tool_use` findings → hookSpecificOutput context;
-- SessionStart → the session bundle (`tma1.engine.bundle`, design §2.19) as
-  hookSpecificOutput context; re-told findings are emitted on `session_start`;
-- PreCompact (Claude Code) → plain-text summary instructions naming what is still open
-  (nothing emitted: the summariser is not the agent; docs/bundle.md);
-- anything else → "".
+`Delivery` composes the Detector (candidates, cached), the suppression state, the session
+bundle and the emit log: UserPromptSubmit gets the digest, Stop a Stop block (none when
+`stop_hook_active` is set: the loop guard), PostToolUse context, SessionStart the bundle,
+Claude Code's PreCompact summary instructions naming what is still open (nothing emitted:
+the summariser is not the agent); anything else "".
 
 Only the findings actually put into the answer are committed to suppression and written
 to the emit log ("emitted means delivered", design §2.3). `preview` answers what the next
@@ -36,7 +28,6 @@ from tma1.engine.bundle import (
     CHANGES_HORIZON_MS,
     CHECKS_HORIZON_MS,
     SESSION_START,
-    Bundle,
     BundleInput,
     BundleMemory,
     Peer,
@@ -45,7 +36,7 @@ from tma1.engine.bundle import (
     epoch_start,
     unresolved,
 )
-from tma1.engine.detector import Detector, Rule
+from tma1.engine.detector import Detector
 from tma1.engine.digest import (
     DIGEST_MAX_FINDINGS,
     POST_TOOL_USE_MAX_FINDINGS,
@@ -57,7 +48,8 @@ from tma1.engine.digest import (
 )
 from tma1.engine.mutes import MUTES_FILE, Mutes
 from tma1.engine.ports import BundleReads, EmitSink, WindowSource
-from tma1.engine.suppression import REBUILD_HORIZON_MS, Decision, Suppression
+from tma1.engine.spec import Rule
+from tma1.engine.suppression import REBUILD_HORIZON_MS, Suppression
 from tma1.engine.window import RuleConfig
 from tma1.events import HookEvent
 
@@ -78,10 +70,7 @@ CHANNEL_LIMIT: dict[str, int] = {
 _EVICT_EVERY_MS = MINUTE_MS
 
 
-def finding_json(
-    d: Decision, *, would_deliver: bool, first_emitted_at: int | None
-) -> dict[str, Any]:
-    f = d.finding
+def _finding_json(f: Anomaly) -> dict[str, Any]:
     return {
         "kind": str(f.kind),
         "severity": str(f.severity),
@@ -91,11 +80,6 @@ def finding_json(
         "related_files": list(f.related_files),
         "subject": f.subject,
         "stable_key": f.stable_key,
-        "last_evidence_ts": f.last_evidence_ts,
-        "first_emitted_at": first_emitted_at,
-        "outstanding_since": d.outstanding_since,
-        "would_deliver": would_deliver,
-        "decision": d.reason,
     }
 
 
@@ -117,7 +101,6 @@ class Delivery:
     ) -> None:
         self.reads = reads
         self.clock = clock
-        self.settings = settings
         self.counters = counters
         # Read once, at start-up (TMA1_CONTEXT_PRESSURE_THRESHOLD via Settings).
         self.config = RuleConfig(context_pressure_threshold=settings.context_pressure_threshold)
@@ -201,12 +184,14 @@ class Delivery:
         now = self.clock.now_ms()
         self._maybe_evict(now)
         source = event.metadata.get("source")
-        bundle = self.bundle(
-            event.session_id,
-            source=source if isinstance(source, str) else None,
-            now=now,
-            before_ts=event.ts,
-            project=event.project,
+        bundle = build_bundle(
+            self._bundle_input(
+                event.session_id,
+                source=source if isinstance(source, str) else None,
+                now=now,
+                before_ts=event.ts,
+                project=event.project,
+            )
         )
         if not bundle.text:
             return ""
@@ -239,34 +224,17 @@ class Delivery:
             self.counters.inc("engine.compact_instructions")
         return text
 
-    def bundle(
-        self,
-        session_id: str,
-        *,
-        source: str | None,
-        now: int | None = None,
-        before_ts: int | None = None,
-        project: str | None = None,
-    ) -> Bundle:
-        """The bundle a SessionStart of `source` would get now. Changes nothing."""
-        return build_bundle(
-            self._bundle_input(
-                session_id, source=source, now=now, before_ts=before_ts, project=project
-            )
-        )
-
     def _bundle_input(
         self,
         session_id: str,
         *,
         source: str | None,
-        now: int | None = None,
+        now: int,
         before_ts: int | None = None,
         project: str | None = None,
     ) -> BundleInput:
         """Load what `build_bundle` looks at (a few indexed reads; the rules via the
-        detector's cache)."""
-        now = self.clock.now_ms() if now is None else now
+        detector's cache). Changes nothing."""
         before = now if before_ts is None else before_ts
         store = self.reads
         det = self.detector.detect(session_id, now)
@@ -311,7 +279,7 @@ class Delivery:
         """What a SessionStart of `source` would be told now (MCP, dashboards). Read-only:
         no epoch memory, no suppression state, no emit-log row."""
         now = self.clock.now_ms()
-        b = self.bundle(session_id, source=source, now=now)
+        b = build_bundle(self._bundle_input(session_id, source=source, now=now))
         return {
             "session_id": session_id,
             "now": now,
@@ -319,19 +287,7 @@ class Delivery:
             "text": b.text,
             "chars": len(b.text),
             "parts": list(b.parts),
-            "findings": [
-                {
-                    "kind": str(f.kind),
-                    "severity": str(f.severity),
-                    "channel": str(f.channel),
-                    "subject": f.subject,
-                    "stable_key": f.stable_key,
-                    "suggestion": f.suggestion,
-                    "evidence": f.evidence,
-                    "related_files": list(f.related_files),
-                }
-                for f in b.findings
-            ],
+            "findings": [_finding_json(f) for f in b.findings],
         }
 
     # --- read-only ----------------------------------------------------------------------
@@ -364,10 +320,15 @@ class Delivery:
             )
             if would:
                 taken[channel] = taken.get(channel, 0) + 1
-            out = finding_json(
-                d, would_deliver=would, first_emitted_at=d.finding.first_emitted_at or None
-            )
-            out["muted"] = mute is not None
+            out = {
+                **_finding_json(d.finding),
+                "last_evidence_ts": d.finding.last_evidence_ts,
+                "first_emitted_at": d.finding.first_emitted_at or None,
+                "outstanding_since": d.outstanding_since,
+                "would_deliver": would,
+                "decision": d.reason,
+                "muted": mute is not None,
+            }
             if mute is not None:
                 out["decision"] = "muted"
                 out["muted_until"] = mute.until_ms

@@ -17,12 +17,11 @@ from tma1.clock import Clock
 from tma1.counters import Counters
 from tma1.engine.anomaly import Anomaly
 from tma1.engine.ports import WindowSource
+from tma1.engine.rules import RULES, SPECS
+from tma1.engine.spec import Rule
 from tma1.engine.window import RuleConfig, SessionWindow
 
 log = logging.getLogger("tma1.engine")
-
-Rule = Callable[[SessionWindow, int, RuleConfig], list[Anomaly]]
-
 
 CACHE_TTL_MS = 30_000
 # How long an invalidation mark must outlive any detection that was running when it came.
@@ -32,12 +31,7 @@ _IDLE_MS = 24 * 3600_000
 
 
 def load_default_rules() -> dict[str, Rule]:
-    """The six rules of `tma1.engine.rules`, or none (logged) when that module is unusable."""
-    try:
-        from tma1.engine.rules import RULES
-    except Exception:
-        log.exception("the rule set (tma1.engine.rules) could not be imported; no rules run")
-        return {}
+    """The rules of `tma1.engine.rules`."""
     return dict(RULES)
 
 
@@ -55,15 +49,7 @@ class Detection:
 # none of the six. A rule without a spec (one a test or a plugin registers) runs for
 # every channel. The candidate cache is per rule, so the preview (all rules) and later
 # deliveries reuse whatever already ran on the same window.
-def _rule_channels() -> dict[str, frozenset[str]]:
-    try:
-        from tma1.engine.rules import SPECS
-    except Exception:
-        return {}  # load_default_rules logs it; every rule then serves every channel
-    return {kind: spec.channels for kind, spec in SPECS.items()}
-
-
-RULE_CHANNELS: dict[str, frozenset[str]] = _rule_channels()
+RULE_CHANNELS: dict[str, frozenset[str]] = {kind: spec.channels for kind, spec in SPECS.items()}
 
 
 def rule_serves(kind: str, channel: str | None) -> bool:
@@ -124,52 +110,31 @@ class Detector:
         self.clock = clock
         self.config = config
         self.counters = counters
-        self._rules: dict[str, Rule] | None = dict(rules) if rules is not None else None
-        # Per rule set (a new set replaces the dict): channel → whether any rule serves it.
-        self._serves: tuple[dict[str, Rule], dict[str, bool]] | None = None
+        self.rules = dict(rules if rules is not None else RULES)
         self._lock = threading.Lock()
         self._cache: dict[str, Detection] = {}
         self._epoch = 0
         self._dropped: dict[str, tuple[int, int]] = {}  # session → (epoch, clock ms)
-        self._projects: dict[str, set[str]] = {}
         self._session_project: dict[str, tuple[str, int]] = {}  # session → (project, last used)
         self._last_sweep = 0
 
     # --- rules ------------------------------------------------------------------------
 
-    @property
-    def rules(self) -> dict[str, Rule]:
-        if self._rules is None:
-            self._rules = load_default_rules()
-        return self._rules
-
     def set_rules(self, rules: Mapping[str, Rule]) -> None:
         """Replace the rule set (tests register extra rules; replay may pick a subset)."""
         with self._lock:
-            self._rules = dict(rules)
+            self.rules = dict(rules)
             self._cache.clear()
 
     def _rule_failed(self, kind: str, exc: BaseException) -> None:
         self.counters.inc(f"engine.rule_errors.{kind}")
         log.error("rule %s failed; skipped", kind, exc_info=exc)
 
-    # --- loading ----------------------------------------------------------------------
-
-    def load_window(self, session_id: str, now: int) -> SessionWindow:
-        return self.source.window(session_id, now)
-
     # --- detection --------------------------------------------------------------------
 
     def serves(self, channel: str) -> bool:
         """Whether any rule can produce findings for `channel` (else skip detection)."""
-        rules = self.rules
-        known = self._serves
-        if known is None or known[0] is not rules:
-            known = self._serves = (rules, {})
-        hit = known[1].get(channel)
-        if hit is None:
-            hit = known[1][channel] = any(rule_serves(k, channel) for k in rules)
-        return hit
+        return any(rule_serves(k, channel) for k in self.rules)
 
     def detect(
         self, session_id: str, now: int | None = None, *, channel: str | None = None
@@ -192,7 +157,7 @@ class Detector:
             # Same window, same `now` as the rules that already ran on it.
             window, at, by_kind = hit.window, hit.computed_at, dict(hit.by_kind)
         else:
-            window, at, by_kind = self.load_window(session_id, now), now, {}
+            window, at, by_kind = self.source.window(session_id, now), now, {}
         for kind in wanted:
             if kind not in by_kind:
                 by_kind[kind] = run_rule(
@@ -207,12 +172,6 @@ class Detector:
             if dropped is None or dropped[0] <= start_epoch:
                 self._cache[session_id] = det
             if window.project:
-                known = self._session_project.get(session_id)
-                old = known[0] if known else None
-                if old != window.project:
-                    if old is not None:
-                        self._projects.get(old, set()).discard(session_id)
-                    self._projects.setdefault(window.project, set()).add(session_id)
                 self._session_project[session_id] = (window.project, now)
             self._maybe_sweep(now)
         return det
@@ -225,35 +184,25 @@ class Detector:
 
     def invalidate_project(self, project: str) -> None:
         with self._lock:
-            sessions = list(self._projects.get(project, ()))
+            sessions = [s for s, (p, _) in self._session_project.items() if p == project]
         for s in sessions:
             self.invalidate(s)
-
-    def sessions_of(self, project: str) -> set[str]:
-        with self._lock:
-            return set(self._projects.get(project, ()))
 
     def _maybe_sweep(self, now: int) -> None:
         """Bound the bookkeeping (called with the lock held)."""
         if now - self._last_sweep < _SWEEP_EVERY_MS:
             return
         self._last_sweep = now
-        for s in [s for s, d in self._cache.items() if now - d.computed_at >= CACHE_TTL_MS]:
-            del self._cache[s]
-        for s in [s for s, (_, t) in self._dropped.items() if now - t >= _DROP_MARK_TTL_MS]:
-            del self._dropped[s]
-        for s in [s for s, (_, used) in self._session_project.items() if now - used >= _IDLE_MS]:
-            project, _ = self._session_project.pop(s)
-            members = self._projects.get(project)
-            if members is not None:
-                members.discard(s)
-                if not members:
-                    del self._projects[project]
+        self._cache = {s: d for s, d in self._cache.items() if now - d.computed_at < CACHE_TTL_MS}
+        self._dropped = {s: d for s, d in self._dropped.items() if now - d[1] < _DROP_MARK_TTL_MS}
+        self._session_project = {
+            s: v for s, v in self._session_project.items() if now - v[1] < _IDLE_MS
+        }
 
     def health(self) -> dict[str, object]:
         with self._lock:
             return {
-                "rules": sorted(self._rules) if self._rules is not None else "not loaded",
+                "rules": sorted(self.rules),
                 "cached_sessions": len(self._cache),
-                "known_projects": len(self._projects),
+                "known_projects": len({p for p, _ in self._session_project.values()}),
             } | self.source.health()

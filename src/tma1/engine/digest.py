@@ -1,33 +1,17 @@
 """What the agent reads: the `<tma1-context>` digest, the Stop reason, and their envelopes.
 
-Pure functions of findings (design §2.6–2.7):
+Pure functions of findings given in delivery order (design §2.6–2.7), each under its
+channel's caps. Each item leads with the suggestion, so when a long evidence text must be
+cut, the concrete next action survives. A digest is written only for findings that pass
+suppression now: nothing passing means an empty answer.
 
-- **Digest** (UserPromptSubmit, and PostToolUse context): at most `DIGEST_MAX_FINDINGS`
-  findings, high before medium and newest evidence first (the caller passes them in
-  delivery order), under `DIGEST_MAX_CHARS`. Each item leads with the suggestion, so when a
-  long evidence text must be cut, the concrete next action survives.
-- **Stop reason**: at most `STOP_MAX_FINDINGS`, under `STOP_MAX_CHARS`, naming each
-  finding's suggestion.
-- **Envelopes**: Claude Code adds plain stdout of a UserPromptSubmit hook to the model's
-  context, so the digest goes out as plain text there (the simplest form every Claude Code
-  version accepts). Codex (`?envelope=codex`), Claude Code's http hooks (`?transport=http`,
-  envelope "json": JSON only) and every PostToolUse/PostToolUseFailure answer use
-  `{"hookSpecificOutput":{"hookEventName":…,"additionalContext":…}}` — plain stdout of a
-  PostToolUse hook is not shown to the model. Gemini CLI (`?envelope=gemini`) gets that
-  JSON form under its own event names; Copilot CLI (`?envelope=copilot`) gets
-  `{"additionalContext":…}`, the only form it reads. A Stop block is
-  `{"hookSpecificOutput":{"hookEventName":"Stop","additionalContext":…}}` for Claude Code
-  (the model goes on working with the reason as context, and the user sees no "stop hook
-  problem" notice: the block is a nudge, not an error) and `{"decision":"block",
-  "reason":…}` for Codex (`?envelope=codex`; it reaches the model as a hook prompt), Gemini
-  CLI (AfterAgent: the reason is the next user message) and Copilot CLI (the reason is the
-  next prompt). docs/hooks.md, "The Stop answer", has what each form shows whom.
-
-When is a digest "something new" (design §2.7)? A digest is written only for findings that
-pass suppression at this UserPromptSubmit; nothing passing means an empty answer. New
-external file changes count as new because suppression lets an
-`external_modified_during_session` finding through inside its 10-minute window whenever
-its newest change is newer than the last time it was delivered (see `suppression.py`).
+Envelopes: Claude Code's UserPromptSubmit takes plain stdout (the form every version
+accepts); Codex, the http transport (envelope "json") and every PostToolUse answer take
+`hookSpecificOutput.additionalContext` (plain stdout of a PostToolUse hook never reaches
+the model), Gemini CLI under its own event names; Copilot CLI reads only a top-level
+`additionalContext`. A Stop block is `hookSpecificOutput` context for Claude Code (a
+nudge, with no "stop hook problem" notice) and `{"decision":"block","reason":…}` for
+Codex, Gemini and Copilot. docs/hooks.md, "The Stop answer", has what each form shows whom.
 """
 
 from __future__ import annotations
@@ -63,20 +47,18 @@ def clip(text: str, limit: int) -> str:
     return text[: limit - 1].rstrip() + "…"
 
 
-def _files(finding: Anomaly) -> str:
-    files = list(finding.related_files)
-    if not files:
-        return ""
-    shown = ", ".join(files[:_FILES_SHOWN])
-    more = len(files) - _FILES_SHOWN
-    return shown + (f" (+{more} more)" if more > 0 else "")
+def listed(items: Sequence[str], limit: int) -> str:
+    """The first `limit` items, comma-separated, and how many more there are."""
+    more = len(items) - limit
+    return ", ".join(items[:limit]) + (f" (+{more} more)" if more > 0 else "")
 
 
-def _item(n: int, finding: Anomaly, budget: int) -> str:
-    """One numbered item within `budget` characters; the suggestion is cut last."""
+def numbered_item(n: int, finding: Anomaly, budget: int, *, files: bool = True) -> str:
+    """One numbered item within `budget` characters; the suggestion is cut last. With
+    `files`, its related files follow when they fit."""
     head = f"{n}. [{finding.severity}] {finding.kind}: "
-    files = _files(finding)
-    tail_files = f" Files: {files}." if files else ""
+    shown = listed(finding.related_files, _FILES_SHOWN) if files else ""
+    tail_files = f" Files: {shown}." if shown else ""
     room = max(budget - len(head), 40)
     suggestion = clip(finding.suggestion, max(room * 2 // 3, 30))
     room -= len(suggestion)
@@ -89,11 +71,11 @@ def _item(n: int, finding: Anomaly, budget: int) -> str:
     return clip(text, budget)
 
 
-def _numbered(findings: Sequence[Anomaly], header: str, footer: str, limit: int) -> str:
-    overhead = len(header) + len(footer) + 2 * len(findings)
+def _numbered(findings: Sequence[Anomaly], header: str, limit: int) -> str:
+    overhead = len(header) + 2 * len(findings)
     budget = max((limit - overhead) // max(len(findings), 1), 60)
-    items = [_item(i, f, budget) for i, f in enumerate(findings, 1)]
-    body = header + "\n" + "\n".join(items) + footer
+    items = [numbered_item(i, f, budget) for i, f in enumerate(findings, 1)]
+    body = header + "\n" + "\n".join(items)
     return body[: limit - 1] if len(body) >= limit else body
 
 
@@ -105,8 +87,7 @@ def digest(findings: Sequence[Anomaly], *, max_chars: int = DIGEST_MAX_CHARS) ->
     noun = "finding" if len(findings) == 1 else "findings"
     header = f"{OPEN_TAG}\ntma1 watched this session and has {len(findings)} {noun} for you:"
     footer = "\n" + CLOSE_TAG
-    inner = _numbered(findings, header, "", max_chars - len(footer))
-    return inner + footer
+    return _numbered(findings, header, max_chars - len(footer)) + footer
 
 
 def stop_reason(findings: Sequence[Anomaly], *, max_chars: int = STOP_MAX_CHARS) -> str:
@@ -116,7 +97,7 @@ def stop_reason(findings: Sequence[Anomaly], *, max_chars: int = STOP_MAX_CHARS)
     header = "tma1: do not stop yet, this is unresolved:"
     if len(findings) > 1:
         header = f"tma1: do not stop yet, {len(findings)} problems are unresolved:"
-    return _numbered(findings, header, "", max_chars)
+    return _numbered(findings, header, max_chars)
 
 
 def stop_block_body(reason: str, *, envelope: str | None = None) -> str:

@@ -44,14 +44,7 @@ def emit_row(finding: Anomaly, *, ts: int) -> dict[str, Any]:
     }
 
 
-class _Flush:
-    """A marker: set once every row queued before it is written."""
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-
-
-_STOP = object()
+_STOP = object()  # queued by stop(); a queued threading.Event is a flush() marker
 
 
 class EmitLog:
@@ -104,15 +97,12 @@ class EmitLog:
         if not self.running:
             self._drain_inline()
             return True
-        marker = _Flush()
+        marker = threading.Event()  # set once every row queued before it is written
         try:
             self._q.put(marker, timeout=timeout)
         except queue.Full:
             return False
-        return marker.done.wait(timeout)
-
-    def pending(self) -> int:
-        return self._q.qsize()
+        return marker.wait(timeout)
 
     def rows_since(self, ts: int) -> list[dict[str, Any]]:
         """Rows written with `ts` at or after `ts`, ordered by (ts, id)."""
@@ -123,47 +113,42 @@ class EmitLog:
     def _run(self) -> None:
         while True:
             try:
-                first = self._q.get(timeout=_IDLE_WAIT_S)
+                item = self._q.get(timeout=_IDLE_WAIT_S)
             except queue.Empty:
                 continue
-            batch: list[dict[str, Any]] = []
-            markers: list[_Flush] = []
-            stop = False
-            item = first
-            while True:
-                if item is _STOP:
-                    stop = True
-                elif isinstance(item, _Flush):
-                    markers.append(item)
-                else:
-                    batch.append(item)
-                if stop or len(batch) >= BATCH_MAX:
-                    break
-                try:
-                    item = self._q.get_nowait()
-                except queue.Empty:
-                    break
-            try:
-                self._write(batch)
-            finally:  # a waiting flush() must never hang on a failed write
-                for m in markers:
-                    m.done.set()
-            if stop:
+            if not self._write_batch(item):
                 return
 
     def _drain_inline(self) -> None:
-        batch: list[dict[str, Any]] = []
         while True:
             try:
                 item = self._q.get_nowait()
             except queue.Empty:
-                break
-            if isinstance(item, _Flush):
-                item.done.set()
-            elif item is not _STOP:
+                return
+            self._write_batch(item)
+
+    def _write_batch(self, item: Any) -> bool:
+        """Write `item` and the rows queued after it, up to `BATCH_MAX`, then release the
+        flush markers among them; False when the batch ended at `stop()`'s sentinel."""
+        batch: list[dict[str, Any]] = []
+        markers: list[threading.Event] = []
+        while item is not _STOP:
+            if isinstance(item, threading.Event):
+                markers.append(item)
+            else:
                 batch.append(item)
-        for i in range(0, len(batch), BATCH_MAX):
-            self._write(batch[i : i + BATCH_MAX])
+            if len(batch) >= BATCH_MAX:
+                break
+            try:
+                item = self._q.get_nowait()
+            except queue.Empty:
+                break
+        try:
+            self._write(batch)
+        finally:  # a waiting flush() must never hang on a failed write
+            for m in markers:
+                m.set()
+        return item is not _STOP
 
     def _write(self, batch: list[dict[str, Any]]) -> None:
         if not batch:
@@ -179,7 +164,7 @@ class EmitLog:
         self.counters.inc("engine.emits_written", len(batch))
 
     def health(self) -> dict[str, object]:
-        return _health(self.counters, queue=self.pending(), maxsize=self._q.maxsize) | {
+        return _health(self.counters, queue=self._q.qsize(), maxsize=self._q.maxsize) | {
             "emit_writer_running": self.running
         }
 

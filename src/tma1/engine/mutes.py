@@ -122,7 +122,4 @@ class Mutes:
             return self._mutes
 
     def muted(self, kind: str, project: str | None, now_ms: int) -> Mute | None:
-        for m in self.current():
-            if m.matches(kind, project, now_ms):
-                return m
-        return None
+        return next((m for m in self.current() if m.matches(kind, project, now_ms)), None)

@@ -35,11 +35,9 @@ class EmitSink(Protocol):
 
     def record(self, findings: Iterable[Anomaly], *, ts: int) -> None:
         """Log one row per finding; never blocks the hook path."""
-        ...
 
     def rows_since(self, ts: int) -> list[dict[str, Any]]:
         """Rows with `ts` at or after `ts`, ordered by (ts, id), as the table holds them."""
-        ...
 
     def start(self) -> None: ...
 
@@ -47,7 +45,6 @@ class EmitSink(Protocol):
 
     def flush(self, timeout: float = 10.0) -> bool:
         """True once every row recorded before the call is where `rows_since` reads."""
-        ...
 
     def health(self) -> dict[str, object]: ...
 
@@ -57,16 +54,13 @@ class EventSink(Protocol):
 
     def submit(self, event: HookEvent) -> bool:
         """True when the event is committed now (the engine may answer it)."""
-        ...
 
     def submit_async(self, event: HookEvent, after: Callable[[HookEvent], str]) -> Awaitable[str]:
         """Commit `event`, then answer `after(event)`; "" when it could not be committed."""
-        ...
 
     def start(self) -> None: ...
 
     def stop(self) -> int:
         """Stop; the number of events lost."""
-        ...
 
     def health(self) -> dict[str, object]: ...

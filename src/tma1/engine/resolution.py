@@ -14,11 +14,10 @@ a finding re-emits only on evidence newer than the resolving event.
 | external_modified_during_session  | none: the rule's 30-minute window decays it            |
 | context_pressure                  | none: one-shot per context epoch; a compaction re-arms |
 
-Turn 2 (design §2.15): "any successful shell" let an `ls` resolve a broken build; a check
-is fixed when a run that covers it passes — however spelled, in any lane. The rules put
-the failing check in `finding.extra["check"]`. A masked failure (design §2.8) has
-`tool_success` False, so it never resolves anything. Each rule's check is declared in its
-`RuleSpec`; suppression looks it up there (`tma1.engine.suppression.resolved_at`).
+A check is fixed when a run that covers it passes — however spelled, in any lane (design
+§2.15); any other successful shell (an `ls`) resolves nothing. The rules put the failing
+check in `finding.extra["check"]`. A masked failure (design §2.8) has `tool_success`
+False, so it never resolves anything. Each rule declares its check in its `RuleSpec`.
 """
 
 from __future__ import annotations
@@ -26,12 +25,9 @@ from __future__ import annotations
 from tma1.checks import Check, covers, files_read_by, reported_passing
 from tma1.engine.anomaly import Anomaly
 from tma1.engine.checkruns import run_of
-from tma1.engine.spec import ResolutionCheck
 from tma1.engine.window import SessionWindow
 from tma1.events import READ_TOOLS, HookEvent
 from tma1.paths import norm_path
-
-__all__ = ["ResolutionCheck", "covering_pass", "never", "reread_related_file"]
 
 
 def _reads_related(ev: HookEvent, related: frozenset[str], project: str | None) -> bool:
@@ -62,15 +58,10 @@ def reread_related_file(finding: Anomaly, window: SessionWindow, since_ts: int) 
     return latest
 
 
-def _check_of_finding(finding: Anomaly) -> Check | None:
-    check = finding.extra.get("check")
-    return check if isinstance(check, Check) else None
-
-
 def covering_pass(finding: Anomaly, window: SessionWindow, since_ts: int) -> int | None:
     """Build kinds: a run that covers the failing check passed after we told the agent."""
-    check = _check_of_finding(finding)
-    if check is None:
+    check = finding.extra.get("check")
+    if not isinstance(check, Check):
         return None
     latest: int | None = None
     for ev in window.events:

@@ -20,9 +20,9 @@ from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.engine.context import context_threshold
 from tma1.engine.delivery import Delivery
-from tma1.engine.detector import Rule
 from tma1.engine.emitlog import EmitLog
 from tma1.engine.mutes import Mutes
+from tma1.engine.spec import Rule
 from tma1.engine.window import (
     CHANGES_WINDOW_MS,
     EVENTS_WINDOW_MS,
@@ -95,9 +95,7 @@ class StoreWindows:
             epoch = self._context_epoch(session_id, now)
         with self._lock:
             known = self._first_ts.get(session_id)
-        first = known[0] if known else None
-        if first is None:
-            first = self.store.session_first_ts(session_id)
+        first = known[0] if known else self.store.session_first_ts(session_id)
         with self._lock:
             if first is not None:
                 self._first_ts[session_id] = (first, now)
@@ -126,8 +124,7 @@ class StoreWindows:
             newer = self.store.latest_compaction_ts(
                 session_id, now, since_ts=memo[1] - EPOCH_LATE_MS
             )
-            known = memo[0]
-            epoch = newer if known is None or (newer is not None and newer > known) else known
+            epoch = max((t for t in (memo[0], newer) if t is not None), default=None)
             memo = (epoch, now, memo[2])
         with self._lock:
             self._epochs[session_id] = memo
@@ -188,12 +185,9 @@ class StoreWindows:
         if now - self._last_sweep < _SWEEP_EVERY_MS:
             return
         self._last_sweep = now
-        for s in [s for s, h in self._held.items() if now - h.used_at >= _HELD_IDLE_MS]:
-            del self._held[s]
-        for s in [s for s, (_, seen, _) in self._epochs.items() if now - seen >= _IDLE_MS]:
-            del self._epochs[s]
-        for s in [s for s, (_, used) in self._first_ts.items() if now - used >= _IDLE_MS]:
-            del self._first_ts[s]
+        self._held = {s: h for s, h in self._held.items() if now - h.used_at < _HELD_IDLE_MS}
+        self._epochs = {s: e for s, e in self._epochs.items() if now - e[1] < _IDLE_MS}
+        self._first_ts = {s: f for s, f in self._first_ts.items() if now - f[1] < _IDLE_MS}
 
     def health(self) -> dict[str, object]:
         with self._lock:

@@ -34,9 +34,7 @@ from typing import Any
 
 from tma1.clock import MINUTE_MS
 from tma1.engine.anomaly import SEVERITY_RANK, Anomaly, Channel, Severity, stable_key
-from tma1.engine.resolution import never
 from tma1.engine.rules import SPECS
-from tma1.engine.spec import ResolutionCheck
 from tma1.engine.window import SessionWindow
 
 SUPPRESSION_WINDOW_MS = 10 * MINUTE_MS  # a constant on purpose: config must never disable it
@@ -45,12 +43,12 @@ REBUILD_HORIZON_MS = 24 * 60 * MINUTE_MS
 # Read from the rules' specs (design §5): a rule declares these once.
 ONE_SHOT_KINDS = frozenset(k for k, spec in SPECS.items() if spec.one_shot)
 NOVEL_EVIDENCE_KINDS = frozenset(k for k, spec in SPECS.items() if spec.novel_evidence)
-RESOLUTION_CHECKS: dict[str, ResolutionCheck] = {k: spec.resolution for k, spec in SPECS.items()}
 
 
 def resolved_at(finding: Anomaly, window: SessionWindow, since_ts: int) -> int | None:
     """The latest resolving event after `since_ts`, or None (unknown kinds never resolve)."""
-    return RESOLUTION_CHECKS.get(finding.kind, never)(finding, window, since_ts)
+    spec = SPECS.get(finding.kind)
+    return spec.resolution(finding, window, since_ts) if spec else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,34 +131,21 @@ def _siblings(finding: Anomaly) -> list[str]:
     medium after it), and the other kind of its family at the same or a higher one (a
     build_broken block, then repeated_failed_build on the same failures). A climb stays
     news: a medium told at a prompt, then the agent stopping with it still broken, blocks."""
-    rank = SEVERITY_RANK[Severity(finding.severity)] if finding.severity in _SEVS else 9
+    rank = SEVERITY_RANK.get(finding.severity, 9)
     family = next((f for f in _FAMILIES if finding.kind in f), frozenset({finding.kind}))
-    out: list[str] = []
-    for kind in family:
-        for sev in Severity:
-            higher = SEVERITY_RANK[sev] < rank
-            if (kind == finding.kind and higher) or (kind != finding.kind and (
-                higher or SEVERITY_RANK[sev] == rank
-            )):  # fmt: skip
-                out.append(stable_key(kind, sev.value, finding.subject))
-    return out
-
-
-_SEVS = frozenset(s.value for s in Severity)
+    return [
+        stable_key(kind, sev.value, finding.subject)
+        for kind in family
+        for sev in Severity
+        if SEVERITY_RANK[sev] < rank or (kind != finding.kind and SEVERITY_RANK[sev] == rank)
+    ]
 
 
 def _told_as_sibling(finding: Anomaly, states: Mapping[str, KeyState]) -> bool:
     """A sibling (`_siblings`) was delivered after the finding's newest evidence: the agent
     was told this already (issue 15, pattern 7)."""
-    for key in _siblings(finding):
-        st = states.get(key)
-        if (
-            st is not None
-            and st.last_emit_ts is not None
-            and (st.last_emit_ts >= finding.last_evidence_ts)
-        ):
-            return True
-    return False
+    told = (states[k].last_emit_ts for k in _siblings(finding) if k in states)
+    return any(t is not None and t >= finding.last_evidence_ts for t in told)
 
 
 @dataclass(slots=True)

@@ -1,22 +1,26 @@
-"""The rules' shared helpers where a quick path stands in for a plain one."""
+"""The rules' shared helpers."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+import pytest
 
-from tma1.engine.rules._support import _heads_naming, _scan_named_files
-
-_PATHISH = st.lists(
-    st.sampled_from(
-        ["main.go", "config.go", "a/", "internal/", "./", "../", "\\\\", "cmd\\\\", ":", ":12",
-         " ", "\n", ".", "-", "x", "é/", "@", "+", "~", "(", ")", "'", "src/main.go."]
-    ),
-    max_size=10,
-).map("".join)  # fmt: skip
+from tma1.engine.rules._support import mentions_path
 
 
-@settings(max_examples=3000, deadline=None)
-@given(_PATHISH, st.sampled_from(["main.go", "config.go", "x", "go", ".", "a"]))
-def test_heads_naming_is_the_full_scan_for_one_name(text: str, name: str) -> None:
-    assert _heads_naming(text, name) == _scan_named_files(text).get(name, frozenset())
+@pytest.mark.parametrize(
+    ("text", "path", "named"),
+    [
+        ("cmd/config.go:142:23: undefined", "internal/config/config.go", False),
+        ("config.go:3: bad", "internal/config/config.go", True),
+        ("internal/config/config.go:3: bad", "/repo/internal/config/config.go", True),
+        ("./internal/config/config.go:3: bad", "/repo/internal/config/config.go", True),
+        ("internal\\config\\config.go:3", "internal/config/config.go", True),
+        ("see main.go.", "src/main.go", True),
+        ("notmain.go:1", "src/main.go", False),
+        ("", "src/main.go", False),
+    ],
+)
+def test_mentions_path_names_a_file_by_a_directory_that_fits(
+    text: str, path: str, named: bool
+) -> None:
+    assert mentions_path(text, path) is named

@@ -14,9 +14,7 @@ import importlib
 import pkgutil
 
 from tma1.engine.anomaly import Kind
-from tma1.engine.rules.stale_file_view import detect_stale_edit
 from tma1.engine.spec import Rule, RuleSpec
-from tma1.paths import norm_path
 
 
 def _discover() -> list[RuleSpec]:
@@ -46,5 +44,3 @@ SPECS: dict[str, RuleSpec] = {s.kind: s for s in sorted(_discover(), key=_order)
 assert set(_SEED_ORDER) <= set(SPECS), "every kind of the seed has its rule"
 
 RULES: dict[str, Rule] = {kind: spec.run for kind, spec in SPECS.items()}
-
-__all__ = ["RULES", "SPECS", "Rule", "RuleSpec", "detect_stale_edit", "norm_path"]

@@ -176,40 +176,18 @@ def is_source(path: str) -> bool:
 _PATH_TOKEN = re.compile(r"[\w.\-/\\@+~]+")
 
 
-_PATH_CHAR = re.compile(r"[\w.\-/\\@+~]")
-
-
 def _heads_naming(text: str, name: str) -> frozenset[str]:
-    """`_scan_named_files(text).get(name)`, looking only at the tokens around each
-    occurrence of `name`: a rule asks a 16 KB output about dozens of files, and most of
-    them it does not name at all."""
+    """The directories `text` puts before the file name `name` ("" for a bare name)."""
     heads: set[str] = set()
-    seen_starts: set[int] = set()
-    at = text.find(name)
-    while at != -1:
-        start = at
-        while start and _PATH_CHAR.match(text, start - 1):
-            start -= 1
-        if start not in seen_starts:
-            seen_starts.add(start)
-            m = _PATH_TOKEN.match(text, start)
-            if m:
-                heads |= _scan_named_files(m.group(0)).get(name, frozenset())
-        at = text.find(name, at + 1)
-    return frozenset(heads)
-
-
-def _scan_named_files(text: str) -> dict[str, frozenset[str]]:
-    found: dict[str, set[str]] = {}
     for token in _PATH_TOKEN.findall(text):
         token = token.replace("\\", "/").rstrip(".-")
-        head, _, name = token.rpartition("/")
-        if not name:
+        head, _, base = token.rpartition("/")
+        if base != name:
             continue
         while head.startswith(("./", "../")) or head in (".", ".."):
             head = head.split("/", 1)[1] if "/" in head else ""
-        found.setdefault(name, set()).add(head.lstrip("/"))
-    return {k: frozenset(v) for k, v in found.items()}
+        heads.add(head.lstrip("/"))
+    return frozenset(heads)
 
 
 def mentions_path(text: str | None, path: str) -> bool:

@@ -69,7 +69,7 @@ def build_broken_after_my_edit(
 ) -> list[Anomaly]:
     since = now - RULE_WINDOW_MS
     runs = check_runs(window, now)
-    open_checks = {i: r for i, r in runs.open_failures().items() if r.ts >= since}
+    open_checks = {i: r for i, r in runs.open_failures.items() if r.ts >= since}
     if not open_checks:
         return []
     edit_times: dict[str, list[int]] = {}
@@ -119,17 +119,7 @@ def build_broken_after_my_edit(
             if r.failed and r.check.identity == ident and r.ts >= first_edit
             and not runs.closed(r)
         ]  # fmt: skip
-        found.append(
-            _finding(
-                window,
-                ident,
-                newest,
-                hit,
-                streak,
-                stopping,
-                fresh[hit[0]],
-            )
-        )
+        found.append(_finding(window, ident, newest, hit, streak, stopping, fresh[hit[0]]))
     return found
 
 
@@ -139,7 +129,6 @@ def _lines_written(
     """Per edited source file, the line ranges the session's edits wrote since `since`;
     None when any of its edits does not say (a Codex patch, a response without a
     `structuredPatch`, an edit whose result is not in yet)."""
-    said: dict[str, list[tuple[int, int]]] = {}
     posts: dict[str, list[tuple[int, int]] | None] = {}
     for e in window.events:
         if (
@@ -157,11 +146,8 @@ def _lines_written(
         ranges = posts.get(call.tool_use_id) if call.tool_use_id else None
         for f in call.files:
             path = norm_path(f, window.project)
-            if ranges is None or (path in out and out[path] is None):
-                out[path] = None
-            else:
-                said.setdefault(path, []).extend(ranges)
-                out[path] = said[path]
+            known = out.get(path, [])
+            out[path] = None if ranges is None or known is None else known + ranges
     return out
 
 

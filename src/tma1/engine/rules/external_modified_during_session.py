@@ -37,15 +37,12 @@ def external_modified_during_session(
     ]
     if not changes:
         return []
-    return [_finding(window, changes, now)]
+    return [_finding(window, changes)]
 
 
-def _finding(window: SessionWindow, changes: list[FileChange], now: int) -> Anomaly:
+def _finding(window: SessionWindow, changes: list[FileChange]) -> Anomaly:
     newest_first = sorted(changes, key=lambda c: -c.ts)
-    latest_by_path: dict[str, FileChange] = {}
-    for c in newest_first:
-        latest_by_path.setdefault(norm_path(c.path, window.project), c)
-    paths = list(latest_by_path)
+    paths = list(dict.fromkeys(norm_path(c.path, window.project) for c in newest_first))
     others = {c.writer_session for c in changes if c.writer_session}
     unknown = sum(1 for c in changes if not c.writer_session)
     who = []

@@ -1,9 +1,8 @@
 """`repeated_failed_build` — a check failed 3+ times in 30 minutes in one lane, still open.
 
-Design §2.15–2.16. Turn 1 grouped failures by the command's first 60 characters; on
-held-out sessions that made a pass spelled differently (`cargo build --release | tail`)
-not end a streak of `cargo build 2>&1 | grep …`, and three sub-agents each trying a
-broken script once "a loop". Now:
+Design §2.15–2.16 (a pass spelled differently, `cargo build --release | tail`, ends a
+streak of `cargo build 2>&1 | grep …`; three sub-agents each trying a broken script once
+are no loop):
 
 - failures are runs of one *check* (runner + target + working directory, however
   spelled; `tma1.checks`), masked failures included; invocation errors, coverage-only
@@ -36,7 +35,7 @@ REPEATS = 3
 
 def repeated_failed_build(window: SessionWindow, now: int, config: RuleConfig) -> list[Anomaly]:
     runs = check_runs(window, now)
-    open_checks = runs.open_failures()
+    open_checks = runs.open_failures
     if not open_checks:
         return []
     since = now - RULE_WINDOW_MS

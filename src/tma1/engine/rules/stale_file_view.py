@@ -97,11 +97,11 @@ def stale_file_view(window: SessionWindow, now: int, config: RuleConfig) -> list
     for path, times in edit_times.items():
         stale = find_stale_edits(read_times.get(path, ()), times, external.get(path, ()))
         if stale:
-            found.append(_finding(window, path, stale, now))
+            found.append(_finding(window, path, stale))
     return found
 
 
-def _finding(window: SessionWindow, path: str, stale: Sequence[StaleEdit], now: int) -> Anomaly:
+def _finding(window: SessionWindow, path: str, stale: Sequence[StaleEdit]) -> Anomaly:
     latest = max(stale, key=lambda s: (s.change.ts, s.edit_ts))
     newest_edit = max(s.edit_ts for s in stale)
     shown = display_path(path, window.project)
