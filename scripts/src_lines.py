@@ -3,10 +3,11 @@ after 7726d91 (the commit issue 16 measured: 16,066 lines).
 
 Issue 16 asks for a smaller `src/` "for the same behaviour". Six issues landed behaviour
 after that commit, so the whole count is not that comparison. This script splits the
-lines by `git blame -w -M -C` (whitespace ignored, moved and copied lines keep their
-origin): a line last written by a commit of one of those features is the feature's; every
-other line — older, or rewritten since by a refactor, a fix or this issue — counts as the
-old behaviour's. A refactor that rewrote feature code therefore counts against the old
+lines by `git blame -w -M -C -C -C`: whitespace is ignored, and a line moved or copied
+from any file of any earlier commit keeps that origin (the strictest git offers). A line
+last written by a commit of one of those features is the feature's; every other line
+(older, or rewritten since by a refactor, a fix or this issue) counts as the old
+behaviour's. A refactor that rewrote feature code therefore counts against the old
 behaviour, never for it.
 
     .venv/bin/python scripts/src_lines.py [REV] [--files]
@@ -58,7 +59,7 @@ def commits_of(merges: list[str], direct: list[str]) -> set[str]:
 
 def line_origins(rev: str, path: str) -> list[str]:
     """The commit that last wrote each line of `path` at `rev`."""
-    out = git("blame", "-w", "-M", "-C", "--porcelain", rev, "--", path)
+    out = git("blame", "-w", "-M", "-C", "-C", "-C", "--porcelain", rev, "--", path)
     origins: list[str] = []
     for line in out.splitlines():
         head = line.split(" ", 1)[0]
