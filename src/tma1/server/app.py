@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import Route
 
 from tma1 import __version__
 from tma1.server import (
@@ -60,7 +61,8 @@ def create_app(service: Service, *, hook_token: str | None) -> FastAPI:
     # The agent's path: a plain ASGI endpoint, first in the routing table (it answers
     # with ASGI messages; FastAPI's request and response classes cost more than storing
     # the event, bench/bench_hooks.py). Its OpenAPI entry is added by `_openapi` below.
-    app.router.routes.insert(0, routes_hooks.hook_route(service, hook_token))
+    hooks = routes_hooks.HookEndpoint(service, hook_token)
+    app.router.routes.insert(0, Route("/api/hooks", hooks, methods=["POST"]))
     app.openapi = functools.partial(_openapi, app)  # type: ignore[method-assign]
 
     @app.exception_handler(Exception)
