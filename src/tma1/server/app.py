@@ -170,10 +170,9 @@ def run_server(
         timeout_graceful_shutdown=5,
     )
     server = _Server(config, on_listening)
-    try:
+    # uvicorn logs why it could not start (a bind that lost a race with another process),
+    # and may exit doing so: say it plainly.
+    with contextlib.suppress(SystemExit):
         server.run()
-    except SystemExit:  # uvicorn exits when its bind fails (a race lost to another process)
-        raise PortInUseError(f"cannot listen on {host}:{port}: see the log above") from None
     if not server.started:
-        # uvicorn logged why (a bind that lost a race with another process): say it plainly.
         raise PortInUseError(f"cannot listen on {host}:{port}: see the log above")
