@@ -23,10 +23,6 @@ class Tma1Error(Exception):
     """A tool cannot answer. The message is shown to the agent as the tool's error text."""
 
 
-class Tma1Unavailable(Tma1Error):
-    """Nothing answers at the configured address."""
-
-
 class Tma1NotFound(Tma1Error):
     """The server answered 404 for a thing (a session, an emit) that does not exist."""
 
@@ -36,14 +32,6 @@ def base_url(settings: Settings) -> str:
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"  # an IPv6 literal
     return f"http://{host}:{settings.port}"
-
-
-def not_running_message(url: str) -> str:
-    return (
-        f"tma1 is not running at {url}. Start it with `tma1 serve` (it listens on "
-        "TMA1_HOST:TMA1_PORT, default 127.0.0.1:14318). If it runs on another address, set "
-        "TMA1_HOST and TMA1_PORT in this MCP server's environment."
-    )
 
 
 def _detail(response: httpx.Response) -> str | None:
@@ -103,7 +91,11 @@ class Tma1Api:
             response = await self._client.request(method, path, params=clean, json=json)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             log.info("tma1 unreachable at %s: %s", self.url, exc)
-            raise Tma1Unavailable(not_running_message(self.url)) from None
+            raise Tma1Error(
+                f"tma1 is not running at {self.url}. Start it with `tma1 serve` (it listens on "
+                "TMA1_HOST:TMA1_PORT, default 127.0.0.1:14318). If it runs on another address, "
+                "set TMA1_HOST and TMA1_PORT in this MCP server's environment."
+            ) from None
         except httpx.TimeoutException:
             raise Tma1Error(
                 f"tma1 at {self.url} did not answer {method} {path} in time; it may be "
