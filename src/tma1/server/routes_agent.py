@@ -13,11 +13,12 @@ from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi import APIRouter, HTTPException, Path, Query
 
 from tma1.clock import MINUTE_MS
 from tma1.engine.context import context_threshold
 from tma1.events import WRITE_TOOLS
+from tma1.server import ServiceDep
 from tma1.service import Service
 from tma1.store import sessions as stored
 
@@ -102,10 +103,6 @@ def recent_edits(rows: Sequence[Any], limit: int = RECENT_EDITS_LIMIT) -> list[d
 # --- queries -------------------------------------------------------------------------------
 
 
-def _service(request: Request) -> Service:
-    return request.app.state.service  # type: ignore[no-any-return]
-
-
 def _session_bounds(service: Service, session_id: str) -> tuple[int, int, str | None, str | None]:
     """(first ts, last ts, newest project, agent source), or 404 for a session never seen."""
     _check_text("session_id", session_id)
@@ -116,11 +113,10 @@ def _session_bounds(service: Service, session_id: str) -> tuple[int, int, str | 
 
 
 @router.get("/resolve", summary="The newest session whose project contains `cwd`")
-def resolve(request: Request, cwd: str = Query(min_length=1, max_length=4096)) -> dict[str, Any]:
+def resolve(service: ServiceDep, cwd: str = Query(min_length=1, max_length=4096)) -> dict[str, Any]:
     _check_text("cwd", cwd)
     if not cwd.startswith("/"):
         raise HTTPException(422, f"cwd={cwd!r} is not an absolute path")
-    service = _service(request)
     candidates = ancestors(cwd)
     if len(candidates) > MAX_DEPTH:  # keeps the IN list far below any bind-parameter limit
         raise HTTPException(422, f"cwd is {len(candidates) - 1} directories deep; at most 256")
@@ -154,8 +150,7 @@ def resolve(request: Request, cwd: str = Query(min_length=1, max_length=4096)) -
 
 
 @router.get("/sessions/{session_id}/state", summary="What a session has done, in numbers")
-def session_state(request: Request, session_id: SessionId) -> dict[str, Any]:
-    service = _service(request)
+def session_state(service: ServiceDep, session_id: SessionId) -> dict[str, Any]:
     now = service.clock.now_ms()
     started, last, project, source = _session_bounds(service, session_id)
     per_tool = stored.tool_result_counts(service.store, session_id)
@@ -215,11 +210,10 @@ def session_state(request: Request, session_id: SessionId) -> dict[str, Any]:
     summary="Files changed behind this session, and who changed them",
 )
 def session_external_changes(
-    request: Request,
+    service: ServiceDep,
     session_id: SessionId,
     since: Annotated[str | None, Query(max_length=64)] = None,
 ) -> dict[str, Any]:
-    service = _service(request)
     now = service.clock.now_ms()
     started, _, project, _ = _session_bounds(service, session_id)
     try:
@@ -259,12 +253,11 @@ BundleSource = Literal["startup", "resume", "clear", "compact"]
     summary="The session bundle a SessionStart would get now (a preview: nothing is emitted)",
 )
 def session_bundle(
-    request: Request,
+    service: ServiceDep,
     session_id: SessionId,
     source: Annotated[
         BundleSource, Query(description="the SessionStart source to preview for")
     ] = "resume",
 ) -> dict[str, Any]:
-    service = _service(request)
     _session_bounds(service, session_id)  # 404 for a session tma1 never saw
     return service.delivery.preview_bundle(session_id, source=source)
