@@ -40,7 +40,6 @@ class DemoAgent:
     session_id: str = field(default_factory=lambda: f"demo-{uuid.uuid4()}")
     step: int = 0
     told: list[Told] = field(default_factory=list)
-    tool_calls: int = 0
     hook_ms: list[float] = field(default_factory=list)
 
     # -- plumbing --
@@ -132,7 +131,6 @@ class DemoAgent:
         return body
 
     def _tool(self, tool: str, tool_input: dict[str, Any], run: Callable[[], Any]) -> None:
-        self.tool_calls += 1
         tid = f"toolu_{uuid.uuid4().hex[:20]}"
         base = {"tool_name": tool, "tool_input": tool_input, "tool_use_id": tid}
         self.hook("PreToolUse", **base)

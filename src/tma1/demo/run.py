@@ -11,8 +11,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
@@ -83,15 +81,6 @@ def report(agent: DemoAgent, server: DemoServer, out: Out) -> list[str]:
     return missing
 
 
-@contextmanager
-def _workspace() -> Iterator[Path]:
-    root = Path(tempfile.mkdtemp(prefix="tma1-demo-"))
-    try:
-        yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-
-
 def run_demo(*, keep: bool = False, port: int | None = None, stream: TextIO | None = None) -> int:
     out = Out(stream or sys.stdout)
     if not shutil.which("curl"):
@@ -101,7 +90,8 @@ def run_demo(*, keep: bool = False, port: int | None = None, stream: TextIO | No
     # `kill` must not orphan the server (it runs in its own session) or leave files behind.
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_interrupt)
-    with _workspace() as root:
+    with tempfile.TemporaryDirectory(prefix="tma1-demo-", ignore_cleanup_errors=True) as tmp:
+        root = Path(tmp)
         data_dir = root / "data"
         data_dir.mkdir()
         server = DemoServer(
