@@ -27,15 +27,13 @@ OPENAPI_PATH: dict[str, Any] = {
         "summary": "Post Hook",
         "operationId": "post_hook_api_hooks_post",
         "parameters": [
-            {"name": "source", "in": "query", "required": False, "schema": {"type": "string"}},
-            {"name": "envelope", "in": "query", "required": False, "schema": {"type": "string"}},
-            {"name": "transport", "in": "query", "required": False, "schema": {"type": "string"}},
-            {
-                "name": "X-TMA1-Token",
-                "in": "header",
-                "required": False,
-                "schema": {"type": "string"},
-            },
+            {"name": name, "in": where, "required": False, "schema": {"type": "string"}}
+            for name, where in (
+                ("source", "query"),
+                ("envelope", "query"),
+                ("transport", "query"),
+                ("X-TMA1-Token", "header"),
+            )
         ],
         "requestBody": {
             "required": True,
