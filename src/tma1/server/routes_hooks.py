@@ -99,14 +99,6 @@ async def token_check(request: Request) -> Response:
 _FORBIDDEN = b"forbidden: missing or wrong X-TMA1-Token\n"
 
 
-def _query(scope: Scope) -> dict[str, str]:
-    qs = scope.get("query_string", b"")
-    if not qs:
-        return {}
-    # As Starlette's QueryParams: blank values kept, the last of a repeated name wins.
-    return dict(parse_qsl(qs.decode("latin-1"), keep_blank_values=True))
-
-
 _TEXT = b"text/plain; charset=utf-8"
 _JSON = b"application/json"
 
@@ -123,7 +115,9 @@ async def answer_hook(
     `?transport=http` (Claude Code's native http hooks): every 200 answer is JSON — the
     digest as `hookSpecificOutput.additionalContext`, nothing to say as `{}` — since
     Claude Code refuses any other body ("HTTP hook must return JSON")."""
-    query = _query(scope)
+    # As Starlette's QueryParams: blank values kept, the last of a repeated name wins.
+    qs = scope.get("query_string", b"")
+    query = dict(parse_qsl(qs.decode("latin-1"), keep_blank_values=True)) if qs else {}
     http = query.get("transport") == "http"
     if expected is not None:
         given = next((value for name, value in scope["headers"] if name == b"x-tma1-token"), b"")

@@ -18,17 +18,13 @@ log = logging.getLogger("tma1.security")
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "testserver"})
 
 
-def _host_name(host: str) -> str:
-    host = host.strip().lower()
-    if host.startswith("["):
-        return host[1:].split("]", 1)[0]
-    if host.count(":") == 1:
-        return host.split(":", 1)[0]
-    return host
-
-
 def is_loopback_name(host: str) -> bool:
-    name = _host_name(host)
+    """Whether a Host header (`name`, `name:port`, `[v6]:port`) names this machine."""
+    name = host.strip().lower()
+    if name.startswith("["):
+        name = name[1:].split("]", 1)[0]
+    elif name.count(":") == 1:
+        name = name.split(":", 1)[0]
     if name in LOOPBACK_NAMES or name.endswith(".localhost"):
         return True
     try:
