@@ -89,7 +89,7 @@ def run_demo(*, keep: bool = False, port: int | None = None, stream: TextIO | No
     started = time.monotonic()
     # `kill` must not orphan the server (it runs in its own session) or leave files behind.
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _raise_interrupt)
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
     with tempfile.TemporaryDirectory(prefix="tma1-demo-", ignore_cleanup_errors=True) as tmp:
         root = Path(tmp)
         data_dir = root / "data"
@@ -111,10 +111,6 @@ def run_demo(*, keep: bool = False, port: int | None = None, stream: TextIO | No
             return 1
         finally:
             server.stop()
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 def install_into(home: Path, settings: Settings) -> tuple[list[str], Path]:
