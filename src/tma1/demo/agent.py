@@ -29,9 +29,6 @@ class Told:
 
 @dataclass
 class DemoAgent:
-    """Plays Claude Code: fires hook events through the installed script, writes files,
-    and appends usage lines to its transcript."""
-
     command: list[str]  # spawned as Claude Code's exec form does: no shell
     env: dict[str, str]
     project: Path

@@ -17,8 +17,8 @@ from typing import TextIO
 from tma1.config import Settings
 from tma1.demo.agent import DemoAgent
 from tma1.demo.output import DemoError, Out
-from tma1.demo.server import CONTEXT_THRESHOLD, DemoServer, free_port
-from tma1.demo.session import make_project, play_session, wait_for
+from tma1.demo.server import CONTEXT_THRESHOLD, DemoServer, free_port, wait_for
+from tma1.demo.session import make_project, play_session
 from tma1.engine.anomaly import Kind
 
 KINDS = tuple(k.value for k in Kind)
