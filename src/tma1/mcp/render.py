@@ -66,13 +66,8 @@ def attach_emit_ids(
         ts = epoch_ms(e.get("ts")) or 0
         if key not in newest or ts >= newest[key][0]:
             newest[key] = (ts, e["id"])
-    out = []
-    for f in findings:
-        g = dict(f)
-        hit = newest.get(str(f.get("stable_key") or ""))
-        g["emit_id"] = hit[1] if hit else None
-        out.append(g)
-    return out
+    ids = {key: emit_id for key, (_, emit_id) in newest.items()}
+    return [{**f, "emit_id": ids.get(str(f.get("stable_key") or ""))} for f in findings]
 
 
 def _files(files: Any, limit: int = 8) -> str:

@@ -45,9 +45,7 @@ def ancestors(path: str) -> list[str]:
     `project IN (...)` query instead of a scan of every project ever seen.
     """
     p = PurePosixPath(path.rstrip("/") or "/")
-    out = [str(p)]
-    out.extend(str(parent) for parent in p.parents)
-    return list(dict.fromkeys(out))
+    return [str(p), *(str(parent) for parent in p.parents)]
 
 
 def parse_time(raw: str) -> int:
