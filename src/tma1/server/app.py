@@ -83,13 +83,11 @@ def create_app(service: Service, *, hook_token: str | None) -> FastAPI:
     for module in (routes_hooks, routes_anomalies, routes_gates, routes_sessions, routes_agent):
         app.include_router(module.router)
 
-    if (STATIC_DIR / "index.html").exists():
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html")
 
-        @app.get("/", include_in_schema=False)
-        def index() -> FileResponse:
-            return FileResponse(STATIC_DIR / "index.html")
-
-        app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app
 
 
