@@ -91,9 +91,8 @@ def list_anomalies(
         int | None, Query(ge=0, le=MAX_ID, description="only emits with a larger id")
     ] = None,
 ) -> dict[str, Any]:
-    store = svc.store
     emits = emit_log.list_emits(
-        store,
+        svc.store,
         limit=limit,
         session_id=session_id or None,
         kind=kind.value if kind else None,
