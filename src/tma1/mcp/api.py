@@ -73,12 +73,9 @@ class Tma1Api:
         await self._client.aclose()
 
     async def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
-        return await self._request("GET", path, params=params)
+        return await self.request("GET", path, params=params)
 
-    async def post(self, path: str, body: Mapping[str, Any]) -> Any:
-        return await self._request("POST", path, json=body)
-
-    async def _request(
+    async def request(
         self,
         method: str,
         path: str,

@@ -163,7 +163,7 @@ class Tools:
             body = {"label": label, "source": "agent"}
             if note:
                 body["note"] = note
-            answer = await self.api.post(f"/api/anomalies/{emit_id}/label", body)
+            answer = await self.api.request("POST", f"/api/anomalies/{emit_id}/label", json=body)
         except Tma1NotFound as exc:
             raise Tma1Error(
                 f"{exc} — emit {emit_id} is not in the emit log; get_anomalies lists the ids "
