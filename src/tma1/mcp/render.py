@@ -58,15 +58,10 @@ def attach_emit_ids(
     Labels belong to emits (what the agent was actually told), so this is the id that
     `dismiss_anomaly` / `confirm_anomaly` take. A finding never delivered has none.
     """
-    newest: dict[str, tuple[int, Any]] = {}
-    for e in emits:
-        if e.get("session_id") not in (None, session_id) or e.get("id") is None:
-            continue
-        key = e.get("stable_key") or f"{e.get('kind')}|{e.get('severity')}|"
-        ts = epoch_ms(e.get("ts")) or 0
-        if key not in newest or ts >= newest[key][0]:
-            newest[key] = (ts, e["id"])
-    ids = {key: emit_id for key, (_, emit_id) in newest.items()}
+    ids: dict[str, Any] = {}
+    for e in sorted(emits, key=lambda e: epoch_ms(e.get("ts")) or 0):  # the newest wins
+        if e.get("session_id") in (None, session_id) and e.get("id") is not None:
+            ids[e.get("stable_key") or f"{e.get('kind')}|{e.get('severity')}|"] = e["id"]
     return [{**f, "emit_id": ids.get(str(f.get("stable_key") or ""))} for f in findings]
 
 
