@@ -101,6 +101,9 @@ class DemoAgent:
         tail = f"  {self.out.dim(detail)}" if detail else ""
         self.out.line(f"  {self.step:>2}  {what}{tail}")
 
+    def note(self, text: str) -> None:
+        self.out.line(f"       {self.out.dim(text)}")
+
     def show(self, body: str, how: str) -> None:
         if not body:
             return
@@ -122,9 +125,7 @@ class DemoAgent:
         body = self.hook("UserPromptSubmit", prompt=text)
         self.show(body, "digest before its next turn")
         if not body:
-            self.out.line(
-                f"       {self.out.dim('(nothing new to say: the hook printed nothing)')}"
-            )
+            self.note("(nothing new to say: the hook printed nothing)")
         return body
 
     def _tool(self, tool: str, tool_input: dict[str, Any], run: Callable[[], Any]) -> None:
@@ -185,9 +186,7 @@ class DemoAgent:
         if body:
             self.show(body, "Stop block")
         elif active:
-            self.out.line(
-                f"       {self.out.dim('(loop guard: silent while a block is acted on)')}"
-            )
+            self.note("(loop guard: silent while a block is acted on)")
         else:
-            self.out.line(f"       {self.out.dim('(nothing unresolved: the turn may end)')}")
+            self.note("(nothing unresolved: the turn may end)")
         return body

@@ -124,7 +124,7 @@ def play_session(agent: DemoAgent, server: DemoServer) -> None:
         "(transcript: the last request sent 31,700 prompt tokens; "
         f"the demo threshold is {CONTEXT_THRESHOLD:,})"
     )
-    out.line(f"       {out.dim(note)}")
+    agent.note(note)
     agent.prompt("Why is it still failing?")
     agent.stop()
     agent.stop(active=True)
