@@ -13,7 +13,6 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.routing import Route
@@ -94,14 +93,9 @@ def create_app(service: Service, *, hook_token: str | None) -> FastAPI:
 def _openapi(app: FastAPI) -> dict[str, Any]:
     """FastAPI's schema, plus `POST /api/hooks` (a Starlette route: FastAPI skips it)."""
     if app.openapi_schema is None:
-        schema = get_openapi(
-            title=app.title,
-            version=app.version,
-            description=app.description,
-            routes=app.routes,
-        )
+        schema = FastAPI.openapi(app)  # built once, kept in app.openapi_schema
         schema["paths"]["/api/hooks"] = routes_hooks.OPENAPI_PATH
-        app.openapi_schema = schema
+        return schema
     return app.openapi_schema
 
 
