@@ -55,19 +55,11 @@ def _detail(response: httpx.Response) -> str | None:
 class Tma1Api:
     """One AsyncClient per MCP server process; loopback only, proxies from env ignored."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        timeout: float = DEFAULT_TIMEOUT_S,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
+    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> None:
         self.url = url.rstrip("/")
         # trust_env=False: an HTTP(S)_PROXY in the agent's environment must not route
         # loopback calls through a proxy (which would also see the Host check fail).
-        self._client = httpx.AsyncClient(
-            base_url=self.url, timeout=timeout, trust_env=False, transport=transport
-        )
+        self._client = httpx.AsyncClient(base_url=self.url, timeout=timeout, trust_env=False)
 
     async def aclose(self) -> None:
         await self._client.aclose()
