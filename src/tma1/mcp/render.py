@@ -128,8 +128,7 @@ def render_anomalies(
                 f'dismiss_anomaly({f["emit_id"]}, "why") if it is wrong.'
             )
     if recent_emits:
-        lines.append("")
-        lines.append("Recently delivered to this session (emit log, newest first):")
+        lines += ["", "Recently delivered to this session (emit log, newest first):"]
         for e in recent_emits:
             labels = e.get("labels")
             mine = labels.get("agent") if isinstance(labels, Mapping) else None
@@ -142,8 +141,7 @@ def render_anomalies(
                 f"{str(e.get('evidence', ''))[:200]}"
             )
     if emit_log_note:
-        lines.append("")
-        lines.append(f"(Emit ids unavailable: {emit_log_note})")
+        lines += ["", f"(Emit ids unavailable: {emit_log_note})"]
     return _cap("\n".join(lines))
 
 
@@ -176,10 +174,10 @@ def render_state(state: Mapping[str, Any]) -> str:
     edits = state.get("recent_edits") or []
     if edits:
         lines.append("Recently edited files (newest first):")
-        for e in edits:
-            lines.append(
-                f"  - {e.get('path')} ({e.get('edits')}×, last {when(e.get('last_edit_at'), now)})"
-            )
+        lines.extend(
+            f"  - {e.get('path')} ({e.get('edits')}×, last {when(e.get('last_edit_at'), now)})"
+            for e in edits
+        )
     else:
         lines.append("No files edited yet.")
     ctx = state.get("context") or {}
