@@ -29,9 +29,6 @@ class Told:
 
 @dataclass
 class DemoAgent:
-    """Plays Claude Code: fires hook events through the installed script, writes files,
-    and appends usage lines to its transcript."""
-
     command: list[str]  # spawned as Claude Code's exec form does: no shell
     env: dict[str, str]
     project: Path
@@ -40,7 +37,6 @@ class DemoAgent:
     session_id: str = field(default_factory=lambda: f"demo-{uuid.uuid4()}")
     step: int = 0
     told: list[Told] = field(default_factory=list)
-    tool_calls: int = 0
     hook_ms: list[float] = field(default_factory=list)
 
     # -- plumbing --
@@ -105,6 +101,9 @@ class DemoAgent:
         tail = f"  {self.out.dim(detail)}" if detail else ""
         self.out.line(f"  {self.step:>2}  {what}{tail}")
 
+    def note(self, text: str) -> None:
+        self.out.line(f"       {self.out.dim(text)}")
+
     def show(self, body: str, how: str) -> None:
         if not body:
             return
@@ -126,13 +125,10 @@ class DemoAgent:
         body = self.hook("UserPromptSubmit", prompt=text)
         self.show(body, "digest before its next turn")
         if not body:
-            self.out.line(
-                f"       {self.out.dim('(nothing new to say: the hook printed nothing)')}"
-            )
+            self.note("(nothing new to say: the hook printed nothing)")
         return body
 
     def _tool(self, tool: str, tool_input: dict[str, Any], run: Callable[[], Any]) -> None:
-        self.tool_calls += 1
         tid = f"toolu_{uuid.uuid4().hex[:20]}"
         base = {"tool_name": tool, "tool_input": tool_input, "tool_use_id": tid}
         self.hook("PreToolUse", **base)
@@ -190,9 +186,7 @@ class DemoAgent:
         if body:
             self.show(body, "Stop block")
         elif active:
-            self.out.line(
-                f"       {self.out.dim('(loop guard: silent while a block is acted on)')}"
-            )
+            self.note("(loop guard: silent while a block is acted on)")
         else:
-            self.out.line(f"       {self.out.dim('(nothing unresolved: the turn may end)')}")
+            self.note("(nothing unresolved: the turn may end)")
         return body

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import textwrap
 from typing import TextIO
@@ -24,20 +25,11 @@ class Out:
     def _c(self, code: str, text: str) -> str:
         return f"\033[{code}m{text}\033[0m" if self.color else text
 
-    def bold(self, text: str) -> str:
-        return self._c("1", text)
-
-    def dim(self, text: str) -> str:
-        return self._c("2", text)
-
-    def green(self, text: str) -> str:
-        return self._c("32", text)
-
-    def yellow(self, text: str) -> str:
-        return self._c("33", text)
-
-    def red(self, text: str) -> str:
-        return self._c("31", text)
+    bold = functools.partialmethod(_c, "1")
+    dim = functools.partialmethod(_c, "2")
+    green = functools.partialmethod(_c, "32")
+    yellow = functools.partialmethod(_c, "33")
+    red = functools.partialmethod(_c, "31")
 
     def line(self, text: str = "") -> None:
         encoding = getattr(self.stream, "encoding", None) or "utf-8"

@@ -11,16 +11,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
 from tma1.config import Settings
 from tma1.demo.agent import DemoAgent
 from tma1.demo.output import DemoError, Out
-from tma1.demo.server import CONTEXT_THRESHOLD, DemoServer, free_port
-from tma1.demo.session import make_project, play_session, wait_for
+from tma1.demo.server import CONTEXT_THRESHOLD, DemoServer, free_port, wait_for
+from tma1.demo.session import make_project, play_session
 from tma1.engine.anomaly import Kind
 
 KINDS = tuple(k.value for k in Kind)
@@ -83,15 +81,6 @@ def report(agent: DemoAgent, server: DemoServer, out: Out) -> list[str]:
     return missing
 
 
-@contextmanager
-def _workspace() -> Iterator[Path]:
-    root = Path(tempfile.mkdtemp(prefix="tma1-demo-"))
-    try:
-        yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-
-
 def run_demo(*, keep: bool = False, port: int | None = None, stream: TextIO | None = None) -> int:
     out = Out(stream or sys.stdout)
     if not shutil.which("curl"):
@@ -100,8 +89,9 @@ def run_demo(*, keep: bool = False, port: int | None = None, stream: TextIO | No
     started = time.monotonic()
     # `kill` must not orphan the server (it runs in its own session) or leave files behind.
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _raise_interrupt)
-    with _workspace() as root:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+    with tempfile.TemporaryDirectory(prefix="tma1-demo-", ignore_cleanup_errors=True) as tmp:
+        root = Path(tmp)
         data_dir = root / "data"
         data_dir.mkdir()
         server = DemoServer(
@@ -121,10 +111,6 @@ def run_demo(*, keep: bool = False, port: int | None = None, stream: TextIO | No
             return 1
         finally:
             server.stop()
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 def install_into(home: Path, settings: Settings) -> tuple[list[str], Path]:

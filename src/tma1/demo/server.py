@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,19 @@ from tma1.demo.output import DemoError
 
 # Lowered so the scripted session's transcript crosses it within seconds.
 CONTEXT_THRESHOLD = 30_000
+
+
+def wait_for(pred: Callable[[], bool], timeout: float, step: float = 0.1) -> bool:
+    """Whether `pred` came true within `timeout` s (a failed HTTP request counts as false)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if pred():
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(step)
+    return False
 
 
 def free_port() -> int:
@@ -62,17 +76,15 @@ class DemoServer:
             start_new_session=True,  # Ctrl-C in the terminal reaches the demo, which stops us
         )
         log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+        proc = self.proc
+
+        def healthy() -> bool:
+            if proc.poll() is not None:
                 raise DemoError(f"tma1 serve exited early:\n{self.log_tail()}")
-            try:
-                if httpx.get(f"{self.url}/api/health", timeout=1, trust_env=False).is_success:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise DemoError(f"tma1 serve did not answer within {timeout:.0f} s:\n{self.log_tail()}")
+            return httpx.get(f"{self.url}/api/health", timeout=1, trust_env=False).is_success
+
+        if not wait_for(healthy, timeout):
+            raise DemoError(f"tma1 serve did not answer within {timeout:.0f} s:\n{self.log_tail()}")
 
     def log_tail(self, n: int = 20) -> str:
         try:

@@ -1,19 +1,14 @@
 """The scripted session: a small git project, and the moves that make each finding fire
-within seconds (three failures in a row, an outside write between a Read and an Edit, a
-transcript that crosses the lowered context-pressure threshold)."""
+within seconds (see `tma1.demo`)."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 
-import httpx
-
 from tma1.demo.agent import DemoAgent
-from tma1.demo.server import CONTEXT_THRESHOLD, DemoServer
+from tma1.demo.server import CONTEXT_THRESHOLD, DemoServer, wait_for
 from tma1.engine.anomaly import Kind
 
 CART_V1 = '''\
@@ -90,18 +85,6 @@ def make_project(root: Path) -> Path:
     return project.resolve()
 
 
-def wait_for(pred: Callable[[], bool], timeout: float, step: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if pred():
-                return True
-        except httpx.HTTPError:
-            pass
-        time.sleep(step)
-    return False
-
-
 def play_session(agent: DemoAgent, server: DemoServer) -> None:
     out = agent.out
     sid = agent.session_id
@@ -141,7 +124,7 @@ def play_session(agent: DemoAgent, server: DemoServer) -> None:
         "(transcript: the last request sent 31,700 prompt tokens; "
         f"the demo threshold is {CONTEXT_THRESHOLD:,})"
     )
-    out.line(f"       {out.dim(note)}")
+    agent.note(note)
     agent.prompt("Why is it still failing?")
     agent.stop()
     agent.stop(active=True)

@@ -23,10 +23,6 @@ class Tma1Error(Exception):
     """A tool cannot answer. The message is shown to the agent as the tool's error text."""
 
 
-class Tma1Unavailable(Tma1Error):
-    """Nothing answers at the configured address."""
-
-
 class Tma1NotFound(Tma1Error):
     """The server answered 404 for a thing (a session, an emit) that does not exist."""
 
@@ -36,14 +32,6 @@ def base_url(settings: Settings) -> str:
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"  # an IPv6 literal
     return f"http://{host}:{settings.port}"
-
-
-def not_running_message(url: str) -> str:
-    return (
-        f"tma1 is not running at {url}. Start it with `tma1 serve` (it listens on "
-        "TMA1_HOST:TMA1_PORT, default 127.0.0.1:14318). If it runs on another address, set "
-        "TMA1_HOST and TMA1_PORT in this MCP server's environment."
-    )
 
 
 def _detail(response: httpx.Response) -> str | None:
@@ -67,30 +55,19 @@ def _detail(response: httpx.Response) -> str | None:
 class Tma1Api:
     """One AsyncClient per MCP server process; loopback only, proxies from env ignored."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        timeout: float = DEFAULT_TIMEOUT_S,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
+    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> None:
         self.url = url.rstrip("/")
         # trust_env=False: an HTTP(S)_PROXY in the agent's environment must not route
         # loopback calls through a proxy (which would also see the Host check fail).
-        self._client = httpx.AsyncClient(
-            base_url=self.url, timeout=timeout, trust_env=False, transport=transport
-        )
+        self._client = httpx.AsyncClient(base_url=self.url, timeout=timeout, trust_env=False)
 
     async def aclose(self) -> None:
         await self._client.aclose()
 
     async def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
-        return await self._request("GET", path, params=params)
+        return await self.request("GET", path, params=params)
 
-    async def post(self, path: str, body: Mapping[str, Any]) -> Any:
-        return await self._request("POST", path, json=body)
-
-    async def _request(
+    async def request(
         self,
         method: str,
         path: str,
@@ -103,7 +80,11 @@ class Tma1Api:
             response = await self._client.request(method, path, params=clean, json=json)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             log.info("tma1 unreachable at %s: %s", self.url, exc)
-            raise Tma1Unavailable(not_running_message(self.url)) from None
+            raise Tma1Error(
+                f"tma1 is not running at {self.url}. Start it with `tma1 serve` (it listens on "
+                "TMA1_HOST:TMA1_PORT, default 127.0.0.1:14318). If it runs on another address, "
+                "set TMA1_HOST and TMA1_PORT in this MCP server's environment."
+            ) from None
         except httpx.TimeoutException:
             raise Tma1Error(
                 f"tma1 at {self.url} did not answer {method} {path} in time; it may be "

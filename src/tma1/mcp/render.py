@@ -58,21 +58,11 @@ def attach_emit_ids(
     Labels belong to emits (what the agent was actually told), so this is the id that
     `dismiss_anomaly` / `confirm_anomaly` take. A finding never delivered has none.
     """
-    newest: dict[str, tuple[int, Any]] = {}
-    for e in emits:
-        if e.get("session_id") not in (None, session_id) or e.get("id") is None:
-            continue
-        key = e.get("stable_key") or f"{e.get('kind')}|{e.get('severity')}|"
-        ts = epoch_ms(e.get("ts")) or 0
-        if key not in newest or ts >= newest[key][0]:
-            newest[key] = (ts, e["id"])
-    out = []
-    for f in findings:
-        g = dict(f)
-        hit = newest.get(str(f.get("stable_key") or ""))
-        g["emit_id"] = hit[1] if hit else None
-        out.append(g)
-    return out
+    ids: dict[str, Any] = {}
+    for e in sorted(emits, key=lambda e: epoch_ms(e.get("ts")) or 0):  # the newest wins
+        if e.get("session_id") in (None, session_id) and e.get("id") is not None:
+            ids[e.get("stable_key") or f"{e.get('kind')}|{e.get('severity')}|"] = e["id"]
+    return [{**f, "emit_id": ids.get(str(f.get("stable_key") or ""))} for f in findings]
 
 
 def _files(files: Any, limit: int = 8) -> str:
@@ -138,8 +128,7 @@ def render_anomalies(
                 f'dismiss_anomaly({f["emit_id"]}, "why") if it is wrong.'
             )
     if recent_emits:
-        lines.append("")
-        lines.append("Recently delivered to this session (emit log, newest first):")
+        lines += ["", "Recently delivered to this session (emit log, newest first):"]
         for e in recent_emits:
             labels = e.get("labels")
             mine = labels.get("agent") if isinstance(labels, Mapping) else None
@@ -152,8 +141,7 @@ def render_anomalies(
                 f"{str(e.get('evidence', ''))[:200]}"
             )
     if emit_log_note:
-        lines.append("")
-        lines.append(f"(Emit ids unavailable: {emit_log_note})")
+        lines += ["", f"(Emit ids unavailable: {emit_log_note})"]
     return _cap("\n".join(lines))
 
 
@@ -186,10 +174,10 @@ def render_state(state: Mapping[str, Any]) -> str:
     edits = state.get("recent_edits") or []
     if edits:
         lines.append("Recently edited files (newest first):")
-        for e in edits:
-            lines.append(
-                f"  - {e.get('path')} ({e.get('edits')}×, last {when(e.get('last_edit_at'), now)})"
-            )
+        lines.extend(
+            f"  - {e.get('path')} ({e.get('edits')}×, last {when(e.get('last_edit_at'), now)})"
+            for e in edits
+        )
     else:
         lines.append("No files edited yet.")
     ctx = state.get("context") or {}

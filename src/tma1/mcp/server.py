@@ -94,13 +94,12 @@ class Tools:
             "resolved_from": f"newest session in a project containing {self.cwd}",
         }
 
-    async def _known(self, path: str, session: dict[str, Any]) -> Any:
+    async def _session_get(self, sid: str, what: str, params: dict[str, Any] | None = None) -> Any:
+        """`GET /api/agent/sessions/{sid}/{what}`; a 404 names the unknown session."""
         try:
-            return await self.api.get(path)
+            return await self.api.get(f"/api/agent/sessions/{quote(sid, safe='')}/{what}", params)
         except Tma1NotFound as exc:
-            raise Tma1Error(
-                f"{exc} (session {session['session_id']!r} is unknown to tma1)"
-            ) from None
+            raise Tma1Error(f"{exc} (session {sid!r} is unknown to tma1)") from None
 
     # --- tools ---------------------------------------------------------------------------
 
@@ -111,7 +110,7 @@ class Tools:
         findings = [f for f in preview.get("findings") or [] if isinstance(f, dict)]
         if not findings and session["resolved_from"] in ("argument", "pinned"):
             # The preview of a session nobody has seen is empty too: say which it is.
-            await self._known(f"/api/agent/sessions/{quote(sid, safe='')}/state", session)
+            await self._session_get(sid, "state")
         note = None
         emits: list[dict[str, Any]] = []
         try:
@@ -139,9 +138,7 @@ class Tools:
 
     async def get_session_state(self, session_id: str | None) -> CallToolResult:
         session = await self.resolve(session_id)
-        state = await self._known(
-            f"/api/agent/sessions/{quote(session['session_id'], safe='')}/state", session
-        )
+        state = await self._session_get(session["session_id"], "state")
         state["resolved_from"] = session["resolved_from"]
         return _ok(render.render_state(state), state)
 
@@ -149,25 +146,15 @@ class Tools:
         self, session_id: str | None, since: str | None
     ) -> CallToolResult:
         session = await self.resolve(session_id)
-        sid = session["session_id"]
-        try:
-            payload = await self.api.get(
-                f"/api/agent/sessions/{quote(sid, safe='')}/external-changes", {"since": since}
-            )
-        except Tma1NotFound as exc:
-            raise Tma1Error(f"{exc} (session {sid!r} is unknown to tma1)") from None
+        payload = await self._session_get(
+            session["session_id"], "external-changes", {"since": since}
+        )
         payload["resolved_from"] = session["resolved_from"]
         return _ok(render.render_changes(payload), payload)
 
     async def get_session_bundle(self, session_id: str | None, source: str) -> CallToolResult:
         session = await self.resolve(session_id)
-        sid = session["session_id"]
-        try:
-            bundle = await self.api.get(
-                f"/api/agent/sessions/{quote(sid, safe='')}/bundle", {"source": source}
-            )
-        except Tma1NotFound as exc:
-            raise Tma1Error(f"{exc} (session {sid!r} is unknown to tma1)") from None
+        bundle = await self._session_get(session["session_id"], "bundle", {"source": source})
         bundle["resolved_from"] = session["resolved_from"]
         return _ok(render.render_bundle(bundle), bundle)
 
@@ -176,7 +163,7 @@ class Tools:
             body = {"label": label, "source": "agent"}
             if note:
                 body["note"] = note
-            answer = await self.api.post(f"/api/anomalies/{emit_id}/label", body)
+            answer = await self.api.request("POST", f"/api/anomalies/{emit_id}/label", json=body)
         except Tma1NotFound as exc:
             raise Tma1Error(
                 f"{exc} — emit {emit_id} is not in the emit log; get_anomalies lists the ids "

@@ -13,9 +13,9 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import Route
 
 from tma1 import __version__
 from tma1.server import (
@@ -60,7 +60,8 @@ def create_app(service: Service, *, hook_token: str | None) -> FastAPI:
     # The agent's path: a plain ASGI endpoint, first in the routing table (it answers
     # with ASGI messages; FastAPI's request and response classes cost more than storing
     # the event, bench/bench_hooks.py). Its OpenAPI entry is added by `_openapi` below.
-    app.router.routes.insert(0, routes_hooks.hook_route(service, hook_token))
+    hooks = routes_hooks.HookEndpoint(service, hook_token)
+    app.router.routes.insert(0, Route("/api/hooks", hooks, methods=["POST"]))
     app.openapi = functools.partial(_openapi, app)  # type: ignore[method-assign]
 
     @app.exception_handler(Exception)
@@ -81,27 +82,20 @@ def create_app(service: Service, *, hook_token: str | None) -> FastAPI:
     for module in (routes_hooks, routes_anomalies, routes_gates, routes_sessions, routes_agent):
         app.include_router(module.router)
 
-    if (STATIC_DIR / "index.html").exists():
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html")
 
-        @app.get("/", include_in_schema=False)
-        def index() -> FileResponse:
-            return FileResponse(STATIC_DIR / "index.html")
-
-        app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
     """FastAPI's schema, plus `POST /api/hooks` (a Starlette route: FastAPI skips it)."""
     if app.openapi_schema is None:
-        schema = get_openapi(
-            title=app.title,
-            version=app.version,
-            description=app.description,
-            routes=app.routes,
-        )
+        schema = FastAPI.openapi(app)  # built once, kept in app.openapi_schema
         schema["paths"]["/api/hooks"] = routes_hooks.OPENAPI_PATH
-        app.openapi_schema = schema
+        return schema
     return app.openapi_schema
 
 
@@ -168,10 +162,9 @@ def run_server(
         timeout_graceful_shutdown=5,
     )
     server = _Server(config, on_listening)
-    try:
+    # uvicorn logs why it could not start (a bind that lost a race with another process),
+    # and may exit doing so: say it plainly.
+    with contextlib.suppress(SystemExit):
         server.run()
-    except SystemExit:  # uvicorn exits when its bind fails (a race lost to another process)
-        raise PortInUseError(f"cannot listen on {host}:{port}: see the log above") from None
     if not server.started:
-        # uvicorn logged why (a bind that lost a race with another process): say it plainly.
         raise PortInUseError(f"cannot listen on {host}:{port}: see the log above")

@@ -1,16 +1,7 @@
-"""Read-only routes the MCP server (`tma1 mcp`) needs beyond the dashboard's.
-
-- `GET /api/agent/resolve?cwd=` — the newest session whose project contains `cwd`;
-- `GET /api/agent/sessions/{id}/state` — tool-call counts, recent failures, recently edited
-  files, context occupancy against its threshold;
-- `GET /api/agent/sessions/{id}/external-changes?since=` — file changes in the session's
-  project that this session did not write, with who wrote them (another session or nobody
-  we know);
-- `GET /api/agent/sessions/{id}/bundle?source=` — the session bundle a SessionStart would
-  get now (design §2.19), as a preview: no epoch memory, no emit-log row.
-
-Nothing here touches suppression or writes anything: plain reads of the store (the bundle
-preview runs the rules, like the anomalies preview).
+"""Read-only routes the MCP server (`tma1 mcp`) needs beyond the dashboard's: resolve a
+working directory to its session, a session's state, the file changes behind it, and a
+preview of its SessionStart bundle (design §2.19). Plain reads of the store, except that
+the bundle preview runs the rules (as the anomalies preview does); nothing is written.
 """
 
 from __future__ import annotations
@@ -18,16 +9,16 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi import APIRouter, HTTPException, Path, Query
 
 from tma1.clock import MINUTE_MS
 from tma1.engine.context import context_threshold
 from tma1.events import WRITE_TOOLS
+from tma1.server import ServiceDep
 from tma1.service import Service
 from tma1.store import sessions as stored
 
@@ -54,9 +45,7 @@ def ancestors(path: str) -> list[str]:
     `project IN (...)` query instead of a scan of every project ever seen.
     """
     p = PurePosixPath(path.rstrip("/") or "/")
-    out = [str(p)]
-    out.extend(str(parent) for parent in p.parents)
-    return list(dict.fromkeys(out))
+    return [str(p), *(str(parent) for parent in p.parents)]
 
 
 def parse_time(raw: str) -> int:
@@ -90,43 +79,26 @@ def _clip(text: str | None, limit: int = _ERROR_CAP) -> str | None:
 
 
 def _files(row: Any) -> list[str]:
-    files: list[str] = []
-    raw = row.tool_files
-    if raw:
-        try:
-            loaded = json.loads(raw)
-        except ValueError:
-            loaded = []
-        if isinstance(loaded, list):
-            files = [f for f in loaded if isinstance(f, str) and f]
-    if not files and row.tool_file_path:
-        files = [row.tool_file_path]
-    return files
+    try:
+        loaded = json.loads(row.tool_files) if row.tool_files else []
+    except ValueError:
+        loaded = []
+    files = [f for f in loaded if isinstance(f, str) and f] if isinstance(loaded, list) else []
+    return files or ([row.tool_file_path] if row.tool_file_path else [])
 
 
-@dataclass(frozen=True, slots=True)
-class EditedFile:
-    path: str
-    last_edit_at: int
-    edits: int
-
-
-def recent_edits(rows: Sequence[Any], limit: int = RECENT_EDITS_LIMIT) -> list[EditedFile]:
-    """Distinct files from write-tool results (newest first), with how often each was edited."""
-    seen: dict[str, list[int]] = {}
-    for row in rows:  # rows come newest first
+def recent_edits(rows: Sequence[Any], limit: int = RECENT_EDITS_LIMIT) -> list[dict[str, Any]]:
+    """Distinct files from write-tool results, with how often each was edited. The rows
+    come newest first, so each file's first row is its last edit and the order is kept."""
+    seen: dict[str, dict[str, Any]] = {}
+    for row in rows:
         for path in _files(row):
-            entry = seen.setdefault(path, [row.ts, 0])
-            entry[1] += 1
-    ordered = sorted(seen.items(), key=lambda kv: -kv[1][0])[:limit]
-    return [EditedFile(path=p, last_edit_at=v[0], edits=v[1]) for p, v in ordered]
+            entry = seen.setdefault(path, {"path": path, "last_edit_at": row.ts, "edits": 0})
+            entry["edits"] += 1
+    return list(seen.values())[:limit]
 
 
 # --- queries -------------------------------------------------------------------------------
-
-
-def _service(request: Request) -> Service:
-    return request.app.state.service  # type: ignore[no-any-return]
 
 
 def _session_bounds(service: Service, session_id: str) -> tuple[int, int, str | None, str | None]:
@@ -139,11 +111,10 @@ def _session_bounds(service: Service, session_id: str) -> tuple[int, int, str | 
 
 
 @router.get("/resolve", summary="The newest session whose project contains `cwd`")
-def resolve(request: Request, cwd: str = Query(min_length=1, max_length=4096)) -> dict[str, Any]:
+def resolve(service: ServiceDep, cwd: str = Query(min_length=1, max_length=4096)) -> dict[str, Any]:
     _check_text("cwd", cwd)
     if not cwd.startswith("/"):
         raise HTTPException(422, f"cwd={cwd!r} is not an absolute path")
-    service = _service(request)
     candidates = ancestors(cwd)
     if len(candidates) > MAX_DEPTH:  # keeps the IN list far below any bind-parameter limit
         raise HTTPException(422, f"cwd is {len(candidates) - 1} directories deep; at most 256")
@@ -177,8 +148,7 @@ def resolve(request: Request, cwd: str = Query(min_length=1, max_length=4096)) -
 
 
 @router.get("/sessions/{session_id}/state", summary="What a session has done, in numbers")
-def session_state(request: Request, session_id: SessionId) -> dict[str, Any]:
-    service = _service(request)
+def session_state(service: ServiceDep, session_id: SessionId) -> dict[str, Any]:
     now = service.clock.now_ms()
     started, last, project, source = _session_bounds(service, session_id)
     per_tool = stored.tool_result_counts(service.store, session_id)
@@ -221,10 +191,7 @@ def session_state(request: Request, session_id: SessionId) -> dict[str, Any]:
                 for r in fail_rows
             ],
         },
-        "recent_edits": [
-            {"path": e.path, "last_edit_at": e.last_edit_at, "edits": e.edits}
-            for e in recent_edits(edit_rows)
-        ],
+        "recent_edits": recent_edits(edit_rows),
         "context": {
             "occupancy": occupancy,
             "threshold": threshold,
@@ -241,29 +208,20 @@ def session_state(request: Request, session_id: SessionId) -> dict[str, Any]:
     summary="Files changed behind this session, and who changed them",
 )
 def session_external_changes(
-    request: Request,
+    service: ServiceDep,
     session_id: SessionId,
     since: Annotated[str | None, Query(max_length=64)] = None,
 ) -> dict[str, Any]:
-    service = _service(request)
     now = service.clock.now_ms()
     started, _, project, _ = _session_bounds(service, session_id)
     try:
         since_ms = parse_time(since) if since else started
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from None
-    if project is None:
-        return {
-            "session_id": session_id,
-            "project": None,
-            "since": since_ms,
-            "now": now,
-            "changes": [],
-            "total": 0,
-            "truncated": False,
-        }
-    total, rows = stored.changes_behind(
-        service.store, project, since_ms, session_id, limit=CHANGES_LIMIT
+    total, rows = (
+        stored.changes_behind(service.store, project, since_ms, session_id, limit=CHANGES_LIMIT)
+        if project is not None
+        else (0, [])
     )
     return {
         "session_id": session_id,
@@ -293,12 +251,11 @@ BundleSource = Literal["startup", "resume", "clear", "compact"]
     summary="The session bundle a SessionStart would get now (a preview: nothing is emitted)",
 )
 def session_bundle(
-    request: Request,
+    service: ServiceDep,
     session_id: SessionId,
     source: Annotated[
         BundleSource, Query(description="the SessionStart source to preview for")
     ] = "resume",
 ) -> dict[str, Any]:
-    service = _service(request)
     _session_bounds(service, session_id)  # 404 for a session tma1 never saw
     return service.delivery.preview_bundle(session_id, source=source)

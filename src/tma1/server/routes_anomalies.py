@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
-from tma1.service import Service
+from tma1.server import ServiceDep
 
 router = APIRouter()
 
@@ -27,10 +27,9 @@ router = APIRouter()
     ),
 )
 async def preview(
-    request: Request,
+    service: ServiceDep,
     session_id: Annotated[str, Query(min_length=1, max_length=200)],
 ) -> dict[str, Any]:
-    service: Service = request.app.state.service
     return await run_in_threadpool(service.delivery.preview, session_id)
 
 
@@ -43,8 +42,7 @@ async def preview(
         "`tma1 unmute`; times are epoch ms. Change them with `tma1 mute` / `tma1 unmute`."
     ),
 )
-def mutes(request: Request) -> dict[str, Any]:
-    service: Service = request.app.state.service
+def mutes(service: ServiceDep) -> dict[str, Any]:
     delivery = service.delivery
     now = delivery.clock.now_ms()
     live = [m.as_json() for m in delivery.mutes.current() if m.until_ms is None or now < m.until_ms]

@@ -9,14 +9,14 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi import APIRouter, HTTPException, Path, Query
 from pydantic import BaseModel, Field
 
 from tma1 import gates
 from tma1.engine.anomaly import Anomaly, Channel
 from tma1.engine.digest import digest, stop_reason
 from tma1.gates import live
-from tma1.service import Service
+from tma1.server import ServiceDep
 from tma1.store import Store
 from tma1.store import emits as emit_log
 
@@ -28,10 +28,6 @@ ChannelParam = StrEnum("ChannelParam", {c: c for c in gates.CHANNELS})  # type: 
 
 MAX_ID = 2**63 - 1  # ids are 64-bit in both databases
 Days = Annotated[int, Query(ge=1, le=365, description="UTC days back, today included")]
-
-
-def _service(request: Request) -> Service:
-    return request.app.state.service  # type: ignore[no-any-return]
 
 
 def delivered_text(store: Store, emit_id: int) -> dict[str, Any] | None:
@@ -85,7 +81,7 @@ class LabelOut(BaseModel):
 
 @router.get("/api/anomalies", summary="Newest emits from the emit log (never runs rules)")
 def list_anomalies(
-    request: Request,
+    svc: ServiceDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     session_id: Annotated[str | None, Query(max_length=200)] = None,
     kind: KindParam | None = None,
@@ -95,9 +91,8 @@ def list_anomalies(
         int | None, Query(ge=0, le=MAX_ID, description="only emits with a larger id")
     ] = None,
 ) -> dict[str, Any]:
-    store = _service(request).store
     emits = emit_log.list_emits(
-        store,
+        svc.store,
         limit=limit,
         session_id=session_id or None,
         kind=kind.value if kind else None,
@@ -115,11 +110,10 @@ def list_anomalies(
     responses={404: {"description": "no emit with this id"}},
 )
 def label_anomaly(
-    request: Request,
+    svc: ServiceDep,
     body: LabelIn,
     emit_id: Annotated[int, Path(ge=1, le=MAX_ID)],
 ) -> dict[str, Any]:
-    svc = _service(request)
     out = emit_log.set_label(
         svc.store,
         emit_id,
@@ -142,8 +136,8 @@ def label_anomaly(
     ),
     responses={404: {"description": "no emit with this id"}},
 )
-def delivered(request: Request, emit_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> dict[str, Any]:
-    out = delivered_text(_service(request).store, emit_id)
+def delivered(svc: ServiceDep, emit_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> dict[str, Any]:
+    out = delivered_text(svc.store, emit_id)
     if out is None:
         raise HTTPException(status_code=404, detail=f"no emit with id {emit_id}")
     return out
@@ -151,11 +145,10 @@ def delivered(request: Request, emit_id: Annotated[int, Path(ge=1, le=MAX_ID)]) 
 
 @router.get("/api/anomalies/budget", summary="Gate: emits per kind per UTC day vs a budget")
 def budget(
-    request: Request,
+    svc: ServiceDep,
     days: Days = gates.DEFAULT_DAYS,
     budget: Annotated[int, Query(ge=0, le=100_000)] = gates.DEFAULT_BUDGET,
 ) -> dict[str, Any]:
-    svc = _service(request)
     return live.budget(svc.store, now_ms=svc.clock.now_ms(), days=days, budget=budget)
 
 
@@ -164,13 +157,12 @@ def budget(
     summary="Gate: share of emits whose follow action came within `window` tool calls",
 )
 def follow_rate(
-    request: Request,
+    svc: ServiceDep,
     days: Days = gates.DEFAULT_DAYS,
     window: Annotated[int, Query(ge=1, le=100, description="tool calls after the emit")] = (
         gates.DEFAULT_WINDOW
     ),
 ) -> dict[str, Any]:
-    svc = _service(request)
     return live.follow_rate(svc.store, now_ms=svc.clock.now_ms(), days=days, window=window)
 
 
@@ -178,15 +170,14 @@ def follow_rate(
     "/api/anomalies/precision",
     summary="Gate: TP share over the 50 newest labelled emits, human and agent labels",
 )
-def precision(request: Request, days: Days = gates.DEFAULT_DAYS) -> dict[str, Any]:
-    svc = _service(request)
+def precision(svc: ServiceDep, days: Days = gates.DEFAULT_DAYS) -> dict[str, Any]:
     return live.precision(svc.store, now_ms=svc.clock.now_ms(), days=days)
 
 
 @router.get("/api/anomalies/sample", summary="The newest emits without a human label")
 def sample(
-    request: Request,
+    svc: ServiceDep,
     n: Annotated[int, Query(ge=1, le=500)] = gates.PRECISION_SAMPLE,
     source: Literal["human", "agent"] = "human",
 ) -> dict[str, Any]:
-    return {"emits": emit_log.sample_unlabelled(_service(request).store, n=n, source=source)}
+    return {"emits": emit_log.sample_unlabelled(svc.store, n=n, source=source)}

@@ -10,7 +10,6 @@ from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from tma1.service import LARGE_BODY_BYTES, MAX_BODY_BYTES, Service
@@ -28,15 +27,13 @@ OPENAPI_PATH: dict[str, Any] = {
         "summary": "Post Hook",
         "operationId": "post_hook_api_hooks_post",
         "parameters": [
-            {"name": "source", "in": "query", "required": False, "schema": {"type": "string"}},
-            {"name": "envelope", "in": "query", "required": False, "schema": {"type": "string"}},
-            {"name": "transport", "in": "query", "required": False, "schema": {"type": "string"}},
-            {
-                "name": "X-TMA1-Token",
-                "in": "header",
-                "required": False,
-                "schema": {"type": "string"},
-            },
+            {"name": name, "in": where, "required": False, "schema": {"type": "string"}}
+            for name, where in (
+                ("source", "query"),
+                ("envelope", "query"),
+                ("transport", "query"),
+                ("X-TMA1-Token", "header"),
+            )
         ],
         "requestBody": {
             "required": True,
@@ -102,60 +99,42 @@ async def token_check(request: Request) -> Response:
 _FORBIDDEN = b"forbidden: missing or wrong X-TMA1-Token\n"
 
 
-def _query(scope: Scope) -> dict[str, str]:
-    qs = scope.get("query_string", b"")
-    if not qs:
-        return {}
-    # As Starlette's QueryParams: blank values kept, the last of a repeated name wins.
-    return dict(parse_qsl(qs.decode("latin-1"), keep_blank_values=True))
+_TEXT = b"text/plain; charset=utf-8"
+_JSON = b"application/json"
+
+
+def _silent(http: bool) -> tuple[int, bytes, bytes]:
+    return (200, b"{}", _JSON) if http else (200, b"", _TEXT)
 
 
 async def answer_hook(
     service: Service, expected: str | None, scope: Scope, receive: Receive
-) -> tuple[int, bytes, str]:
-    """(status, body, media type) of a hook request. 200 unless the token is wrong.
+) -> tuple[int, bytes, bytes]:
+    """(status, body, content type) of a hook request. 200 unless the token is wrong.
 
     `?transport=http` (Claude Code's native http hooks): every 200 answer is JSON — the
     digest as `hookSpecificOutput.additionalContext`, nothing to say as `{}` — since
     Claude Code refuses any other body ("HTTP hook must return JSON")."""
-    query = _query(scope)
-    if query.get("transport") == "http":
-        status, body, media = await _answer(service, expected, scope, receive, query, "json")
-        if status == 200 and not body:
-            return 200, b"{}", "application/json"
-        return status, body, media
-    return await _answer(service, expected, scope, receive, query, query.get("envelope"))
-
-
-async def _answer(
-    service: Service,
-    expected: str | None,
-    scope: Scope,
-    receive: Receive,
-    query: dict[str, str],
-    envelope: str | None,
-) -> tuple[int, bytes, str]:
+    # As Starlette's QueryParams: blank values kept, the last of a repeated name wins.
+    qs = scope.get("query_string", b"")
+    query = dict(parse_qsl(qs.decode("latin-1"), keep_blank_values=True)) if qs else {}
+    http = query.get("transport") == "http"
     if expected is not None:
-        given = b""
-        for name, value in scope["headers"]:
-            if name == b"x-tma1-token":
-                given = value
-                break
+        given = next((value for name, value in scope["headers"] if name == b"x-tma1-token"), b"")
         if not hmac.compare_digest(given, expected.encode()):
             service.counters.inc("rejected.bad_token")
             log.warning("hook refused: missing or wrong X-TMA1-Token")
-            return 403, _FORBIDDEN, "text/plain"
+            return 403, _FORBIDDEN, _TEXT
     read = await _read_capped(receive, MAX_BODY_BYTES)
-    if read is None:
-        # Half a body is no event (e.g. the hook script's time cap cut the upload).
-        service.reject("client_disconnected", "the client went away before the end of the body")
+    if read is None or read[1] > MAX_BODY_BYTES:
+        if read is None:
+            # Half a body is no event (e.g. the hook script's time cap cut the upload).
+            service.reject("client_disconnected", "the client went away before the end of the body")
+        else:
+            service.reject("body_too_large", f"{read[1]} bytes > {MAX_BODY_BYTES}")
         service.counters.inc("requests")
-        return 200, b"", "text/plain"
+        return _silent(http)
     body, total = read
-    if total > MAX_BODY_BYTES:
-        service.reject("body_too_large", f"{total} bytes > {MAX_BODY_BYTES}")
-        service.counters.inc("requests")
-        return 200, b"", "text/plain"
     if total > LARGE_BODY_BYTES:
         # A big event (a huge tool output) is answered empty at once and stored in the
         # background: the hook script's time cap must cover its upload, not its decoding.
@@ -164,29 +143,19 @@ async def _answer(
         )
         _BACKGROUND.add(task)
         task.add_done_callback(_BACKGROUND.discard)
-        return 200, b"", "text/plain"
+        return _silent(http)
+    envelope = "json" if http else query.get("envelope")
     answer = await service.handle_hook_async(body, source=query.get("source"), envelope=envelope)
-    media = "application/json" if answer.startswith("{") else "text/plain"
-    return 200, answer.encode("utf-8"), media
-
-
-_CONTENT_TYPE = {
-    "text/plain": b"text/plain; charset=utf-8",
-    "application/json": b"application/json",
-}
-
-
-def hook_route(service: Service, hook_token: str | None) -> Route:
-    """`POST /api/hooks` as a Starlette route to a plain ASGI endpoint (an instance, not a
-    function, so Starlette hands it the raw scope). The app's LocalOnlyMiddleware still
-    applies its Host/Origin checks."""
-    return Route("/api/hooks", HookEndpoint(service, hook_token), methods=["POST"])
+    if not answer:
+        return _silent(http)
+    return 200, answer.encode("utf-8"), _JSON if answer.startswith("{") else _TEXT
 
 
 class HookEndpoint:
     """The ASGI app that answers `POST /api/hooks` with plain ASGI messages: on the agent's
     path FastAPI's request and response classes cost more CPU than storing the event
-    (bench/bench_hooks.py)."""
+    (bench/bench_hooks.py). An instance, not a function, so that Starlette's `Route` hands
+    it the raw scope; the app's LocalOnlyMiddleware still applies its Host/Origin checks."""
 
     def __init__(self, service: Service, hook_token: str | None) -> None:
         self.service = service
@@ -194,17 +163,19 @@ class HookEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            status, body, media = await answer_hook(self.service, self.hook_token, scope, receive)
+            status, body, content_type = await answer_hook(
+                self.service, self.hook_token, scope, receive
+            )
         except Exception:  # the hook path answers 200, whatever happens
             log.exception("hook endpoint failed; answering empty")
-            status, body, media = 200, b"", "text/plain"
+            status, body, content_type = 200, b"", _TEXT
         await send(
             {
                 "type": "http.response.start",
                 "status": status,
                 "headers": [
                     (b"content-length", str(len(body)).encode()),
-                    (b"content-type", _CONTENT_TYPE[media]),
+                    (b"content-type", content_type),
                 ],
             }
         )

@@ -6,17 +6,13 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi import APIRouter, HTTPException, Path, Query
 
 from tma1.gates import DAY_MS
-from tma1.service import Service
+from tma1.server import ServiceDep
 from tma1.store import emits, sessions
 
 router = APIRouter(tags=["sessions"])
-
-
-def _service(request: Request) -> Service:
-    return request.app.state.service  # type: ignore[no-any-return]
 
 
 def _agent_of(m: Mapping[str, Any]) -> tuple[str | None, str | None]:
@@ -102,7 +98,7 @@ def session_timeline(rows: Iterable[Mapping[Any, Any]]) -> list[dict[str, Any]]:
     ),
 )
 def list_sessions(
-    request: Request,
+    svc: ServiceDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     days: Annotated[int | None, Query(ge=1, le=365, description="active in the last N days")] = (
         None
@@ -110,7 +106,6 @@ def list_sessions(
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
     q: Annotated[str | None, Query(max_length=200, description="part of id or project")] = None,
 ) -> list[dict[str, Any]]:
-    svc = _service(request)
     since = svc.clock.now_ms() - days * DAY_MS if days else None
     return sessions.list_sessions(
         svc.store, limit=limit, since_ts=since, offset=offset, search=(q or "").strip() or None
@@ -123,11 +118,11 @@ def list_sessions(
     responses={404: {"description": "no events for this session"}},
 )
 def session_detail(
-    request: Request,
+    svc: ServiceDep,
     session_id: Annotated[str, Path(min_length=1, max_length=200)],
     limit: Annotated[int, Query(ge=1, le=20_000, description="newest events to show")] = 2000,
 ) -> dict[str, Any]:
-    store = _service(request).store
+    store = svc.store
     summary = sessions.session_summary(store, session_id)
     if summary is None:
         raise HTTPException(status_code=404, detail=f"no events for session {session_id!r}")

@@ -18,17 +18,13 @@ log = logging.getLogger("tma1.security")
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "testserver"})
 
 
-def _host_name(host: str) -> str:
-    host = host.strip().lower()
-    if host.startswith("["):
-        return host[1:].split("]", 1)[0]
-    if host.count(":") == 1:
-        return host.split(":", 1)[0]
-    return host
-
-
 def is_loopback_name(host: str) -> bool:
-    name = _host_name(host)
+    """Whether a Host header (`name`, `name:port`, `[v6]:port`) names this machine."""
+    name = host.strip().lower()
+    if name.startswith("["):
+        name = name[1:].split("]", 1)[0]
+    elif name.count(":") == 1:
+        name = name.split(":", 1)[0]
     if name in LOOPBACK_NAMES or name.endswith(".localhost"):
         return True
     try:
@@ -40,31 +36,29 @@ def is_loopback_name(host: str) -> bool:
 class LocalOnlyMiddleware:
     """Refuses (403) a non-loopback Host, and an Origin that is not this very server."""
 
-    def __init__(self, app: ASGIApp, *, allowed_hosts: frozenset[str] = frozenset()) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.allowed_hosts = allowed_hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        host = headers.get("host", "")
-        reason = None
-        if not host or not (is_loopback_name(host) or _host_name(host) in self.allowed_hosts):
-            reason = f"Host {host!r} is not a loopback name"
-        else:
-            origin = headers.get("origin")
-            if origin is not None and origin != "null":
-                parts = urlsplit(origin)
-                if parts.scheme not in ("http", "https") or parts.netloc.lower() != host.lower():
-                    reason = f"Origin {origin!r} is not this server"
-            elif origin == "null":
-                reason = "Origin 'null' is refused"
-            if reason is None and headers.get("sec-fetch-site") == "cross-site":
-                reason = "cross-site request"
-        if reason:
+        if scope["type"] == "http" and (reason := _refusal(scope)):
             log.warning("refused %s %s: %s", scope.get("method"), scope.get("path"), reason)
             await PlainTextResponse(f"forbidden: {reason}\n", status_code=403)(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+def _refusal(scope: Scope) -> str | None:
+    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+    host = headers.get("host", "")
+    if not is_loopback_name(host):  # an empty Host too
+        return f"Host {host!r} is not a loopback name"
+    origin = headers.get("origin")
+    if origin == "null":
+        return "Origin 'null' is refused"
+    if origin is not None:
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https") or parts.netloc.lower() != host.lower():
+            return f"Origin {origin!r} is not this server"
+    if headers.get("sec-fetch-site") == "cross-site":
+        return "cross-site request"
+    return None
