@@ -95,7 +95,3 @@ def convert_many(inputs: list[Records]) -> list[Converted]:
     for out in outs:
         out.synthetic_time = note
     return outs
-
-
-def convert(records: Records) -> Converted:
-    return convert_many([records])[0]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,14 +207,6 @@ def _vote(value: Any) -> str | None:
 
 def detect(records: Records, sample: int = 200) -> str | None:
     """The format most of the first `sample` records look like, or None."""
-    votes: dict[str, int] = {}
-    for _, value in records.records[:sample]:
-        fmt = _vote(value)
-        if fmt:
-            votes[fmt] = votes.get(fmt, 0) + 1
-    if not votes:
-        return None
-    return max(votes.items(), key=lambda kv: kv[1])[0]
-
-
-# --- timestamps ------------------------------------------------------------------------
+    # Ties go to the format voted for first.
+    votes = Counter(fmt for _, value in records.records[:sample] if (fmt := _vote(value)))
+    return votes.most_common(1)[0][0] if votes else None

@@ -20,6 +20,7 @@ def obj(value: object) -> dict[str, Any]:
     """A JSON value as an object: recorded files hold anything where a dict is expected."""
     return value if isinstance(value, dict) else {}
 
+
 FILE_CHANGE = "file_change"
 USAGE = "usage"
 
