@@ -389,6 +389,10 @@ def convert(records: Records) -> Converted:
             )
         )
 
+    def usage(u: Usage, ts: int, seq: int, origin: str, key: str) -> None:
+        item = ReplayItem(ts, USAGE, u.session_id, usage=u, origin=origin, seq=seq, key=key)
+        out.items.append(item)
+
     def close_turn(s: _Session) -> None:
         # A turn that ended on an API error (a rate limit) ends with StopFailure in a
         # current Claude Code, not Stop: a hook tma1 does not install, and no answer could
@@ -418,40 +422,25 @@ def convert(records: Records) -> Converted:
         agent, agent_type = entry_lane(s, e, file_type) if side else (None, None)
         if not s.started and not side:  # a sub-agent's transcript does not start it
             s.started = True
-            hook(
-                s,
-                ts,
-                seq - 50,
-                origin,
-                {"hook_event_name": "SessionStart", "source": "startup"},
-                "",
-            )
+            start = {"hook_event_name": "SessionStart", "source": "startup"}
+            hook(s, ts, seq - 50, origin, start, "")
         etype = e["type"]
-        msg = obj(e.get("message"))
+        content = obj(e.get("message")).get("content")
 
         if etype == "system":
             for u in entry_usages(e, ts, sid, s.seen_messages):  # compact_boundary
-                out.items.append(
-                    ReplayItem(ts=ts, kind=USAGE, session_id=sid, usage=u, origin=origin,
-                               seq=seq, key=f"claude-compaction:{sid}:{u.message_id}")
-                )  # fmt: skip
+                usage(u, ts, seq, origin, f"claude-compaction:{sid}:{u.message_id}")
             continue
 
         if etype == "assistant":
             if not side:
-                s.turn_open = True
-                s.turn_active = True
+                s.turn_open = s.turn_active = True
                 s.last = (ts, seq)
                 s.last_uuid = str(e.get("uuid") or line)
                 for u in entry_usages(e, ts, sid, s.seen_messages):
-                    out.items.append(
-                        ReplayItem(ts=ts, kind=USAGE, session_id=sid, usage=u, origin=origin,
-                                   seq=seq + 1, key=f"claude-usage:{sid}:{u.message_id}")
-                    )  # fmt: skip
-            content = msg.get("content")
-            if not side and (said := _assistant_text(content)):
-                s.last_text = said
-            if not side:
+                    usage(u, ts, seq + 1, origin, f"claude-usage:{sid}:{u.message_id}")
+                if said := _assistant_text(content):
+                    s.last_text = said
                 error = e.get("error") if isinstance(e.get("error"), str) else "unknown"
                 s.api_error = error if e.get("isApiErrorMessage") is True else None
             for i, block in enumerate(content if isinstance(content, list) else []):
@@ -475,10 +464,10 @@ def convert(records: Records) -> Converted:
             continue
 
         # user entries: prompts, tool results, compaction summaries, interrupts
-        content = msg.get("content")
         if e.get("isCompactSummary"):
             if not side:
-                _compaction(out, s, ts, seq, origin)
+                compaction = Usage(ts=ts, session_id=sid, occupancy=0, kind="compaction")
+                usage(compaction, ts, seq, origin, f"claude-compaction:{sid}:{ts}")
             continue
         prompt = _prompt_text(content)
         if prompt is not None:
@@ -492,14 +481,8 @@ def convert(records: Records) -> Converted:
             close_turn(s)
             s.turn_open = True
             s.last = (ts, seq)
-            hook(
-                s,
-                ts,
-                seq,
-                origin,
-                {"hook_event_name": "UserPromptSubmit", "prompt": prompt},
-                str(e.get("uuid") or line),
-            )
+            submit = {"hook_event_name": "UserPromptSubmit", "prompt": prompt}
+            hook(s, ts, seq, origin, submit, str(e.get("uuid") or line))
             continue
         if not side:
             s.last = (ts, seq)
@@ -539,20 +522,6 @@ def _assistant_text(content: Any) -> str | None:
         if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
     ]
     return "\n".join(parts).strip() or None
-
-
-def _compaction(out: Converted, s: _Session, ts: int, seq: int, origin: str) -> None:
-    out.items.append(
-        ReplayItem(
-            ts=ts,
-            kind=USAGE,
-            session_id=s.sid,
-            usage=Usage(ts=ts, session_id=s.sid, occupancy=0, kind="compaction"),
-            origin=origin,
-            seq=seq,
-            key=f"claude-compaction:{s.sid}:{ts}",
-        )
-    )
 
 
 def _emit_call(out: Converted, s: _Session, call: _Call, hook: Any) -> None:
