@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from tma1.replay.formats import CLAUDE_HOOKLOG, Records
-from tma1.replay.model import HOOK, Converted, Problem, ReplayItem
+from tma1.replay.model import Converted, Problem, hook_item
 
 BASE_MS = 1_735_689_600_000  # 2025-01-01T00:00:00Z
 SPACING_MS = 2_000
@@ -65,17 +65,10 @@ def convert_many(inputs: list[Records]) -> list[Converted]:
         after.setdefault(max(slot, 0), []).append(post)
 
     def place(fi: int, line: int, p: dict[str, Any], ts: int, seq: int) -> None:
-        sid = p.get("session_id")
+        sid, path = p.get("session_id"), inputs[fi].path
+        sid = sid if isinstance(sid, str) else ""
         outs[fi].items.append(
-            ReplayItem(
-                ts=ts,
-                kind=HOOK,
-                session_id=sid if isinstance(sid, str) else "",
-                payload=p,
-                origin=f"{inputs[fi].path}:{line}",
-                seq=seq,
-                key=f"hooklog:{inputs[fi].path}:{line}",
-            )
+            hook_item(ts, sid, p, f"{path}:{line}", seq, f"hooklog:{path}:{line}")
         )
 
     for slot, (fi, line, payload) in enumerate(timeline):

@@ -45,7 +45,7 @@ from typing import Any
 from tma1.clock import epoch_ms
 from tma1.events import Usage
 from tma1.replay.formats import CLAUDE_TRANSCRIPT, Records
-from tma1.replay.model import HOOK, USAGE, Converted, Note, Problem, ReplayItem, obj
+from tma1.replay.model import USAGE, Converted, Note, Problem, ReplayItem, hook_item, obj
 from tma1.sensors.transcripts import parse_claude_usage_lines
 
 # Built-in commands that run locally: no UserPromptSubmit, nothing reaches the model.
@@ -377,17 +377,8 @@ def convert(records: Records) -> Converted:
         body = {"session_id": s.sid, **payload}
         if s.cwd and "cwd" not in body:
             body["cwd"] = s.cwd
-        out.items.append(
-            ReplayItem(
-                ts=ts,
-                kind=HOOK,
-                session_id=s.sid,
-                payload=body,
-                origin=origin,
-                seq=seq,
-                key=f"claude:{s.sid}:{payload['hook_event_name']}:{key}",
-            )
-        )
+        key = f"claude:{s.sid}:{payload['hook_event_name']}:{key}"
+        out.items.append(hook_item(ts, s.sid, body, origin, seq, key))
 
     def usage(u: Usage, ts: int, seq: int, origin: str, key: str) -> None:
         item = ReplayItem(ts, USAGE, u.session_id, usage=u, origin=origin, seq=seq, key=key)

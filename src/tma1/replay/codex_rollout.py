@@ -29,7 +29,7 @@ from typing import Any
 
 from tma1.clock import epoch_ms
 from tma1.replay.formats import CODEX_ROLLOUT, Records
-from tma1.replay.model import HOOK, USAGE, Converted, Problem, ReplayItem, obj
+from tma1.replay.model import USAGE, Converted, Problem, ReplayItem, hook_item, obj
 from tma1.sensors.transcripts import CodexState, parse_codex_usage_lines
 
 LEGACY_SPACING_MS = 5_000
@@ -122,19 +122,8 @@ class _Rollout:
             body["cwd"] = self.cwd
         if self.model:
             body.setdefault("model", self.model)
-        self.out.items.append(
-            ReplayItem(
-                ts=ts,
-                kind=HOOK,
-                session_id=self.sid,
-                payload=body,
-                source="codex",
-                envelope="codex",
-                origin=origin,
-                seq=seq,
-                key=f"codex:{self.sid}:{payload['hook_event_name']}:{key}",
-            )
-        )
+        key = f"codex:{self.sid}:{payload['hook_event_name']}:{key}"
+        self.out.items.append(hook_item(ts, self.sid, body, origin, seq, key, "codex"))
 
     def start(self, ts: int, seq: int, origin: str) -> None:
         if not self.started:

@@ -21,7 +21,7 @@ from typing import Any
 
 from tma1.clock import epoch_ms
 from tma1.replay.formats import COPILOT_EVENTS, Records
-from tma1.replay.model import HOOK, Converted, Problem, ReplayItem
+from tma1.replay.model import Converted, Problem, hook_item
 
 
 def convert(records: Records) -> Converted:
@@ -30,33 +30,20 @@ def convert(records: Records) -> Converted:
     sid: str | None = None
     cwd: str | None = None
     calls: dict[str, dict[str, Any]] = {}
-    seq = 0
 
     def emit(ts: int | None, line: int, payload: dict[str, Any]) -> None:
-        nonlocal seq
         if sid is None:
             out.problems.append(Problem(records.path, line, "before session.start; skipped"))
             return
         if ts is None:
             out.problems.append(Problem(records.path, line, "no timestamp; event skipped"))
             return
-        seq += 1
+        seq = len(out.items) + 1
         base: dict[str, Any] = {"session_id": sid}
         if cwd:
             base["cwd"] = cwd
-        out.items.append(
-            ReplayItem(
-                ts=ts,
-                kind=HOOK,
-                session_id=sid,
-                payload={**base, **payload},
-                source="copilot",
-                envelope="copilot",
-                origin=f"{records.path}:{line}",
-                seq=seq,
-                key=f"copilot:{sid}:{seq}",
-            )
-        )
+        origin, key = f"{records.path}:{line}", f"copilot:{sid}:{seq}"
+        out.items.append(hook_item(ts, sid, {**base, **payload}, origin, seq, key, "copilot"))
 
     for line, rec in records.records:
         if not isinstance(rec, dict) or not isinstance(rec.get("data"), dict):

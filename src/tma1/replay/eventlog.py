@@ -19,7 +19,7 @@ from typing import Any
 from tma1.clock import epoch_ms
 from tma1.events import FileChange, Usage
 from tma1.replay.formats import EVENTLOG, Records
-from tma1.replay.model import FILE_CHANGE, HOOK, USAGE, Converted, Problem, ReplayItem
+from tma1.replay.model import FILE_CHANGE, USAGE, Converted, Problem, ReplayItem, hook_item
 
 # Keys we add to a hook payload; stripped before the payload goes to the live path.
 EXTRA_KEYS = ("ts", "agent_source")
@@ -117,18 +117,8 @@ def convert(records: Records) -> Converted:
             source = "codex" if source == "codex" else None
             payload = {k: v for k, v in rec.items() if k not in EXTRA_KEYS}
             sid = payload.get("session_id")
-            out.items.append(
-                ReplayItem(
-                    ts=ts,
-                    kind=HOOK,
-                    session_id=sid if isinstance(sid, str) else "",
-                    payload=payload,
-                    source=source,
-                    envelope=source,
-                    origin=origin,
-                    seq=line,
-                )
-            )
+            sid = sid if isinstance(sid, str) else ""
+            out.items.append(hook_item(ts, sid, payload, origin, line, source=source))
         else:
             out.problems.append(
                 Problem(records.path, line, "neither a hook payload, file_change nor usage")

@@ -22,7 +22,7 @@ from typing import Any
 
 from tma1.clock import epoch_ms
 from tma1.replay.formats import GEMINI_CHAT, Records
-from tma1.replay.model import HOOK, Converted, Problem, ReplayItem
+from tma1.replay.model import Converted, Problem, hook_item
 
 _WORKSPACE = re.compile(r"\*\*Workspace Directories:\*\*\s*\n\s*- (\S[^\n]*)")
 _CONTEXT_PREFIX = "<session_context>"
@@ -96,27 +96,14 @@ def convert(records: Records) -> Converted:
     base: dict[str, Any] = {"session_id": sid}
     if cwd:
         base["cwd"] = cwd
-    seq = 0
 
     def emit(ts: int | None, line: int, payload: dict[str, Any]) -> None:
-        nonlocal seq
         if ts is None:
             out.problems.append(Problem(records.path, line, "no timestamp; event skipped"))
             return
-        seq += 1
-        out.items.append(
-            ReplayItem(
-                ts=ts,
-                kind=HOOK,
-                session_id=sid,
-                payload={**base, **payload},
-                source="gemini",
-                envelope="gemini",
-                origin=f"{records.path}:{line}",
-                seq=seq,
-                key=f"gemini:{sid}:{seq}",
-            )
-        )
+        seq = len(out.items) + 1
+        origin, key = f"{records.path}:{line}", f"gemini:{sid}:{seq}"
+        out.items.append(hook_item(ts, sid, {**base, **payload}, origin, seq, key, "gemini"))
 
     start = epoch_ms(header.get("startTime"))
     if start is None and messages:

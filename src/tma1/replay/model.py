@@ -49,6 +49,21 @@ class ReplayItem:
         return name if isinstance(name, str) else None
 
 
+def hook_item(
+    ts: int,
+    session_id: str,
+    payload: dict[str, Any],
+    origin: str,
+    seq: int,
+    key: str | None = None,
+    source: str | None = None,
+) -> ReplayItem:
+    """A hook payload as it was posted; the live request's envelope follows its source."""
+    return ReplayItem(
+        ts, HOOK, session_id, payload, source, source, origin=origin, seq=seq, key=key
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     """An unreadable or unusable part of an input: reported, skipped, never fatal."""
