@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from tma1.replay.formats import CLAUDE_HOOKLOG, Records
-from tma1.replay.model import Converted, Problem, hook_item
+from tma1.replay.model import Converted, hook_item
 
 BASE_MS = 1_735_689_600_000  # 2025-01-01T00:00:00Z
 SPACING_MS = 2_000
@@ -37,9 +37,7 @@ def convert_many(inputs: list[Records]) -> list[Converted]:
         outs[fi].problems.extend(rec.problems)
         for line, value in rec.records:
             if not isinstance(value, dict) or not isinstance(value.get("hook_event_name"), str):
-                outs[fi].problems.append(
-                    Problem(rec.path, line, "not a hook payload (no hook_event_name); skipped")
-                )
+                outs[fi].problem(line, "not a hook payload (no hook_event_name); skipped")
                 continue
             (posts if value["hook_event_name"] in _POSTS else timeline).append((fi, line, value))
 

@@ -127,7 +127,7 @@ def convert(records: Records) -> Converted:
             if kind:
                 entry["subagent_type"] = kind
         entries.append((line, entry))
-    out = claude_transcript.convert(Records(path, records.container, entries))
+    out = claude_transcript.convert(Records(path, entries))
     out.format = CLAUDE_STREAM_JSON
     out.records = len(records.records)
     out.problems = problems + out.problems

@@ -45,7 +45,7 @@ from typing import Any
 from tma1.clock import epoch_ms
 from tma1.events import Usage
 from tma1.replay.formats import CLAUDE_TRANSCRIPT, Records
-from tma1.replay.model import USAGE, Converted, Note, Problem, ReplayItem, hook_item, obj
+from tma1.replay.model import USAGE, Converted, Note, ReplayItem, hook_item, obj
 from tma1.sensors.transcripts import parse_claude_usage_lines
 
 # Built-in commands that run locally: no UserPromptSubmit, nothing reaches the model.
@@ -228,7 +228,7 @@ def _entries(records: Records, out: Converted) -> list[tuple[int, dict[str, Any]
     kept: list[tuple[int, dict[str, Any], int]] = []
     for line, rec in records.records:
         if not isinstance(rec, dict):
-            out.problems.append(Problem(records.path, line, "not a JSON object; skipped"))
+            out.problem(line, "not a JSON object; skipped")
             continue
         etype = rec.get("type")
         if etype not in ("user", "assistant", "system"):
@@ -240,12 +240,10 @@ def _entries(records: Records, out: Converted) -> list[tuple[int, dict[str, Any]
             seen.add(uuid)
         ts = epoch_ms(rec.get("timestamp"))
         if ts is None:
-            out.problems.append(
-                Problem(records.path, line, f"{etype} entry without a readable timestamp; skipped")
-            )
+            out.problem(line, f"{etype} entry without a readable timestamp; skipped")
             continue
         if not isinstance(rec.get("sessionId"), str) or not rec["sessionId"]:
-            out.problems.append(Problem(records.path, line, f"{etype} entry without sessionId"))
+            out.problem(line, f"{etype} entry without sessionId")
             continue
         kept.append((line, rec, ts))
     return kept
@@ -439,7 +437,7 @@ def convert(records: Records) -> Converted:
                     continue
                 tid, name = block.get("id"), block.get("name")
                 if not isinstance(tid, str) or not isinstance(name, str):
-                    out.problems.append(Problem(path, line, "tool_use without id or name"))
+                    out.problem(line, "tool_use without id or name")
                     continue
                 if tid not in s.calls:
                     s.order.append(tid)
@@ -484,9 +482,7 @@ def convert(records: Records) -> Converted:
             tid = block.get("tool_use_id")
             call = s.calls.get(tid) if isinstance(tid, str) else None
             if call is None:
-                out.problems.append(
-                    Problem(path, line, f"tool_result for an unknown tool_use {tid!r}; skipped")
-                )
+                out.problem(line, f"tool_result for an unknown tool_use {tid!r}; skipped")
                 continue
             text = result_text(block.get("content"))
             tur = e.get("toolUseResult")

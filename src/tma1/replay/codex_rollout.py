@@ -29,7 +29,7 @@ from typing import Any
 
 from tma1.clock import epoch_ms
 from tma1.replay.formats import CODEX_ROLLOUT, Records
-from tma1.replay.model import USAGE, Converted, Problem, ReplayItem, hook_item, obj
+from tma1.replay.model import USAGE, Converted, ReplayItem, hook_item, obj
 from tma1.sensors.transcripts import CodexState, parse_codex_usage_lines
 
 LEGACY_SPACING_MS = 5_000
@@ -219,9 +219,7 @@ class _Rollout:
             if call_id and isinstance(p.get("name"), str):
                 self.call(ts, seq, origin, call_id, p["name"], args)
             else:
-                self.out.problems.append(
-                    Problem(self.out.path, line, f"{ptype} without call_id or name")
-                )
+                self.out.problem(line, f"{ptype} without call_id or name")
         elif ptype == "local_shell_call":
             action = obj(p.get("action"))
             cid = call_id or (p.get("id") if isinstance(p.get("id"), str) else None)
@@ -284,14 +282,14 @@ def _convert_current(records: Records, out: Converted) -> None:
     for line, rec in records.records:
         origin, seq = f"{path}:{line}", line * 100
         if not isinstance(rec, dict):
-            out.problems.append(Problem(path, line, "not a JSON object; skipped"))
+            out.problem(line, "not a JSON object; skipped")
             continue
         if rec.get("record_type") is not None:
             continue
         ts = epoch_ms(rec.get("timestamp"))
         p = rec.get("payload")
         if ts is None or not isinstance(p, dict):
-            out.problems.append(Problem(path, line, "no readable timestamp or payload; skipped"))
+            out.problem(line, "no readable timestamp or payload; skipped")
             continue
         rtype, ptype = rec.get("type"), p.get("type")
         if rtype == "session_meta":
@@ -306,7 +304,7 @@ def _convert_current(records: Records, out: Converted) -> None:
                 ro.start(ts, seq, origin)
             continue
         if not ro.sid:
-            out.problems.append(Problem(path, line, "record before session_meta; skipped"))
+            out.problem(line, "record before session_meta; skipped")
             continue
         ro.start(ts, seq, origin)
         if rtype in ("turn_context", "compacted", "event_msg"):
@@ -342,7 +340,7 @@ def _convert_legacy(records: Records, out: Converted) -> None:
     for line, rec in records.records:
         origin, seq = f"{path}:{line}", line * 100
         if not isinstance(rec, dict):
-            out.problems.append(Problem(path, line, "not a JSON object; skipped"))
+            out.problem(line, "not a JSON object; skipped")
             continue
         if "record_type" in rec:
             continue
@@ -350,14 +348,14 @@ def _convert_legacy(records: Records, out: Converted) -> None:
             ro.sid = str(rec["id"])
             base = epoch_ms(rec.get("timestamp"))
             if base is None:
-                out.problems.append(Problem(path, line, "header without a readable timestamp"))
+                out.problem(line, "header without a readable timestamp")
                 base = 0
             git = obj(rec.get("git"))
             if isinstance(git.get("cwd"), str):
                 ro.cwd = git["cwd"]
             continue
         if base is None:
-            out.problems.append(Problem(path, line, "item before the rollout header; skipped"))
+            out.problem(line, "item before the rollout header; skipped")
             continue
         k += 1
         ts = base + k * LEGACY_SPACING_MS

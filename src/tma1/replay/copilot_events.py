@@ -21,7 +21,7 @@ from typing import Any
 
 from tma1.clock import epoch_ms
 from tma1.replay.formats import COPILOT_EVENTS, Records
-from tma1.replay.model import Converted, Problem, hook_item
+from tma1.replay.model import Converted, hook_item
 
 
 def convert(records: Records) -> Converted:
@@ -33,10 +33,10 @@ def convert(records: Records) -> Converted:
 
     def emit(ts: int | None, line: int, payload: dict[str, Any]) -> None:
         if sid is None:
-            out.problems.append(Problem(records.path, line, "before session.start; skipped"))
+            out.problem(line, "before session.start; skipped")
             return
         if ts is None:
-            out.problems.append(Problem(records.path, line, "no timestamp; event skipped"))
+            out.problem(line, "no timestamp; event skipped")
             return
         seq = len(out.items) + 1
         base: dict[str, Any] = {"session_id": sid}
@@ -47,7 +47,7 @@ def convert(records: Records) -> Converted:
 
     for line, rec in records.records:
         if not isinstance(rec, dict) or not isinstance(rec.get("data"), dict):
-            out.problems.append(Problem(records.path, line, "not a Copilot event; skipped"))
+            out.problem(line, "not a Copilot event; skipped")
             continue
         kind, data, ts = rec.get("type"), rec["data"], epoch_ms(rec.get("timestamp"))
         if kind == "session.start":
@@ -69,7 +69,7 @@ def convert(records: Records) -> Converted:
         elif kind == "tool.execution_complete":
             done = calls.pop(str(data.get("toolCallId")), None)
             if done is None:
-                out.problems.append(Problem(records.path, line, "no tool start; skipped"))
+                out.problem(line, "no tool start; skipped")
                 continue
             result = data.get("result") if isinstance(data.get("result"), dict) else {}
             text = result.get("content") if isinstance(result.get("content"), str) else ""

@@ -131,10 +131,11 @@ def load(paths: Iterable[str | Path]) -> tuple[list[Converted], list[Problem]]:
             out = Converted(path=str(f), format="unknown", records=len(records.records))
             out.problems.extend(records.problems)
             if records.records or not records.problems:
-                out.problems.append(
-                    Problem(str(f), 0, "format not recognised (not an event log, Claude Code "
-                            "transcript, hook log or stream-json, or Codex rollout); skipped")
-                )  # fmt: skip
+                out.problem(
+                    0,
+                    "format not recognised (not an event log, Claude Code transcript, hook log "
+                    "or stream-json, or Codex rollout); skipped",
+                )
             converted.append(out)
             continue
         try:
@@ -142,7 +143,7 @@ def load(paths: Iterable[str | Path]) -> tuple[list[Converted], list[Problem]]:
         except Exception as exc:  # a converter bug must not end the whole replay
             log.exception("converting %s failed", f)
             out = Converted(path=str(f), format=fmt, records=len(records.records))
-            out.problems.append(Problem(str(f), 0, f"conversion failed: {exc!r}"))
+            out.problem(0, f"conversion failed: {exc!r}")
             converted.append(out)
     if hooklogs:
         for (idx, _), out in zip(

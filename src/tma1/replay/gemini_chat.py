@@ -22,7 +22,7 @@ from typing import Any
 
 from tma1.clock import epoch_ms
 from tma1.replay.formats import GEMINI_CHAT, Records
-from tma1.replay.model import Converted, Problem, hook_item
+from tma1.replay.model import Converted, hook_item
 
 _WORKSPACE = re.compile(r"\*\*Workspace Directories:\*\*\s*\n\s*- (\S[^\n]*)")
 _CONTEXT_PREFIX = "<session_context>"
@@ -62,7 +62,7 @@ def _messages(records: Records, out: Converted) -> tuple[dict[str, Any], list[tu
 
     for line, value in records.records:
         if not isinstance(value, dict):
-            out.problems.append(Problem(records.path, line, "not a JSON object; skipped"))
+            out.problem(line, "not a JSON object; skipped")
             continue
         if "sessionId" in value and ("projectHash" in value or "startTime" in value):
             header.update({k: v for k, v in value.items() if k != "messages"})
@@ -84,7 +84,7 @@ def convert(records: Records) -> Converted:
     header, messages = _messages(records, out)
     sid = header.get("sessionId")
     if not isinstance(sid, str) or not sid:
-        out.problems.append(Problem(records.path, 0, "no sessionId header; file skipped"))
+        out.problem(0, "no sessionId header; file skipped")
         return out
     cwd: str | None = None
     for _, msg in messages:
@@ -99,7 +99,7 @@ def convert(records: Records) -> Converted:
 
     def emit(ts: int | None, line: int, payload: dict[str, Any]) -> None:
         if ts is None:
-            out.problems.append(Problem(records.path, line, "no timestamp; event skipped"))
+            out.problem(line, "no timestamp; event skipped")
             return
         seq = len(out.items) + 1
         origin, key = f"{records.path}:{line}", f"gemini:{sid}:{seq}"

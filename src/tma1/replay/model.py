@@ -98,3 +98,6 @@ class Converted:
     # Set when the input has no timestamps and we made a timeline up; says how.
     synthetic_time: str | None = None
     records: int = 0  # records read from the file (lines or array elements)
+
+    def problem(self, line: int, message: str) -> None:
+        self.problems.append(Problem(self.path, line, message))
