@@ -110,8 +110,7 @@ def convert(records: Records) -> Converted:
                 )
             )
         elif "hook_event_name" in rec:
-            source = _opt_str(rec.get("agent_source"))
-            source = "codex" if source == "codex" else None
+            source = "codex" if rec.get("agent_source") == "codex" else None
             payload = {k: v for k, v in rec.items() if k not in EXTRA_KEYS}
             sid = payload.get("session_id")
             sid = sid if isinstance(sid, str) else ""

@@ -45,20 +45,14 @@ def _texts(content: Any) -> tuple[str, bool]:
 
 def _messages(records: Records, out: Converted) -> tuple[dict[str, Any], list[tuple[int, Any]]]:
     header: dict[str, Any] = {}
-    order: list[str] = []
-    latest: dict[str, tuple[int, Any]] = {}
-    n = 0
+    # By id, in the order first written; a rewrite replaces the value, not the position.
+    latest: dict[str | int, tuple[int, Any]] = {}
 
     def add(line: int, msg: Any) -> None:
-        nonlocal n
         if not isinstance(msg, dict) or msg.get("type") not in ("user", "gemini"):
             return
         mid = msg.get("id")
-        key = mid if isinstance(mid, str) else f"#{n}"
-        n += 1
-        if key not in latest:
-            order.append(key)
-        latest[key] = (line, msg)
+        latest[mid if isinstance(mid, str) else len(latest)] = (line, msg)  # no id: a new key
 
     for line, value in records.records:
         if not isinstance(value, dict):
@@ -75,7 +69,7 @@ def _messages(records: Records, out: Converted) -> tuple[dict[str, Any], list[tu
                 add(line, msg)
         else:
             add(line, value)
-    return header, [latest[k] for k in order]
+    return header, list(latest.values())
 
 
 def convert(records: Records) -> Converted:
