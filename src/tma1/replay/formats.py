@@ -102,14 +102,14 @@ def _read_jsonl(text: str, out: Records) -> None:
 
 def _read_array(text: str, out: Records) -> None:
     """Decode element by element so each one knows its line and one bad element is named."""
-    seen = [0, 1]  # a position, and the line it is on
+    at, line = 0, 1  # a position, and the line it is on
 
     def line_of(pos: int) -> int:
         # Positions only grow as elements are read: count the newlines since the last one
         # (str.count runs in C; a Python loop over a 10 MB array file took a second).
-        at, line = seen if pos >= seen[0] else (0, 1)
+        nonlocal at, line
         line += text.count("\n", at, pos)
-        seen[0], seen[1] = pos, line
+        at = pos
         return line
 
     dec = json.JSONDecoder()
