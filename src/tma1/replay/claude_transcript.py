@@ -206,8 +206,7 @@ class _Session:
     sid: str
     cwd: str | None = None
     started: bool = False
-    turn_open: bool = False
-    turn_active: bool = False
+    turn_active: bool = False  # the main agent answered since the last prompt: a Stop is due
     turn_interrupted: bool = False
     last: tuple[int, int] = (0, 0)
     last_uuid: str = ""
@@ -386,13 +385,13 @@ def convert(records: Records) -> Converted:
         # A turn that ended on an API error (a rate limit) ends with StopFailure in a
         # current Claude Code, not Stop: a hook tma1 does not install, and no answer could
         # block it (the model is not there to continue).
-        if s.turn_open and s.turn_active and not s.turn_interrupted and s.api_error is None:
+        if s.turn_active and not s.turn_interrupted and s.api_error is None:
             ts, seq = s.last
             stop: dict[str, Any] = {"hook_event_name": "Stop", "stop_hook_active": False}
             if s.last_text:
                 stop["last_assistant_message"] = s.last_text
             hook(s, ts, seq + 99, f"{path}:{seq // 100}", stop, s.last_uuid)
-        s.turn_open = s.turn_active = s.turn_interrupted = False
+        s.turn_active = s.turn_interrupted = False
         s.last_text = s.api_error = None
 
     file_type = subagent_meta_type(path)
@@ -423,7 +422,7 @@ def convert(records: Records) -> Converted:
 
         if etype == "assistant":
             if not side:
-                s.turn_open = s.turn_active = True
+                s.turn_active = True
                 s.last = (ts, seq)
                 s.last_uuid = str(e.get("uuid") or line)
                 for u in entry_usages(e, ts, sid, s.seen_messages):
@@ -468,7 +467,6 @@ def convert(records: Records) -> Converted:
             if not is_real_prompt(prompt):
                 continue
             close_turn(s)
-            s.turn_open = True
             s.last = (ts, seq)
             submit = {"hook_event_name": "UserPromptSubmit", "prompt": prompt}
             hook(s, ts, seq, origin, submit, str(e.get("uuid") or line))
