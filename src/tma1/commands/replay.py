@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 from collections import Counter
+from contextlib import closing
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -231,22 +232,19 @@ def render_text(result: Any, *, full_bodies: bool = False) -> str:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from tma1.replay.export import SessionNotFound, export_lines
+    from tma1.replay.export import SessionNotFound, export_session
 
     url = database_url(args)
-    store = open_store(url)  # an existing database, read-only, or a ConfigError
-    try:
+    with closing(open_store(url)) as store:  # an existing database, read-only, or a ConfigError
         try:
-            lines = list(export_lines(store, args.session))
+            records = export_session(store, args.session)
         except SessionNotFound:
             print(f"tma1 export: no session {args.session!r} in {url}", file=sys.stderr)
             return 1
-    finally:
-        store.close()
-    text = "".join(line + "\n" for line in lines)
+    text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records)
     if args.out:
         args.out.write_text(text, encoding="utf-8")
-        print(f"tma1 export: {len(lines)} records written to {args.out}", file=sys.stderr)
+        print(f"tma1 export: {len(records)} records written to {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0

@@ -14,7 +14,6 @@ only ever saw that), and a cut tool input is rebuilt from the derived file path 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 from tma1.events import HookEvent
@@ -121,8 +120,3 @@ def export_session(store: Store, session_id: str) -> list[dict[str, Any]]:
         rows.append((u["ts"], _RANK_USAGE, u["id"], rec))
     rows.sort(key=lambda r: r[:3])
     return [r[3] for r in rows]
-
-
-def export_lines(store: Store, session_id: str) -> Iterator[str]:
-    for rec in export_session(store, session_id):
-        yield json.dumps(rec, ensure_ascii=False, default=str)
