@@ -222,8 +222,8 @@ def default_db_dir() -> str | None:
 
 class Replayer:
     """One replay, in three steps a caller can time: `feed` runs items through the engine,
-    `write` stops it and puts what it held into the database to keep (`db` or
-    `database_url`, if any), `finish` sums it up (tma1.gates) and closes everything.
+    `write` stops it and puts what it held into the database to keep (`db`, if any),
+    `finish` sums it up (tma1.gates) and closes everything.
 
     The engine runs over in-memory ports (see the module's doc). `Service` still holds a
     store for its own edges (purge, health, sensors), none of which a replay starts: the
@@ -235,10 +235,8 @@ class Replayer:
         start_ts: int,
         threshold: int | None = None,
         db: str | Path | None = None,
-        database_url: str | None = None,
     ) -> None:
-        if db is not None and database_url is None:
-            database_url = f"sqlite:///{Path(db).resolve()}"
+        database_url = f"sqlite:///{Path(db).resolve()}" if db is not None else None
         self._tmp = tempfile.TemporaryDirectory(prefix="tma1-replay-", dir=default_db_dir())
         data_dir = Path(self._tmp.name)
         settings = Settings(
@@ -401,16 +399,14 @@ def replay_items(
     *,
     threshold: int | None = None,
     db: str | Path | None = None,
-    database_url: str | None = None,
 ) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
     """Feed `items` (time-ordered) through a fresh engine: deliveries, emit-log rows,
-    summary and counters. `db`/`database_url` keep the database for inspection; without
+    summary and counters. `db` keeps the database for inspection; without
     them nothing is written (`Replayer`)."""
     replayer = Replayer(
         start_ts=items[0].ts if items else 0,
         threshold=threshold,
         db=db,
-        database_url=database_url,
     )
     try:
         replayer.feed(items)
@@ -446,14 +442,11 @@ def replay_paths(
     *,
     threshold: int | None = None,
     db: str | Path | None = None,
-    database_url: str | None = None,
 ) -> ReplayResult:
     t0 = time.perf_counter()
     inputs, problems = load(paths)
     items, dups = merge_items(inputs)
-    deliveries, emits, summary, counters = replay_items(
-        items, threshold=threshold, db=db, database_url=database_url
-    )
+    deliveries, emits, summary, counters = replay_items(items, threshold=threshold, db=db)
     return ReplayResult(
         inputs=inputs,
         problems=problems,
