@@ -111,7 +111,7 @@ class _Rollout:
     turn_aborted: bool = False
     turn_stopped: bool = False
     last: tuple[int, int, str] = (0, 0, "")
-    calls: dict[str, tuple[str, dict[str, Any], str | None, int]] = field(default_factory=dict)
+    calls: dict[str, tuple[dict[str, Any], int]] = field(default_factory=dict)  # (Pre, ts)
     usage_state: CodexState = field(default_factory=CodexState)
     started: bool = False
     last_text: str | None = None  # the turn's last agent message: the Stop's message
@@ -165,7 +165,6 @@ class _Rollout:
         if name in NO_HOOK_TOOLS:
             return
         tool, tool_input, cwd = tool_call(name, args, self.cwd)
-        self.calls[call_id] = (tool, tool_input, cwd, ts)
         payload: dict[str, Any] = {
             "hook_event_name": "PreToolUse",
             "tool_name": tool,
@@ -174,6 +173,7 @@ class _Rollout:
         }
         if cwd:
             payload["cwd"] = cwd
+        self.calls[call_id] = (payload, ts)
         self.touch(ts, seq, origin)
         self.hook(ts, seq, origin, payload, call_id)
 
@@ -181,18 +181,10 @@ class _Rollout:
         call = self.calls.get(call_id)
         if call is None:
             return  # update_plan, or a call from before the file began
-        tool, tool_input, cwd, call_ts = call
-        payload: dict[str, Any] = {
-            "hook_event_name": "PostToolUse",
-            "tool_name": tool,
-            "tool_input": tool_input,
-            "tool_use_id": call_id,
-            "tool_response": tool_response(output),
-        }
-        if cwd:
-            payload["cwd"] = cwd
+        pre, call_ts = call
+        post = {**pre, "hook_event_name": "PostToolUse", "tool_response": tool_response(output)}
         self.touch(max(ts, call_ts), seq, origin)
-        self.hook(max(ts, call_ts), seq, origin, payload, call_id)
+        self.hook(max(ts, call_ts), seq, origin, post, call_id)
 
     def usage(self, ts: int, seq: int, origin: str, rec: dict[str, Any]) -> None:
         """Occupancy through the live tailer's own parser (sensors/transcripts.py)."""
