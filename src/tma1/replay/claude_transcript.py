@@ -539,11 +539,9 @@ def _emit_call(out: Converted, s: _Session, call: _Call, hook: Any) -> None:
     if verdict == REFUSED:
         out.notes.append(Note(ts, s.sid, "refused", f"{call.name}: {text.strip()[:160]}", origin))
         return
-    post = {k: v for k, v in pre.items() if k != "hook_event_name"}
     if verdict == FAILURE:
-        post["hook_event_name"] = "PostToolUseFailure"
-        post["error"] = text
+        post = {**pre, "hook_event_name": "PostToolUseFailure", "error": text}
     else:
-        post["hook_event_name"] = "PostToolUse"
-        post["tool_response"] = tur if isinstance(tur, dict) else {"stdout": text}
+        response = tur if isinstance(tur, dict) else {"stdout": text}
+        post = {**pre, "hook_event_name": "PostToolUse", "tool_response": response}
     hook(s, ts, seq, origin, post, call.tool_use_id)
