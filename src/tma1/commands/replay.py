@@ -23,8 +23,6 @@ from tma1.commands._args import add_database_options, database_url, open_store, 
 from tma1.commands.anomalies import _one_line, _table
 from tma1.config import ConfigError
 
-_threshold = whole_number(1, 100_000_000)
-
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
@@ -43,8 +41,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.add_argument(
         "--threshold",
-        type=_threshold,
-        default=None,
+        type=whole_number(1, 100_000_000),
         help="context_pressure threshold in prompt tokens (default: half the model's "
         "context window when the recording tells it, else 100000)",
     )
