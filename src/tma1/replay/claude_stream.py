@@ -28,7 +28,7 @@ from tma1.clock import epoch_ms
 from tma1.replay import claude_transcript
 from tma1.replay.claude_hooklog import BASE_MS, SPACING_MS
 from tma1.replay.formats import CLAUDE_STREAM_JSON, Records
-from tma1.replay.model import Converted
+from tma1.replay.model import Converted, obj
 
 UNKNOWN_PROMPT = "[the prompt given to claude -p; stream-json does not print it]"
 _CONVERSATION = frozenset({"assistant", "user"})
@@ -112,8 +112,7 @@ def convert(records: Records) -> Converted:
         if etype not in _CONVERSATION:
             continue  # result, task progress, hook and status notes: no hook event
         entry = _transcript_entry(rec, sid, cwd.get(sid), ts, line)
-        msg = rec.get("message")
-        for block in msg.get("content") or [] if isinstance(msg, dict) else []:
+        for block in obj(rec.get("message")).get("content") or []:
             if (
                 isinstance(block, dict)
                 and block.get("type") == "tool_use"

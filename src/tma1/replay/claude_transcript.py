@@ -279,8 +279,7 @@ def entry_lane(s: _Session, e: dict[str, Any], file_type: str | None) -> tuple[s
     if agent not in s.agent_types:
         kind = e.get("subagent_type") if isinstance(e.get("subagent_type"), str) else file_type
         if kind is None and e.get("type") == "user":
-            msg = e.get("message")
-            prompt = _prompt_text(msg.get("content")) if isinstance(msg, dict) else None
+            prompt = _prompt_text(obj(e.get("message")).get("content"))
             kind = s.task_types.get(prompt.strip()) if prompt else None
         if kind:
             s.agent_types[agent] = kind

@@ -21,7 +21,7 @@ from typing import Any
 
 from tma1.clock import epoch_ms
 from tma1.replay.formats import COPILOT_EVENTS, Records
-from tma1.replay.model import Converted, hook_item
+from tma1.replay.model import Converted, hook_item, obj
 
 
 def convert(records: Records) -> Converted:
@@ -61,8 +61,7 @@ def convert(records: Records) -> Converted:
             emit(ts, line, {"hook_event_name": "UserPromptSubmit", "prompt": data["content"]})
         elif kind == "tool.execution_start":
             name = data.get("toolName") if isinstance(data.get("toolName"), str) else "unknown"
-            args = data.get("arguments") if isinstance(data.get("arguments"), dict) else {}
-            call: dict[str, Any] = {"tool_name": name, "tool_input": args}
+            call: dict[str, Any] = {"tool_name": name, "tool_input": obj(data.get("arguments"))}
             if isinstance(data.get("toolCallId"), str):
                 calls[data["toolCallId"]] = call
             emit(ts, line, {"hook_event_name": "PreToolUse", **call})
@@ -71,7 +70,7 @@ def convert(records: Records) -> Converted:
             if done is None:
                 out.problem(line, "no tool start; skipped")
                 continue
-            result = data.get("result") if isinstance(data.get("result"), dict) else {}
+            result = obj(data.get("result"))
             text = result.get("content") if isinstance(result.get("content"), str) else ""
             error = data.get("error")
             if not text and isinstance(error, dict) and isinstance(error.get("message"), str):

@@ -22,7 +22,7 @@ from typing import Any
 
 from tma1.clock import epoch_ms
 from tma1.replay.formats import GEMINI_CHAT, Records
-from tma1.replay.model import Converted, hook_item
+from tma1.replay.model import Converted, hook_item, obj
 
 _WORKSPACE = re.compile(r"\*\*Workspace Directories:\*\*\s*\n\s*- (\S[^\n]*)")
 _CONTEXT_PREFIX = "<session_context>"
@@ -113,13 +113,11 @@ def convert(records: Records) -> Converted:
         calls = [c for c in msg.get("toolCalls") or () if isinstance(c, dict)]
         for call in calls:
             name = call.get("name") if isinstance(call.get("name"), str) else "unknown"
-            args = call.get("args") if isinstance(call.get("args"), dict) else {}
-            tool = {"tool_name": name, "tool_input": args}
+            tool = {"tool_name": name, "tool_input": obj(call.get("args"))}
             emit(ts, line, {"hook_event_name": "BeforeTool", **tool})
             response: dict[str, Any] = {"llmContent": "", "returnDisplay": ""}
             for r in call.get("result") or ():
-                fr = r.get("functionResponse") if isinstance(r, dict) else None
-                body = fr.get("response") if isinstance(fr, dict) else None
+                body = obj(obj(r).get("functionResponse")).get("response")
                 if isinstance(body, dict):
                     if isinstance(body.get("output"), str):
                         response["llmContent"] += body["output"]
