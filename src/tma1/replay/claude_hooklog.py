@@ -55,9 +55,7 @@ def convert_many(inputs: list[Records]) -> list[Converted]:
         else:
             orphans.append(post)
 
-    last_slot: dict[str, int] = {}
-    for slot, (_, _, payload) in enumerate(timeline):
-        last_slot[str(payload.get("session_id"))] = slot
+    last_slot = {str(p.get("session_id")): slot for slot, (_, _, p) in enumerate(timeline)}
     for post in orphans:
         slot = last_slot.get(str(post[2].get("session_id")), len(timeline) - 1)
         after.setdefault(max(slot, 0), []).append(post)
