@@ -43,9 +43,7 @@ class ReplayItem:
 
     @property
     def hook_event(self) -> str | None:
-        if self.payload is None:
-            return None
-        name = self.payload.get("hook_event_name")
+        name = obj(self.payload).get("hook_event_name")
         return name if isinstance(name, str) else None
 
 
