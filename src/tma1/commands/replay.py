@@ -14,13 +14,14 @@ import argparse
 import json
 import sys
 from collections import Counter
+from contextlib import closing
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from tma1.commands._args import add_database_options, database_url, open_store, whole_number
+from tma1.commands.anomalies import _one_line, _table
 from tma1.config import ConfigError
-
-_threshold = whole_number(1, 100_000_000)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,8 +41,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.add_argument(
         "--threshold",
-        type=_threshold,
-        default=None,
+        type=whole_number(1, 100_000_000),
         help="context_pressure threshold in prompt tokens (default: half the model's "
         "context window when the recording tells it, else 100000)",
     )
@@ -97,8 +97,7 @@ def run_replay(args: argparse.Namespace) -> int:
         sys.stdout.write(render_text(result, full_bodies=args.bodies))
     for problem in result.all_problems:
         print(f"tma1 replay: {problem}", file=sys.stderr)
-    fed_anything = result.items_fed > 0
-    return 0 if fed_anything else 1
+    return 0
 
 
 def result_json(result: Any) -> dict[str, Any]:
@@ -115,16 +114,7 @@ def result_json(result: Any) -> dict[str, Any]:
             for c in result.inputs
         ],
         "problems": [str(p) for p in result.all_problems],
-        "notes": [
-            {
-                "ts": n.ts,
-                "session_id": n.session_id,
-                "kind": n.kind,
-                "detail": n.detail,
-                "origin": n.origin,
-            }
-            for n in result.notes
-        ],
+        "notes": [asdict(n) for n in result.notes],
         "events": result.events_fed,
         "items": result.items_fed,
         "duplicates_dropped": result.duplicates_dropped,
@@ -133,22 +123,6 @@ def result_json(result: Any) -> dict[str, Any]:
         "summary": result.summary,
         "counters": result.counters,
     }
-
-
-def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [len(h) for h in headers]
-    for r in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    out.append("  ".join("-" * w for w in widths))
-    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return out
-
-
-def _one_line(text: str, limit: int) -> str:
-    from tma1.commands.anomalies import _one_line as cut
-
-    return cut(text, limit)
 
 
 # What each note from a recording means, in plain words.
@@ -167,10 +141,6 @@ def _rate(v: Any) -> str:
     return "-" if v is None else f"{v:.0%}"
 
 
-def _pass(v: Any) -> str:
-    return "no data" if v is None else ("pass" if v else "FAIL")
-
-
 def _verdict(figure: Any) -> str:
     """pass / FAIL / not enough data (n = …) / no data, as `tma1 gates` says it."""
     from tma1.gates import status_text
@@ -182,17 +152,16 @@ def _verdict(figure: Any) -> str:
 def render_text(result: Any, *, full_bodies: bool = False) -> str:
     from tma1.replay.driver import iso
 
-    lines: list[str] = []
     rate = result.events_fed / result.elapsed_s if result.elapsed_s > 0 else 0.0
-    lines.append(
+    lines = [
         f"tma1 replay: {len(result.inputs)} input(s), {result.events_fed} hook events, "
-        f"{result.items_fed} items in {result.elapsed_s:.1f} s ({rate:,.0f} events/s)"
-    )
-    lines.append("")
-    lines += _table(
-        ["input", "format", "records", "items"],
-        [[c.path, c.format, str(c.records), str(len(c.items))] for c in result.inputs],
-    )
+        f"{result.items_fed} items in {result.elapsed_s:.1f} s ({rate:,.0f} events/s)",
+        "",
+        _table(
+            ["input", "format", "records", "items"],
+            [[c.path, c.format, str(c.records), str(len(c.items))] for c in result.inputs],
+        ),
+    ]
     for c in result.inputs:
         if c.synthetic_time:
             lines.append(f"  note: {Path(c.path).name}: {c.synthetic_time}")
@@ -203,63 +172,55 @@ def render_text(result: Any, *, full_bodies: bool = False) -> str:
         )
     notes = Counter(n.kind for n in result.notes)
     if notes:
-        lines.append("")
-        lines.append("notes from the recordings:")
+        lines += ["", "notes from the recordings:"]
         for k, v in sorted(notes.items()):
             lines.append(f"  {k} ×{v}: {NOTE_WORDS.get(k, 'see the lines below')}")
         for n in result.notes:
             if n.kind in ("modified_since_read", "retimed_copy"):
                 when = iso(n.ts) if n.ts else ""
                 lines.append(f"  {n.kind} {when} {n.session_id[:12]}: {_one_line(n.detail, 160)}")
-    problems = result.all_problems
-    if problems:
-        lines.append("")
-        lines.append(f"problems: {len(problems)} (unreadable parts were skipped; see stderr)")
+    if problems := result.all_problems:
+        lines += ["", f"problems: {len(problems)} (unreadable parts were skipped; see stderr)"]
 
-    lines.append("")
-    lines.append(f"deliveries: {len(result.deliveries)}")
+    lines += ["", f"deliveries: {len(result.deliveries)}"]
     for d in result.deliveries:
-        lines.append("")
-        lines.append(f"{iso(d.ts)}  {d.session_id}  {d.hook_event} → {d.channel}")
+        lines += ["", f"{iso(d.ts)}  {d.session_id}  {d.hook_event} → {d.channel}"]
         lines.append(f"  from {d.origin}")
         for f in d.findings:
             lines.append(f"  • [{f['severity']}] {f['kind']}: {_one_line(f['evidence'], 200)}")
         body = d.body if full_bodies else _one_line(d.body, 300)
-        for b in body.splitlines() or [""]:
-            lines.append(f"  | {b}")
+        lines += [f"  | {b}" for b in body.splitlines() or [""]]
 
     s = result.summary
-    lines.append("")
-    lines.append("summary")
-    per_kind = s.get("emits_per_kind") or {}
-    lines.append("")
-    lines.append("emits per kind")
-    lines += _table(["kind", "emits"], [[k, str(v)] for k, v in per_kind.items()] or [["-", "0"]])
-    budget = s.get("budget")
-    if budget:
-        lines.append("")
-        lines.append(f"budget (≤ {budget['budget']} emits per kind per UTC day)")
+    per_kind = [[k, str(v)] for k, v in (s.get("emits_per_kind") or {}).items()]
+    lines += ["", "summary", "", "emits per kind"]
+    lines.append(_table(["kind", "emits"], per_kind or [["-", "0"]]))
+    if budget := s.get("budget"):
         rows = [
             [r["day"], r["kind"], str(r["count"]), "OVER" if r["over_budget"] else "ok"]
             for r in budget["per_day"]
         ]
-        lines += _table(["day", "kind", "emits", ""], rows or [["-", "-", "0", ""]])
-        lines.append(f"budget gate: {_pass(budget['pass'])}")
-    follow = s.get("follow_rate")
-    if follow:
-        lines.append("")
-        lines.append(
-            f"follow-rate (a follow action within {follow['window']} tool calls; "
-            f"target ≥ {follow['target']:.0%})"
-        )
+        lines += [
+            "",
+            f"budget (≤ {budget['budget']} emits per kind per UTC day)",
+            _table(["day", "kind", "emits", ""], rows or [["-", "-", "0", ""]]),
+            # The summary's budget carries `pass` and no `status`: pass / FAIL / no data.
+            f"budget gate: {_verdict(budget)}",
+        ]
+    if follow := s.get("follow_rate"):
         rows = [
             [k, str(v["emits"]), str(v["followed"]), _rate(v["rate"]), _verdict(v)]
             for k, v in follow["kinds"].items()
             if v["emits"]
         ]
-        lines += _table(
-            ["kind", "emits", "followed", "rate", "gate"], rows or [["-", "0", "0", "-", ""]]
-        )
+        lines += [
+            "",
+            f"follow-rate (a follow action within {follow['window']} tool calls; "
+            f"target ≥ {follow['target']:.0%})",
+            _table(
+                ["kind", "emits", "followed", "rate", "gate"], rows or [["-", "0", "0", "-", ""]]
+            ),
+        ]
     lines.append("")
     return "\n".join(lines)
 
@@ -268,22 +229,19 @@ def render_text(result: Any, *, full_bodies: bool = False) -> str:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from tma1.replay.export import SessionNotFound, export_lines
+    from tma1.replay.export import SessionNotFound, export_session
 
     url = database_url(args)
-    store = open_store(url)  # an existing database, read-only, or a ConfigError
-    try:
+    with closing(open_store(url)) as store:  # an existing database, read-only, or a ConfigError
         try:
-            lines = list(export_lines(store, args.session))
+            records = export_session(store, args.session)
         except SessionNotFound:
             print(f"tma1 export: no session {args.session!r} in {url}", file=sys.stderr)
             return 1
-    finally:
-        store.close()
-    text = "".join(line + "\n" for line in lines)
+    text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records)
     if args.out:
         args.out.write_text(text, encoding="utf-8")
-        print(f"tma1 export: {len(lines)} records written to {args.out}", file=sys.stderr)
+        print(f"tma1 export: {len(records)} records written to {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0

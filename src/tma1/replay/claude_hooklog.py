@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from tma1.replay.formats import CLAUDE_HOOKLOG, Records
-from tma1.replay.model import HOOK, Converted, Problem, ReplayItem
+from tma1.replay.model import Converted, hook_item
 
 BASE_MS = 1_735_689_600_000  # 2025-01-01T00:00:00Z
 SPACING_MS = 2_000
@@ -37,9 +37,7 @@ def convert_many(inputs: list[Records]) -> list[Converted]:
         outs[fi].problems.extend(rec.problems)
         for line, value in rec.records:
             if not isinstance(value, dict) or not isinstance(value.get("hook_event_name"), str):
-                outs[fi].problems.append(
-                    Problem(rec.path, line, "not a hook payload (no hook_event_name); skipped")
-                )
+                outs[fi].problem(line, "not a hook payload (no hook_event_name); skipped")
                 continue
             (posts if value["hook_event_name"] in _POSTS else timeline).append((fi, line, value))
 
@@ -57,25 +55,16 @@ def convert_many(inputs: list[Records]) -> list[Converted]:
         else:
             orphans.append(post)
 
-    last_slot: dict[str, int] = {}
-    for slot, (_, _, payload) in enumerate(timeline):
-        last_slot[str(payload.get("session_id"))] = slot
+    last_slot = {str(p.get("session_id")): slot for slot, (_, _, p) in enumerate(timeline)}
     for post in orphans:
         slot = last_slot.get(str(post[2].get("session_id")), len(timeline) - 1)
         after.setdefault(max(slot, 0), []).append(post)
 
     def place(fi: int, line: int, p: dict[str, Any], ts: int, seq: int) -> None:
-        sid = p.get("session_id")
+        sid, path = p.get("session_id"), inputs[fi].path
+        sid = sid if isinstance(sid, str) else ""
         outs[fi].items.append(
-            ReplayItem(
-                ts=ts,
-                kind=HOOK,
-                session_id=sid if isinstance(sid, str) else "",
-                payload=p,
-                origin=f"{inputs[fi].path}:{line}",
-                seq=seq,
-                key=f"hooklog:{inputs[fi].path}:{line}",
-            )
+            hook_item(ts, sid, p, f"{path}:{line}", seq, f"hooklog:{path}:{line}")
         )
 
     for slot, (fi, line, payload) in enumerate(timeline):
@@ -95,7 +84,3 @@ def convert_many(inputs: list[Records]) -> list[Converted]:
     for out in outs:
         out.synthetic_time = note
     return outs
-
-
-def convert(records: Records) -> Converted:
-    return convert_many([records])[0]

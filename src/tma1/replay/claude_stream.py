@@ -28,7 +28,7 @@ from tma1.clock import epoch_ms
 from tma1.replay import claude_transcript
 from tma1.replay.claude_hooklog import BASE_MS, SPACING_MS
 from tma1.replay.formats import CLAUDE_STREAM_JSON, Records
-from tma1.replay.model import Converted, Problem
+from tma1.replay.model import Converted, obj
 
 UNKNOWN_PROMPT = "[the prompt given to claude -p; stream-json does not print it]"
 _CONVERSATION = frozenset({"assistant", "user"})
@@ -66,28 +66,28 @@ def _transcript_entry(
 
 def convert(records: Records) -> Converted:
     path = records.path
-    problems: list[Problem] = list(records.problems)
+    # The entries under the transcript's names, for claude_transcript.convert; the reader's
+    # problems and ours come before the transcript converter's.
+    staged = Records(path, problems=list(records.problems))
     stamped = [
         epoch_ms(rec.get("timestamp"))
         for _, rec in records.records
         if isinstance(rec, dict) and rec.get("type") in _CONVERSATION
     ]
-    timed = sum(1 for t in stamped if t is not None)
     first_ts = next((t for t in stamped if t is not None), None)
-    entries: list[tuple[int, dict[str, Any]]] = []
     cwd: dict[str, str] = {}
     prompted: set[str] = set()
     task_types: dict[str, str] = {}  # Task tool_use id → subagent_type
     last_ts: int | None = None
     for n, (line, rec) in enumerate(records.records):
         if not isinstance(rec, dict):
-            problems.append(Problem(path, line, "not a JSON object; skipped"))
+            staged.problem(line, "not a JSON object; skipped")
             continue
         sid = rec.get("session_id")
         etype = rec.get("type")
         if not isinstance(sid, str) or not sid:
             if etype in _CONVERSATION:
-                problems.append(Problem(path, line, f"{etype} entry without session_id"))
+                staged.problem(line, f"{etype} entry without session_id")
             continue
         ts = epoch_ms(rec.get("timestamp"))
         if first_ts is None:
@@ -100,20 +100,19 @@ def convert(records: Records) -> Converted:
                 cwd[sid] = rec["cwd"]
             if sid not in prompted:
                 prompted.add(sid)
-                entries.append(
+                staged.records.append(
                     (line, {"type": "user", "message": {"role": "user", "content": UNKNOWN_PROMPT},
                             "uuid": f"stream-json:{line}:prompt", "sessionId": sid,
                             "timestamp": ts, "isSidechain": False, **_cwd(cwd, sid)})
                 )  # fmt: skip
             continue
         if etype == "system" and rec.get("subtype") == "compact_boundary":
-            entries.append((line, {**rec, "sessionId": sid, "timestamp": ts}))
+            staged.records.append((line, {**rec, "sessionId": sid, "timestamp": ts}))
             continue
         if etype not in _CONVERSATION:
             continue  # result, task progress, hook and status notes: no hook event
         entry = _transcript_entry(rec, sid, cwd.get(sid), ts, line)
-        msg = rec.get("message")
-        for block in msg.get("content") or [] if isinstance(msg, dict) else []:
+        for block in obj(rec.get("message")).get("content") or []:
             if (
                 isinstance(block, dict)
                 and block.get("type") == "tool_use"
@@ -126,19 +125,18 @@ def convert(records: Records) -> Converted:
             kind = task_types.get(str(rec.get("parent_tool_use_id")))
             if kind:
                 entry["subagent_type"] = kind
-        entries.append((line, entry))
-    out = claude_transcript.convert(Records(path, records.container, entries))
+        staged.records.append((line, entry))
+    out = claude_transcript.convert(staged)
     out.format = CLAUDE_STREAM_JSON
     out.records = len(records.records)
-    out.problems = problems + out.problems
     if first_ts is None:
         out.synthetic_time = (
             "Claude Code stream-json without timestamps: synthetic timeline from "
             f"2025-01-01T00:00:00Z, {SPACING_MS // 1000} s between entries in file order"
         )
-    elif timed < len(stamped):
+    elif None in stamped:
         out.synthetic_time = (
-            f"Claude Code stream-json: {len(stamped) - timed} of {len(stamped)} conversation "
+            f"Claude Code stream-json: {stamped.count(None)} of {len(stamped)} conversation "
             "entries without a timestamp were placed 1 ms after the entry before them"
         )
     return out

@@ -45,7 +45,7 @@ from typing import Any
 from tma1.clock import epoch_ms
 from tma1.events import Usage
 from tma1.replay.formats import CLAUDE_TRANSCRIPT, Records
-from tma1.replay.model import HOOK, USAGE, Converted, Note, Problem, ReplayItem, obj
+from tma1.replay.model import USAGE, Converted, Note, ReplayItem, hook_item, obj
 from tma1.sensors.transcripts import parse_claude_usage_lines
 
 # Built-in commands that run locally: no UserPromptSubmit, nothing reaches the model.
@@ -206,8 +206,7 @@ class _Session:
     sid: str
     cwd: str | None = None
     started: bool = False
-    turn_open: bool = False
-    turn_active: bool = False
+    turn_active: bool = False  # the main agent answered since the last prompt: a Stop is due
     turn_interrupted: bool = False
     last: tuple[int, int] = (0, 0)
     last_uuid: str = ""
@@ -228,7 +227,7 @@ def _entries(records: Records, out: Converted) -> list[tuple[int, dict[str, Any]
     kept: list[tuple[int, dict[str, Any], int]] = []
     for line, rec in records.records:
         if not isinstance(rec, dict):
-            out.problems.append(Problem(records.path, line, "not a JSON object; skipped"))
+            out.problem(line, "not a JSON object; skipped")
             continue
         etype = rec.get("type")
         if etype not in ("user", "assistant", "system"):
@@ -240,12 +239,10 @@ def _entries(records: Records, out: Converted) -> list[tuple[int, dict[str, Any]
             seen.add(uuid)
         ts = epoch_ms(rec.get("timestamp"))
         if ts is None:
-            out.problems.append(
-                Problem(records.path, line, f"{etype} entry without a readable timestamp; skipped")
-            )
+            out.problem(line, f"{etype} entry without a readable timestamp; skipped")
             continue
         if not isinstance(rec.get("sessionId"), str) or not rec["sessionId"]:
-            out.problems.append(Problem(records.path, line, f"{etype} entry without sessionId"))
+            out.problem(line, f"{etype} entry without sessionId")
             continue
         kept.append((line, rec, ts))
     return kept
@@ -282,8 +279,7 @@ def entry_lane(s: _Session, e: dict[str, Any], file_type: str | None) -> tuple[s
     if agent not in s.agent_types:
         kind = e.get("subagent_type") if isinstance(e.get("subagent_type"), str) else file_type
         if kind is None and e.get("type") == "user":
-            msg = e.get("message")
-            prompt = _prompt_text(msg.get("content")) if isinstance(msg, dict) else None
+            prompt = _prompt_text(obj(e.get("message")).get("content"))
             kind = s.task_types.get(prompt.strip()) if prompt else None
         if kind:
             s.agent_types[agent] = kind
@@ -377,29 +373,24 @@ def convert(records: Records) -> Converted:
         body = {"session_id": s.sid, **payload}
         if s.cwd and "cwd" not in body:
             body["cwd"] = s.cwd
-        out.items.append(
-            ReplayItem(
-                ts=ts,
-                kind=HOOK,
-                session_id=s.sid,
-                payload=body,
-                origin=origin,
-                seq=seq,
-                key=f"claude:{s.sid}:{payload['hook_event_name']}:{key}",
-            )
-        )
+        key = f"claude:{s.sid}:{payload['hook_event_name']}:{key}"
+        out.items.append(hook_item(ts, s.sid, body, origin, seq, key))
+
+    def usage(u: Usage, ts: int, seq: int, origin: str, key: str) -> None:
+        item = ReplayItem(ts, USAGE, u.session_id, usage=u, origin=origin, seq=seq, key=key)
+        out.items.append(item)
 
     def close_turn(s: _Session) -> None:
         # A turn that ended on an API error (a rate limit) ends with StopFailure in a
         # current Claude Code, not Stop: a hook tma1 does not install, and no answer could
         # block it (the model is not there to continue).
-        if s.turn_open and s.turn_active and not s.turn_interrupted and s.api_error is None:
+        if s.turn_active and not s.turn_interrupted and s.api_error is None:
             ts, seq = s.last
             stop: dict[str, Any] = {"hook_event_name": "Stop", "stop_hook_active": False}
             if s.last_text:
                 stop["last_assistant_message"] = s.last_text
             hook(s, ts, seq + 99, f"{path}:{seq // 100}", stop, s.last_uuid)
-        s.turn_open = s.turn_active = s.turn_interrupted = False
+        s.turn_active = s.turn_interrupted = False
         s.last_text = s.api_error = None
 
     file_type = subagent_meta_type(path)
@@ -418,40 +409,25 @@ def convert(records: Records) -> Converted:
         agent, agent_type = entry_lane(s, e, file_type) if side else (None, None)
         if not s.started and not side:  # a sub-agent's transcript does not start it
             s.started = True
-            hook(
-                s,
-                ts,
-                seq - 50,
-                origin,
-                {"hook_event_name": "SessionStart", "source": "startup"},
-                "",
-            )
+            start = {"hook_event_name": "SessionStart", "source": "startup"}
+            hook(s, ts, seq - 50, origin, start, "")
         etype = e["type"]
-        msg = obj(e.get("message"))
+        content = obj(e.get("message")).get("content")
 
         if etype == "system":
             for u in entry_usages(e, ts, sid, s.seen_messages):  # compact_boundary
-                out.items.append(
-                    ReplayItem(ts=ts, kind=USAGE, session_id=sid, usage=u, origin=origin,
-                               seq=seq, key=f"claude-compaction:{sid}:{u.message_id}")
-                )  # fmt: skip
+                usage(u, ts, seq, origin, f"claude-compaction:{sid}:{u.message_id}")
             continue
 
         if etype == "assistant":
             if not side:
-                s.turn_open = True
                 s.turn_active = True
                 s.last = (ts, seq)
                 s.last_uuid = str(e.get("uuid") or line)
                 for u in entry_usages(e, ts, sid, s.seen_messages):
-                    out.items.append(
-                        ReplayItem(ts=ts, kind=USAGE, session_id=sid, usage=u, origin=origin,
-                                   seq=seq + 1, key=f"claude-usage:{sid}:{u.message_id}")
-                    )  # fmt: skip
-            content = msg.get("content")
-            if not side and (said := _assistant_text(content)):
-                s.last_text = said
-            if not side:
+                    usage(u, ts, seq + 1, origin, f"claude-usage:{sid}:{u.message_id}")
+                if said := _assistant_text(content):
+                    s.last_text = said
                 error = e.get("error") if isinstance(e.get("error"), str) else "unknown"
                 s.api_error = error if e.get("isApiErrorMessage") is True else None
             for i, block in enumerate(content if isinstance(content, list) else []):
@@ -459,7 +435,7 @@ def convert(records: Records) -> Converted:
                     continue
                 tid, name = block.get("id"), block.get("name")
                 if not isinstance(tid, str) or not isinstance(name, str):
-                    out.problems.append(Problem(path, line, "tool_use without id or name"))
+                    out.problem(line, "tool_use without id or name")
                     continue
                 if tid not in s.calls:
                     s.order.append(tid)
@@ -475,10 +451,10 @@ def convert(records: Records) -> Converted:
             continue
 
         # user entries: prompts, tool results, compaction summaries, interrupts
-        content = msg.get("content")
         if e.get("isCompactSummary"):
             if not side:
-                _compaction(out, s, ts, seq, origin)
+                compaction = Usage(ts=ts, session_id=sid, occupancy=0, kind="compaction")
+                usage(compaction, ts, seq, origin, f"claude-compaction:{sid}:{ts}")
             continue
         prompt = _prompt_text(content)
         if prompt is not None:
@@ -490,16 +466,9 @@ def convert(records: Records) -> Converted:
             if not is_real_prompt(prompt):
                 continue
             close_turn(s)
-            s.turn_open = True
             s.last = (ts, seq)
-            hook(
-                s,
-                ts,
-                seq,
-                origin,
-                {"hook_event_name": "UserPromptSubmit", "prompt": prompt},
-                str(e.get("uuid") or line),
-            )
+            submit = {"hook_event_name": "UserPromptSubmit", "prompt": prompt}
+            hook(s, ts, seq, origin, submit, str(e.get("uuid") or line))
             continue
         if not side:
             s.last = (ts, seq)
@@ -510,9 +479,7 @@ def convert(records: Records) -> Converted:
             tid = block.get("tool_use_id")
             call = s.calls.get(tid) if isinstance(tid, str) else None
             if call is None:
-                out.problems.append(
-                    Problem(path, line, f"tool_result for an unknown tool_use {tid!r}; skipped")
-                )
+                out.problem(line, f"tool_result for an unknown tool_use {tid!r}; skipped")
                 continue
             text = result_text(block.get("content"))
             tur = e.get("toolUseResult")
@@ -539,20 +506,6 @@ def _assistant_text(content: Any) -> str | None:
         if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
     ]
     return "\n".join(parts).strip() or None
-
-
-def _compaction(out: Converted, s: _Session, ts: int, seq: int, origin: str) -> None:
-    out.items.append(
-        ReplayItem(
-            ts=ts,
-            kind=USAGE,
-            session_id=s.sid,
-            usage=Usage(ts=ts, session_id=s.sid, occupancy=0, kind="compaction"),
-            origin=origin,
-            seq=seq,
-            key=f"claude-compaction:{s.sid}:{ts}",
-        )
-    )
 
 
 def _emit_call(out: Converted, s: _Session, call: _Call, hook: Any) -> None:
@@ -585,11 +538,9 @@ def _emit_call(out: Converted, s: _Session, call: _Call, hook: Any) -> None:
     if verdict == REFUSED:
         out.notes.append(Note(ts, s.sid, "refused", f"{call.name}: {text.strip()[:160]}", origin))
         return
-    post = {k: v for k, v in pre.items() if k != "hook_event_name"}
     if verdict == FAILURE:
-        post["hook_event_name"] = "PostToolUseFailure"
-        post["error"] = text
+        post = {**pre, "hook_event_name": "PostToolUseFailure", "error": text}
     else:
-        post["hook_event_name"] = "PostToolUse"
-        post["tool_response"] = tur if isinstance(tur, dict) else {"stdout": text}
+        response = tur if isinstance(tur, dict) else {"stdout": text}
+        post = {**pre, "hook_event_name": "PostToolUse", "tool_response": response}
     hook(s, ts, seq, origin, post, call.tool_use_id)

@@ -29,7 +29,7 @@ from typing import Any
 
 from tma1.clock import epoch_ms
 from tma1.replay.formats import CODEX_ROLLOUT, Records
-from tma1.replay.model import HOOK, USAGE, Converted, Problem, ReplayItem, obj
+from tma1.replay.model import USAGE, Converted, ReplayItem, hook_item, obj
 from tma1.sensors.transcripts import CodexState, parse_codex_usage_lines
 
 LEGACY_SPACING_MS = 5_000
@@ -100,7 +100,10 @@ def tool_response(output: Any) -> str:
 
 
 @dataclass(slots=True)
-class _State:
+class _Rollout:
+    """One rollout's session, turn and calls, and the hooks Codex would have fired."""
+
+    out: Converted
     sid: str = ""
     cwd: str | None = None
     model: str | None = None
@@ -108,93 +111,60 @@ class _State:
     turn_aborted: bool = False
     turn_stopped: bool = False
     last: tuple[int, int, str] = (0, 0, "")
-    calls: dict[str, tuple[str, dict[str, Any], str | None, int]] = field(default_factory=dict)
+    calls: dict[str, tuple[dict[str, Any], int]] = field(default_factory=dict)  # (Pre, ts)
     usage_state: CodexState = field(default_factory=CodexState)
     started: bool = False
     last_text: str | None = None  # the turn's last agent message: the Stop's message
 
-
-def convert(records: Records) -> Converted:
-    out = Converted(path=records.path, format=CODEX_ROLLOUT, records=len(records.records))
-    out.problems.extend(records.problems)
-    legacy = not any(
-        isinstance(r, dict) and "payload" in r and "timestamp" in r for _, r in records.records
-    )
-    if legacy:
-        _convert_legacy(records, out)
-    else:
-        _convert_current(records, out)
-    return out
-
-
-class _Emitter:
-    def __init__(self, out: Converted, st: _State) -> None:
-        self.out, self.st = out, st
-
     def hook(self, ts: int, seq: int, origin: str, payload: dict[str, Any], key: str) -> None:
-        st = self.st
-        body: dict[str, Any] = {"session_id": st.sid, **payload}
-        if st.cwd and "cwd" not in body:
-            body["cwd"] = st.cwd
-        if st.model:
-            body.setdefault("model", st.model)
-        self.out.items.append(
-            ReplayItem(
-                ts=ts,
-                kind=HOOK,
-                session_id=st.sid,
-                payload=body,
-                source="codex",
-                envelope="codex",
-                origin=origin,
-                seq=seq,
-                key=f"codex:{st.sid}:{payload['hook_event_name']}:{key}",
-            )
-        )
+        body: dict[str, Any] = {"session_id": self.sid, **payload}
+        if self.cwd and "cwd" not in body:
+            body["cwd"] = self.cwd
+        if self.model:
+            body.setdefault("model", self.model)
+        key = f"codex:{self.sid}:{payload['hook_event_name']}:{key}"
+        self.out.items.append(hook_item(ts, self.sid, body, origin, seq, key, "codex"))
 
     def start(self, ts: int, seq: int, origin: str) -> None:
-        if not self.st.started:
-            self.st.started = True
+        if not self.started:
+            self.started = True
             self.hook(
                 ts, seq - 50, origin, {"hook_event_name": "SessionStart", "source": "startup"}, ""
             )
 
     def prompt(self, ts: int, seq: int, origin: str, text: str) -> None:
         self.close_turn()
-        st = self.st
-        st.turn_open, st.turn_aborted, st.turn_stopped = True, False, False
-        st.last = (ts, seq, origin)
+        self.turn_open, self.turn_aborted, self.turn_stopped = True, False, False
+        self.last = (ts, seq, origin)
         self.hook(
             ts, seq, origin, {"hook_event_name": "UserPromptSubmit", "prompt": text}, str(seq)
         )
 
     def touch(self, ts: int, seq: int, origin: str) -> None:
-        self.st.turn_open = True
-        self.st.last = (ts, seq, origin)
+        self.turn_open = True
+        self.last = (ts, seq, origin)
 
     def close_turn(self) -> None:
-        st = self.st
-        if st.turn_open and not st.turn_aborted and not st.turn_stopped:
-            ts, seq, origin = st.last
+        if self.turn_open and not self.turn_aborted and not self.turn_stopped:
+            ts, seq, origin = self.last
             stop: dict[str, Any] = {"hook_event_name": "Stop", "stop_hook_active": False}
-            if st.last_text:
-                stop["last_assistant_message"] = st.last_text
+            if self.last_text:
+                stop["last_assistant_message"] = self.last_text
             self.hook(ts, seq + 99, origin, stop, str(seq))
-        st.turn_open = False
-        st.turn_stopped = True
-        st.last_text = None
+        self.turn_open = False
+        self.turn_stopped = True
+        self.last_text = None
 
     def said(self, ts: int, seq: int, origin: str, text: str | None) -> None:
         """An agent message: it moves the turn on and may be the one the Stop carries."""
         self.touch(ts, seq, origin)
         if text and text.strip():
-            self.st.last_text = text.strip()
+            self.last_text = text.strip()
 
     def call(self, ts: int, seq: int, origin: str, call_id: str, name: str, args: Any) -> None:
         if name in NO_HOOK_TOOLS:
             return
-        tool, tool_input, cwd = tool_call(name, args, self.st.cwd)
-        self.st.calls[call_id] = (tool, tool_input, cwd, ts)
+        tool, tool_input, cwd = tool_call(name, args, self.cwd)
         payload: dict[str, Any] = {
             "hook_event_name": "PreToolUse",
             "tool_name": tool,
@@ -203,34 +173,67 @@ class _Emitter:
         }
         if cwd:
             payload["cwd"] = cwd
+        self.calls[call_id] = (payload, ts)
         self.touch(ts, seq, origin)
         self.hook(ts, seq, origin, payload, call_id)
 
     def output(self, ts: int, seq: int, origin: str, call_id: str, output: Any) -> None:
-        call = self.st.calls.get(call_id)
+        call = self.calls.get(call_id)
         if call is None:
             return  # update_plan, or a call from before the file began
-        tool, tool_input, cwd, call_ts = call
-        payload: dict[str, Any] = {
-            "hook_event_name": "PostToolUse",
-            "tool_name": tool,
-            "tool_input": tool_input,
-            "tool_use_id": call_id,
-            "tool_response": tool_response(output),
-        }
-        if cwd:
-            payload["cwd"] = cwd
+        pre, call_ts = call
+        post = {**pre, "hook_event_name": "PostToolUse", "tool_response": tool_response(output)}
         self.touch(max(ts, call_ts), seq, origin)
-        self.hook(max(ts, call_ts), seq, origin, payload, call_id)
+        self.hook(max(ts, call_ts), seq, origin, post, call_id)
 
     def usage(self, ts: int, seq: int, origin: str, rec: dict[str, Any]) -> None:
         """Occupancy through the live tailer's own parser (sensors/transcripts.py)."""
-        st = self.st
-        for u in parse_codex_usage_lines([rec], session_id=st.sid, state=st.usage_state):
+        for u in parse_codex_usage_lines([rec], session_id=self.sid, state=self.usage_state):
             self.out.items.append(
-                ReplayItem(ts=u.ts, kind=USAGE, session_id=st.sid, usage=u, origin=origin,
-                           seq=seq, key=f"codex-usage:{st.sid}:{u.ts}:{seq}")
+                ReplayItem(ts=u.ts, kind=USAGE, session_id=self.sid, usage=u, origin=origin,
+                           seq=seq, key=f"codex-usage:{self.sid}:{u.ts}:{seq}")
             )  # fmt: skip
+
+    def response_item(
+        self, p: dict[str, Any], ts: int, seq: int, origin: str, line: int, *, prompts: bool
+    ) -> None:
+        ptype = p.get("type")
+        call_id = p.get("call_id") if isinstance(p.get("call_id"), str) else None
+        if ptype in ("function_call", "custom_tool_call"):
+            if ptype == "custom_tool_call":
+                args: Any = {"input": p.get("input")}
+            else:
+                raw = p.get("arguments")
+                try:
+                    args = json.loads(raw) if isinstance(raw, str) else raw
+                except ValueError:
+                    args = {"input": raw}  # apply_patch sends the patch itself
+            if call_id and isinstance(p.get("name"), str):
+                self.call(ts, seq, origin, call_id, p["name"], args)
+            else:
+                self.out.problem(line, f"{ptype} without call_id or name")
+        elif ptype == "local_shell_call":
+            action = obj(p.get("action"))
+            cid = call_id or (p.get("id") if isinstance(p.get("id"), str) else None)
+            if cid:
+                self.call(ts, seq, origin, cid, "local_shell", {
+                    "command": action.get("command"),
+                    "workdir": action.get("working_directory"),
+                })  # fmt: skip
+        elif ptype in (
+            "function_call_output",
+            "custom_tool_call_output",
+            "local_shell_call_output",
+        ):
+            if call_id:
+                self.output(ts, seq, origin, call_id, p.get("output"))
+        elif ptype == "message":
+            if p.get("role") == "user" and prompts:
+                text = _message_text(p.get("content"))
+                if text and not _is_preamble(text):
+                    self.prompt(ts, seq, origin, text)
+            elif p.get("role") == "assistant":
+                self.said(ts, seq, origin, _message_text(p.get("content")))
 
 
 def _message_text(content: Any) -> str | None:
@@ -248,10 +251,19 @@ def _is_preamble(text: str) -> bool:
     return text.lstrip().startswith(_PREAMBLES)
 
 
+def convert(records: Records) -> Converted:
+    out = Converted(path=records.path, format=CODEX_ROLLOUT, records=len(records.records))
+    out.problems.extend(records.problems)
+    current = any(
+        isinstance(r, dict) and "payload" in r and "timestamp" in r for _, r in records.records
+    )
+    (_convert_current if current else _convert_legacy)(records, out)
+    return out
+
+
 def _convert_current(records: Records, out: Converted) -> None:
     path = records.path
-    st = _State()
-    em = _Emitter(out, st)
+    ro = _Rollout(out)
     has_user_events = any(
         isinstance(r, dict)
         and r.get("type") == "event_msg"
@@ -262,14 +274,14 @@ def _convert_current(records: Records, out: Converted) -> None:
     for line, rec in records.records:
         origin, seq = f"{path}:{line}", line * 100
         if not isinstance(rec, dict):
-            out.problems.append(Problem(path, line, "not a JSON object; skipped"))
+            out.problem(line, "not a JSON object; skipped")
             continue
         if rec.get("record_type") is not None:
             continue
         ts = epoch_ms(rec.get("timestamp"))
         p = rec.get("payload")
         if ts is None or not isinstance(p, dict):
-            out.problems.append(Problem(path, line, "no readable timestamp or payload; skipped"))
+            out.problem(line, "no readable timestamp or payload; skipped")
             continue
         rtype, ptype = rec.get("type"), p.get("type")
         if rtype == "session_meta":
@@ -277,121 +289,71 @@ def _convert_current(records: Records, out: Converted) -> None:
             if not isinstance(meta, dict):
                 meta = p
             if isinstance(meta.get("id"), str):
-                st.sid = meta["id"]
+                ro.sid = meta["id"]
             if isinstance(meta.get("cwd"), str):
-                st.cwd = meta["cwd"]
-            if st.sid:
-                em.start(ts, seq, origin)
+                ro.cwd = meta["cwd"]
+            if ro.sid:
+                ro.start(ts, seq, origin)
             continue
-        if not st.sid:
-            out.problems.append(Problem(path, line, "record before session_meta; skipped"))
+        if not ro.sid:
+            out.problem(line, "record before session_meta; skipped")
             continue
-        em.start(ts, seq, origin)
+        ro.start(ts, seq, origin)
         if rtype in ("turn_context", "compacted", "event_msg"):
-            em.usage(ts, seq, origin, rec)
+            ro.usage(ts, seq, origin, rec)
         if rtype == "turn_context":
             if isinstance(p.get("cwd"), str):
-                st.cwd = p["cwd"]
+                ro.cwd = p["cwd"]
             if isinstance(p.get("model"), str):
-                st.model = p["model"]
+                ro.model = p["model"]
         elif rtype == "event_msg":
             if ptype == "user_message" and isinstance(p.get("message"), str):
                 if not _is_preamble(p["message"]):
-                    em.prompt(ts, seq, origin, p["message"])
+                    ro.prompt(ts, seq, origin, p["message"])
             elif ptype == "turn_aborted":
-                st.turn_aborted = True
+                ro.turn_aborted = True
             elif ptype == "task_complete":
                 last = p.get("last_agent_message")
-                em.said(ts, seq, origin, last if isinstance(last, str) else None)
-                em.close_turn()
+                ro.said(ts, seq, origin, last if isinstance(last, str) else None)
+                ro.close_turn()
             elif ptype == "agent_message":
                 msg = p.get("message")
-                em.said(ts, seq, origin, msg if isinstance(msg, str) else None)
+                ro.said(ts, seq, origin, msg if isinstance(msg, str) else None)
         elif rtype == "response_item":
-            _response_item(em, st, p, ts, seq, origin, out, line, prompts=not has_user_events)
-    em.close_turn()
-
-
-def _response_item(
-    em: _Emitter,
-    st: _State,
-    p: dict[str, Any],
-    ts: int,
-    seq: int,
-    origin: str,
-    out: Converted,
-    line: int,
-    *,
-    prompts: bool,
-) -> None:
-    ptype = p.get("type")
-    call_id = p.get("call_id") if isinstance(p.get("call_id"), str) else None
-    if ptype == "function_call":
-        raw = p.get("arguments")
-        try:
-            args = json.loads(raw) if isinstance(raw, str) else raw
-        except ValueError:
-            args = {"input": raw}  # apply_patch sends the patch itself
-        if call_id and isinstance(p.get("name"), str):
-            em.call(ts, seq, origin, call_id, p["name"], args)
-        else:
-            out.problems.append(Problem(out.path, line, "function_call without call_id or name"))
-    elif ptype == "custom_tool_call":
-        if call_id and isinstance(p.get("name"), str):
-            em.call(ts, seq, origin, call_id, p["name"], {"input": p.get("input")})
-        else:
-            out.problems.append(Problem(out.path, line, "custom_tool_call without call_id or name"))
-    elif ptype == "local_shell_call":
-        action = obj(p.get("action"))
-        cid = call_id or (p.get("id") if isinstance(p.get("id"), str) else None)
-        if cid:
-            em.call(ts, seq, origin, cid, "local_shell", {
-                "command": action.get("command"),
-                "workdir": action.get("working_directory"),
-            })  # fmt: skip
-    elif ptype in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
-        if call_id:
-            em.output(ts, seq, origin, call_id, p.get("output"))
-    elif ptype == "message":
-        if p.get("role") == "user" and prompts:
-            text = _message_text(p.get("content"))
-            if text and not _is_preamble(text):
-                em.prompt(ts, seq, origin, text)
-        elif p.get("role") == "assistant":
-            em.said(ts, seq, origin, _message_text(p.get("content")))
+            ro.response_item(p, ts, seq, origin, line, prompts=not has_user_events)
+    ro.close_turn()
 
 
 def _convert_legacy(records: Records, out: Converted) -> None:
     path = records.path
-    st = _State()
-    em = _Emitter(out, st)
+    ro = _Rollout(out)
     base: int | None = None
     k = 0
     for line, rec in records.records:
         origin, seq = f"{path}:{line}", line * 100
         if not isinstance(rec, dict):
-            out.problems.append(Problem(path, line, "not a JSON object; skipped"))
+            out.problem(line, "not a JSON object; skipped")
             continue
         if "record_type" in rec:
             continue
         if base is None and "instructions" in rec and "id" in rec:
-            st.sid = str(rec["id"])
+            ro.sid = str(rec["id"])
             base = epoch_ms(rec.get("timestamp"))
             if base is None:
-                out.problems.append(Problem(path, line, "header without a readable timestamp"))
+                out.problem(line, "header without a readable timestamp")
                 base = 0
             git = obj(rec.get("git"))
             if isinstance(git.get("cwd"), str):
-                st.cwd = git["cwd"]
+                ro.cwd = git["cwd"]
             continue
         if base is None:
-            out.problems.append(Problem(path, line, "item before the rollout header; skipped"))
+            out.problem(line, "item before the rollout header; skipped")
             continue
         k += 1
         ts = base + k * LEGACY_SPACING_MS
-        em.start(base, seq, origin)
-        _response_item(em, st, rec, ts, seq, origin, out, line, prompts=True)
-    em.close_turn()
+        ro.start(base, seq, origin)
+        ro.response_item(rec, ts, seq, origin, line, prompts=True)
+    ro.close_turn()
     out.synthetic_time = (
         f"legacy Codex rollout without per-item timestamps: item n is placed at the header's "
         f"time + n × {LEGACY_SPACING_MS // 1000} s"

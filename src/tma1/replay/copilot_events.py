@@ -21,7 +21,7 @@ from typing import Any
 
 from tma1.clock import epoch_ms
 from tma1.replay.formats import COPILOT_EVENTS, Records
-from tma1.replay.model import HOOK, Converted, Problem, ReplayItem
+from tma1.replay.model import Converted, hook_item, obj
 
 
 def convert(records: Records) -> Converted:
@@ -30,37 +30,24 @@ def convert(records: Records) -> Converted:
     sid: str | None = None
     cwd: str | None = None
     calls: dict[str, dict[str, Any]] = {}
-    seq = 0
 
     def emit(ts: int | None, line: int, payload: dict[str, Any]) -> None:
-        nonlocal seq
         if sid is None:
-            out.problems.append(Problem(records.path, line, "before session.start; skipped"))
+            out.problem(line, "before session.start; skipped")
             return
         if ts is None:
-            out.problems.append(Problem(records.path, line, "no timestamp; event skipped"))
+            out.problem(line, "no timestamp; event skipped")
             return
-        seq += 1
+        seq = len(out.items) + 1
         base: dict[str, Any] = {"session_id": sid}
         if cwd:
             base["cwd"] = cwd
-        out.items.append(
-            ReplayItem(
-                ts=ts,
-                kind=HOOK,
-                session_id=sid,
-                payload={**base, **payload},
-                source="copilot",
-                envelope="copilot",
-                origin=f"{records.path}:{line}",
-                seq=seq,
-                key=f"copilot:{sid}:{seq}",
-            )
-        )
+        origin, key = f"{records.path}:{line}", f"copilot:{sid}:{seq}"
+        out.items.append(hook_item(ts, sid, {**base, **payload}, origin, seq, key, "copilot"))
 
     for line, rec in records.records:
         if not isinstance(rec, dict) or not isinstance(rec.get("data"), dict):
-            out.problems.append(Problem(records.path, line, "not a Copilot event; skipped"))
+            out.problem(line, "not a Copilot event; skipped")
             continue
         kind, data, ts = rec.get("type"), rec["data"], epoch_ms(rec.get("timestamp"))
         if kind == "session.start":
@@ -74,17 +61,16 @@ def convert(records: Records) -> Converted:
             emit(ts, line, {"hook_event_name": "UserPromptSubmit", "prompt": data["content"]})
         elif kind == "tool.execution_start":
             name = data.get("toolName") if isinstance(data.get("toolName"), str) else "unknown"
-            args = data.get("arguments") if isinstance(data.get("arguments"), dict) else {}
-            call: dict[str, Any] = {"tool_name": name, "tool_input": args}
+            call: dict[str, Any] = {"tool_name": name, "tool_input": obj(data.get("arguments"))}
             if isinstance(data.get("toolCallId"), str):
                 calls[data["toolCallId"]] = call
             emit(ts, line, {"hook_event_name": "PreToolUse", **call})
         elif kind == "tool.execution_complete":
             done = calls.pop(str(data.get("toolCallId")), None)
             if done is None:
-                out.problems.append(Problem(records.path, line, "no tool start; skipped"))
+                out.problem(line, "no tool start; skipped")
                 continue
-            result = data.get("result") if isinstance(data.get("result"), dict) else {}
+            result = obj(data.get("result"))
             text = result.get("content") if isinstance(result.get("content"), str) else ""
             error = data.get("error")
             if not text and isinstance(error, dict) and isinstance(error.get("message"), str):

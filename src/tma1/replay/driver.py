@@ -30,7 +30,7 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -87,44 +87,31 @@ _SKIP_NAMES = ("README", ".DS_Store")
 # --- loading -------------------------------------------------------------------------------
 
 
-def _is_subagent_meta(f: Path) -> bool:
-    """Claude Code's `<session>/subagents/agent-<id>.meta.json`: read by the transcript
-    converter beside its sub-agent transcript, not an input of its own."""
-    return f.parent.name == "subagents" and f.name.endswith(".meta.json")
-
-
-def subagent_transcripts(session_file: Path) -> list[Path]:
-    """The sub-agent transcripts Claude Code (≥ 2.x) writes beside a session transcript:
-    `<session>.jsonl` → `<session>/subagents/agent-*.jsonl`."""
-    if session_file.suffix != ".jsonl":
-        return []
-    folder = session_file.with_suffix("") / "subagents"
-    return sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
-
-
 def expand_paths(paths: Iterable[str | Path]) -> tuple[list[Path], list[Problem]]:
-    """Files as given, each session transcript with its sub-agent transcripts; directories
-    recursively (sorted); missing paths are problems."""
+    """Files as given, each session transcript (`<session>.jsonl`) with the sub-agent
+    transcripts Claude Code (≥ 2.x) writes beside it (`<session>/subagents/agent-*.jsonl`);
+    directories recursively (sorted), less the sub-agents' `agent-<id>.meta.json` (read by
+    the transcript converter beside its transcript); missing paths are problems."""
     files: list[Path] = []
     problems: list[Problem] = []
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            for f in sorted(p.rglob("*")):
-                if (
-                    f.is_file()
-                    and not f.name.startswith(_SKIP_NAMES)
-                    and f.suffix != ".md"
-                    and not _is_subagent_meta(f)
-                ):
-                    files.append(f)
+            files += [
+                f
+                for f in sorted(p.rglob("*"))
+                if f.is_file()
+                and not f.name.startswith(_SKIP_NAMES)
+                and f.suffix != ".md"
+                and not (f.parent.name == "subagents" and f.name.endswith(".meta.json"))
+            ]
         elif p.is_file():
             files.append(p)
-            files.extend(subagent_transcripts(p))
+            if p.suffix == ".jsonl":
+                files += sorted((p.with_suffix("") / "subagents").glob("agent-*.jsonl"))
         else:
             problems.append(Problem(str(p), 0, "no such file or directory"))
-    unique = list(dict.fromkeys(files))
-    return unique, problems
+    return list(dict.fromkeys(files)), problems
 
 
 def load(paths: Iterable[str | Path]) -> tuple[list[Converted], list[Problem]]:
@@ -144,10 +131,11 @@ def load(paths: Iterable[str | Path]) -> tuple[list[Converted], list[Problem]]:
             out = Converted(path=str(f), format="unknown", records=len(records.records))
             out.problems.extend(records.problems)
             if records.records or not records.problems:
-                out.problems.append(
-                    Problem(str(f), 0, "format not recognised (not an event log, Claude Code "
-                            "transcript, hook log or stream-json, or Codex rollout); skipped")
-                )  # fmt: skip
+                out.problem(
+                    0,
+                    "format not recognised (not an event log, Claude Code transcript, hook log "
+                    "or stream-json, or Codex rollout); skipped",
+                )
             converted.append(out)
             continue
         try:
@@ -155,7 +143,7 @@ def load(paths: Iterable[str | Path]) -> tuple[list[Converted], list[Problem]]:
         except Exception as exc:  # a converter bug must not end the whole replay
             log.exception("converting %s failed", f)
             out = Converted(path=str(f), format=fmt, records=len(records.records))
-            out.problems.append(Problem(str(f), 0, f"conversion failed: {exc!r}"))
+            out.problem(0, f"conversion failed: {exc!r}")
             converted.append(out)
     if hooklogs:
         for (idx, _), out in zip(
@@ -197,16 +185,7 @@ class DeliveryRecord:
     findings: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "ts": self.ts,
-            "time": iso(self.ts),
-            "session_id": self.session_id,
-            "hook_event": self.hook_event,
-            "channel": self.channel,
-            "body": self.body,
-            "origin": self.origin,
-            "findings": self.findings,
-        }
+        return {"ts": self.ts, "time": iso(self.ts), **asdict(self)}
 
 
 @dataclass(slots=True)
@@ -243,8 +222,8 @@ def default_db_dir() -> str | None:
 
 class Replayer:
     """One replay, in three steps a caller can time: `feed` runs items through the engine,
-    `write` stops it and puts what it held into the database to keep (`db` or
-    `database_url`, if any), `finish` sums it up (tma1.gates) and closes everything.
+    `write` stops it and puts what it held into the database to keep (`db`, if any),
+    `finish` sums it up (tma1.gates) and closes everything.
 
     The engine runs over in-memory ports (see the module's doc). `Service` still holds a
     store for its own edges (purge, health, sensors), none of which a replay starts: the
@@ -256,13 +235,9 @@ class Replayer:
         start_ts: int,
         threshold: int | None = None,
         db: str | Path | None = None,
-        database_url: str | None = None,
     ) -> None:
-        if db is not None and database_url is None:
-            database_url = f"sqlite:///{Path(db).resolve()}"
-        self._tmp: tempfile.TemporaryDirectory[str] | None = tempfile.TemporaryDirectory(
-            prefix="tma1-replay-", dir=default_db_dir()
-        )
+        database_url = f"sqlite:///{Path(db).resolve()}" if db is not None else None
+        self._tmp = tempfile.TemporaryDirectory(prefix="tma1-replay-", dir=default_db_dir())
         data_dir = Path(self._tmp.name)
         settings = Settings(
             data_dir=data_dir,
@@ -279,7 +254,7 @@ class Replayer:
         windows = MemoryWindows()
         self.events = MemoryEvents(windows)
         self.emitlog = MemoryEmits(counters=counters)
-        delivery = Delivery(
+        self.delivery = delivery = Delivery(
             windows=windows,
             reads=windows,
             emits=self.emitlog,
@@ -295,11 +270,10 @@ class Replayer:
             delivery=delivery,
             ingest=self.events,
         )
-        self.delivery = delivery
         self.deliveries: list[DeliveryRecord] = []
         # Only the engine runs: nothing expires in a replay (no purger) and nothing is
         # watched or tailed (no sensor threads; see the module's doc).
-        self.delivery.start()
+        delivery.start()
         self._stopped = False
 
     def feed(self, items: Iterable[ReplayItem]) -> None:
@@ -347,41 +321,67 @@ class Replayer:
         target.insert_usages(held.usages)
         target.insert_emits(self.emitlog.rows)
 
-    def emits(self) -> list[dict[str, Any]]:
-        """The emit log's rows, ordered by (ts, id)."""
-        if self.target is not None:
-            return self.target.emits_since(0)  # as the database gives them back
-        return self.emitlog.rows_since(0)
-
-    def verdicts(
-        self, emits: Iterable[dict[str, Any]], items: Sequence[ReplayItem] = ()
-    ) -> list[tuple[str, bool]]:
-        """(kind, followed) of each of `emits` (rows of this replay's emit log), judged
-        over the events held in memory and the transcript compactions among `items`."""
-        sessions = self.events.sessions()
-        compactions: dict[str, list[int]] = defaultdict(list)
-        for item in items:
-            if item.kind == USAGE and item.usage is not None and item.usage.kind == "compaction":
-                compactions[item.usage.session_id].append(item.usage.ts)
-        judged = gates.judge_events(emits, sessions, compactions=compactions)
-        return [(r.kind, ok) for r, ok in judged]
-
     def finish(
         self, items: Sequence[ReplayItem]
     ) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
         """Deliveries with their findings, emit-log rows, summary and counters."""
         try:
             self.write()
-            emits = self.emits()
+            # The emit log's rows, ordered by (ts, id); as the database gives them back.
+            target = self.target
+            emits = target.emits_since(0) if target is not None else self.emitlog.rows_since(0)
             attach_findings(self.deliveries, emits)
-            if self.target is not None:
-                summary = summarize_stored(self.target, emits, items)
-            else:
-                summary = summarize(emits, items, self.verdicts(emits, items))
+            summary = self.summary(emits, items)
         finally:
             self.close()
         counters = {k: v for k, v in self.service.counters.snapshot("").items() if v}
         return self.deliveries, emits, summary, counters
+
+    def summary(
+        self, emits: Sequence[dict[str, Any]], items: Sequence[ReplayItem]
+    ) -> dict[str, Any]:
+        """Emits per kind, the budget per day and kind, the follow-rate per kind (tma1.gates)
+        over the whole replayed span: the gates as the server runs them when the database is
+        kept, else the gates' own functions over the events held and the transcript
+        compactions among `items` — the same figures, as the tests check."""
+        if not items:
+            return {"emits_per_kind": {}, "budget": None, "follow_rate": None}
+        first, last = items[0].ts, items[-1].ts
+        days = int(last // DAY_MS - first // DAY_MS) + 1
+        if self.target is not None:
+            budget = live.budget(self.target, now_ms=last, days=days)
+            follow = live.follow_rate(self.target, now_ms=last, days=days)
+        else:
+            compactions: dict[str, list[int]] = defaultdict(list)
+            for item in items:
+                if (
+                    item.kind == USAGE
+                    and item.usage is not None
+                    and item.usage.kind == "compaction"
+                ):
+                    compactions[item.usage.session_id].append(item.usage.ts)
+            judged = gates.judge_events(emits, self.events.sessions(), compactions=compactions)
+            budget = gates.budget_of_emits(emits, now_ms=last, days=days)
+            follow = gates.follow_report(
+                [(r.kind, ok) for r, ok in judged],
+                since=gates.since_for_days(last, days),
+                now_ms=last,
+                days=days,
+                window=gates.DEFAULT_WINDOW,
+            )
+        return {
+            "emits_per_kind": dict(sorted(Counter(e["kind"] for e in emits).items())),
+            "emits": len(emits),
+            "span": {"from": iso(first), "to": iso(last), "days": days},
+            "budget": {
+                "budget": budget["budget"],
+                # Only the days something was emitted: a replay can span months.
+                "per_day": [row for row in budget["per_day"] if row["count"]],
+                "kinds": budget["kinds"],
+                "pass": budget["pass"],
+            },
+            "follow_rate": {k: follow[k] for k in ("window", "target", "kinds", "overall", "pass")},
+        }
 
     def _stop(self) -> None:
         if not self._stopped:
@@ -391,9 +391,7 @@ class Replayer:
     def close(self) -> None:
         self._stop()
         self.store.close()
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
+        self._tmp.cleanup()
 
 
 def replay_items(
@@ -401,16 +399,14 @@ def replay_items(
     *,
     threshold: int | None = None,
     db: str | Path | None = None,
-    database_url: str | None = None,
 ) -> tuple[list[DeliveryRecord], list[dict[str, Any]], dict[str, Any], dict[str, int]]:
     """Feed `items` (time-ordered) through a fresh engine: deliveries, emit-log rows,
-    summary and counters. `db`/`database_url` keep the database for inspection; without
+    summary and counters. `db` keeps the database for inspection; without
     them nothing is written (`Replayer`)."""
     replayer = Replayer(
         start_ts=items[0].ts if items else 0,
         threshold=threshold,
         db=db,
-        database_url=database_url,
     )
     try:
         replayer.feed(items)
@@ -434,97 +430,11 @@ def attach_findings(deliveries: list[DeliveryRecord], emits: Sequence[dict[str, 
                 "stable_key": r["stable_key"],
                 "evidence": r["evidence"],
                 "suggestion": r["suggestion"],
-                "related_files": _files(r["related_files"]),
+                "related_files": json.loads(r["related_files"]),  # JSON text, as stored
                 "first_emitted_at": r["first_emitted_at"],
             }
             for r in rows
         ]
-
-
-def _files(value: Any) -> list[str]:
-    if isinstance(value, list):
-        return value
-    try:
-        loaded = json.loads(value) if isinstance(value, str) else []
-    except ValueError:
-        return []
-    return loaded if isinstance(loaded, list) else []
-
-
-def _span(items: Sequence[ReplayItem]) -> tuple[int, int, int]:
-    """First and last ts of the replay, and how many UTC days it touches."""
-    first, last = items[0].ts, items[-1].ts
-    return first, last, int(last // DAY_MS - first // DAY_MS) + 1
-
-
-def summarize_stored(
-    store: Store, emits: Sequence[dict[str, Any]], items: Sequence[ReplayItem]
-) -> dict[str, Any]:
-    """The summary of a replay whose database is kept: the gates as the server runs them."""
-    if not items:
-        return _summary(emits, items, None, None)
-    _first, last, days = _span(items)
-    return _summary(
-        emits,
-        items,
-        live.budget(store, now_ms=last, days=days),
-        live.follow_rate(store, now_ms=last, days=days),
-    )
-
-
-def summarize(
-    emits: Sequence[dict[str, Any]],
-    items: Sequence[ReplayItem],
-    verdicts: Iterable[tuple[str, bool]],
-) -> dict[str, Any]:
-    """The summary from emit-log rows and their follow-rate verdicts (`Replayer.verdicts`):
-    the same figures as `summarize_stored`, with no database read."""
-    if not items:
-        return _summary(emits, items, None, None)
-    _first, last, days = _span(items)
-    since = gates.since_for_days(last, days)
-    return _summary(
-        emits,
-        items,
-        gates.budget_of_emits(emits, now_ms=last, days=days),
-        gates.follow_report(
-            verdicts, since=since, now_ms=last, days=days, window=gates.DEFAULT_WINDOW
-        ),
-    )
-
-
-def _summary(
-    emits: Sequence[dict[str, Any]],
-    items: Sequence[ReplayItem],
-    budget: dict[str, Any] | None,
-    follow: dict[str, Any] | None,
-) -> dict[str, Any]:
-    """Emits per kind, the budget per day and kind, the follow-rate per kind (tma1.gates),
-    over the whole replayed span."""
-    per_kind = Counter(e["kind"] for e in emits)
-    if not items or budget is None or follow is None:
-        return {"emits_per_kind": {}, "budget": None, "follow_rate": None}
-    first, last, days = _span(items)
-    # Only the days something was emitted: a replay can span months.
-    budget_days = [row for row in budget["per_day"] if row["count"]]
-    return {
-        "emits_per_kind": dict(sorted(per_kind.items())),
-        "emits": len(emits),
-        "span": {"from": iso(first), "to": iso(last), "days": days},
-        "budget": {
-            "budget": budget["budget"],
-            "per_day": budget_days,
-            "kinds": budget["kinds"],
-            "pass": budget["pass"],
-        },
-        "follow_rate": {
-            "window": follow["window"],
-            "target": follow["target"],
-            "kinds": follow["kinds"],
-            "overall": follow["overall"],
-            "pass": follow["pass"],
-        },
-    }
 
 
 def replay_paths(
@@ -532,14 +442,11 @@ def replay_paths(
     *,
     threshold: int | None = None,
     db: str | Path | None = None,
-    database_url: str | None = None,
 ) -> ReplayResult:
     t0 = time.perf_counter()
     inputs, problems = load(paths)
     items, dups = merge_items(inputs)
-    deliveries, emits, summary, counters = replay_items(
-        items, threshold=threshold, db=db, database_url=database_url
-    )
+    deliveries, emits, summary, counters = replay_items(items, threshold=threshold, db=db)
     return ReplayResult(
         inputs=inputs,
         problems=problems,

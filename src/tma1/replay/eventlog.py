@@ -19,7 +19,7 @@ from typing import Any
 from tma1.clock import epoch_ms
 from tma1.events import FileChange, Usage
 from tma1.replay.formats import EVENTLOG, Records
-from tma1.replay.model import FILE_CHANGE, HOOK, USAGE, Converted, Problem, ReplayItem
+from tma1.replay.model import FILE_CHANGE, USAGE, Converted, ReplayItem, hook_item
 
 # Keys we add to a hook payload; stripped before the payload goes to the live path.
 EXTRA_KEYS = ("ts", "agent_source")
@@ -42,23 +42,20 @@ def convert(records: Records) -> Converted:
     for line, rec in records.records:
         origin = f"{records.path}:{line}"
         if not isinstance(rec, dict):
-            out.problems.append(Problem(records.path, line, "not a JSON object; skipped"))
+            out.problem(line, "not a JSON object; skipped")
             continue
         ts = epoch_ms(rec.get("ts"))
         if ts is None:
-            out.problems.append(Problem(records.path, line, "no readable `ts`; skipped"))
+            out.problem(line, "no readable `ts`; skipped")
             continue
         kind = rec.get("type") if "hook_event_name" not in rec else None
         if kind == FILE_CHANGE:
             project, path = _opt_str(rec.get("project")), _opt_str(rec.get("path"))
             change = rec.get("change")
             if not project or not path or change not in _CHANGES:
-                out.problems.append(
-                    Problem(
-                        records.path,
-                        line,
-                        "file_change needs project, path and change added|modified|deleted",
-                    )
+                out.problem(
+                    line,
+                    "file_change needs project, path and change added|modified|deleted",
                 )
                 continue
             writer = _opt_str(rec.get("session_id"))
@@ -85,7 +82,7 @@ def convert(records: Records) -> Converted:
         elif kind == USAGE:
             sid = _opt_str(rec.get("session_id"))
             if not sid:
-                out.problems.append(Problem(records.path, line, "usage without session_id"))
+                out.problem(line, "usage without session_id")
                 continue
             inp = _int(rec.get("input_tokens"))
             cr = _int(rec.get("cache_read_tokens"))
@@ -113,24 +110,11 @@ def convert(records: Records) -> Converted:
                 )
             )
         elif "hook_event_name" in rec:
-            source = _opt_str(rec.get("agent_source"))
-            source = "codex" if source == "codex" else None
+            source = "codex" if rec.get("agent_source") == "codex" else None
             payload = {k: v for k, v in rec.items() if k not in EXTRA_KEYS}
             sid = payload.get("session_id")
-            out.items.append(
-                ReplayItem(
-                    ts=ts,
-                    kind=HOOK,
-                    session_id=sid if isinstance(sid, str) else "",
-                    payload=payload,
-                    source=source,
-                    envelope=source,
-                    origin=origin,
-                    seq=line,
-                )
-            )
+            sid = sid if isinstance(sid, str) else ""
+            out.items.append(hook_item(ts, sid, payload, origin, line, source=source))
         else:
-            out.problems.append(
-                Problem(records.path, line, "neither a hook payload, file_change nor usage")
-            )
+            out.problem(line, "neither a hook payload, file_change nor usage")
     return out

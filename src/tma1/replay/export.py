@@ -14,7 +14,6 @@ only ever saw that), and a cut tool input is rebuilt from the derived file path 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 from tma1.events import HookEvent
@@ -22,6 +21,17 @@ from tma1.store import Store
 from tma1.store.sessions import usage_rows
 
 _RANK_CHANGE, _RANK_USAGE, _RANK_HOOK = 0, 1, 2
+_USAGE_KEYS = (
+    "ts",
+    "session_id",
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_creation_tokens",
+    "output_tokens",
+    "occupancy",
+    "kind",
+)
+_USAGE_OPTIONAL = ("model", "context_window", "message_id")  # written when set
 
 
 class SessionNotFound(LookupError):
@@ -88,11 +98,8 @@ def export_session(store: Store, session_id: str) -> list[dict[str, Any]]:
     if not events:
         raise SessionNotFound(session_id)
     first, last = events[0].ts, events[-1].ts
-    rows: list[tuple[int, int, int, dict[str, Any]]] = []
-    for ev in events:
-        rows.append((ev.ts, _RANK_HOOK, ev.id or 0, payload_of(ev)))
-    projects = list(dict.fromkeys(e.project for e in events if e.project))
-    for project in projects:
+    rows = [(ev.ts, _RANK_HOOK, ev.id or 0, payload_of(ev)) for ev in events]
+    for project in dict.fromkeys(e.project for e in events if e.project):
         for ch in store.project_changes(project, first, last):
             rec: dict[str, Any] = {
                 "type": "file_change",
@@ -108,28 +115,8 @@ def export_session(store: Store, session_id: str) -> list[dict[str, Any]]:
                 rec["content_hash"] = ch.content_hash
             rows.append((ch.ts, _RANK_CHANGE, ch.id or 0, rec))
     for u in usage_rows(store, session_id):
-        rec = {
-            "type": "usage",
-            "ts": u["ts"],
-            "session_id": u["session_id"],
-            "input_tokens": u["input_tokens"],
-            "cache_read_tokens": u["cache_read_tokens"],
-            "cache_creation_tokens": u["cache_creation_tokens"],
-            "output_tokens": u["output_tokens"],
-            "occupancy": u["occupancy"],
-            "kind": u["kind"],
-        }
-        if u["model"]:
-            rec["model"] = u["model"]
-        if u["context_window"]:
-            rec["context_window"] = u["context_window"]
-        if u["message_id"]:
-            rec["message_id"] = u["message_id"]
+        rec = {"type": "usage", **{k: u[k] for k in _USAGE_KEYS}}
+        rec.update({k: u[k] for k in _USAGE_OPTIONAL if u[k]})
         rows.append((u["ts"], _RANK_USAGE, u["id"], rec))
     rows.sort(key=lambda r: r[:3])
     return [r[3] for r in rows]
-
-
-def export_lines(store: Store, session_id: str) -> Iterator[str]:
-    for rec in export_session(store, session_id):
-        yield json.dumps(rec, ensure_ascii=False, default=str)

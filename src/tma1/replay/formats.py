@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,9 +46,11 @@ MAX_LINE_PROBLEMS = 50
 @dataclass(slots=True)
 class Records:
     path: str
-    container: str  # jsonl | array | empty
     records: list[tuple[int, Any]] = field(default_factory=list)  # (line, value)
     problems: list[Problem] = field(default_factory=list)
+
+    def problem(self, line: int, message: str) -> None:
+        self.problems.append(Problem(self.path, line, message))
 
 
 def read_records(path: str | Path) -> Records:
@@ -56,15 +59,15 @@ def read_records(path: str | Path) -> Records:
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        return Records(name, "empty", problems=[Problem(name, 0, f"cannot read: {exc}")])
+        return Records(name, problems=[Problem(name, 0, f"cannot read: {exc}")])
     text = data.decode("utf-8", errors="replace")
-    out = Records(name, "empty")
+    out = Records(name)
     if "\ufffd" in text and b"\xef\xbf\xbd" not in data:
-        out.problems.append(Problem(name, 0, "not valid UTF-8; undecodable bytes replaced"))
+        out.problem(0, "not valid UTF-8; undecodable bytes replaced")
     text = text.removeprefix("\ufeff")
     head = text.lstrip()
     if not head:
-        out.problems.append(Problem(name, 0, "empty file"))
+        out.problem(0, "empty file")
         return out
     if head.startswith("["):
         _read_array(text, out)
@@ -74,7 +77,6 @@ def read_records(path: str | Path) -> Records:
 
 
 def _read_jsonl(text: str, out: Records) -> None:
-    out.container = "jsonl"
     lines = text.split("\n")
     bad: list[Problem] = []
     for no, raw in enumerate(lines, start=1):
@@ -94,26 +96,20 @@ def _read_jsonl(text: str, out: Records) -> None:
             pass
     out.problems.extend(bad[:MAX_LINE_PROBLEMS])
     if len(bad) > MAX_LINE_PROBLEMS:
-        out.problems.append(
-            Problem(
-                out.path,
-                bad[MAX_LINE_PROBLEMS].line,
-                f"… and {len(bad) - MAX_LINE_PROBLEMS} more unreadable lines (not listed)",
-            )
-        )
+        more = f"… and {len(bad) - MAX_LINE_PROBLEMS} more unreadable lines (not listed)"
+        out.problem(bad[MAX_LINE_PROBLEMS].line, more)
 
 
 def _read_array(text: str, out: Records) -> None:
     """Decode element by element so each one knows its line and one bad element is named."""
-    out.container = "array"
-    seen = [0, 1]  # a position, and the line it is on
+    at, line = 0, 1  # a position, and the line it is on
 
     def line_of(pos: int) -> int:
         # Positions only grow as elements are read: count the newlines since the last one
         # (str.count runs in C; a Python loop over a 10 MB array file took a second).
-        at, line = seen if pos >= seen[0] else (0, 1)
+        nonlocal at, line
         line += text.count("\n", at, pos)
-        seen[0], seen[1] = pos, line
+        at = pos
         return line
 
     dec = json.JSONDecoder()
@@ -122,20 +118,15 @@ def _read_array(text: str, out: Records) -> None:
     while True:
         i = _WS.match(text, i).end()  # type: ignore[union-attr]
         if i >= n:
-            out.problems.append(Problem(out.path, line_of(n - 1), "JSON array is not closed"))
+            out.problem(line_of(n - 1), "JSON array is not closed")
             return
         if text[i] == "]":
             return
         try:
             value, end = dec.raw_decode(text, i)
         except (ValueError, RecursionError) as exc:
-            out.problems.append(
-                Problem(
-                    out.path,
-                    line_of(i),
-                    f"unreadable array element ({_short(exc)}); the rest of the file is skipped",
-                )
-            )
+            why = f"unreadable array element ({_short(exc)}); the rest of the file is skipped"
+            out.problem(line_of(i), why)
             return
         out.records.append((line_of(i), value))
         i = _WS.match(text, end).end()  # type: ignore[union-attr]
@@ -144,9 +135,7 @@ def _read_array(text: str, out: Records) -> None:
             continue
         if i < n and text[i] == "]":
             return
-        out.problems.append(
-            Problem(out.path, line_of(min(i, n - 1)), "expected ',' or ']' in the JSON array")
-        )
+        out.problem(line_of(min(i, n - 1)), "expected ',' or ']' in the JSON array")
         return
 
 
@@ -206,14 +195,6 @@ def _vote(value: Any) -> str | None:
 
 def detect(records: Records, sample: int = 200) -> str | None:
     """The format most of the first `sample` records look like, or None."""
-    votes: dict[str, int] = {}
-    for _, value in records.records[:sample]:
-        fmt = _vote(value)
-        if fmt:
-            votes[fmt] = votes.get(fmt, 0) + 1
-    if not votes:
-        return None
-    return max(votes.items(), key=lambda kv: kv[1])[0]
-
-
-# --- timestamps ------------------------------------------------------------------------
+    # Ties go to the format voted for first.
+    votes = Counter(fmt for _, value in records.records[:sample] if (fmt := _vote(value)))
+    return votes.most_common(1)[0][0] if votes else None

@@ -22,7 +22,7 @@ from typing import Any
 
 from tma1.clock import epoch_ms
 from tma1.replay.formats import GEMINI_CHAT, Records
-from tma1.replay.model import HOOK, Converted, Problem, ReplayItem
+from tma1.replay.model import Converted, hook_item, obj
 
 _WORKSPACE = re.compile(r"\*\*Workspace Directories:\*\*\s*\n\s*- (\S[^\n]*)")
 _CONTEXT_PREFIX = "<session_context>"
@@ -45,24 +45,18 @@ def _texts(content: Any) -> tuple[str, bool]:
 
 def _messages(records: Records, out: Converted) -> tuple[dict[str, Any], list[tuple[int, Any]]]:
     header: dict[str, Any] = {}
-    order: list[str] = []
-    latest: dict[str, tuple[int, Any]] = {}
-    n = 0
+    # By id, in the order first written; a rewrite replaces the value, not the position.
+    latest: dict[str | int, tuple[int, Any]] = {}
 
     def add(line: int, msg: Any) -> None:
-        nonlocal n
         if not isinstance(msg, dict) or msg.get("type") not in ("user", "gemini"):
             return
         mid = msg.get("id")
-        key = mid if isinstance(mid, str) else f"#{n}"
-        n += 1
-        if key not in latest:
-            order.append(key)
-        latest[key] = (line, msg)
+        latest[mid if isinstance(mid, str) else len(latest)] = (line, msg)  # no id: a new key
 
     for line, value in records.records:
         if not isinstance(value, dict):
-            out.problems.append(Problem(records.path, line, "not a JSON object; skipped"))
+            out.problem(line, "not a JSON object; skipped")
             continue
         if "sessionId" in value and ("projectHash" in value or "startTime" in value):
             header.update({k: v for k, v in value.items() if k != "messages"})
@@ -75,7 +69,7 @@ def _messages(records: Records, out: Converted) -> tuple[dict[str, Any], list[tu
                 add(line, msg)
         else:
             add(line, value)
-    return header, [latest[k] for k in order]
+    return header, list(latest.values())
 
 
 def convert(records: Records) -> Converted:
@@ -84,7 +78,7 @@ def convert(records: Records) -> Converted:
     header, messages = _messages(records, out)
     sid = header.get("sessionId")
     if not isinstance(sid, str) or not sid:
-        out.problems.append(Problem(records.path, 0, "no sessionId header; file skipped"))
+        out.problem(0, "no sessionId header; file skipped")
         return out
     cwd: str | None = None
     for _, msg in messages:
@@ -96,27 +90,14 @@ def convert(records: Records) -> Converted:
     base: dict[str, Any] = {"session_id": sid}
     if cwd:
         base["cwd"] = cwd
-    seq = 0
 
     def emit(ts: int | None, line: int, payload: dict[str, Any]) -> None:
-        nonlocal seq
         if ts is None:
-            out.problems.append(Problem(records.path, line, "no timestamp; event skipped"))
+            out.problem(line, "no timestamp; event skipped")
             return
-        seq += 1
-        out.items.append(
-            ReplayItem(
-                ts=ts,
-                kind=HOOK,
-                session_id=sid,
-                payload={**base, **payload},
-                source="gemini",
-                envelope="gemini",
-                origin=f"{records.path}:{line}",
-                seq=seq,
-                key=f"gemini:{sid}:{seq}",
-            )
-        )
+        seq = len(out.items) + 1
+        origin, key = f"{records.path}:{line}", f"gemini:{sid}:{seq}"
+        out.items.append(hook_item(ts, sid, {**base, **payload}, origin, seq, key, "gemini"))
 
     start = epoch_ms(header.get("startTime"))
     if start is None and messages:
@@ -132,13 +113,11 @@ def convert(records: Records) -> Converted:
         calls = [c for c in msg.get("toolCalls") or () if isinstance(c, dict)]
         for call in calls:
             name = call.get("name") if isinstance(call.get("name"), str) else "unknown"
-            args = call.get("args") if isinstance(call.get("args"), dict) else {}
-            tool = {"tool_name": name, "tool_input": args}
+            tool = {"tool_name": name, "tool_input": obj(call.get("args"))}
             emit(ts, line, {"hook_event_name": "BeforeTool", **tool})
             response: dict[str, Any] = {"llmContent": "", "returnDisplay": ""}
             for r in call.get("result") or ():
-                fr = r.get("functionResponse") if isinstance(r, dict) else None
-                body = fr.get("response") if isinstance(fr, dict) else None
+                body = obj(obj(r).get("functionResponse")).get("response")
                 if isinstance(body, dict):
                     if isinstance(body.get("output"), str):
                         response["llmContent"] += body["output"]

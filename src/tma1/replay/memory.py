@@ -14,14 +14,15 @@ engine sees exactly what the store would have handed it at each `now`:
   of the session; the project falls back to the newest one the session ever named.
 
 Items arrive in time order and the virtual clock never goes back, so every item held is
-at or before `now`: appending keeps each list sorted, and a window is a slice found by
-bisection.
+at or before `now`: appending keeps each list sorted by ts, and a window is a slice found
+by bisection.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
+from operator import attrgetter
 
 from tma1.engine.context import is_compaction_hook
 from tma1.engine.window import (
@@ -32,6 +33,8 @@ from tma1.engine.window import (
 )
 from tma1.events import FileChange, HookEvent, Usage, keeps_metadata
 from tma1.scrub import scrub
+
+_TS = attrgetter("ts")
 
 
 def lean(ev: HookEvent) -> HookEvent:
@@ -53,28 +56,22 @@ class MemoryWindows:
 
     def __init__(self) -> None:
         self._events: dict[str, list[HookEvent]] = {}
-        self._event_ts: dict[str, list[int]] = {}
         self._project: dict[str, str] = {}
         self._changes: dict[str, list[FileChange]] = {}
-        self._change_ts: dict[str, list[int]] = {}
         self._usage: dict[str, Usage] = {}
         # For the session bundle (`BundleReads`, tma1.engine.bundle): the project's events
         # in feed order.
         self._by_project: dict[str, list[HookEvent]] = {}
-        self._project_ts: dict[str, list[int]] = {}
         self._compacted: dict[str, int] = {}  # session → its newest compaction row's ts
 
     def add_event(self, ev: HookEvent) -> None:
         self._events.setdefault(ev.session_id, []).append(ev)
-        self._event_ts.setdefault(ev.session_id, []).append(ev.ts)
         if ev.project:
             self._project[ev.session_id] = ev.project
             self._by_project.setdefault(ev.project, []).append(ev)
-            self._project_ts.setdefault(ev.project, []).append(ev.ts)
 
     def add_change(self, ch: FileChange) -> None:
         self._changes.setdefault(ch.project, []).append(ch)
-        self._change_ts.setdefault(ch.project, []).append(ch.ts)
 
     def add_usage(self, u: Usage) -> None:
         self._usage[u.session_id] = u
@@ -88,13 +85,10 @@ class MemoryWindows:
 
     def window(self, session_id: str, now: int) -> SessionWindow:
         events = self._events.get(session_id, [])
-        lo = bisect_left(self._event_ts.get(session_id, []), now - EVENTS_WINDOW_MS)
+        lo = bisect_left(events, now - EVENTS_WINDOW_MS, key=_TS)
         lo = max(lo, len(events) - MAX_WINDOW_EVENTS)  # the live engine's session cap
         project = self._project.get(session_id)
-        changes: list[FileChange] = []
-        if project and project in self._changes:
-            held = self._changes[project]
-            changes = held[bisect_left(self._change_ts[project], now - CHANGES_WINDOW_MS) :]
+        changes = self.project_changes(project, now - CHANGES_WINDOW_MS) if project else []
         return SessionWindow(
             session_id=session_id,
             project=project,
@@ -114,8 +108,7 @@ class MemoryWindows:
 
     def _project_events(self, project: str, since_ts: int, until_ts: int) -> list[HookEvent]:
         held = self._by_project.get(project, [])
-        ts = self._project_ts.get(project, [])
-        return held[bisect_left(ts, since_ts) : bisect_right(ts, until_ts)]
+        return held[bisect_left(held, since_ts, key=_TS) : bisect_right(held, until_ts, key=_TS)]
 
     def project_shell_results(
         self, project: str, since_ts: int, until_ts: int, *, limit: int = 1_000
@@ -139,9 +132,9 @@ class MemoryWindows:
         return [(sid, last, agent, ended) for sid, (last, agent, ended) in seen.items()]
 
     def session_last_ts(self, session_id: str, before_ts: int) -> int | None:
-        ts = self._event_ts.get(session_id, [])
-        i = bisect_left(ts, before_ts)
-        return ts[i - 1] if i else None
+        events = self._events.get(session_id, [])
+        i = bisect_left(events, before_ts, key=_TS)
+        return events[i - 1].ts if i else None
 
     def latest_compaction_ts(self, session_id: str, until_ts: int | None = None) -> int | None:
         return self._compacted.get(session_id)  # fed in time order: never after `now`
@@ -150,9 +143,8 @@ class MemoryWindows:
         self, project: str, since_ts: int, until_ts: int | None = None
     ) -> list[FileChange]:
         held = self._changes.get(project, [])
-        ts = self._change_ts.get(project, [])
-        hi = len(ts) if until_ts is None else bisect_right(ts, until_ts)
-        return held[bisect_left(ts, since_ts) : hi]
+        hi = len(held) if until_ts is None else bisect_right(held, until_ts, key=_TS)
+        return held[bisect_left(held, since_ts, key=_TS) : hi]
 
     def session_project(self, session_id: str, until_ts: int | None = None) -> str | None:
         return self._project.get(session_id)

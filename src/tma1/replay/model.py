@@ -20,6 +20,7 @@ def obj(value: object) -> dict[str, Any]:
     """A JSON value as an object: recorded files hold anything where a dict is expected."""
     return value if isinstance(value, dict) else {}
 
+
 FILE_CHANGE = "file_change"
 USAGE = "usage"
 
@@ -42,10 +43,23 @@ class ReplayItem:
 
     @property
     def hook_event(self) -> str | None:
-        if self.payload is None:
-            return None
-        name = self.payload.get("hook_event_name")
+        name = obj(self.payload).get("hook_event_name")
         return name if isinstance(name, str) else None
+
+
+def hook_item(
+    ts: int,
+    session_id: str,
+    payload: dict[str, Any],
+    origin: str,
+    seq: int,
+    key: str | None = None,
+    source: str | None = None,
+) -> ReplayItem:
+    """A hook payload as it was posted; the live request's envelope follows its source."""
+    return ReplayItem(
+        ts, HOOK, session_id, payload, source, source, origin=origin, seq=seq, key=key
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,3 +96,6 @@ class Converted:
     # Set when the input has no timestamps and we made a timeline up; says how.
     synthetic_time: str | None = None
     records: int = 0  # records read from the file (lines or array elements)
+
+    def problem(self, line: int, message: str) -> None:
+        self.problems.append(Problem(self.path, line, message))
