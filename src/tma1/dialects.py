@@ -14,8 +14,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-AGENTS = ("claude-code", "codex", "gemini", "copilot")
-
 # Gemini CLI 0.61 hook events → tma1's. PreCompress is left out on purpose: Gemini fires
 # it (trigger "auto") before every model request, whether it compresses or not.
 GEMINI_EVENTS = {

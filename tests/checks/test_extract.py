@@ -18,7 +18,6 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tma1.checks import (
-    command_key,
     error_line,
     error_line_for_test,
     extract_test_ids,
@@ -821,32 +820,6 @@ def test_runs_build_or_test(command: str, runs: bool) -> None:
 )
 def test_files_read_by(command: str, files: list[str]) -> None:
     assert files_read_by(command) == files
-
-
-@pytest.mark.parametrize(
-    ("a", "b", "same"),
-    [
-        ("npm run build 2>&1 | tail -20", "npm run build", True),
-        ("go test ./... 2>/dev/null | grep FAIL | head -3", "go test ./...", True),
-        (
-            "bash .specify/scripts/setup-plan.sh --json",
-            ".specify/scripts/setup-plan.sh --json",
-            True,
-        ),
-        ("./run-tests.sh", "run-tests.sh", True),
-        (
-            "cd codex-rs && cargo fmt --all && cargo test -p core --no-run",
-            "cd codex-rs && cargo test -p core --no-run",
-            True,
-        ),
-        ("npx prettier --write src/a.ts && npm run lint", "npm run lint", True),
-        ("cd web && npm test", "cd api && npm test", False),
-        ("npm run build", "npm run test", False),
-        ("cat a | go run x", "go run x", False),
-    ],
-)
-def test_command_key_sees_the_same_check(a: str, b: str, same: bool) -> None:
-    assert (command_key(a) == command_key(b)) is same
 
 
 _REFERENCE_OPERATORS = ("||", "&&", "|&", "$(", "|", ";", "(", ")", "\n", "`")

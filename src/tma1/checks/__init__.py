@@ -4,7 +4,7 @@ A *check* is a build, test, lint or type-check run, recognised by its runner rat
 its spelling. The modules, by concern:
 
 - `normalize`: shell splitting, wrappers, output plumbing, `cd DIR &&` (`normalise`,
-  `split_shell`, `command_key`, `files_read_by`, `runs_only_plumbing`);
+  `split_shell`, `files_read_by`, `runs_only_plumbing`);
 - `identity`: runner identity, scope and coverage (`check_of`, `Check`, `Step`, `covers`,
   `runs_build_or_test`, `relative_workdir`);
 - `outcome`: pass / fail / invocation error / coverage-only / interruption
@@ -41,7 +41,6 @@ from tma1.checks.locations import (
 )
 from tma1.checks.normalize import (
     Invocation,
-    command_key,
     files_read_by,
     normalise,
     runs_only_plumbing,
@@ -72,7 +71,6 @@ __all__ = [
     "Ref",
     "Step",
     "check_of",
-    "command_key",
     "covers",
     "error_line",
     "error_line_for_test",

@@ -40,9 +40,6 @@ def runs_build_or_test(command: str) -> bool:
     return any(_RUNNER_HEAD.match(seg) for seg in _segments(command))
 
 
-# Commands that move files or read them but never compile or test anything. `git commit`
-
-
 # --- checks: identity, scope, coverage (design §2.15) ---------------------------------------
 
 

@@ -161,36 +161,6 @@ _FILTER_HEAD = re.compile(
     r"^\s*(?:tail|head|grep|egrep|fgrep|rg|tee|less|more|cat|wc|sort|uniq|cut|sed|awk|"
     r"column|jq)(?=$|\s)"
 )
-_STDERR_MERGE = re.compile(r"\s+(?:\d?>&\d|\d?>\s*/dev/null)(?=\s|$)")
-_SHELL_RUNS_SCRIPT = re.compile(r"^(?:ba|z)?sh\s+(?=\S+\.sh\b|\./|/)")
-
-
-# Formatting steps chained before a check change nothing about what the check checks.
-_FORMATTER = re.compile(
-    r"^(?:cargo\s+fmt|go\s+fmt|gofmt|rustfmt|black|isort|ruff\s+format|clang-format|"
-    r"(?:npx\s+)?prettier\s+(?:--write|-w)|(?:npm|pnpm|yarn)\s+(?:run\s+)?format)(?=$|\s)"
-)
-
-
-@lru_cache(maxsize=4096)
-def command_key(command: str) -> str:
-    """The check a command runs, without how its output is shown.
-
-    `npm run build 2>&1 | tail -20` and `npm run build` are the same check;
-    `bash ./x.sh --json` and `./x.sh --json` too, and `cargo fmt && cargo test` is
-    `cargo test`. Used to see that a failing check has passed since (a success of the
-    same key ends a failure streak).
-    """
-    parts: list[str] = []
-    piped = False
-    for segment, op in split_shell(_STDERR_MERGE.sub("", " ".join(command.split()))):
-        seg = segment.strip()
-        if piped and _FILTER_HEAD.match(seg):
-            pass  # output plumbing: `| tail -20`, `| grep FAIL`
-        elif seg and not _FORMATTER.match(seg):
-            parts.append(_SHELL_RUNS_SCRIPT.sub("", seg).removeprefix("./"))
-        piped = op in ("|", "|&") or (piped and not op)
-    return " ; ".join(parts)
 
 
 # --- normalised invocations (design §2.15) ------------------------------------------------
