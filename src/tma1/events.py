@@ -38,26 +38,6 @@ READ_TOOLS = frozenset({"Read", "NotebookRead"})
 EDITED_LINES = "edited_lines"
 SHELL_TOOLS = frozenset({"Bash", "shell", "local_shell", "exec_command", "shell_command"})
 
-# Fields that become columns (or drive delivery); everything else goes into metadata.
-_KNOWN_FIELDS = frozenset(
-    {
-        "session_id",
-        "hook_event_name",
-        "tool_name",
-        "tool_use_id",
-        "tool_input",
-        "tool_response",
-        "tool_result",
-        "error",
-        "cwd",
-        "transcript_path",
-        "permission_mode",
-        "duration_ms",
-        "ts",
-        "agent_id",
-        "agent_type",
-    }
-)
 _STRING_FIELDS = (
     "session_id",
     "hook_event_name",
@@ -67,6 +47,17 @@ _STRING_FIELDS = (
     "transcript_path",
     "permission_mode",
 )
+# Fields that become columns (or drive delivery); everything else goes into metadata.
+_KNOWN_FIELDS = frozenset(_STRING_FIELDS) | {
+    "tool_input",
+    "tool_response",
+    "tool_result",
+    "error",
+    "duration_ms",
+    "ts",
+    "agent_id",
+    "agent_type",
+}
 
 
 class PayloadError(ValueError):
@@ -145,14 +136,10 @@ def keeps_metadata(ev: HookEvent) -> bool:
 # --- helpers ---------------------------------------------------------------------------
 
 
-def collapse_ws(text: str) -> str:
-    return " ".join(text.split())
-
-
 def command_prefix(command: str | None) -> str | None:
     if not command:
         return None
-    return collapse_ws(command)[:COMMAND_PREFIX_LEN] or None
+    return " ".join(command.split())[:COMMAND_PREFIX_LEN] or None
 
 
 @lru_cache(maxsize=4096)
@@ -173,19 +160,14 @@ def project_for(cwd: str) -> str:
     return path
 
 
+_SHELLS = ("bash", "sh", "zsh")
+
+
 def _shell_command(tool_input: dict[str, Any]) -> str | None:
     cmd = tool_input.get("command", tool_input.get("cmd"))
     if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd):
         # Codex sends argv; `bash -lc "<script>"` is the script the user sees.
-        if (
-            len(cmd) >= 3
-            and cmd[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh")
-            and cmd[1]
-            in (
-                "-c",
-                "-lc",
-            )
-        ):
+        if len(cmd) >= 3 and cmd[1] in ("-c", "-lc") and cmd[0].rsplit("/", 1)[-1] in _SHELLS:
             return cmd[2]
         return shlex.join(cmd)
     return cmd if isinstance(cmd, str) else None
@@ -288,6 +270,19 @@ def response_failure(resp: Any) -> bool:
     return False
 
 
+def _exit_kind(command: str | None, output: str | None) -> str:
+    """A failed call's `failure_kind`: a shell call's by its output, any other's `exit`."""
+    return failure_kind_of_exit(command, output) if command else "exit"
+
+
+def _note_failure_output(ev: HookEvent) -> None:
+    """The error line and failing test ids of a failed call's result, when it has one."""
+    if ev.tool_result:
+        # The exit-status line alone is still better than nothing to show a human.
+        ev.tool_error_summary = error_line(ev.tool_result) or ev.tool_result.strip()[:300] or None
+        ev.test_ids = extract_test_ids(ev.tool_result)
+
+
 def _short_str(value: Any) -> str | None:
     """An id-like field: a non-blank string, capped (a lane id is no place for a novel);
     anything else is no id (a hook that sends a number is not refused for it)."""
@@ -383,7 +378,7 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
         )
         ev.tool_result = text
         ev.tool_success = False
-        ev.failure_kind = failure_kind_of_exit(ev.tool_command, text) if ev.tool_command else "exit"
+        ev.failure_kind = _exit_kind(ev.tool_command, text)
         if is_refusal(text):
             # A refusal is not a failure: keep it as a plain, unsuccessful result.
             ev.event_type = "PostToolUse"
@@ -397,9 +392,7 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
         elif response_failure(resp):
             ev.event_type = "PostToolUseFailure"
             ev.tool_success = False
-            ev.failure_kind = (
-                failure_kind_of_exit(ev.tool_command, text) if ev.tool_command else "exit"
-            )
+            ev.failure_kind = _exit_kind(ev.tool_command, text)
         elif ev.tool_command and is_masked_failure(ev.tool_command, text):
             ev.tool_success = False
             ev.failure_kind = "masked"
@@ -408,10 +401,8 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
         if text is None:
             text = _response_text(resp, TOOL_RESULT_CAP)
         ev.tool_result = cap_text(text, TOOL_RESULT_CAP)
-    if ev.tool_success is False and ev.failure_kind and ev.tool_result:
-        # The exit-status line alone is still better than nothing to show a human.
-        ev.tool_error_summary = error_line(ev.tool_result) or ev.tool_result.strip()[:300] or None
-        ev.test_ids = extract_test_ids(ev.tool_result)
+    if ev.tool_success is False and ev.failure_kind:
+        _note_failure_output(ev)
     if ev.tool_command and ev.event_type in ("PostToolUse", "PostToolUseFailure"):
         # Passing tests are read from the whole output (replay keeps no passing text), and
         # only for checks: a `cat` of a test log reports nothing.
@@ -443,14 +434,10 @@ def mark_exit_failure(ev: HookEvent, exit_code: int | None) -> None:
     # Classified like any exit failure (design §2.15: invocation error, coverage-only,
     # sandbox timeout); the rollout's status stands in for the `Exit code N` line.
     said = f"Exit code {exit_code}\n{ev.tool_result or ''}" if exit_code is not None else None
-    ev.failure_kind = (
-        failure_kind_of_exit(ev.tool_command, said or ev.tool_result) if ev.tool_command else "exit"
-    )
+    ev.failure_kind = _exit_kind(ev.tool_command, said or ev.tool_result)
     if exit_code is not None:
         ev.metadata = {**ev.metadata, "exit_code": exit_code}
-    if ev.tool_result:
-        ev.tool_error_summary = error_line(ev.tool_result) or ev.tool_result.strip()[:300] or None
-        ev.test_ids = extract_test_ids(ev.tool_result)
+    _note_failure_output(ev)
 
 
 @dataclass(slots=True, frozen=True)
