@@ -239,11 +239,53 @@ def is_refusal(text: str | None) -> bool:
 
 
 def is_refused_response(resp: Any) -> bool:
-    """`is_refusal` of a tool response: of its text, or of its JSON text when structured
-    (encoded only as far as the head needs: `clip`)."""
+    """`is_refusal` of a tool response: of its text, or of its JSON text when structured.
+
+    A refusal marker has no character that JSON escapes, and none begins like an escape
+    sequence's tail, so it can be in the JSON text only inside one of the structure's
+    strings. When no string that reaches into the head names one — nearly every response
+    — the answer is no without encoding anything."""
     if isinstance(resp, str):
         return is_refusal(resp)
+    # Joined by a newline, which no marker holds: one scan per marker.
+    heads = "\n".join(_heads(resp, _REFUSAL_HEAD))
+    if not any(r in heads for r in _REFUSALS):
+        return False
     return is_refusal(to_text(clip(resp, _REFUSAL_HEAD)))
+
+
+def _heads(value: Any, n: int) -> list[str]:
+    """The first `n` characters of every string (keys too) whose text can start within
+    the first `n` characters of `value`'s JSON text — the strings `clip(value, n)` keeps.
+    A value JSON has no type for is encoded with `str`: its whole `str` is taken."""
+    out: list[str] = []
+
+    def walk(v: Any, used: int) -> int:
+        # `used` as in `_clip`: a lower bound of the text written before `v`.
+        if isinstance(v, str):
+            out.append(v[:n])
+            return used + len(v) + 2
+        if isinstance(v, dict):
+            for k, item in v.items():
+                if used > n:
+                    break
+                if isinstance(k, str):
+                    out.append(k[:n])
+                    used += len(k) + 2
+                used = walk(item, used)
+            return used
+        if isinstance(v, list | tuple):
+            for item in v:
+                if used > n:
+                    break
+                used = walk(item, used)
+            return used
+        if v is not None and not isinstance(v, int | float):
+            out.append(str(v))
+        return used
+
+    walk(value, 0)
+    return out
 
 
 def response_failure(resp: Any) -> bool:
