@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from tma1.checks import (
     error_line,
     error_line_for_test,
+    error_line_of_file,
     extract_test_ids,
     file_line_refs,
     file_of_test_id,
@@ -599,15 +600,15 @@ def test_error_line(output: str, line: str | None) -> None:
     assert error_line(output) == line
 
 
-def test_error_line_prefers_the_line_about_a_given_file() -> None:
+def test_error_line_of_file_prefers_the_line_about_that_file() -> None:
     out = GO_BUILD + "internal/config/validation.go:381:6: validateServerConfig redeclared\n"
-    assert error_line(out, "/p/internal/config/validation.go") == (
+    assert error_line_of_file(out, "/p/internal/config/validation.go") == (
         "internal/config/validation.go:381:6: validateServerConfig redeclared"
     )
     assert error_line(out).startswith("internal/config/plugins.go:4:2")
 
 
-def test_error_line_about_a_file_follows_its_stack_frame() -> None:
+def test_error_line_of_file_follows_its_stack_frame() -> None:
     out = (
         "src/utils/matcher.ts(5,30): error TS2307: Cannot find module 'string-similarity'.\n"
         "---\n"
@@ -617,12 +618,15 @@ def test_error_line_about_a_file_follows_its_stack_frame() -> None:
         "ReferenceError: require is not defined in ES module scope, you can use import instead\n"
         "    at file:///home/u/app/check-defaults.js:6:19\n"
     )
-    assert error_line(out, "/home/u/app/check-defaults.js") == (
+    assert error_line_of_file(out, "/home/u/app/check-defaults.js") == (
         "ReferenceError: require is not defined in ES module scope, you can use import instead"
     )
     assert error_line(out).startswith("src/utils/matcher.ts(5,30): error TS2307")
     assert ref_for_file(out, "/home/u/app/check-defaults.js") == "/home/u/app/check-defaults.js:6"
-    assert error_line(PY_TRACEBACK, "/app/app/models.py") == "NameError: name 'Base' is not defined"
+    assert (
+        error_line_of_file(PY_TRACEBACK, "/app/app/models.py")
+        == "NameError: name 'Base' is not defined"
+    )
 
 
 def test_error_line_is_one_bounded_line() -> None:

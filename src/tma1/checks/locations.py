@@ -212,31 +212,13 @@ def _rustc_location(lines: list[str], i: int) -> str:
 # about the same text read back each time): outputs are capped at 16 KB, so the cache
 # holds at most about 4 MB.
 @lru_cache(maxsize=256)
-def error_line(output: str, path: str | None = None) -> str | None:
-    """The line a developer would quote first, or the first non-blank line.
-
-    With `path`, a line that mentions that file's basename wins within its tier, so the
-    quote for "you broke F" is about F.
-    """
+def error_line(output: str) -> str | None:
+    """The line a developer would quote first, or the first non-blank line (the quote about
+    one file's error: `error_line_of_file`)."""
     raw = [ln.rstrip() for ln in strip_ansi(output).splitlines()]
     lines = [ln for ln in raw if ln.strip() and not _NOISE.match(ln.strip())]
     if not lines:
         return None
-    base = path.replace("\\", "/").rsplit("/", 1)[-1] if path else None
-
-    def pick(candidates: list[str]) -> str | None:
-        if not candidates:
-            return None
-        if path and base:
-            # A reference to this very file first, then any line naming its basename.
-            for c in candidates:
-                if base in c and any(_same_file(r.path, path) for r in refs(c)):
-                    return c
-            for c in candidates:
-                if base in c:
-                    return c
-        return candidates[0]
-
     usable = [ln for ln in lines if not _LOG_LINE.match(ln)]
 
     def tier(patterns: tuple[re.Pattern[str], ...], by_pattern: bool = False) -> str | None:
@@ -245,21 +227,16 @@ def error_line(output: str, path: str | None = None) -> str | None:
         # pattern (a 16 KB output is hundreds of lines).
         found = _TIER_TESTS[patterns]  # once: a tuple of patterns is slow to hash
         hits = [ln for ln in usable if found(ln)]
-        if not by_pattern or not hits:
-            return pick(hits)
-        for p in patterns:
-            if hit := pick([ln for ln in hits if p.search(ln)]):
-                return hit
-        return None
+        if not by_pattern:
+            return hits[0] if hits else None
+        return next((ln for p in patterns for ln in hits if p.search(ln)), None)
 
-    if path and base and (hit := _line_about_file(raw, lines, path, base)):
-        return _cut(hit)
     if hit := tier(_TIER_LOCATED):
         if hit.startswith("error"):
             hit += _rustc_location(lines, lines.index(hit))
         return _cut(hit)
-    if hit := pick(_eslint_stylish_errors(raw)):
-        return _cut(hit)
+    if stylish := _eslint_stylish_errors(raw):
+        return _cut(stylish[0])
     if hit := _python_exception(raw) or tier(_TIER_DETAIL, by_pattern=True):
         return _cut(hit)
     for patterns in (_TIER_TEST, _TIER_GENERIC):
