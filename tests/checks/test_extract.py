@@ -22,12 +22,12 @@ from tma1.checks import (
     error_line_for_test,
     error_line_of_file,
     extract_test_ids,
-    file_line_refs,
     file_of_test_id,
     files_read_by,
     has_failure_markers,
     is_masked_failure,
-    ref_for_file,
+    located_in,
+    refs,
     runs_build_or_test,
     runs_only_plumbing,
     split_shell,
@@ -622,7 +622,9 @@ def test_error_line_of_file_follows_its_stack_frame() -> None:
         "ReferenceError: require is not defined in ES module scope, you can use import instead"
     )
     assert error_line(out).startswith("src/utils/matcher.ts(5,30): error TS2307")
-    assert ref_for_file(out, "/home/u/app/check-defaults.js") == "/home/u/app/check-defaults.js:6"
+    assert (
+        str(located_in(out, "/home/u/app/check-defaults.js")) == "/home/u/app/check-defaults.js:6"
+    )
     assert (
         error_line_of_file(PY_TRACEBACK, "/app/app/models.py")
         == "NameError: name 'Base' is not defined"
@@ -726,20 +728,19 @@ def test_error_line_for_test_quotes_that_tests_failure_or_nothing(
     ],
 )
 def test_file_line_refs(output: str, expected: list[tuple[str, int]]) -> None:
-    assert file_line_refs(output) == expected
+    assert [(r.path, r.line) for r in refs(output)] == expected
 
 
-def test_ref_for_file_matches_by_path_suffix_and_keeps_python_style() -> None:
-    assert ref_for_file(GO_BUILD, "/p/internal/config/plugins.go") == "internal/config/plugins.go:4"
-    assert ref_for_file(GO_BUILD, "/p/cmd/plugins.go") is None  # same name, other directory
-    assert (
-        ref_for_file("    plugins_test.go:14: got 3\n", "/p/x/plugins_test.go")
-        == "plugins_test.go:14"
-    )
-    assert ref_for_file(PY_TRACEBACK, "/app/app/models.py") == 'File "/app/app/models.py", line 27'
-    assert (
-        ref_for_file(TSC, "/repo/src/objects/people-write.ts") == "src/objects/people-write.ts:158"
-    )
+def test_located_in_matches_by_path_suffix_and_keeps_python_style() -> None:
+    def shown(output: str, path: str) -> str | None:
+        ref = located_in(output, path)
+        return None if ref is None else str(ref)
+
+    assert shown(GO_BUILD, "/p/internal/config/plugins.go") == "internal/config/plugins.go:4"
+    assert shown(GO_BUILD, "/p/cmd/plugins.go") is None  # same name, other directory
+    assert shown("    plugins_test.go:14: got 3\n", "/p/x/plugins_test.go") == "plugins_test.go:14"
+    assert shown(PY_TRACEBACK, "/app/app/models.py") == 'File "/app/app/models.py", line 27'
+    assert shown(TSC, "/repo/src/objects/people-write.ts") == "src/objects/people-write.ts:158"
 
 
 # --- masked failures ----------------------------------------------------------------------
@@ -982,7 +983,7 @@ def test_real_sessions_go_and_typescript() -> None:
         assert re.match(r"^\S+\.go:\d+:\d+: \S", error_line(out) or ""), out[:200]
     # Failed golangci-lint runs point at a file and line too.
     lints = [o for c, o, err in templar if err and c.startswith("golangci-lint run --enable-only")]
-    assert sum(1 for o in lints if file_line_refs(o)) >= 10
+    assert sum(1 for o in lints if refs(o)) >= 10
 
     # vitest runs piped through tail/grep exit 0: masked failures with test ids in a file.
     masked = [(c, o) for c, o, err in attio if not err and is_masked_failure(c, o)]

@@ -10,7 +10,7 @@ its spelling. The modules, by concern:
 - `outcome`: pass / fail / invocation error / coverage-only / interruption
   (`failure_kind_of_exit`, `is_masked_failure`, `has_failure_markers`, `outcome_of`);
 - `locations`: error locations and error lines (`error_locations`, `located_in`,
-  `error_line`, `error_line_of_file`, `refs`, `ref_for_file`, `file_line_refs`);
+  `error_line`, `error_line_of_file`, `refs`);
 - `testids`: failing and passing test ids (`extract_test_ids`, `extract_passed_ids`,
   `reported_passing`, `file_of_test_id`, `error_line_for_test`).
 
@@ -33,10 +33,8 @@ from tma1.checks.locations import (
     error_line,
     error_line_of_file,
     error_locations,
-    file_line_refs,
     lines_in,
     located_in,
-    ref_for_file,
     refs,
 )
 from tma1.checks.normalize import (
@@ -79,7 +77,6 @@ __all__ = [
     "extract_passed_ids",
     "extract_test_ids",
     "failure_kind_of_exit",
-    "file_line_refs",
     "file_of_test_id",
     "files_read_by",
     "has_failure_markers",
@@ -88,7 +85,6 @@ __all__ = [
     "located_in",
     "normalise",
     "outcome_of",
-    "ref_for_file",
     "refs",
     "relative_workdir",
     "reported_passing",

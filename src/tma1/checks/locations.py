@@ -73,11 +73,6 @@ def _refs(output: str) -> tuple[Ref, ...]:
     return tuple(seen.values())
 
 
-def file_line_refs(output: str) -> list[tuple[str, int]]:
-    """`path:line` references in output, first-seen order, Python traces included."""
-    return [(r.path, r.line) for r in refs(output)]
-
-
 def _same_file(ref_path: str, path: str) -> bool:
     ref_norm = ref_path.replace("\\", "/")
     full = path.replace("\\", "/")
@@ -85,14 +80,6 @@ def _same_file(ref_path: str, path: str) -> bool:
         return False
     rel = ref_norm.lstrip("./") if not ref_norm.startswith("/") else ref_norm
     return full.endswith("/" + rel) or full == rel or "/" not in rel
-
-
-def ref_for_file(output: str, path: str) -> str | None:
-    """The first reference to `path` (same basename, compatible directories), as shown."""
-    for ref in refs(output):
-        if _same_file(ref.path, path):
-            return str(ref)
-    return None
 
 
 # --- the most telling error line -----------------------------------------------------
