@@ -148,11 +148,8 @@ def project_for(cwd: str) -> str:
     path = cwd.rstrip("/\\") or cwd
     probe = path
     for _ in range(64):
-        try:
-            if os.path.exists(os.path.join(probe, ".git")):
-                return probe
-        except (OSError, ValueError):
-            break
+        if os.path.exists(os.path.join(probe, ".git")):
+            return probe
         parent = os.path.dirname(probe)
         if parent == probe:
             break
@@ -344,12 +341,9 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
         value = payload.get(key)
         if value is not None and not isinstance(value, str):
             raise PayloadError("bad_field_type", f"{key} must be a string")
-    session_id = payload.get("session_id")
-    hook_event = payload.get("hook_event_name")
-    if not session_id or not session_id.strip():
-        raise PayloadError("missing_session_id", "session_id is missing or empty")
-    if not hook_event or not hook_event.strip():
-        raise PayloadError("missing_hook_event_name", "hook_event_name is missing or empty")
+    for key in ("session_id", "hook_event_name"):
+        if not (payload.get(key) or "").strip():
+            raise PayloadError(f"missing_{key}", f"{key} is missing or empty")
     tool_input_raw = payload.get("tool_input")
     if tool_input_raw is not None and not isinstance(tool_input_raw, dict | str):
         raise PayloadError("bad_field_type", "tool_input must be an object")
@@ -370,9 +364,9 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
     cwd = payload.get("cwd")
     ev = HookEvent(
         ts=ts,
-        session_id=session_id.strip(),
-        event_type=hook_event.strip(),
-        hook_event_name=hook_event.strip(),
+        session_id=payload["session_id"].strip(),
+        event_type=payload["hook_event_name"].strip(),
+        hook_event_name=payload["hook_event_name"].strip(),
         agent_source=source,
         tool_name=tool_name,
         tool_use_id=payload.get("tool_use_id"),
