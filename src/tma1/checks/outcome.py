@@ -118,12 +118,11 @@ _MAX_INVOCATION_LINES = 25
 
 
 def _meaningful(output: str) -> list[str]:
+    lines = (ln.strip() for ln in strip_ansi(output).splitlines())
     return [
-        ln.strip()
-        for ln in strip_ansi(output).splitlines()
-        if ln.strip()
-        and not _EXIT_LINE.match(ln.strip())
-        and ln.strip() not in ("Output:", "Error:", "stdout:", "stderr:")
+        ln
+        for ln in lines
+        if ln and not _EXIT_LINE.match(ln) and ln not in ("Output:", "Error:", "stdout:", "stderr:")
     ]
 
 
