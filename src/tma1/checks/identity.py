@@ -190,9 +190,6 @@ def _scope(args: Sequence[str]) -> tuple[str, ...]:
             elif not eq and a in VALUE_FLAGS:
                 take = ""
             continue
-        if take == "":
-            take = None
-            continue
         p = _clean_path(a)
         if p in _WHOLE or not p:
             continue
