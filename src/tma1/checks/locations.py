@@ -233,12 +233,17 @@ def error_line(output: str) -> str | None:
     return _cut(first)
 
 
+def _refers_to(line: str, path: str, base: str) -> bool:
+    """`line` holds a reference to `path`, whose basename is `base` (tested first: cheap)."""
+    return base in line and any(_same_file(r.path, path) for r in refs(line))
+
+
 def _line_about_file(raw: list[str], lines: list[str], path: str, base: str) -> str | None:
     """The error the output reports about this file: a located diagnostic naming it, or
     the error right after a reference to it (a stack frame, a traceback, node's ESM
     loader)."""
     about = [ln for ln in lines if base in ln and not _LOG_LINE.match(ln)]
-    own = [ln for ln in about if any(_same_file(r.path, path) for r in refs(ln))]
+    own = [ln for ln in about if _refers_to(ln, path, base)]
     for ln in own or about:
         if any(p.search(ln) for p in _TIER_LOCATED):
             return ln
@@ -246,7 +251,7 @@ def _line_about_file(raw: list[str], lines: list[str], path: str, base: str) -> 
         if base in ln:
             return ln
     for i, ln in enumerate(raw):
-        if base not in ln or not any(_same_file(r.path, path) for r in refs(ln)):
+        if not _refers_to(ln, path, base):
             continue
         block = raw[i + 1 : i + 1 + _DETAIL_WINDOW]
         if py := _python_exception(["Traceback (most recent call last):", *block]):
@@ -333,11 +338,7 @@ def error_line_of_file(output: str, path: str) -> str | None:
     # rustc puts the location under the message: `error[E0425]: …` then ` --> f.rs:12:5`.
     for i, ln in enumerate(raw):
         arrow = ln.strip()
-        if (
-            arrow.startswith("--> ")
-            and base in arrow
-            and any(_same_file(r.path, path) for r in refs(arrow))
-        ):
+        if arrow.startswith("--> ") and _refers_to(arrow, path, base):
             for prev in reversed(raw[max(0, i - 3) : i]):
                 if prev.startswith("error"):
                     return _cut(f"{prev.strip()} {arrow}")
