@@ -10,15 +10,10 @@ import shlex
 from dataclasses import dataclass
 from functools import lru_cache
 
-# --- does a command run a test runner or build tool? (design §2.8) -------------------
-
-# Shell segments are split at pipes and list operators (`||`, `&&`, `|&`, `$(`, `|`, `;`,
-# `(`, `)`, newline, backquote); each segment's command word is looked up after peeling
-# wrappers (env assignments, `time`, `npx`, `python -m`, …).
-
 
 def split_shell(command: str) -> list[tuple[str, str]]:
-    """(simple command, the operator after it), splitting only outside quotes.
+    """(simple command, the operator after it), split at `||`, `&&`, `|&`, `$(`, `|`, `;`,
+    `(`, `)`, newline and backquote, only outside quotes.
 
     An unbalanced quote keeps the rest of the line in one piece (agents' broken greps).
     """
