@@ -388,8 +388,7 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
         files = patch_files(patch, cwd) if isinstance(patch, str) else []
         ev.tool_files = files
         ev.tool_file_path = files[0] if files else None
-        if tool_name != "apply_patch":
-            ev.tool_name = "apply_patch"
+        ev.tool_name = "apply_patch"
     else:
         fp = (
             tool_input.get("file_path") or tool_input.get("notebook_path") or tool_input.get("path")
