@@ -7,6 +7,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -231,15 +232,18 @@ _REDIRECT_ALONE = re.compile(r"^(?:\d*|&)(?:>>?|<)&?$")  # `>` alone: its target
 _REDIRECT_ATTACHED = re.compile(r"^(?:\d*|&)(?:>>?|<)")  # `2>&1`, `>out.txt`, `2>/dev/null`
 
 
-def _strip_redirects(words: list[str]) -> list[str]:
+def _without(
+    words: list[str], dropped: Callable[[str], object], with_value: Callable[[str], object]
+) -> list[str]:
+    """`words` without the ones `dropped` names, nor the word after one `with_value` names."""
     out: list[str] = []
     skip = False
     for w in words:
         if skip:
             skip = False
-        elif _REDIRECT_ALONE.match(w):
-            skip = True
-        elif not _REDIRECT_ATTACHED.match(w):
+        elif dropped(w):
+            skip = bool(with_value(w))
+        else:
             out.append(w)
     return out
 
@@ -301,19 +305,6 @@ _COSMETIC_WITH_VALUE = frozenset(
 )  # fmt: skip
 
 
-def _drop_cosmetic(words: list[str]) -> tuple[str, ...]:
-    out: list[str] = []
-    skip = False
-    for w in words:
-        if skip:
-            skip = False
-        elif _COSMETIC.match(w):
-            skip = w in _COSMETIC_WITH_VALUE
-        else:
-            out.append(w)
-    return tuple(out)
-
-
 @lru_cache(maxsize=4096)
 def normalise(command: str, _depth: int = 0) -> tuple[Invocation, ...]:
     """The simple commands a shell line runs, each with the directory it runs in (relative
@@ -333,7 +324,7 @@ def normalise(command: str, _depth: int = 0) -> tuple[Invocation, ...]:
             words = _words(seg)
         except ValueError:
             words = seg.split()
-        words, script = _peel(_strip_redirects(words))
+        words, script = _peel(_without(words, _REDIRECT_ATTACHED.match, _REDIRECT_ALONE.match))
         if script is not None:
             if _depth < 2:
                 inner = normalise(script, _depth + 1)
@@ -346,5 +337,6 @@ def normalise(command: str, _depth: int = 0) -> tuple[Invocation, ...]:
             if op in ("&&", ";", "\n"):
                 workdir = _join_dir(workdir, words[1]) if len(words) == 2 else "~"
             continue
-        out.append(Invocation(workdir, _drop_cosmetic(words)))
+        shown = _without(words, _COSMETIC.match, _COSMETIC_WITH_VALUE.__contains__)
+        out.append(Invocation(workdir, tuple(shown)))
     return tuple(out)
