@@ -14,8 +14,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-AGENTS = ("claude-code", "codex", "gemini", "copilot")
-
 # Gemini CLI 0.61 hook events → tma1's. PreCompress is left out on purpose: Gemini fires
 # it (trigger "auto") before every model request, whether it compresses or not.
 GEMINI_EVENTS = {
@@ -93,6 +91,20 @@ def _own_transcript(out: dict[str, Any]) -> None:
             out["agent_transcript_path"] = out.pop(key)
 
 
+def _rename_tool(out: dict[str, Any], tools: dict[str, str]) -> None:
+    """The tool by tma1's name, the agent's own kept as metadata."""
+    tool = out.get("tool_name")
+    if isinstance(tool, str) and tool in tools:
+        out["tool_name"] = tools[tool]
+        out["agent_tool"] = tool
+
+
+def _failed(out: dict[str, Any], error: str) -> None:
+    out["hook_event_name"] = "PostToolUseFailure"
+    out["error"] = error
+    out.pop("tool_response", None)
+
+
 # Gemini CLI hands a SessionStart hook's context to the model inside the next prompt, and
 # its BeforeAgent `prompt` carries that block in front of what the user typed.
 _GEMINI_HOOK_CONTEXT = re.compile(r"\A\s*<hook_context>.*?</hook_context>\s*", re.S)
@@ -109,16 +121,13 @@ def _gemini(p: dict[str, Any]) -> dict[str, Any]:
     if isinstance(name, str) and name in GEMINI_EVENTS:
         out["hook_event_name"] = GEMINI_EVENTS[name]
         out["agent_event"] = name
-    tool = p.get("tool_name")
-    if isinstance(tool, str) and tool in GEMINI_TOOLS:
-        out["tool_name"] = GEMINI_TOOLS[tool]
-        out["agent_tool"] = tool
+    _rename_tool(out, GEMINI_TOOLS)
     resp = p.get("tool_response")
     if name == "AfterTool" and isinstance(resp, dict):
         content = _text(resp.get("llmContent"))
         err = resp.get("error")
         err_text = _text(err.get("message")) if isinstance(err, dict) else _text(err)
-        if tool == "run_shell_command":
+        if p.get("tool_name") == "run_shell_command":
             body = content.replace("<untrusted_context>", "").replace("</untrusted_context>", "")
             m = _GEMINI_OUTPUT.search(body)
             output = (m.group(1).rstrip("\n") if m else body.strip()).removesuffix("(empty)")
@@ -126,13 +135,9 @@ def _gemini(p: dict[str, Any]) -> dict[str, Any]:
             code = int(codes[-1]) if codes else 0
             out["tool_response"] = {"stdout": output, "exit_code": code}
             if code != 0:
-                out["hook_event_name"] = "PostToolUseFailure"
-                out["error"] = f"Exit code {code}\n{output}"
-                out.pop("tool_response", None)
+                _failed(out, f"Exit code {code}\n{output}")
         elif err_text:
-            out["hook_event_name"] = "PostToolUseFailure"
-            out["error"] = err_text
-            out.pop("tool_response", None)
+            _failed(out, err_text)
         else:
             out["tool_response"] = content
     return out
@@ -141,10 +146,7 @@ def _gemini(p: dict[str, Any]) -> dict[str, Any]:
 def _copilot(p: dict[str, Any]) -> dict[str, Any]:
     out = dict(p)
     _own_transcript(out)
-    tool = p.get("tool_name")
-    if isinstance(tool, str) and tool in COPILOT_TOOLS:
-        out["tool_name"] = COPILOT_TOOLS[tool]
-        out["agent_tool"] = tool
+    _rename_tool(out, COPILOT_TOOLS)
     result = p.get("tool_result", p.get("tool_response"))
     if p.get("hook_event_name") in ("PostToolUse", "PostToolUseFailure") and isinstance(
         result, dict
@@ -157,9 +159,7 @@ def _copilot(p: dict[str, Any]) -> dict[str, Any]:
         output = text[: m.start()].rstrip("\n") if m else text
         out.pop("tool_result", None)
         if kind == "failure" or (code is not None and code != 0):
-            out["hook_event_name"] = "PostToolUseFailure"
-            out["error"] = f"Exit code {code}\n{output}" if code is not None else text
-            out.pop("tool_response", None)
+            _failed(out, f"Exit code {code}\n{output}" if code is not None else text)
         else:
             out["tool_response"] = {"stdout": output, "exit_code": code} if m else text
             if kind == "denied":

@@ -38,26 +38,6 @@ READ_TOOLS = frozenset({"Read", "NotebookRead"})
 EDITED_LINES = "edited_lines"
 SHELL_TOOLS = frozenset({"Bash", "shell", "local_shell", "exec_command", "shell_command"})
 
-# Fields that become columns (or drive delivery); everything else goes into metadata.
-_KNOWN_FIELDS = frozenset(
-    {
-        "session_id",
-        "hook_event_name",
-        "tool_name",
-        "tool_use_id",
-        "tool_input",
-        "tool_response",
-        "tool_result",
-        "error",
-        "cwd",
-        "transcript_path",
-        "permission_mode",
-        "duration_ms",
-        "ts",
-        "agent_id",
-        "agent_type",
-    }
-)
 _STRING_FIELDS = (
     "session_id",
     "hook_event_name",
@@ -67,6 +47,17 @@ _STRING_FIELDS = (
     "transcript_path",
     "permission_mode",
 )
+# Fields that become columns (or drive delivery); everything else goes into metadata.
+_KNOWN_FIELDS = frozenset(_STRING_FIELDS) | {
+    "tool_input",
+    "tool_response",
+    "tool_result",
+    "error",
+    "duration_ms",
+    "ts",
+    "agent_id",
+    "agent_type",
+}
 
 
 class PayloadError(ValueError):
@@ -145,14 +136,10 @@ def keeps_metadata(ev: HookEvent) -> bool:
 # --- helpers ---------------------------------------------------------------------------
 
 
-def collapse_ws(text: str) -> str:
-    return " ".join(text.split())
-
-
 def command_prefix(command: str | None) -> str | None:
     if not command:
         return None
-    return collapse_ws(command)[:COMMAND_PREFIX_LEN] or None
+    return " ".join(command.split())[:COMMAND_PREFIX_LEN] or None
 
 
 @lru_cache(maxsize=4096)
@@ -161,11 +148,8 @@ def project_for(cwd: str) -> str:
     path = cwd.rstrip("/\\") or cwd
     probe = path
     for _ in range(64):
-        try:
-            if os.path.exists(os.path.join(probe, ".git")):
-                return probe
-        except (OSError, ValueError):
-            break
+        if os.path.exists(os.path.join(probe, ".git")):
+            return probe
         parent = os.path.dirname(probe)
         if parent == probe:
             break
@@ -173,19 +157,14 @@ def project_for(cwd: str) -> str:
     return path
 
 
+_SHELLS = ("bash", "sh", "zsh")
+
+
 def _shell_command(tool_input: dict[str, Any]) -> str | None:
     cmd = tool_input.get("command", tool_input.get("cmd"))
     if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd):
         # Codex sends argv; `bash -lc "<script>"` is the script the user sees.
-        if (
-            len(cmd) >= 3
-            and cmd[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh")
-            and cmd[1]
-            in (
-                "-c",
-                "-lc",
-            )
-        ):
+        if len(cmd) >= 3 and cmd[1] in ("-c", "-lc") and cmd[0].rsplit("/", 1)[-1] in _SHELLS:
             return cmd[2]
         return shlex.join(cmd)
     return cmd if isinstance(cmd, str) else None
@@ -330,6 +309,19 @@ def response_failure(resp: Any) -> bool:
     return False
 
 
+def _exit_kind(command: str | None, output: str | None) -> str:
+    """A failed call's `failure_kind`: a shell call's by its output, any other's `exit`."""
+    return failure_kind_of_exit(command, output) if command else "exit"
+
+
+def _note_failure_output(ev: HookEvent) -> None:
+    """The error line and failing test ids of a failed call's result, when it has one."""
+    if ev.tool_result:
+        # The exit-status line alone is still better than nothing to show a human.
+        ev.tool_error_summary = error_line(ev.tool_result) or ev.tool_result.strip()[:300] or None
+        ev.test_ids = extract_test_ids(ev.tool_result)
+
+
 def _short_str(value: Any) -> str | None:
     """An id-like field: a non-blank string, capped (a lane id is no place for a novel);
     anything else is no id (a hook that sends a number is not refused for it)."""
@@ -349,12 +341,9 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
         value = payload.get(key)
         if value is not None and not isinstance(value, str):
             raise PayloadError("bad_field_type", f"{key} must be a string")
-    session_id = payload.get("session_id")
-    hook_event = payload.get("hook_event_name")
-    if not session_id or not session_id.strip():
-        raise PayloadError("missing_session_id", "session_id is missing or empty")
-    if not hook_event or not hook_event.strip():
-        raise PayloadError("missing_hook_event_name", "hook_event_name is missing or empty")
+    for key in ("session_id", "hook_event_name"):
+        if not (payload.get(key) or "").strip():
+            raise PayloadError(f"missing_{key}", f"{key} is missing or empty")
     tool_input_raw = payload.get("tool_input")
     if tool_input_raw is not None and not isinstance(tool_input_raw, dict | str):
         raise PayloadError("bad_field_type", "tool_input must be an object")
@@ -375,9 +364,9 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
     cwd = payload.get("cwd")
     ev = HookEvent(
         ts=ts,
-        session_id=session_id.strip(),
-        event_type=hook_event.strip(),
-        hook_event_name=hook_event.strip(),
+        session_id=payload["session_id"].strip(),
+        event_type=payload["hook_event_name"].strip(),
+        hook_event_name=payload["hook_event_name"].strip(),
         agent_source=source,
         tool_name=tool_name,
         tool_use_id=payload.get("tool_use_id"),
@@ -399,8 +388,7 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
         files = patch_files(patch, cwd) if isinstance(patch, str) else []
         ev.tool_files = files
         ev.tool_file_path = files[0] if files else None
-        if tool_name != "apply_patch":
-            ev.tool_name = "apply_patch"
+        ev.tool_name = "apply_patch"
     else:
         fp = (
             tool_input.get("file_path") or tool_input.get("notebook_path") or tool_input.get("path")
@@ -425,7 +413,7 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
         )
         ev.tool_result = text
         ev.tool_success = False
-        ev.failure_kind = failure_kind_of_exit(ev.tool_command, text) if ev.tool_command else "exit"
+        ev.failure_kind = _exit_kind(ev.tool_command, text)
         if is_refusal(text):
             # A refusal is not a failure: keep it as a plain, unsuccessful result.
             ev.event_type = "PostToolUse"
@@ -439,9 +427,7 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
         elif response_failure(resp):
             ev.event_type = "PostToolUseFailure"
             ev.tool_success = False
-            ev.failure_kind = (
-                failure_kind_of_exit(ev.tool_command, text) if ev.tool_command else "exit"
-            )
+            ev.failure_kind = _exit_kind(ev.tool_command, text)
         elif ev.tool_command and is_masked_failure(ev.tool_command, text):
             ev.tool_success = False
             ev.failure_kind = "masked"
@@ -450,10 +436,8 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
         if text is None:
             text = _response_text(resp, TOOL_RESULT_CAP)
         ev.tool_result = cap_text(text, TOOL_RESULT_CAP)
-    if ev.tool_success is False and ev.failure_kind and ev.tool_result:
-        # The exit-status line alone is still better than nothing to show a human.
-        ev.tool_error_summary = error_line(ev.tool_result) or ev.tool_result.strip()[:300] or None
-        ev.test_ids = extract_test_ids(ev.tool_result)
+    if ev.tool_success is False and ev.failure_kind:
+        _note_failure_output(ev)
     if ev.tool_command and ev.event_type in ("PostToolUse", "PostToolUseFailure"):
         # Passing tests are read from the whole output (replay keeps no passing text), and
         # only for checks: a `cat` of a test log reports nothing.
@@ -485,14 +469,10 @@ def mark_exit_failure(ev: HookEvent, exit_code: int | None) -> None:
     # Classified like any exit failure (design §2.15: invocation error, coverage-only,
     # sandbox timeout); the rollout's status stands in for the `Exit code N` line.
     said = f"Exit code {exit_code}\n{ev.tool_result or ''}" if exit_code is not None else None
-    ev.failure_kind = (
-        failure_kind_of_exit(ev.tool_command, said or ev.tool_result) if ev.tool_command else "exit"
-    )
+    ev.failure_kind = _exit_kind(ev.tool_command, said or ev.tool_result)
     if exit_code is not None:
         ev.metadata = {**ev.metadata, "exit_code": exit_code}
-    if ev.tool_result:
-        ev.tool_error_summary = error_line(ev.tool_result) or ev.tool_result.strip()[:300] or None
-        ev.test_ids = extract_test_ids(ev.tool_result)
+    _note_failure_output(ev)
 
 
 @dataclass(slots=True, frozen=True)

@@ -113,17 +113,12 @@ def _shrink_metadata(extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def keep_message_ends(text: str) -> str:
-    """A long agent message cut to its head and its tail, marked where it was cut."""
-    if len(text) <= MESSAGE_HEAD + MESSAGE_TAIL + 20:
-        return text
-    return text[:MESSAGE_HEAD] + "\n…[cut]…\n" + text[-MESSAGE_TAIL:]
-
-
 def capped_metadata(extra: dict[str, Any]) -> dict[str, Any]:
-    """The payload's unknown fields, within `METADATA_CAP` bytes of JSON text."""
+    """The payload's unknown fields, within `METADATA_CAP` bytes of JSON text; a long
+    final message keeps its head and its tail, marked where it was cut."""
     message = extra.get("last_assistant_message")
-    if isinstance(message, str) and (kept := keep_message_ends(message)) != message:
+    if isinstance(message, str) and len(message) > MESSAGE_HEAD + MESSAGE_TAIL + 20:
+        kept = message[:MESSAGE_HEAD] + "\n…[cut]…\n" + message[-MESSAGE_TAIL:]
         extra = {**extra, "last_assistant_message": kept, "_truncated": True}
     meta_text = to_text(clip(extra, METADATA_CAP)) or ""
     if len(meta_text.encode("utf-8", "surrogatepass")) > METADATA_CAP:

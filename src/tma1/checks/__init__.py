@@ -1,18 +1,10 @@
 """Checks (design §2.15): what a shell command checks and what its run said.
 
 A *check* is a build, test, lint or type-check run, recognised by its runner rather than
-its spelling. The modules, by concern:
-
-- `normalize`: shell splitting, wrappers, output plumbing, `cd DIR &&` (`normalise`,
-  `split_shell`, `command_key`, `files_read_by`, `runs_only_plumbing`);
-- `identity`: runner identity, scope and coverage (`check_of`, `Check`, `Step`, `covers`,
-  `runs_build_or_test`, `relative_workdir`);
-- `outcome`: pass / fail / invocation error / coverage-only / interruption
-  (`failure_kind_of_exit`, `is_masked_failure`, `has_failure_markers`, `outcome_of`);
-- `locations`: error locations and error lines (`error_locations`, `located_in`,
-  `error_line`, `error_line_of_file`, `refs`, `ref_for_file`, `file_line_refs`);
-- `testids`: failing and passing test ids (`extract_test_ids`, `extract_passed_ids`,
-  `reported_passing`, `file_of_test_id`, `error_line_for_test`).
+its spelling. The modules, by concern: `normalize` (shell splitting, wrappers, output
+plumbing, `cd DIR &&`), `identity` (runner identity, scope and coverage), `outcome` (pass,
+fail, invocation error, coverage-only, interruption), `locations` (error locations and
+error lines), `testids` (failing and passing test ids).
 
 Every function is pure: the ingest path, the rules and replay agree on what a run says.
 """
@@ -33,15 +25,12 @@ from tma1.checks.locations import (
     error_line,
     error_line_of_file,
     error_locations,
-    file_line_refs,
     lines_in,
     located_in,
-    ref_for_file,
     refs,
 )
 from tma1.checks.normalize import (
     Invocation,
-    command_key,
     files_read_by,
     normalise,
     runs_only_plumbing,
@@ -72,7 +61,6 @@ __all__ = [
     "Ref",
     "Step",
     "check_of",
-    "command_key",
     "covers",
     "error_line",
     "error_line_for_test",
@@ -81,7 +69,6 @@ __all__ = [
     "extract_passed_ids",
     "extract_test_ids",
     "failure_kind_of_exit",
-    "file_line_refs",
     "file_of_test_id",
     "files_read_by",
     "has_failure_markers",
@@ -90,7 +77,6 @@ __all__ = [
     "located_in",
     "normalise",
     "outcome_of",
-    "ref_for_file",
     "refs",
     "relative_workdir",
     "reported_passing",

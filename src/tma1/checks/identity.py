@@ -40,9 +40,6 @@ def runs_build_or_test(command: str) -> bool:
     return any(_RUNNER_HEAD.match(seg) for seg in _segments(command))
 
 
-# Commands that move files or read them but never compile or test anything. `git commit`
-
-
 # --- checks: identity, scope, coverage (design §2.15) ---------------------------------------
 
 
@@ -169,7 +166,7 @@ def _clean_path(p: str) -> str:
     return p.rstrip("/") if p not in ("/",) else p
 
 
-def _scope(args: Sequence[str], runner: str) -> tuple[str, ...]:
+def _scope(args: Sequence[str]) -> tuple[str, ...]:
     scope: list[str] = []
     take: str | None = None
     for a in args:
@@ -193,11 +190,6 @@ def _scope(args: Sequence[str], runner: str) -> tuple[str, ...]:
             elif not eq and a in VALUE_FLAGS:
                 take = ""
             continue
-        if take == "":
-            take = None
-            continue
-        if runner == "make" or runner in _TASK_RUNNERS.values():
-            continue
         p = _clean_path(a)
         if p in _WHOLE or not p:
             continue
@@ -211,7 +203,6 @@ def _step(inv: Invocation) -> Step | None:
     workdir = inv.workdir
     if not words:
         return None
-    head = words[0].rsplit("/", 1)[-1] if not words[0].startswith("./") else words[0]
     base = words[0].rsplit("/", 1)[-1]
     rest = words[1:]
     # `npm --prefix web test`, `pnpm -C web test`, `make -C dir`: the directory moves.
@@ -222,7 +213,7 @@ def _step(inv: Invocation) -> Step | None:
             rest = rest[:i] + rest[i + 2 :]
     if base in _NODE_PMS:
         if base == "bun" and rest[:1] == ["test"]:
-            return Step(workdir, "bun test", _scope(rest[1:], "bun test"))
+            return Step(workdir, "bun test", _scope(rest[1:]))
         if rest[:1] in (["run"], ["run-script"]):
             rest = rest[1:]
         elif rest[:1] == ["t"]:
@@ -231,7 +222,7 @@ def _step(inv: Invocation) -> Step | None:
             rest = rest[1:]
         if not rest or not _CHECK_SCRIPT.match(rest[0]):
             return None
-        return Step(workdir, f"npm run {rest[0]}", _scope(rest[1:], "npm"))
+        return Step(workdir, f"npm run {rest[0]}", _scope(rest[1:]))
     if base in _TASK_RUNNERS:
         runner = _TASK_RUNNERS[base]
         targets = [w for w in rest if not w.startswith("-") and "=" not in w]
@@ -243,7 +234,7 @@ def _step(inv: Invocation) -> Step | None:
                    None)  # fmt: skip
         if sub is None or sub not in _SUBCOMMAND_RUNNERS[base]:
             if base == "ruff" and (not rest or rest[0].startswith("-") or "." in rest[0]):
-                return Step(workdir, "ruff check", _scope(rest, "ruff"))
+                return Step(workdir, "ruff check", _scope(rest))
             return None
         i = rest.index(sub)
         runner = f"{base} {sub}"
@@ -251,7 +242,7 @@ def _step(inv: Invocation) -> Step | None:
             return None  # a formatter that formats checks nothing
         if runner == "cmake --build":
             return Step(workdir, "cmake --build", ())
-        return Step(workdir, runner, _scope(rest[i + 1 :], runner))
+        return Step(workdir, runner, _scope(rest[i + 1 :]))
     if base in _PLAIN_RUNNERS:
         if base in ("prettier", "black", "isort") and not any(
             w in ("--check", "-c", "--diff", "--list-different", "-l") for w in rest
@@ -262,11 +253,11 @@ def _step(inv: Invocation) -> Step | None:
             rest = rest[1:]
         if runner == "playwright" and rest[:1] == ["test"]:
             rest = rest[1:]
-        return Step(workdir, runner, _scope(rest, runner))
+        return Step(workdir, runner, _scope(rest))
     # A project script, by its path: `./build.sh`, `bash build.sh`, `python scripts/x.py`.
     script: str | None = None
     args: list[str] = []
-    if head.startswith("./") or (words[0].startswith("/") and _SCRIPT_FILE.search(words[0])):
+    if words[0].startswith("./") or (words[0].startswith("/") and _SCRIPT_FILE.search(words[0])):
         script, args = words[0], rest
     elif base in ("bash", "sh", "zsh", "node", "tsx", "ts-node", "ruby", "perl", "deno") or (
         _PYTHON.match(base)
@@ -275,7 +266,7 @@ def _step(inv: Invocation) -> Step | None:
             rest = rest[1:]
         if _PYTHON.match(base) and rest[:1] == ["-m"] and len(rest) > 1:
             # `python -m app.main`: the project's own module, by its name.
-            return Step(workdir, f"python -m {rest[1]}", _scope(rest[2:], "script"))
+            return Step(workdir, f"python -m {rest[1]}", _scope(rest[2:]))
         pos = [w for w in rest if not w.startswith("-")]
         if pos and _SCRIPT_FILE.search(pos[0]) and not rest[0].startswith("-c"):
             script = pos[0]
@@ -285,7 +276,7 @@ def _step(inv: Invocation) -> Step | None:
     name = _clean_path(script)
     if name.rsplit("/", 1)[-1] in ("gradlew", "mvnw"):
         return _step(Invocation(workdir, (name.rsplit("/", 1)[-1], *args)))
-    return Step(workdir, f"script {name}", _scope(args, "script"))
+    return Step(workdir, f"script {name}", _scope(args))
 
 
 @lru_cache(maxsize=4096)

@@ -73,11 +73,6 @@ def _refs(output: str) -> tuple[Ref, ...]:
     return tuple(seen.values())
 
 
-def file_line_refs(output: str) -> list[tuple[str, int]]:
-    """`path:line` references in output, first-seen order, Python traces included."""
-    return [(r.path, r.line) for r in refs(output)]
-
-
 def _same_file(ref_path: str, path: str) -> bool:
     ref_norm = ref_path.replace("\\", "/")
     full = path.replace("\\", "/")
@@ -85,14 +80,6 @@ def _same_file(ref_path: str, path: str) -> bool:
         return False
     rel = ref_norm.lstrip("./") if not ref_norm.startswith("/") else ref_norm
     return full.endswith("/" + rel) or full == rel or "/" not in rel
-
-
-def ref_for_file(output: str, path: str) -> str | None:
-    """The first reference to `path` (same basename, compatible directories), as shown."""
-    for ref in refs(output):
-        if _same_file(ref.path, path):
-            return str(ref)
-    return None
 
 
 # --- the most telling error line -----------------------------------------------------
@@ -212,31 +199,13 @@ def _rustc_location(lines: list[str], i: int) -> str:
 # about the same text read back each time): outputs are capped at 16 KB, so the cache
 # holds at most about 4 MB.
 @lru_cache(maxsize=256)
-def error_line(output: str, path: str | None = None) -> str | None:
-    """The line a developer would quote first, or the first non-blank line.
-
-    With `path`, a line that mentions that file's basename wins within its tier, so the
-    quote for "you broke F" is about F.
-    """
+def error_line(output: str) -> str | None:
+    """The line a developer would quote first, or the first non-blank line (the quote about
+    one file's error: `error_line_of_file`)."""
     raw = [ln.rstrip() for ln in strip_ansi(output).splitlines()]
     lines = [ln for ln in raw if ln.strip() and not _NOISE.match(ln.strip())]
     if not lines:
         return None
-    base = path.replace("\\", "/").rsplit("/", 1)[-1] if path else None
-
-    def pick(candidates: list[str]) -> str | None:
-        if not candidates:
-            return None
-        if path and base:
-            # A reference to this very file first, then any line naming its basename.
-            for c in candidates:
-                if base in c and any(_same_file(r.path, path) for r in refs(c)):
-                    return c
-            for c in candidates:
-                if base in c:
-                    return c
-        return candidates[0]
-
     usable = [ln for ln in lines if not _LOG_LINE.match(ln)]
 
     def tier(patterns: tuple[re.Pattern[str], ...], by_pattern: bool = False) -> str | None:
@@ -245,21 +214,16 @@ def error_line(output: str, path: str | None = None) -> str | None:
         # pattern (a 16 KB output is hundreds of lines).
         found = _TIER_TESTS[patterns]  # once: a tuple of patterns is slow to hash
         hits = [ln for ln in usable if found(ln)]
-        if not by_pattern or not hits:
-            return pick(hits)
-        for p in patterns:
-            if hit := pick([ln for ln in hits if p.search(ln)]):
-                return hit
-        return None
+        if not by_pattern:
+            return hits[0] if hits else None
+        return next((ln for p in patterns for ln in hits if p.search(ln)), None)
 
-    if path and base and (hit := _line_about_file(raw, lines, path, base)):
-        return _cut(hit)
     if hit := tier(_TIER_LOCATED):
         if hit.startswith("error"):
             hit += _rustc_location(lines, lines.index(hit))
         return _cut(hit)
-    if hit := pick(_eslint_stylish_errors(raw)):
-        return _cut(hit)
+    if stylish := _eslint_stylish_errors(raw):
+        return _cut(stylish[0])
     if hit := _python_exception(raw) or tier(_TIER_DETAIL, by_pattern=True):
         return _cut(hit)
     for patterns in (_TIER_TEST, _TIER_GENERIC):
@@ -269,12 +233,17 @@ def error_line(output: str, path: str | None = None) -> str | None:
     return _cut(first)
 
 
+def _refers_to(line: str, path: str, base: str) -> bool:
+    """`line` holds a reference to `path`, whose basename is `base` (tested first: cheap)."""
+    return base in line and any(_same_file(r.path, path) for r in refs(line))
+
+
 def _line_about_file(raw: list[str], lines: list[str], path: str, base: str) -> str | None:
     """The error the output reports about this file: a located diagnostic naming it, or
     the error right after a reference to it (a stack frame, a traceback, node's ESM
     loader)."""
     about = [ln for ln in lines if base in ln and not _LOG_LINE.match(ln)]
-    own = [ln for ln in about if any(_same_file(r.path, path) for r in refs(ln))]
+    own = [ln for ln in about if _refers_to(ln, path, base)]
     for ln in own or about:
         if any(p.search(ln) for p in _TIER_LOCATED):
             return ln
@@ -282,7 +251,7 @@ def _line_about_file(raw: list[str], lines: list[str], path: str, base: str) -> 
         if base in ln:
             return ln
     for i, ln in enumerate(raw):
-        if base not in ln or not any(_same_file(r.path, path) for r in refs(ln)):
+        if not _refers_to(ln, path, base):
             continue
         block = raw[i + 1 : i + 1 + _DETAIL_WINDOW]
         if py := _python_exception(["Traceback (most recent call last):", *block]):
@@ -369,11 +338,7 @@ def error_line_of_file(output: str, path: str) -> str | None:
     # rustc puts the location under the message: `error[E0425]: …` then ` --> f.rs:12:5`.
     for i, ln in enumerate(raw):
         arrow = ln.strip()
-        if (
-            arrow.startswith("--> ")
-            and base in arrow
-            and any(_same_file(r.path, path) for r in refs(arrow))
-        ):
+        if arrow.startswith("--> ") and _refers_to(arrow, path, base):
             for prev in reversed(raw[max(0, i - 3) : i]):
                 if prev.startswith("error"):
                     return _cut(f"{prev.strip()} {arrow}")

@@ -7,18 +7,14 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
-# --- does a command run a test runner or build tool? (design §2.8) -------------------
-
-# Shell segments are split at pipes and list operators (`||`, `&&`, `|&`, `$(`, `|`, `;`,
-# `(`, `)`, newline, backquote); each segment's command word is looked up after peeling
-# wrappers (env assignments, `time`, `npx`, `python -m`, …).
-
 
 def split_shell(command: str) -> list[tuple[str, str]]:
-    """(simple command, the operator after it), splitting only outside quotes.
+    """(simple command, the operator after it), split at `||`, `&&`, `|&`, `$(`, `|`, `;`,
+    `(`, `)`, newline and backquote, only outside quotes.
 
     An unbalanced quote keeps the rest of the line in one piece (agents' broken greps).
     """
@@ -161,36 +157,6 @@ _FILTER_HEAD = re.compile(
     r"^\s*(?:tail|head|grep|egrep|fgrep|rg|tee|less|more|cat|wc|sort|uniq|cut|sed|awk|"
     r"column|jq)(?=$|\s)"
 )
-_STDERR_MERGE = re.compile(r"\s+(?:\d?>&\d|\d?>\s*/dev/null)(?=\s|$)")
-_SHELL_RUNS_SCRIPT = re.compile(r"^(?:ba|z)?sh\s+(?=\S+\.sh\b|\./|/)")
-
-
-# Formatting steps chained before a check change nothing about what the check checks.
-_FORMATTER = re.compile(
-    r"^(?:cargo\s+fmt|go\s+fmt|gofmt|rustfmt|black|isort|ruff\s+format|clang-format|"
-    r"(?:npx\s+)?prettier\s+(?:--write|-w)|(?:npm|pnpm|yarn)\s+(?:run\s+)?format)(?=$|\s)"
-)
-
-
-@lru_cache(maxsize=4096)
-def command_key(command: str) -> str:
-    """The check a command runs, without how its output is shown.
-
-    `npm run build 2>&1 | tail -20` and `npm run build` are the same check;
-    `bash ./x.sh --json` and `./x.sh --json` too, and `cargo fmt && cargo test` is
-    `cargo test`. Used to see that a failing check has passed since (a success of the
-    same key ends a failure streak).
-    """
-    parts: list[str] = []
-    piped = False
-    for segment, op in split_shell(_STDERR_MERGE.sub("", " ".join(command.split()))):
-        seg = segment.strip()
-        if piped and _FILTER_HEAD.match(seg):
-            pass  # output plumbing: `| tail -20`, `| grep FAIL`
-        elif seg and not _FORMATTER.match(seg):
-            parts.append(_SHELL_RUNS_SCRIPT.sub("", seg).removeprefix("./"))
-        piped = op in ("|", "|&") or (piped and not op)
-    return " ; ".join(parts)
 
 
 # --- normalised invocations (design §2.15) ------------------------------------------------
@@ -266,15 +232,18 @@ _REDIRECT_ALONE = re.compile(r"^(?:\d*|&)(?:>>?|<)&?$")  # `>` alone: its target
 _REDIRECT_ATTACHED = re.compile(r"^(?:\d*|&)(?:>>?|<)")  # `2>&1`, `>out.txt`, `2>/dev/null`
 
 
-def _strip_redirects(words: list[str]) -> list[str]:
+def _without(
+    words: list[str], dropped: Callable[[str], object], with_value: Callable[[str], object]
+) -> list[str]:
+    """`words` without the ones `dropped` names, nor the word after one `with_value` names."""
     out: list[str] = []
     skip = False
     for w in words:
         if skip:
             skip = False
-        elif _REDIRECT_ALONE.match(w):
-            skip = True
-        elif not _REDIRECT_ATTACHED.match(w):
+        elif dropped(w):
+            skip = bool(with_value(w))
+        else:
             out.append(w)
     return out
 
@@ -336,19 +305,6 @@ _COSMETIC_WITH_VALUE = frozenset(
 )  # fmt: skip
 
 
-def _drop_cosmetic(words: list[str]) -> tuple[str, ...]:
-    out: list[str] = []
-    skip = False
-    for w in words:
-        if skip:
-            skip = False
-        elif _COSMETIC.match(w):
-            skip = w in _COSMETIC_WITH_VALUE
-        else:
-            out.append(w)
-    return tuple(out)
-
-
 @lru_cache(maxsize=4096)
 def normalise(command: str, _depth: int = 0) -> tuple[Invocation, ...]:
     """The simple commands a shell line runs, each with the directory it runs in (relative
@@ -368,7 +324,7 @@ def normalise(command: str, _depth: int = 0) -> tuple[Invocation, ...]:
             words = _words(seg)
         except ValueError:
             words = seg.split()
-        words, script = _peel(_strip_redirects(words))
+        words, script = _peel(_without(words, _REDIRECT_ATTACHED.match, _REDIRECT_ALONE.match))
         if script is not None:
             if _depth < 2:
                 inner = normalise(script, _depth + 1)
@@ -381,5 +337,6 @@ def normalise(command: str, _depth: int = 0) -> tuple[Invocation, ...]:
             if op in ("&&", ";", "\n"):
                 workdir = _join_dir(workdir, words[1]) if len(words) == 2 else "~"
             continue
-        out.append(Invocation(workdir, _drop_cosmetic(words)))
+        shown = _without(words, _COSMETIC.match, _COSMETIC_WITH_VALUE.__contains__)
+        out.append(Invocation(workdir, tuple(shown)))
     return tuple(out)

@@ -118,12 +118,11 @@ _MAX_INVOCATION_LINES = 25
 
 
 def _meaningful(output: str) -> list[str]:
+    lines = (ln.strip() for ln in strip_ansi(output).splitlines())
     return [
-        ln.strip()
-        for ln in strip_ansi(output).splitlines()
-        if ln.strip()
-        and not _EXIT_LINE.match(ln.strip())
-        and ln.strip() not in ("Output:", "Error:", "stdout:", "stderr:")
+        ln
+        for ln in lines
+        if ln and not _EXIT_LINE.match(ln) and ln not in ("Output:", "Error:", "stdout:", "stderr:")
     ]
 
 
@@ -203,10 +202,6 @@ _TAIL_MARKERS = re.compile(
 _TAIL_LINES = 15
 
 
-def _piped(command: str) -> bool:
-    return any(op in ("|", "|&") for _, op in split_shell(command))
-
-
 def is_masked_failure(command: str | None, output: str | None) -> bool:
     """A successful Bash whose output shows a test/build failure the pipeline hid (design
     §2.8), for project scripts and make too (`./build.sh 2>&1 | tail -5` ending in
@@ -215,7 +210,7 @@ def is_masked_failure(command: str | None, output: str | None) -> bool:
         return False
     if runs_build_or_test(command) and has_failure_markers(output):
         return not fixed_everything(output) and not is_coverage_only(output)
-    if not _piped(command):
+    if not any(op in ("|", "|&") for _, op in split_shell(command)):
         return False
     check = check_of(command)
     if check is None or not any(s.runner.startswith(("script ", "make")) for s in check.steps):

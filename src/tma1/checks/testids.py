@@ -181,7 +181,7 @@ def _test_needle(test_id: str) -> str:
         return rest if re.match(rf"^{_JS_FILE}$", first) else test_id
     if _GO_TEST_NAME.match(test_id):
         return f"--- FAIL: {test_id} "
-    if re.match(r"^[\w.]+\.\w+$", test_id) and "." in test_id and "::" not in test_id:
+    if re.match(r"^[\w.]+\.\w+$", test_id):
         return test_id.rsplit(".", 1)[1] + " ("  # unittest header `FAIL: test_x (…)`
     return test_id
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rulekit import OTHER, SID, at, bash_fail, bash_masked, change, edit, read, src, usage, window
 
-from tma1.checks import error_line, extract_test_ids, file_line_refs, is_masked_failure
+from tma1.checks import error_line, extract_test_ids, is_masked_failure, refs
 from tma1.engine.anomaly import Channel, Severity
 from tma1.engine.rules import RULES
 from tma1.engine.rules.stale_file_view import detect_stale_edit
@@ -54,7 +54,7 @@ def test_extractors_never_raise_and_stay_bounded(text: str) -> None:
     assert len(ids) == len(set(ids)) and "FAIL" not in ids
     line = error_line(text)
     assert line is None or (len(line) <= 300 and "\n" not in line)
-    assert all(path.strip() for path, _ in file_line_refs(text))
+    assert all(r.path.strip() for r in refs(text))
     is_masked_failure("npm test | tail", text)
 
 
