@@ -17,9 +17,14 @@ TEMPLATES = {"bash": "hook_bash.sh", "sh": "hook.sh"}
 BASH = Path("/bin/bash")
 SCRIPTS_DIR = "hooks"
 
-# Query string per agent: Codex payloads are tagged, and its answers need the
-# `hookSpecificOutput` envelope (docs/agent-protocols.md).
-QUERIES = {"claude-code": "", "codex": "?source=codex&envelope=codex"}
+# Query string per agent: the others' payloads are tagged, and their answers need the
+# agent's own envelope (docs/agent-protocols.md).
+QUERIES = {
+    "claude-code": "",
+    "codex": "?source=codex&envelope=codex",
+    "gemini": "?source=gemini&envelope=gemini",
+    "copilot": "?source=copilot&envelope=copilot",
+}
 
 
 def script_name(agent: str) -> str:
