@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tma1.adapters.files import InstallError
+from tma1.adapters.jsonsplice import splice
 
 Doc = dict[str, Any]
 
@@ -72,20 +73,9 @@ def dumps(doc: Doc, fmt: JsonFormat = DEFAULT_FORMAT) -> str:
 def edit_text(text: str, doc: Doc) -> str:
     """`text` changed to hold `doc`, touching only what changed (the user's own entries
     keep their wrapping); a file that cannot be edited so is re-rendered in its style."""
-    from tma1.adapters.jsonsplice import splice
-
     fmt = detect_format(text)
-    if text.strip():
-        out = splice(
-            text,
-            doc,
-            indent=fmt.indent,
-            item_sep=fmt.item_sep,
-            key_sep=fmt.key_sep,
-            ensure_ascii=fmt.ensure_ascii,
-        )
-        if out is not None:
-            return out
+    if text.strip() and (out := splice(text, doc, fmt)) is not None:
+        return out
     return dumps(doc, fmt)
 
 
@@ -122,6 +112,14 @@ def parse_json_object(path: Path, data: bytes | None) -> Doc:
     return doc
 
 
+def same_json(text: str, doc: Doc) -> bool:
+    """Whether `text` (a file's original bytes) parses to `doc` (blank: {})."""
+    try:
+        return (json.loads(text) if text.strip() else {}) == doc
+    except ValueError:
+        return False
+
+
 def parse_document(
     path: Path, data: bytes | None, config_keys: frozenset[str] = frozenset()
 ) -> Doc:
@@ -153,25 +151,20 @@ def is_ours(handler: object, marker: str) -> bool:
     )
 
 
-def count_ours(doc: Doc, marker: str) -> int:
+def _count_in(groups: Any, marker: str) -> int:
+    """Our handlers among one event's groups."""
+    if not isinstance(groups, list):
+        return 0
     return sum(
-        1
-        for groups in (doc.get("hooks") or {}).values()
-        if isinstance(groups, list)
+        is_ours(h, marker)
         for group in groups
         if isinstance(group, dict) and isinstance(group.get("hooks"), list)
         for h in group["hooks"]
-        if is_ours(h, marker)
     )
 
 
-def _has_ours(groups: Any, marker: str) -> bool:
-    return isinstance(groups, list) and any(
-        isinstance(g, dict)
-        and isinstance(g.get("hooks"), list)
-        and any(is_ours(h, marker) for h in g["hooks"])
-        for g in groups
-    )
+def count_ours(doc: Doc, marker: str) -> int:
+    return sum(_count_in(groups, marker) for groups in (doc.get("hooks") or {}).values())
 
 
 def _strip_event(groups: list[Any], marker: str, keep_first: dict[str, Any] | None) -> bool:
@@ -212,7 +205,7 @@ def add_hooks(
     out = copy.deepcopy(doc)
     hooks = out.setdefault("hooks", {})
     for event in list(hooks):
-        if event not in events and _has_ours(hooks[event], marker):
+        if event not in events and _count_in(hooks[event], marker):
             _strip_event(hooks[event], marker, None)
             if not hooks[event]:
                 del hooks[event]
@@ -241,7 +234,7 @@ def remove_hooks(
         return out
     for event in list(hooks):
         groups = hooks[event]
-        if not _has_ours(groups, marker):
+        if not _count_in(groups, marker):
             continue
         _strip_event(groups, marker, None)
         if not groups and event not in keep_events:

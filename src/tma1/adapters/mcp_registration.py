@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -247,7 +246,7 @@ class ClaudeMcpRegistration:
         wanted = remove_claude_server(doc, drop_empty_container=rec.get("created_container", True))
         after: bytes | None
         original = rec.get("original")
-        if original is not None and _same_json(original, wanted):
+        if original is not None and jsonhooks.same_json(original, wanted):
             after = original.encode("utf-8")  # nothing else changed: the user's exact bytes
         elif rec.get("created_file") and not wanted:
             after = None
@@ -317,13 +316,6 @@ class CodexMcpRegistration:
 def _mode(before: bytes | None) -> int | None:
     # A new ~/.claude.json or config.toml may later hold credentials: private from the start.
     return 0o600 if before is None else None
-
-
-def _same_json(text: str, doc: Doc) -> bool:
-    try:
-        return (json.loads(text) if text.strip() else {}) == doc
-    except ValueError:
-        return False
 
 
 def _same_toml(original: str, text: str) -> bool:

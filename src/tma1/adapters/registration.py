@@ -144,7 +144,7 @@ class JsonHooksRegistration:
             keep_events=set(rec.get("existing_events", ())),
         )
         after: bytes | None
-        if original is not None and _same_json(original, wanted):
+        if original is not None and jsonhooks.same_json(original, wanted):
             # Nothing of the user's changed since install: give back their exact bytes.
             after = original.encode("utf-8")
         elif rec.get("created_file") and not wanted:
@@ -177,13 +177,6 @@ class JsonHooksRegistration:
         if rec and rec.get("created_dir") and change.after is None:
             with contextlib.suppress(OSError):
                 self.path.parent.rmdir()
-
-
-def _same_json(text: str, doc: jsonhooks.Doc) -> bool:
-    try:
-        return (json.loads(text) if text.strip() else {}) == doc
-    except ValueError:
-        return False
 
 
 def plan_all(
