@@ -25,6 +25,11 @@ class InstallError(RuntimeError):
     """A file cannot be changed safely; the message names it and says what to do."""
 
 
+def refusal(problem: str, fix: str = "fix or move it") -> InstallError:
+    """The error for a file install will not edit: `problem` names the file."""
+    return InstallError(f"{problem}; {fix} and run again. Nothing was changed.")
+
+
 def read_bytes(path: Path) -> bytes | None:
     try:
         return path.read_bytes()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tma1.adapters.files import InstallError
+from tma1.adapters.files import refusal
 from tma1.adapters.jsonsplice import splice
 
 Doc = dict[str, Any]
@@ -86,10 +86,7 @@ def decode_text(path: Path, data: bytes | None) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InstallError(
-            f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
-            "fix or move it and run again. Nothing was changed."
-        ) from None
+        raise refusal(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 def parse_json_object(path: Path, data: bytes | None) -> Doc:
@@ -100,15 +97,10 @@ def parse_json_object(path: Path, data: bytes | None) -> Doc:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InstallError(
-            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-            "fix or move it and run again. Nothing was changed."
-        ) from None
+        where = f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        raise refusal(f"{path} is not valid JSON ({where})") from None
     if not isinstance(doc, dict):
-        raise InstallError(
-            f"{path} holds a JSON {type(doc).__name__}, not an object; "
-            "fix or move it and run again. Nothing was changed."
-        )
+        raise refusal(f"{path} holds a JSON {type(doc).__name__}, not an object")
     return doc
 
 
@@ -129,18 +121,13 @@ def parse_document(
     doc = parse_json_object(path, data)
     hooks = doc.get("hooks")
     if hooks is not None and not isinstance(hooks, dict):
-        raise InstallError(
-            f'{path}: "hooks" is a {type(hooks).__name__}, not an object; '
-            "fix it and run again. Nothing was changed."
-        )
+        raise refusal(f'{path}: "hooks" is a {type(hooks).__name__}, not an object', "fix it")
     for event, groups in (hooks or {}).items():
         if event in config_keys:
             continue
         if not isinstance(groups, list):
-            raise InstallError(
-                f'{path}: "hooks"."{event}" is a {type(groups).__name__}, not a list; '
-                "fix it and run again. Nothing was changed."
-            )
+            what = f'"hooks"."{event}" is a {type(groups).__name__}, not a list'
+            raise refusal(f"{path}: {what}", "fix it")
     return doc
 
 

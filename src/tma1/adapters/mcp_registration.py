@@ -23,7 +23,7 @@ from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import InlineTable, Table
 
 from tma1.adapters import jsonhooks
-from tma1.adapters.files import FileChange, InstallError, agent_dir, read_bytes
+from tma1.adapters.files import FileChange, agent_dir, read_bytes, refusal
 from tma1.adapters.registration import InstallState
 from tma1.config import DEFAULT_HOST, DEFAULT_PORT, Settings
 
@@ -89,10 +89,8 @@ def parse_claude(path: Path, data: bytes | None) -> Doc:
     doc = jsonhooks.parse_json_object(path, data)
     servers = doc.get(CLAUDE_KEY)
     if servers is not None and not isinstance(servers, dict):
-        raise InstallError(
-            f'{path}: "{CLAUDE_KEY}" is a {type(servers).__name__}, not an object; '
-            "fix it and run again. Nothing was changed."
-        )
+        what = f'"{CLAUDE_KEY}" is a {type(servers).__name__}, not an object'
+        raise refusal(f"{path}: {what}", "fix it")
     return doc
 
 
@@ -128,15 +126,11 @@ def parse_codex(path: Path, data: bytes | None) -> tomlkit.TOMLDocument:
     try:
         doc = tomlkit.parse(text)
     except TOMLKitError as exc:
-        raise InstallError(
-            f"{path} is not valid TOML ({exc}); fix or move it and run again. Nothing was changed."
-        ) from None
+        raise refusal(f"{path} is not valid TOML ({exc})") from None
     servers = doc.get(CODEX_KEY)
     if servers is not None and not isinstance(servers, Table | InlineTable):
-        raise InstallError(
-            f"{path}: {CODEX_KEY} is a {type(servers).__name__}, not a table; "
-            "fix it and run again. Nothing was changed."
-        )
+        what = f"{CODEX_KEY} is a {type(servers).__name__}, not a table"
+        raise refusal(f"{path}: {what}", "fix it")
     return doc
 
 
