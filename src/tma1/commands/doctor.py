@@ -112,26 +112,22 @@ def check_server(settings: Settings) -> tuple[Check, dict[str, Any] | None]:
     version = str(health.get("version", "?"))
     detail = f"running at {url} (tma1 {version}, database {health.get('database', '?')})"
     if health.get("status") != "ok":
-        return (
-            Check(
-                FAIL,
-                "server",
-                f"{detail} but degraded: the database is unavailable",
-                "see the server's log; events are kept and written when the database is back",
-            ),
-            health,
+        check = Check(
+            FAIL,
+            "server",
+            f"{detail} but degraded: the database is unavailable",
+            "see the server's log; events are kept and written when the database is back",
         )
-    if version != __version__:
-        return (
-            Check(
-                WARN,
-                "server",
-                f"{detail}; this command is tma1 {__version__}",
-                "restart the server so both run the same version",
-            ),
-            health,
+    elif version != __version__:
+        check = Check(
+            WARN,
+            "server",
+            f"{detail}; this command is tma1 {__version__}",
+            "restart the server so both run the same version",
         )
-    return Check(OK, "server", detail), health
+    else:
+        check = Check(OK, "server", detail)
+    return check, health
 
 
 # --- hooks ----------------------------------------------------------------------------
