@@ -104,6 +104,14 @@ class FileChange:
             ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines
         )
 
+    def report(self, *, dry_run: bool) -> str:
+        """The change's line (and on a dry run its diff) in `tma1 install`/`service` output."""
+        verb = f"would {self.verb}" if dry_run and self.changed else self.verb
+        lines = [f"  {verb:<15} {self.path}  ({self.what})"]
+        if dry_run and self.changed and self.show_diff:
+            lines += [f"    {line}" for line in self.diff().splitlines()]
+        return "\n".join(lines)
+
     @property
     def backup_path(self) -> Path:
         return self.path.with_name(self.path.name + BACKUP_SUFFIX)

@@ -121,11 +121,7 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
         print(f"\n{adapter.title}", file=out)
         for reg, change in changes:
             if args.dry_run:
-                verb = f"would {change.verb}" if change.changed else change.verb
-                print(f"  {verb:<15} {change.path}  ({change.what})", file=out)
-                if change.changed and change.show_diff:
-                    for line in change.diff().splitlines():
-                        print(f"    {line}", file=out)
+                print(change.report(dry_run=True), file=out)
                 continue
             if failed:
                 continue
