@@ -142,7 +142,7 @@ def run_install(args: argparse.Namespace, runner: su.Runner = su.run_command) ->
             platform, path, updated=change.before is not None and change.changed
         )
     else:
-        steps = su.offline_install_steps(platform)
+        steps = su.offline_steps(platform, installing=True)
     if args.dry_run:
         print("dry run: nothing is written or run", file=out)
         print(change.report(dry_run=True), file=out)
@@ -212,7 +212,7 @@ def run_uninstall(args: argparse.Namespace, runner: su.Runner = su.run_command) 
     if manager.available:
         before, after = su.uninstall_steps(platform), su.after_removal_steps(platform)
     else:
-        before, after = su.offline_uninstall_steps(platform), []
+        before, after = su.offline_steps(platform, installing=False), []
     if args.dry_run:
         print("dry run: nothing is removed or run", file=out)
         if not manager.available:
