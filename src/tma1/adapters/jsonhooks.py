@@ -38,9 +38,9 @@ _UNICODE_ESCAPE = re.compile(r"\\u[0-9a-fA-F]{4}")
 
 def detect_format(text: str) -> JsonFormat:
     """The file's own style, so a rewrite changes only the lines that must change."""
-    if not text.strip():
-        return DEFAULT_FORMAT
     body = text.strip()
+    if not body:
+        return DEFAULT_FORMAT
     m = _FIRST_INDENT.search(body)
     indent = m.group(1) if m else None
     k = _KEY_SEP.search(body)
@@ -50,13 +50,12 @@ def detect_format(text: str) -> JsonFormat:
         item_sep = "," + (i.group(2) if i and "\n" not in i.group(2) else " ")
     else:
         item_sep = ","
-    ascii_only = all(ord(c) < 128 for c in text)
     return JsonFormat(
         indent=indent,
         key_sep=key_sep,
         item_sep=item_sep,
         trailing_newline=text.endswith("\n"),
-        ensure_ascii=ascii_only and bool(_UNICODE_ESCAPE.search(text)),
+        ensure_ascii=text.isascii() and bool(_UNICODE_ESCAPE.search(text)),
     )
 
 
