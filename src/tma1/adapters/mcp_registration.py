@@ -317,15 +317,3 @@ def _same_toml(original: str, text: str) -> bool:
         return tomlkit.parse(original).unwrap() == tomlkit.parse(text).unwrap()
     except TOMLKitError:
         return False
-
-
-def claude_registration(
-    settings: Settings, env: Mapping[str, str] | None = None
-) -> ClaudeMcpRegistration:
-    return ClaudeMcpRegistration(path=claude_config_path(env), command=mcp_command(settings))
-
-
-def codex_registration(
-    settings: Settings, env: Mapping[str, str] | None = None
-) -> CodexMcpRegistration:
-    return CodexMcpRegistration(path=codex_config_path(env), command=mcp_command(settings))
