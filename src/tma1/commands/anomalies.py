@@ -182,15 +182,8 @@ def run_label(args: argparse.Namespace) -> int:
             source=args.source,
             note=args.note,
         )
-        others = (
-            {}
-            if out is None
-            else {
-                src: v
-                for src, v in labels_for(store, [args.id]).get(args.id, {}).items()
-                if src != args.source
-            }
-        )
+        labels = labels_for(store, [args.id]).get(args.id, {}) if out is not None else {}
+        others = {src: v for src, v in labels.items() if src != args.source}
     finally:
         store.close()
     if out is None:
