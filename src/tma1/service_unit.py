@@ -472,14 +472,8 @@ def status(
     env = os.environ if env is None else env
     platform = platform or default_platform()
     if platform is None:
-        return ServiceStatus(
-            None,
-            None,
-            "absent",
-            ManagerState(False, f"no user services on {sys.platform}"),
-            None,
-            None,
-        )
+        manager = ManagerState(False, f"no user services on {sys.platform}")
+        return ServiceStatus(None, None, "absent", manager, None, None)
     path = unit_path(platform, env)
     try:
         data = read_bytes(path)
