@@ -82,11 +82,6 @@ def bash_usable() -> bool:
     return r.returncode == 0 or "No such file" not in r.stderr
 
 
-def template_text(flavor: str | None = None) -> str:
-    name = TEMPLATES[flavor or default_flavor()]
-    return resources.files("tma1.adapters").joinpath(name).read_text(encoding="utf-8")
-
-
 def render_script(settings: Settings, agent: str, flavor: str | None = None) -> str:
     if agent not in QUERIES:
         raise ValueError(f"unknown agent {agent!r}; expected one of {', '.join(QUERIES)}")
@@ -97,7 +92,8 @@ def render_script(settings: Settings, agent: str, flavor: str | None = None) -> 
         "@@DATA_DIR@@": shlex.quote(str(settings.data_dir.expanduser().absolute())),
         "@@QUERY@@": QUERIES[agent],
     }
-    text = template_text(flavor)
+    template = resources.files("tma1.adapters").joinpath(TEMPLATES[flavor or default_flavor()])
+    text = template.read_text(encoding="utf-8")
     for placeholder, value in values.items():
         text = text.replace(placeholder, value)
     return text
