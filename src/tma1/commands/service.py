@@ -91,7 +91,7 @@ def _run_steps(steps: list[su.Step], out: TextIO, runner: su.Runner) -> bool:
     return True
 
 
-def _unavailable(platform: su.Platform, manager: su.ManagerState, *, enabled: bool) -> None:
+def _unavailable(manager: su.ManagerState, *, enabled: bool) -> None:
     """Say, on stderr, that the service is not running and what will (not) start it."""
     err = sys.stderr
     print(f"tma1: warning: {manager.detail}.", file=err)
@@ -186,7 +186,7 @@ def run_install(args: argparse.Namespace, runner: su.Runner = su.run_command) ->
     if not _run_steps(steps, out, runner):
         return 1
     if not manager.available:
-        _unavailable(platform, manager, enabled=bool(steps))
+        _unavailable(manager, enabled=bool(steps))
         return 0
     print("\ntma1 runs as a service now; `tma1 service status` shows it.", file=out)
     return 0
