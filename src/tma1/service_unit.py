@@ -364,19 +364,13 @@ def uninstall_steps(platform: Platform) -> list[Step]:
     return [(["launchctl", "bootout", f"{_launchd_domain()}/{LAUNCHD_LABEL}"], False)]
 
 
-def offline_install_steps(platform: Platform) -> list[Step]:
+def offline_steps(platform: Platform, *, installing: bool) -> list[Step]:
     """With no user manager to ask: `systemctl --user enable` still works on the files
     alone (it makes the default.target.wants link), so the unit starts at the next login
-    that brings a user manager. launchd has no offline equivalent."""
+    that brings a user manager; uninstall's `disable` drops the link (and one the user
+    made). launchd has no offline equivalent."""
     if platform == "systemd" and shutil.which("systemctl"):
-        return [(["systemctl", "--user", "enable", UNIT_NAME], True)]
-    return []
-
-
-def offline_uninstall_steps(platform: Platform) -> list[Step]:
-    """Undo `offline_install_steps` (and an `enable` the user ran): drop the wants link."""
-    if platform == "systemd" and shutil.which("systemctl"):
-        return [(["systemctl", "--user", "disable", UNIT_NAME], True)]
+        return [(["systemctl", "--user", "enable" if installing else "disable", UNIT_NAME], True)]
     return []
 
 
@@ -433,15 +427,8 @@ class ServiceStatus:
         if not self.manager.available:
             out.append(f"manager       unavailable: {self.manager.detail}")
             if self.installed and self.enabled is not None:
-                out.append(
-                    "              "
-                    + (
-                        "enabled: starts with the next user manager (at login)"
-                        if self.enabled
-                        else "not enabled"
-                    )
-                    + "; running: unknown"
-                )
+                enabled = "enabled: starts with the next user manager (at login)"
+                out.append(f"{'':14}{enabled if self.enabled else 'not enabled'}; running: unknown")
         elif self.installed:
             out.append(
                 f"manager       {self.manager.detail}; "
@@ -485,14 +472,8 @@ def status(
     env = os.environ if env is None else env
     platform = platform or default_platform()
     if platform is None:
-        return ServiceStatus(
-            None,
-            None,
-            "absent",
-            ManagerState(False, f"no user services on {sys.platform}"),
-            None,
-            None,
-        )
+        manager = ManagerState(False, f"no user services on {sys.platform}")
+        return ServiceStatus(None, None, "absent", manager, None, None)
     path = unit_path(platform, env)
     try:
         data = read_bytes(path)

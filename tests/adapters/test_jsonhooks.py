@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tma1.adapters import jsonhooks
+from tma1.adapters.files import InstallError
 
 MARKER = "tma1-hook-claude-code.sh"
 OURS = {"type": "command", "command": f"/home/u/.tma1/hooks/{MARKER}", "timeout": 5}
@@ -65,7 +66,7 @@ def test_add_drops_ours_from_events_no_longer_registered() -> None:
 def test_parse_refuses_what_it_cannot_edit(bad: bytes) -> None:
     from pathlib import Path
 
-    with pytest.raises(jsonhooks.InstallError, match=r"settings\.json"):
+    with pytest.raises(InstallError, match=r"settings\.json"):
         jsonhooks.parse_document(Path("/x/settings.json"), bad)
 
 

@@ -3,7 +3,8 @@ CLI and GitHub Copilot CLI."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 
 from tma1.adapters.base import Adapter
 from tma1.config import Settings
@@ -24,27 +25,17 @@ def get_adapters(
 ) -> list[Adapter]:
     """`claude-code`, `codex`, `gemini`, `copilot` or `all`. `transport` applies to Claude
     Code (the others have command hooks only)."""
-    from collections.abc import Callable
-
     from tma1.adapters import claude_code, codex, copilot, gemini
 
-    def claude(s: Settings, e: Mapping[str, str] | None) -> Adapter:
-        return claude_code.adapter(s, e, transport=transport, token=token)
-
-    builders: dict[str, Callable[[Settings, Mapping[str, str] | None], Adapter]] = {
-        "claude-code": claude,
+    builders: dict[str, Callable[..., Adapter]] = {
+        "claude-code": partial(claude_code.adapter, transport=transport, token=token),
         "codex": codex.adapter,
         "gemini": gemini.adapter,
         "copilot": copilot.adapter,
     }
     if name == "all":
-        out = []
-        for n in ADAPTER_NAMES:
-            a = builders[n](settings, env)
-            if n in OPTIONAL_IN_ALL and not _config_dir_exists(a):
-                continue
-            out.append(a)
-        return out
+        adapters = [builders[n](settings, env) for n in ADAPTER_NAMES]
+        return [a for a in adapters if a.name not in OPTIONAL_IN_ALL or _config_dir_exists(a)]
     if name not in builders:
         raise ValueError(f"unknown adapter {name!r}; use {', '.join(ADAPTER_NAMES)} or all")
     return [builders[name](settings, env)]

@@ -9,7 +9,7 @@ from typing import Any
 from tma1.adapters.base import Adapter
 from tma1.adapters.files import agent_dir
 from tma1.adapters.hookscript import exec_form, script_name, script_path
-from tma1.adapters.mcp_registration import claude_registration
+from tma1.adapters.mcp_registration import ClaudeMcpRegistration, claude_config_path, mcp_command
 from tma1.adapters.registration import JsonHooksRegistration, ScriptRegistration
 from tma1.config import Settings
 
@@ -108,7 +108,7 @@ def adapter(
                 per_event=per_event,
                 secret=transport == "http",
             ),
-            claude_registration(settings, env),
+            ClaudeMcpRegistration(path=claude_config_path(env), command=mcp_command(settings)),
         ],
         notes=notes,
     )

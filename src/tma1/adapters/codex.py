@@ -34,7 +34,7 @@ from typing import Any, Literal
 from tma1.adapters.base import Adapter
 from tma1.adapters.files import agent_dir
 from tma1.adapters.hookscript import script_name, script_path
-from tma1.adapters.mcp_registration import codex_registration
+from tma1.adapters.mcp_registration import CodexMcpRegistration, codex_config_path, mcp_command
 from tma1.adapters.registration import JsonHooksRegistration, ScriptRegistration
 from tma1.config import Settings
 
@@ -81,7 +81,7 @@ def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter
                 matcher=None,
                 label="Codex hooks",
             ),
-            codex_registration(settings, env),
+            CodexMcpRegistration(path=codex_config_path(env), command=mcp_command(settings)),
         ],
         notes=[TRUST_NOTE],
         status=lambda: trust_line(hooks_path(env).parent),

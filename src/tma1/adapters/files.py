@@ -25,6 +25,11 @@ class InstallError(RuntimeError):
     """A file cannot be changed safely; the message names it and says what to do."""
 
 
+def refusal(problem: str, fix: str = "fix or move it") -> InstallError:
+    """The error for a file install will not edit: `problem` names the file."""
+    return InstallError(f"{problem}; {fix} and run again. Nothing was changed.")
+
+
 def read_bytes(path: Path) -> bytes | None:
     try:
         return path.read_bytes()
@@ -98,6 +103,14 @@ class FileChange:
         return "".join(
             ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines
         )
+
+    def report(self, *, dry_run: bool) -> str:
+        """The change's line (and on a dry run its diff) in `tma1 install`/`service` output."""
+        verb = f"would {self.verb}" if dry_run and self.changed else self.verb
+        lines = [f"  {verb:<15} {self.path}  ({self.what})"]
+        if dry_run and self.changed and self.show_diff:
+            lines += [f"    {line}" for line in self.diff().splitlines()]
+        return "\n".join(lines)
 
     @property
     def backup_path(self) -> Path:

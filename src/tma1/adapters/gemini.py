@@ -11,11 +11,10 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-from tma1.adapters.agentscript import AgentScriptRegistration
 from tma1.adapters.base import Adapter
 from tma1.adapters.files import agent_dir
 from tma1.adapters.hookscript import script_name, script_path
-from tma1.adapters.registration import JsonHooksRegistration
+from tma1.adapters.registration import JsonHooksRegistration, ScriptRegistration
 from tma1.config import Settings
 
 NAME = "gemini"
@@ -53,7 +52,7 @@ def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter
         name=NAME,
         title="Gemini CLI",
         registrations=[
-            AgentScriptRegistration(path=script, settings=settings, agent=NAME),
+            ScriptRegistration(path=script, settings=settings, agent=NAME),
             JsonHooksRegistration(
                 path=settings_path(env),
                 events=EVENTS,

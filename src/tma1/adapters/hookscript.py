@@ -17,9 +17,14 @@ TEMPLATES = {"bash": "hook_bash.sh", "sh": "hook.sh"}
 BASH = Path("/bin/bash")
 SCRIPTS_DIR = "hooks"
 
-# Query string per agent: Codex payloads are tagged, and its answers need the
-# `hookSpecificOutput` envelope (docs/agent-protocols.md).
-QUERIES = {"claude-code": "", "codex": "?source=codex&envelope=codex"}
+# Query string per agent: the others' payloads are tagged, and their answers need the
+# agent's own envelope (docs/agent-protocols.md).
+QUERIES = {
+    "claude-code": "",
+    "codex": "?source=codex&envelope=codex",
+    "gemini": "?source=gemini&envelope=gemini",
+    "copilot": "?source=copilot&envelope=copilot",
+}
 
 
 def script_name(agent: str) -> str:
@@ -77,11 +82,6 @@ def bash_usable() -> bool:
     return r.returncode == 0 or "No such file" not in r.stderr
 
 
-def template_text(flavor: str | None = None) -> str:
-    name = TEMPLATES[flavor or default_flavor()]
-    return resources.files("tma1.adapters").joinpath(name).read_text(encoding="utf-8")
-
-
 def render_script(settings: Settings, agent: str, flavor: str | None = None) -> str:
     if agent not in QUERIES:
         raise ValueError(f"unknown agent {agent!r}; expected one of {', '.join(QUERIES)}")
@@ -92,7 +92,8 @@ def render_script(settings: Settings, agent: str, flavor: str | None = None) -> 
         "@@DATA_DIR@@": shlex.quote(str(settings.data_dir.expanduser().absolute())),
         "@@QUERY@@": QUERIES[agent],
     }
-    text = template_text(flavor)
+    template = resources.files("tma1.adapters").joinpath(TEMPLATES[flavor or default_flavor()])
+    text = template.read_text(encoding="utf-8")
     for placeholder, value in values.items():
         text = text.replace(placeholder, value)
     return text

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tma1.adapters.files import InstallError
+from tma1.adapters.files import refusal
+from tma1.adapters.jsonsplice import splice
 
 Doc = dict[str, Any]
 
@@ -37,9 +38,9 @@ _UNICODE_ESCAPE = re.compile(r"\\u[0-9a-fA-F]{4}")
 
 def detect_format(text: str) -> JsonFormat:
     """The file's own style, so a rewrite changes only the lines that must change."""
-    if not text.strip():
-        return DEFAULT_FORMAT
     body = text.strip()
+    if not body:
+        return DEFAULT_FORMAT
     m = _FIRST_INDENT.search(body)
     indent = m.group(1) if m else None
     k = _KEY_SEP.search(body)
@@ -49,13 +50,12 @@ def detect_format(text: str) -> JsonFormat:
         item_sep = "," + (i.group(2) if i and "\n" not in i.group(2) else " ")
     else:
         item_sep = ","
-    ascii_only = all(ord(c) < 128 for c in text)
     return JsonFormat(
         indent=indent,
         key_sep=key_sep,
         item_sep=item_sep,
         trailing_newline=text.endswith("\n"),
-        ensure_ascii=ascii_only and bool(_UNICODE_ESCAPE.search(text)),
+        ensure_ascii=text.isascii() and bool(_UNICODE_ESCAPE.search(text)),
     )
 
 
@@ -72,20 +72,9 @@ def dumps(doc: Doc, fmt: JsonFormat = DEFAULT_FORMAT) -> str:
 def edit_text(text: str, doc: Doc) -> str:
     """`text` changed to hold `doc`, touching only what changed (the user's own entries
     keep their wrapping); a file that cannot be edited so is re-rendered in its style."""
-    from tma1.adapters.jsonsplice import splice
-
     fmt = detect_format(text)
-    if text.strip():
-        out = splice(
-            text,
-            doc,
-            indent=fmt.indent,
-            item_sep=fmt.item_sep,
-            key_sep=fmt.key_sep,
-            ensure_ascii=fmt.ensure_ascii,
-        )
-        if out is not None:
-            return out
+    if text.strip() and (out := splice(text, doc, fmt)) is not None:
+        return out
     return dumps(doc, fmt)
 
 
@@ -96,10 +85,7 @@ def decode_text(path: Path, data: bytes | None) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InstallError(
-            f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
-            "fix or move it and run again. Nothing was changed."
-        ) from None
+        raise refusal(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 def parse_json_object(path: Path, data: bytes | None) -> Doc:
@@ -110,16 +96,19 @@ def parse_json_object(path: Path, data: bytes | None) -> Doc:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InstallError(
-            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-            "fix or move it and run again. Nothing was changed."
-        ) from None
+        where = f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        raise refusal(f"{path} is not valid JSON ({where})") from None
     if not isinstance(doc, dict):
-        raise InstallError(
-            f"{path} holds a JSON {type(doc).__name__}, not an object; "
-            "fix or move it and run again. Nothing was changed."
-        )
+        raise refusal(f"{path} holds a JSON {type(doc).__name__}, not an object")
     return doc
+
+
+def same_json(text: str, doc: Doc) -> bool:
+    """Whether `text` (a file's original bytes) parses to `doc` (blank: {})."""
+    try:
+        return (json.loads(text) if text.strip() else {}) == doc
+    except ValueError:
+        return False
 
 
 def parse_document(
@@ -131,18 +120,13 @@ def parse_document(
     doc = parse_json_object(path, data)
     hooks = doc.get("hooks")
     if hooks is not None and not isinstance(hooks, dict):
-        raise InstallError(
-            f'{path}: "hooks" is a {type(hooks).__name__}, not an object; '
-            "fix it and run again. Nothing was changed."
-        )
+        raise refusal(f'{path}: "hooks" is a {type(hooks).__name__}, not an object', "fix it")
     for event, groups in (hooks or {}).items():
         if event in config_keys:
             continue
         if not isinstance(groups, list):
-            raise InstallError(
-                f'{path}: "hooks"."{event}" is a {type(groups).__name__}, not a list; '
-                "fix it and run again. Nothing was changed."
-            )
+            what = f'"hooks"."{event}" is a {type(groups).__name__}, not a list'
+            raise refusal(f"{path}: {what}", "fix it")
     return doc
 
 
@@ -153,25 +137,20 @@ def is_ours(handler: object, marker: str) -> bool:
     )
 
 
-def count_ours(doc: Doc, marker: str) -> int:
+def _count_in(groups: Any, marker: str) -> int:
+    """Our handlers among one event's groups."""
+    if not isinstance(groups, list):
+        return 0
     return sum(
-        1
-        for groups in (doc.get("hooks") or {}).values()
-        if isinstance(groups, list)
+        is_ours(h, marker)
         for group in groups
         if isinstance(group, dict) and isinstance(group.get("hooks"), list)
         for h in group["hooks"]
-        if is_ours(h, marker)
     )
 
 
-def _has_ours(groups: Any, marker: str) -> bool:
-    return isinstance(groups, list) and any(
-        isinstance(g, dict)
-        and isinstance(g.get("hooks"), list)
-        and any(is_ours(h, marker) for h in g["hooks"])
-        for g in groups
-    )
+def count_ours(doc: Doc, marker: str) -> int:
+    return sum(_count_in(groups, marker) for groups in (doc.get("hooks") or {}).values())
 
 
 def _strip_event(groups: list[Any], marker: str, keep_first: dict[str, Any] | None) -> bool:
@@ -212,7 +191,7 @@ def add_hooks(
     out = copy.deepcopy(doc)
     hooks = out.setdefault("hooks", {})
     for event in list(hooks):
-        if event not in events and _has_ours(hooks[event], marker):
+        if event not in events and _count_in(hooks[event], marker):
             _strip_event(hooks[event], marker, None)
             if not hooks[event]:
                 del hooks[event]
@@ -241,7 +220,7 @@ def remove_hooks(
         return out
     for event in list(hooks):
         groups = hooks[event]
-        if not _has_ours(groups, marker):
+        if not _count_in(groups, marker):
             continue
         _strip_event(groups, marker, None)
         if not groups and event not in keep_events:

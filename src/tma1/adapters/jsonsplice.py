@@ -14,7 +14,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tma1.adapters.jsonhooks import JsonFormat
 
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
@@ -76,16 +79,8 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and json.dumps(a) == json.dumps(b)
 
 
-@dataclass(frozen=True)
-class _Style:
-    indent: str | None
-    item_sep: str
-    key_sep: str
-    ensure_ascii: bool
-
-
 class _Splicer:
-    def __init__(self, text: str, style: _Style) -> None:
+    def __init__(self, text: str, style: JsonFormat) -> None:
         self.text = text
         self.style = style
 
@@ -126,9 +121,8 @@ class _Splicer:
             return self._edit(node, [(k, new[k]) for k in new], indent_at, keyed=True)
         if node.kind == "arr" and isinstance(new, list) and node.children:
             old = [c.value for _, _, c in node.children]
-            if len(new) >= len(old) and all(_same(a, b) for a, b in zip(old, new, strict=False)):
-                return self._edit(node, [(None, v) for v in new], indent_at, keyed=False)
-            if len(new) == len(old) or _is_subsequence(new, old):
+            grown = len(new) > len(old) and all(map(_same, old, new))
+            if grown or len(new) == len(old) or _match_subsequence(new, old) is not None:
                 return self._edit(node, [(None, v) for v in new], indent_at, keyed=False)
         return self._dump(new, indent_at)
 
@@ -157,13 +151,10 @@ class _Splicer:
             plan = [(i if i < len(children) else None, None, v) for i, (_, v) in enumerate(wanted)]
         else:
             matched = _match_subsequence([v for _, v in wanted], [c.value for _, _, c in children])
-            plan = [(i, None, v) for i, (_, v) in zip(matched, wanted, strict=True)]
-        kept = {i for i, _, _ in plan if i is not None}
-        # Existing children in order, as (start of the member, its text); new ones after.
+            plan = [(i, None, v) for i, (_, v) in zip(matched or (), wanted, strict=True)]
         out_parts: list[str] = []
         first_start = children[0][1]
         last_end = children[-1][2].end
-        sep_ws = text[children[0][2].end : children[0][2].end]  # placeholder
         # The separator between siblings: what follows the first comma, if there are two.
         if len(children) > 1:
             comma = text.index(",", children[0][2].end)
@@ -175,12 +166,11 @@ class _Splicer:
             if i is None:
                 out_parts.append(self._member(key, value, member_indent))
                 continue
-            _key, mstart, child = children[i]
+            mstart, child = children[i][1:]
             head = text[mstart : child.start]  # the key, its colon and the spaces
             out_parts.append(head + self.render(child, value, member_indent))
         if not out_parts:
             return "{}" if keyed else "[]"
-        del kept
         return (
             text[node.start : first_start]
             + ("," + sep_ws).join(out_parts)
@@ -188,36 +178,28 @@ class _Splicer:
         )
 
 
-def _is_subsequence(small: list[Any], big: list[Any]) -> bool:
-    try:
-        _match_subsequence(small, big)
-    except ValueError:
-        return False
-    return True
-
-
-def _match_subsequence(small: list[Any], big: list[Any]) -> list[int]:
+def _match_subsequence(small: list[Any], big: list[Any]) -> list[int] | None:
+    """Where each of `small` is in `big`, in order; None when `small` is not a subsequence."""
     out: list[int] = []
     j = 0
     for v in small:
         while j < len(big) and not _same(big[j], v):
             j += 1
         if j == len(big):
-            raise ValueError("not a subsequence")
+            return None
         out.append(j)
         j += 1
     return out
 
 
-def splice(
-    text: str, new_doc: Any, *, indent: str | None, item_sep: str, key_sep: str, ensure_ascii: bool
-) -> str | None:
-    """`text` edited to hold `new_doc`, or None when it cannot be done faithfully."""
+def splice(text: str, new_doc: Any, style: JsonFormat) -> str | None:
+    """`text` edited to hold `new_doc` in `style` (the file's own), or None when it cannot
+    be done faithfully."""
     try:
         root = _parse(text, 0)
         if _skip(text, root.end) != len(text):
             return None
-        splicer = _Splicer(text, _Style(indent, item_sep, key_sep, ensure_ascii))
+        splicer = _Splicer(text, style)
         body = splicer.render(root, new_doc, splicer._line_indent(root.start) or "")
         out = text[: root.start] + body + text[root.end :]
         if json.loads(out) != new_doc:

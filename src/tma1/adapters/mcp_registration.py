@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import InlineTable, Table
 
 from tma1.adapters import jsonhooks
-from tma1.adapters.files import FileChange, InstallError, agent_dir, read_bytes
+from tma1.adapters.files import FileChange, agent_dir, read_bytes, refusal
 from tma1.adapters.registration import InstallState
 from tma1.config import DEFAULT_HOST, DEFAULT_PORT, Settings
 
@@ -90,10 +89,8 @@ def parse_claude(path: Path, data: bytes | None) -> Doc:
     doc = jsonhooks.parse_json_object(path, data)
     servers = doc.get(CLAUDE_KEY)
     if servers is not None and not isinstance(servers, dict):
-        raise InstallError(
-            f'{path}: "{CLAUDE_KEY}" is a {type(servers).__name__}, not an object; '
-            "fix it and run again. Nothing was changed."
-        )
+        what = f'"{CLAUDE_KEY}" is a {type(servers).__name__}, not an object'
+        raise refusal(f"{path}: {what}", "fix it")
     return doc
 
 
@@ -129,15 +126,11 @@ def parse_codex(path: Path, data: bytes | None) -> tomlkit.TOMLDocument:
     try:
         doc = tomlkit.parse(text)
     except TOMLKitError as exc:
-        raise InstallError(
-            f"{path} is not valid TOML ({exc}); fix or move it and run again. Nothing was changed."
-        ) from None
+        raise refusal(f"{path} is not valid TOML ({exc})") from None
     servers = doc.get(CODEX_KEY)
     if servers is not None and not isinstance(servers, Table | InlineTable):
-        raise InstallError(
-            f"{path}: {CODEX_KEY} is a {type(servers).__name__}, not a table; "
-            "fix it and run again. Nothing was changed."
-        )
+        what = f"{CODEX_KEY} is a {type(servers).__name__}, not a table"
+        raise refusal(f"{path}: {what}", "fix it")
     return doc
 
 
@@ -247,7 +240,7 @@ class ClaudeMcpRegistration:
         wanted = remove_claude_server(doc, drop_empty_container=rec.get("created_container", True))
         after: bytes | None
         original = rec.get("original")
-        if original is not None and _same_json(original, wanted):
+        if original is not None and jsonhooks.same_json(original, wanted):
             after = original.encode("utf-8")  # nothing else changed: the user's exact bytes
         elif rec.get("created_file") and not wanted:
             after = None
@@ -319,27 +312,8 @@ def _mode(before: bytes | None) -> int | None:
     return 0o600 if before is None else None
 
 
-def _same_json(text: str, doc: Doc) -> bool:
-    try:
-        return (json.loads(text) if text.strip() else {}) == doc
-    except ValueError:
-        return False
-
-
 def _same_toml(original: str, text: str) -> bool:
     try:
         return tomlkit.parse(original).unwrap() == tomlkit.parse(text).unwrap()
     except TOMLKitError:
         return False
-
-
-def claude_registration(
-    settings: Settings, env: Mapping[str, str] | None = None
-) -> ClaudeMcpRegistration:
-    return ClaudeMcpRegistration(path=claude_config_path(env), command=mcp_command(settings))
-
-
-def codex_registration(
-    settings: Settings, env: Mapping[str, str] | None = None
-) -> CodexMcpRegistration:
-    return CodexMcpRegistration(path=codex_config_path(env), command=mcp_command(settings))

@@ -1,8 +1,7 @@
 """What `tma1 install` puts on disk for one agent, as a list of registrations.
 
 Each registration plans its change first (pure: the current bytes in, the wanted bytes
-out), so `--dry-run` can print it and a refusal happens before anything is written. A
-later feature (the MCP server) adds its own registration to an adapter's list.
+out), so `--dry-run` can print it and a refusal happens before anything is written.
 """
 
 from __future__ import annotations
@@ -14,8 +13,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tma1.adapters import jsonhooks
-from tma1.adapters.files import FileChange, InstallError, atomic_write, read_bytes
+from tma1.adapters.files import FileChange, atomic_write, read_bytes
 from tma1.adapters.hookscript import render_script
+from tma1.config import Settings
 
 STATE_FILE = "install-state.json"
 
@@ -65,28 +65,17 @@ class ScriptRegistration:
     """The hook script itself, under the data dir."""
 
     path: Path
-    settings: Any
+    settings: Settings
     agent: str
     label: str = "hook script"
 
     def plan_install(self, state: InstallState) -> FileChange:
-        return FileChange(
-            path=self.path,
-            before=read_bytes(self.path),
-            after=render_script(self.settings, self.agent).encode("utf-8"),
-            what=self.label,
-            mode=0o755,
-            show_diff=False,
-        )
+        before = read_bytes(self.path)
+        script = render_script(self.settings, self.agent).encode("utf-8")
+        return FileChange(self.path, before, script, self.label, mode=0o755, show_diff=False)
 
     def plan_uninstall(self, state: InstallState) -> FileChange:
-        return FileChange(
-            path=self.path,
-            before=read_bytes(self.path),
-            after=None,
-            what=self.label,
-            show_diff=False,
-        )
+        return FileChange(self.path, read_bytes(self.path), None, self.label, show_diff=False)
 
     def record(self, change: FileChange, state: InstallState, *, installing: bool) -> None:
         if not installing:
@@ -144,7 +133,7 @@ class JsonHooksRegistration:
             keep_events=set(rec.get("existing_events", ())),
         )
         after: bytes | None
-        if original is not None and _same_json(original, wanted):
+        if original is not None and jsonhooks.same_json(original, wanted):
             # Nothing of the user's changed since install: give back their exact bytes.
             after = original.encode("utf-8")
         elif rec.get("created_file") and not wanted:
@@ -179,13 +168,6 @@ class JsonHooksRegistration:
                 self.path.parent.rmdir()
 
 
-def _same_json(text: str, doc: jsonhooks.Doc) -> bool:
-    try:
-        return (json.loads(text) if text.strip() else {}) == doc
-    except ValueError:
-        return False
-
-
 def plan_all(
     registrations: list[Registration], state: InstallState, *, installing: bool
 ) -> list[tuple[Registration, FileChange]]:
@@ -195,14 +177,3 @@ def plan_all(
         (reg, reg.plan_install(state) if installing else reg.plan_uninstall(state))
         for reg in ordered
     ]
-
-
-__all__ = [
-    "FileChange",
-    "InstallError",
-    "InstallState",
-    "JsonHooksRegistration",
-    "Registration",
-    "ScriptRegistration",
-    "plan_all",
-]

@@ -68,18 +68,21 @@ def open_store(url: str, *, write: bool = False) -> Store:
         else:
             store = Store.open(url, migrate=write)
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"cannot open the database {url}: {first}; {fix}") from None
+        raise ConfigError(f"cannot open the database {url}: {_first(exc)}; {fix}") from None
     try:
         tables = store.table_names()
     except Exception as exc:
         store.close()
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"cannot read the database {url}: {first}; {fix}") from None
+        raise ConfigError(f"cannot read the database {url}: {_first(exc)}; {fix}") from None
     if "tma1_hook_events" not in tables:
         store.close()
         raise ConfigError(f"{url} is not a tma1 database (no tma1 tables): {fix}")
     return store
+
+
+def _first(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def setup_logging(level: str) -> None:

@@ -12,8 +12,8 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime
-from typing import Any
 
+from tma1.clock import SystemClock
 from tma1.commands._args import add_database_options, database_url, open_store, whole_number
 
 
@@ -64,16 +64,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     lab.set_defaults(func=run_label)
 
 
-def _open_store(args: argparse.Namespace, *, write: bool = False) -> Any:
-    return open_store(database_url(args), write=write)
-
-
-def _now_ms() -> int:
-    from tma1.clock import SystemClock
-
-    return SystemClock().now_ms()
-
-
 def _when(ts: int) -> str:
     return datetime.fromtimestamp(ts / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
@@ -104,7 +94,7 @@ def _one_line(text: str, limit: int) -> str:
 def run_anomalies(args: argparse.Namespace) -> int:
     from tma1.store.emits import list_emits
 
-    store = _open_store(args)
+    store = open_store(database_url(args))
     try:
         emits = list_emits(
             store,
@@ -143,11 +133,11 @@ def run_gates(args: argparse.Namespace) -> int:
     from tma1 import gates
     from tma1.gates import live
 
-    store = _open_store(args)
+    store = open_store(database_url(args))
     try:
         result = live.all_gates(
             store,
-            now_ms=_now_ms(),
+            now_ms=SystemClock().now_ms(),
             days=args.days,
             budget_per_day=args.budget,
             window=args.window,
@@ -182,20 +172,18 @@ def run_gates(args: argparse.Namespace) -> int:
 def run_label(args: argparse.Namespace) -> int:
     from tma1.store.emits import labels_for, set_label
 
-    store = _open_store(args, write=True)
+    store = open_store(database_url(args), write=True)
     try:
         out = set_label(
-            store, args.id, args.label, now_ms=_now_ms(), source=args.source, note=args.note
+            store,
+            args.id,
+            args.label,
+            now_ms=SystemClock().now_ms(),
+            source=args.source,
+            note=args.note,
         )
-        others = (
-            {}
-            if out is None
-            else {
-                src: v
-                for src, v in labels_for(store, [args.id]).get(args.id, {}).items()
-                if src != args.source
-            }
-        )
+        labels = labels_for(store, [args.id]).get(args.id, {}) if out is not None else {}
+        others = {src: v for src, v in labels.items() if src != args.source}
     finally:
         store.close()
     if out is None:

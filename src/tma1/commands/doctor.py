@@ -112,26 +112,22 @@ def check_server(settings: Settings) -> tuple[Check, dict[str, Any] | None]:
     version = str(health.get("version", "?"))
     detail = f"running at {url} (tma1 {version}, database {health.get('database', '?')})"
     if health.get("status") != "ok":
-        return (
-            Check(
-                FAIL,
-                "server",
-                f"{detail} but degraded: the database is unavailable",
-                "see the server's log; events are kept and written when the database is back",
-            ),
-            health,
+        check = Check(
+            FAIL,
+            "server",
+            f"{detail} but degraded: the database is unavailable",
+            "see the server's log; events are kept and written when the database is back",
         )
-    if version != __version__:
-        return (
-            Check(
-                WARN,
-                "server",
-                f"{detail}; this command is tma1 {__version__}",
-                "restart the server so both run the same version",
-            ),
-            health,
+    elif version != __version__:
+        check = Check(
+            WARN,
+            "server",
+            f"{detail}; this command is tma1 {__version__}",
+            "restart the server so both run the same version",
         )
-    return Check(OK, "server", detail), health
+    else:
+        check = Check(OK, "server", detail)
+    return check, health
 
 
 # --- hooks ----------------------------------------------------------------------------
@@ -217,25 +213,12 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
 
 
 def check_codex_trust(settings: Settings, env: Mapping[str, str] | None = None) -> Check:
-    """Codex runs a new or changed hook only once the user trusted it (/hooks).
-
-    Asks `tma1.adapters.codex.trust_state(codex_home)` when this tma1 has it ("trusted",
-    "untrusted", "stale", "disabled", "absent"); says "cannot tell" otherwise."""
+    """Codex runs a new or changed hook only once the user trusted it (/hooks)."""
     from tma1.adapters import codex
 
     name = "codex trust"
-    fix = str(getattr(codex, "TRUST_NOTE", "") or "open Codex, run /hooks and trust tma1's hooks")
-    fix = " ".join(fix.split())
-    fn = getattr(codex, "trust_state", None)
-    if fn is None:
-        return Check(
-            UNKNOWN,
-            name,
-            "cannot tell whether Codex trusts the hooks (this tma1 cannot read Codex's "
-            f"trust records); if Codex ignores them: {fix}",
-        )
     try:
-        state = str(fn(codex.hooks_path(env).parent)).lower()
+        state = codex.trust_state(codex.hooks_path(env).parent)
     except Exception as exc:
         return Check(UNKNOWN, name, f"cannot tell whether Codex trusts the hooks ({exc})")
     if state == "trusted":
@@ -246,7 +229,7 @@ def check_codex_trust(settings: Settings, env: Mapping[str, str] | None = None) 
         "disabled": "tma1's hooks are switched off in Codex",
     }
     if state in problems:
-        return Check(FAIL, name, problems[state], fix)
+        return Check(FAIL, name, problems[state], " ".join(codex.TRUST_NOTE.split()))
     return Check(UNKNOWN, name, f"cannot tell whether Codex trusts the hooks ({state})")
 
 
@@ -385,11 +368,10 @@ def check_data(settings: Settings, health: dict[str, Any] | None) -> list[Check]
     events = f", {rows.get('tma1_hook_events', '?')} events" if isinstance(rows, dict) else ""
     out.append(Check(OK, "data", f"database {where}{events}; data dir {data_dir}"))
     loose = []
-    if stat.S_IMODE(data_dir.stat().st_mode) & 0o077:
-        loose.append(f"{data_dir} ({oct(stat.S_IMODE(data_dir.stat().st_mode))})")
-    for p in files:
-        if p.exists() and stat.S_IMODE(p.stat().st_mode) & 0o077:
-            loose.append(f"{p.name} ({oct(stat.S_IMODE(p.stat().st_mode))})")
+    for p, shown in [(data_dir, str(data_dir)), *((f, f.name) for f in files if f.exists())]:
+        mode = stat.S_IMODE(p.stat().st_mode)
+        if mode & 0o077:
+            loose.append(f"{shown} ({oct(mode)})")
     if loose:
         out.append(
             Check(

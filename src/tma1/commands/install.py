@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,7 +61,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                 "SessionStart (cheaper per event; Claude Code shows an error on every hook "
                 "while tma1 is down)",
             )
-        p.set_defaults(func=run_install if name == "install" else run_uninstall)
+        p.set_defaults(func=partial(_run, installing=name == "install"))
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -75,14 +76,6 @@ def _settings(args: argparse.Namespace) -> Settings:
         host=getattr(args, "host", None),
         port=port,
     )
-
-
-def run_install(args: argparse.Namespace) -> int:
-    return _run(args, installing=True)
-
-
-def run_uninstall(args: argparse.Namespace) -> int:
-    return _run(args, installing=False)
 
 
 def _run(args: argparse.Namespace, *, installing: bool) -> int:
@@ -121,11 +114,7 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
         print(f"\n{adapter.title}", file=out)
         for reg, change in changes:
             if args.dry_run:
-                verb = f"would {change.verb}" if change.changed else change.verb
-                print(f"  {verb:<15} {change.path}  ({change.what})", file=out)
-                if change.changed and change.show_diff:
-                    for line in change.diff().splitlines():
-                        print(f"    {line}", file=out)
+                print(change.report(dry_run=True), file=out)
                 continue
             if failed:
                 continue

@@ -13,6 +13,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tma1.clock import SystemClock
 from tma1.config import ConfigError, load_settings, parse_duration
 
 
@@ -71,12 +72,6 @@ def _project(raw: str | None) -> str | None:
     return project_for(path)
 
 
-def _now_ms() -> int:
-    from tma1.clock import SystemClock
-
-    return SystemClock().now_ms()
-
-
 def _when(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -92,7 +87,7 @@ def run_mute(args: argparse.Namespace) -> int:
     from tma1.privacy import prepare_data_dir
 
     path = _path(args)
-    now = _now_ms()
+    now = SystemClock().now_ms()
     if args.kind is None:
         if args.project or args.duration:
             raise ConfigError("--project and --for need a KIND: tma1 mute KIND --project P")
@@ -120,6 +115,7 @@ def run_unmute(args: argparse.Namespace) -> int:
     path = _path(args)
     project = _project(args.project)
     gone = remove_mute(path, args.kind, project)
+    where = f"in {project}" if project else "in every project"
     if gone is None:
         others = [m for m in read_mutes(path) if m.kind == args.kind]
         hint = (
@@ -129,11 +125,7 @@ def run_unmute(args: argparse.Namespace) -> int:
             if others
             else ""
         )
-        where = f"in {project}" if project else "in every project"
         print(f"tma1: {args.kind} was not muted {where}{hint}", file=sys.stderr)
         return 1
-    print(
-        f"unmuted {args.kind} {'in ' + project if project else 'in every project'}: "
-        "its findings are delivered again"
-    )
+    print(f"unmuted {args.kind} {where}: its findings are delivered again")
     return 0

@@ -10,13 +10,10 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from tma1 import service_unit as su
 from tma1.config import ConfigError, load_settings
-
-if TYPE_CHECKING:
-    from tma1.adapters.files import FileChange
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -94,15 +91,7 @@ def _run_steps(steps: list[su.Step], out: TextIO, runner: su.Runner) -> bool:
     return True
 
 
-def _print_change(change: FileChange, out: TextIO, *, dry_run: bool) -> None:
-    verb = f"would {change.verb}" if dry_run and change.changed else change.verb
-    print(f"  {verb:<15} {change.path}  ({change.what})", file=out)
-    if dry_run and change.changed:
-        for line in change.diff().splitlines():
-            print(f"    {line}", file=out)
-
-
-def _unavailable(platform: su.Platform, manager: su.ManagerState, *, enabled: bool) -> None:
+def _unavailable(manager: su.ManagerState, *, enabled: bool) -> None:
     """Say, on stderr, that the service is not running and what will (not) start it."""
     err = sys.stderr
     print(f"tma1: warning: {manager.detail}.", file=err)
@@ -153,10 +142,10 @@ def run_install(args: argparse.Namespace, runner: su.Runner = su.run_command) ->
             platform, path, updated=change.before is not None and change.changed
         )
     else:
-        steps = su.offline_install_steps(platform)
+        steps = su.offline_steps(platform, installing=True)
     if args.dry_run:
         print("dry run: nothing is written or run", file=out)
-        _print_change(change, out, dry_run=True)
+        print(change.report(dry_run=True), file=out)
         if not manager.available:
             print(f"  note       {manager.detail}", file=out)
         for step, _ in steps:
@@ -189,7 +178,7 @@ def run_install(args: argparse.Namespace, runner: su.Runner = su.run_command) ->
             key=lambda d: (-len(Path(d).parts), d),
         )
         state.save()
-    _print_change(change, out, dry_run=False)
+    print(change.report(dry_run=False), file=out)
     if platform == "launchd":
         print(f"  logs       {su.launchd_log_path(env)}", file=out)
     else:
@@ -197,7 +186,7 @@ def run_install(args: argparse.Namespace, runner: su.Runner = su.run_command) ->
     if not _run_steps(steps, out, runner):
         return 1
     if not manager.available:
-        _unavailable(platform, manager, enabled=bool(steps))
+        _unavailable(manager, enabled=bool(steps))
         return 0
     print("\ntma1 runs as a service now; `tma1 service status` shows it.", file=out)
     return 0
@@ -216,21 +205,21 @@ def run_uninstall(args: argparse.Namespace, runner: su.Runner = su.run_command) 
         print(f"tma1: {exc}", file=sys.stderr)
         return 1
     if change.before is None or not change.changed:
-        _print_change(change, out, dry_run=args.dry_run)
+        print(change.report(dry_run=args.dry_run), file=out)
         print("\nno tma1 service file: nothing to remove.", file=out)
         return 0
     manager = su.manager_state(platform, runner)
     if manager.available:
         before, after = su.uninstall_steps(platform), su.after_removal_steps(platform)
     else:
-        before, after = su.offline_uninstall_steps(platform), []
+        before, after = su.offline_steps(platform, installing=False), []
     if args.dry_run:
         print("dry run: nothing is removed or run", file=out)
         if not manager.available:
             print(f"  note       {manager.detail}", file=out)
         for step, _ in before:
             print(f"  would run  {' '.join(step)}", file=out)
-        _print_change(change, out, dry_run=True)
+        print(change.report(dry_run=True), file=out)
         for step, _ in after:
             print(f"  would run  {' '.join(step)}", file=out)
         return 0
@@ -244,7 +233,7 @@ def run_uninstall(args: argparse.Namespace, runner: su.Runner = su.run_command) 
     except OSError as exc:
         print(f"tma1: cannot remove {path}: {exc}", file=sys.stderr)
         return 1
-    _print_change(change, out, dry_run=False)
+    print(change.report(dry_run=False), file=out)
     # The data dir the file was installed for holds the record of the directories made.
     carried = su.carried_environment(platform, change.before or b"")
     data_dir = args.data_dir or carried.get("TMA1_DATA_DIR")
