@@ -68,7 +68,7 @@ def _when(ts: int) -> str:
     return datetime.fromtimestamp(ts / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> str:
+def text_table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [len(h) for h in headers]
     for r in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
@@ -78,7 +78,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _one_line(text: str, limit: int) -> str:
+def one_line(text: str, limit: int) -> str:
     """`text` on one line, cut to `limit` at a word boundary (mid-word only for one word
     longer than half the limit, such as an id)."""
     text = " ".join(text.split())
@@ -119,13 +119,13 @@ def run_anomalies(args: argparse.Namespace) -> int:
             _when(e["ts"]),
             e["kind"],
             e["severity"],
-            _one_line(e["session_id"], 14),
+            one_line(e["session_id"], 14),
             e["label"] or "-",
-            _one_line(e["evidence"], 70),
+            one_line(e["evidence"], 70),
         ]
         for e in emits
     ]
-    print(_table(["ID", "TIME (UTC)", "KIND", "SEV", "SESSION", "LABEL", "EVIDENCE"], rows))
+    print(text_table(["ID", "TIME (UTC)", "KIND", "SEV", "SESSION", "LABEL", "EVIDENCE"], rows))
     return 0
 
 
@@ -151,7 +151,7 @@ def run_gates(args: argparse.Namespace) -> int:
         print()
     else:
         print(
-            _table(
+            text_table(
                 ["KIND", "GATE", "VALUE", "TARGET", "RESULT"],
                 [
                     [r["kind"], r["gate"], r["value"], r["target"], gates.status_text(r)]

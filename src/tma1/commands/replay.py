@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tma1.commands._args import add_database_options, database_url, open_store, whole_number
-from tma1.commands.anomalies import _one_line, _table
+from tma1.commands.anomalies import one_line, text_table
 from tma1.config import ConfigError
 
 
@@ -157,7 +157,7 @@ def render_text(result: Any, *, full_bodies: bool = False) -> str:
         f"tma1 replay: {len(result.inputs)} input(s), {result.events_fed} hook events, "
         f"{result.items_fed} items in {result.elapsed_s:.1f} s ({rate:,.0f} events/s)",
         "",
-        _table(
+        text_table(
             ["input", "format", "records", "items"],
             [[c.path, c.format, str(c.records), str(len(c.items))] for c in result.inputs],
         ),
@@ -178,7 +178,7 @@ def render_text(result: Any, *, full_bodies: bool = False) -> str:
         for n in result.notes:
             if n.kind in ("modified_since_read", "retimed_copy"):
                 when = iso(n.ts) if n.ts else ""
-                lines.append(f"  {n.kind} {when} {n.session_id[:12]}: {_one_line(n.detail, 160)}")
+                lines.append(f"  {n.kind} {when} {n.session_id[:12]}: {one_line(n.detail, 160)}")
     if problems := result.all_problems:
         lines += ["", f"problems: {len(problems)} (unreadable parts were skipped; see stderr)"]
 
@@ -187,14 +187,14 @@ def render_text(result: Any, *, full_bodies: bool = False) -> str:
         lines += ["", f"{iso(d.ts)}  {d.session_id}  {d.hook_event} → {d.channel}"]
         lines.append(f"  from {d.origin}")
         for f in d.findings:
-            lines.append(f"  • [{f['severity']}] {f['kind']}: {_one_line(f['evidence'], 200)}")
-        body = d.body if full_bodies else _one_line(d.body, 300)
+            lines.append(f"  • [{f['severity']}] {f['kind']}: {one_line(f['evidence'], 200)}")
+        body = d.body if full_bodies else one_line(d.body, 300)
         lines += [f"  | {b}" for b in body.splitlines() or [""]]
 
     s = result.summary
     per_kind = [[k, str(v)] for k, v in (s.get("emits_per_kind") or {}).items()]
     lines += ["", "summary", "", "emits per kind"]
-    lines.append(_table(["kind", "emits"], per_kind or [["-", "0"]]))
+    lines.append(text_table(["kind", "emits"], per_kind or [["-", "0"]]))
     if budget := s.get("budget"):
         rows = [
             [r["day"], r["kind"], str(r["count"]), "OVER" if r["over_budget"] else "ok"]
@@ -203,7 +203,7 @@ def render_text(result: Any, *, full_bodies: bool = False) -> str:
         lines += [
             "",
             f"budget (≤ {budget['budget']} emits per kind per UTC day)",
-            _table(["day", "kind", "emits", ""], rows or [["-", "-", "0", ""]]),
+            text_table(["day", "kind", "emits", ""], rows or [["-", "-", "0", ""]]),
             # The summary's budget carries `pass` and no `status`: pass / FAIL / no data.
             f"budget gate: {_verdict(budget)}",
         ]
@@ -217,7 +217,7 @@ def render_text(result: Any, *, full_bodies: bool = False) -> str:
             "",
             f"follow-rate (a follow action within {follow['window']} tool calls; "
             f"target ≥ {follow['target']:.0%})",
-            _table(
+            text_table(
                 ["kind", "emits", "followed", "rate", "gate"], rows or [["-", "0", "0", "-", ""]]
             ),
         ]
