@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-from tma1.events import FileChange, HookEvent, Usage
+from tma1.events import FileChange, HookEvent, Usage, json_text
 from tma1.store.connection import _scratch_ddl, make_engine, run_migrations
 from tma1.store.events import (
     _INSERT_CHANGE,
@@ -37,7 +38,6 @@ from tma1.store.events import (
     _SHELL_RESULT_COLUMNS,
     _change_row,
     _insert_events_sqlite,
-    _json,
     _shell_result,
     _window_event,
     _window_sql,
@@ -232,25 +232,7 @@ class Store:
         if not usages:
             return
         with self._engine.begin() as conn:
-            conn.execute(
-                insert(messages),
-                [
-                    {
-                        "ts": u.ts,
-                        "session_id": u.session_id,
-                        "message_id": u.message_id,
-                        "kind": u.kind,
-                        "model": u.model,
-                        "context_window": u.context_window,
-                        "input_tokens": u.input_tokens,
-                        "cache_read_tokens": u.cache_read_tokens,
-                        "cache_creation_tokens": u.cache_creation_tokens,
-                        "output_tokens": u.output_tokens,
-                        "occupancy": u.occupancy,
-                    }
-                    for u in usages
-                ],
-            )
+            conn.execute(insert(messages), [asdict(u) for u in usages])
 
     def insert_emits(self, rows: Sequence[dict[str, Any]]) -> None:
         """Rows with the emit-log columns; `related_files` may be a list (stored as JSON)."""
@@ -261,7 +243,7 @@ class Store:
                 **r,
                 "related_files": r["related_files"]
                 if isinstance(r["related_files"], str)
-                else _json(r["related_files"]),
+                else json_text(r["related_files"]),
             }
             for r in rows
         ]
@@ -328,20 +310,7 @@ class Store:
             row = conn.execute(_LATEST_USAGE, {"session_id": session_id, "until": until}).first()
         if row is None:
             return None
-        m = row._mapping
-        return Usage(
-            ts=m["ts"],
-            session_id=m["session_id"],
-            occupancy=m["occupancy"],
-            input_tokens=m["input_tokens"],
-            cache_read_tokens=m["cache_read_tokens"],
-            cache_creation_tokens=m["cache_creation_tokens"],
-            output_tokens=m["output_tokens"],
-            model=m["model"],
-            message_id=m["message_id"],
-            kind=m["kind"],
-            context_window=m["context_window"],
-        )
+        return Usage(**{k: v for k, v in row._mapping.items() if k != "id"})
 
     def latest_compaction_ts(
         self, session_id: str, until_ts: int | None = None, *, since_ts: int | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from sqlalchemy import bindparam, case, insert, null, or_, select
@@ -16,12 +17,8 @@ from tma1.store.errors import driver_errors
 from tma1.store.schema import external_changes, hook_events
 
 
-def _json(value: Any) -> str:
-    return json_text(value)
-
-
 def _json_paths(paths: list[str]) -> str:
-    """`_json(paths)`; one plain path (nearly every event) without the encoder."""
+    """`json_text(paths)`; one plain path (nearly every event) without the encoder."""
     if not paths:
         return "[]"
     if len(paths) == 1:
@@ -41,67 +38,16 @@ def _loads(text: str | None, default: Any) -> Any:
 
 
 def event_row(ev: HookEvent) -> dict[str, Any]:
-    return {
-        "ts": ev.ts,
-        "session_id": ev.session_id,
-        "event_type": ev.event_type,
-        "hook_event_name": ev.hook_event_name,
-        "agent_source": ev.agent_source,
-        "tool_name": ev.tool_name,
-        "tool_use_id": ev.tool_use_id,
-        "tool_input": ev.tool_input,
-        "tool_result": ev.tool_result,
-        "tool_file_path": ev.tool_file_path,
-        "tool_files": _json(ev.tool_files),
-        "tool_command": ev.tool_command,
-        "tool_command_prefix": ev.tool_command_prefix,
-        "tool_success": ev.tool_success,
-        "failure_kind": ev.failure_kind,
-        "tool_error_summary": ev.tool_error_summary,
-        "test_ids": _json(ev.test_ids),
-        "cwd": ev.cwd,
-        "project": ev.project,
-        "transcript_path": ev.transcript_path,
-        "permission_mode": ev.permission_mode,
-        "duration_ms": ev.duration_ms,
-        "metadata": _json(ev.metadata) if ev.metadata else None,
-        "passed_test_ids": _json(ev.passed_test_ids) if ev.passed_test_ids else None,
-        "agent_id": ev.agent_id,
-        "agent_type": ev.agent_type,
-    }
+    return dict(zip(_EVENT_COLUMNS, event_values(ev), strict=True))
 
 
 def row_to_event(row: Any) -> HookEvent:
-    m = row._mapping
-    return HookEvent(
-        id=m["id"],
-        ts=m["ts"],
-        session_id=m["session_id"],
-        event_type=m["event_type"],
-        hook_event_name=m["hook_event_name"],
-        agent_source=m["agent_source"],
-        tool_name=m["tool_name"],
-        tool_use_id=m["tool_use_id"],
-        tool_input=m["tool_input"],
-        tool_result=m["tool_result"],
-        tool_file_path=m["tool_file_path"],
-        tool_files=_loads(m["tool_files"], []),
-        tool_command=m["tool_command"],
-        tool_command_prefix=m["tool_command_prefix"],
-        tool_success=m["tool_success"],
-        failure_kind=m["failure_kind"],
-        tool_error_summary=m["tool_error_summary"],
-        test_ids=_loads(m["test_ids"], []),
-        cwd=m["cwd"],
-        project=m["project"],
-        transcript_path=m["transcript_path"],
-        permission_mode=m["permission_mode"],
-        duration_ms=m["duration_ms"],
-        metadata=_loads(m["metadata"], {}),
-        passed_test_ids=_path_list(m["passed_test_ids"]),
-        agent_id=m["agent_id"],
-        agent_type=m["agent_type"],
-    )
+    m = dict(row._mapping)
+    m["tool_files"] = _loads(m["tool_files"], [])
+    m["test_ids"] = _loads(m["test_ids"], [])
+    m["metadata"] = _loads(m["metadata"], {})
+    m["passed_test_ids"] = _path_list(m["passed_test_ids"])
+    return HookEvent(**m)
 
 
 # Column order of `Store.window_events` rows (read positionally: it is the hot path).
@@ -162,7 +108,7 @@ def _window_sql(dialect: Any, with_after: bool) -> tuple[str, tuple[str, ...], d
 
 
 def _path_list(text: str | None) -> list[str]:
-    """A JSON list of strings as stored (`_json`: paths, test ids); `["one plain string"]`
+    """A JSON list of strings as stored (`json_text`: paths, test ids); `["one plain string"]`
     without the decoder."""
     if not text or text == "[]":
         return []
@@ -209,17 +155,7 @@ def _shell_result(row: Any) -> HookEvent:
 
 
 def row_to_change(row: Any) -> FileChange:
-    m = row._mapping
-    return FileChange(
-        id=m["id"],
-        ts=m["ts"],
-        project=m["project"],
-        path=m["path"],
-        change=m["change"],
-        size=m["size"],
-        content_hash=m["content_hash"],
-        writer_session=m["writer_session"],
-    )
+    return FileChange(**row._mapping)
 
 
 _INSERT_EVENT = insert(hook_events)
@@ -227,15 +163,9 @@ _INSERT_CHANGE = insert(external_changes)
 
 
 def _change_row(ch: FileChange) -> dict[str, Any]:
-    return {
-        "ts": ch.ts,
-        "project": ch.project,
-        "path": ch.path,
-        "change": ch.change,
-        "size": ch.size,
-        "content_hash": ch.content_hash,
-        "writer_session": ch.writer_session,
-    }
+    row = asdict(ch)
+    del row["id"]
+    return row
 
 
 _INSERT_EVENT_RETURNING = insert(hook_events).returning(
@@ -282,14 +212,14 @@ def event_values(ev: HookEvent) -> tuple[Any, ...]:
         ev.tool_success,
         ev.failure_kind,
         ev.tool_error_summary,
-        "[]" if not ev.test_ids else _json(ev.test_ids),
+        "[]" if not ev.test_ids else json_text(ev.test_ids),
         ev.cwd,
         ev.project,
         ev.transcript_path,
         ev.permission_mode,
         ev.duration_ms,
-        _json(ev.metadata) if ev.metadata else None,
-        _json(ev.passed_test_ids) if ev.passed_test_ids else None,
+        json_text(ev.metadata) if ev.metadata else None,
+        json_text(ev.passed_test_ids) if ev.passed_test_ids else None,
         ev.agent_id,
         ev.agent_type,
     )
