@@ -34,7 +34,6 @@ PRECISION_SAMPLE = 50
 # Below these sample sizes a gate says "not enough data (n = …)" instead of pass/fail.
 PRECISION_MIN_LABELS = 10
 FOLLOW_MIN_EMITS = 5
-STATUSES: tuple[str, ...] = ("pass", "fail", "not_enough_data", "no_data")
 DEFAULT_BUDGET = 5
 DEFAULT_WINDOW = 5
 DEFAULT_DAYS = 7
@@ -58,9 +57,8 @@ def day_label(day_index: int) -> str:
 
 def split_stable_key(key: str) -> tuple[str, str, str]:
     """`kind|severity|subject` → parts; the subject (a command prefix) may contain `|`."""
-    parts = key.split("|", 2)
-    parts += [""] * (3 - len(parts))
-    return parts[0], parts[1], parts[2]
+    kind, severity, subject = [*key.split("|", 2), "", ""][:3]
+    return kind, severity, subject
 
 
 def loads_list(text: str | None) -> list[str]:
@@ -90,9 +88,7 @@ def sample_verdict(value: float | None, target: float, n: int, min_n: int) -> di
 def overall_pass(values: Iterable[bool | None]) -> bool | None:
     """False if any is False; True if at least one True and none False; None: no data."""
     vals = [v for v in values if v is not None]
-    if not vals:
-        return None
-    return all(vals)
+    return all(vals) if vals else None
 
 
 def overall_status(statuses: Iterable[str]) -> str:
