@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql import Executable
 
 from tma1.events import FileChange, HookEvent, Usage, json_text
 from tma1.store.connection import _scratch_ddl, make_engine, run_migrations
@@ -260,9 +261,7 @@ class Store:
         )
         if until_ts is not None:
             q = q.where(hook_events.c.ts <= until_ts)
-        with self._engine.connect() as conn:
-            rows = conn.execute(q.order_by(hook_events.c.ts, hook_events.c.id)).all()
-        return [row_to_event(r) for r in rows]
+        return [row_to_event(r) for r in self.rows(q.order_by(hook_events.c.ts, hook_events.c.id))]
 
     def window_events(
         self, session_id: str, since_ts: int, *, after_id: int | None = None
@@ -298,16 +297,12 @@ class Store:
         self, project: str, since_ts: int, until_ts: int | None = None
     ) -> list[FileChange]:
         until = until_ts if until_ts is not None else _NO_END
-        with self._engine.connect() as conn:
-            rows = conn.execute(
-                _PROJECT_CHANGES, {"project": project, "since": since_ts, "until": until}
-            ).all()
-        return [row_to_change(r) for r in rows]
+        params = {"project": project, "since": since_ts, "until": until}
+        return [row_to_change(r) for r in self.rows(_PROJECT_CHANGES, params)]
 
     def latest_usage(self, session_id: str, until_ts: int | None = None) -> Usage | None:
         until = until_ts if until_ts is not None else _NO_END
-        with self._engine.connect() as conn:
-            row = conn.execute(_LATEST_USAGE, {"session_id": session_id, "until": until}).first()
+        row = self.first(_LATEST_USAGE, {"session_id": session_id, "until": until})
         if row is None:
             return None
         return Usage(**{k: v for k, v in row._mapping.items() if k != "id"})
@@ -349,16 +344,13 @@ class Store:
             hook_events.c.metadata.like('%"source": "compact"%'),
         )
         one = select(rows.scalar_subquery(), hooks.scalar_subquery(), starts.scalar_subquery())
-        with self._engine.connect() as conn:
-            found = conn.execute(one).one()
-        stamps = [int(v) for v in found if v is not None]
+        stamps = [int(v) for v in self.first(one) if v is not None]
         return max(stamps) if stamps else None
 
     def session_first_ts(self, session_id: str) -> int | None:
         """The first event we ever stored of this session (the session start)."""
         q = select(func.min(hook_events.c.ts)).where(hook_events.c.session_id == session_id)
-        with self._engine.connect() as conn:
-            value = conn.execute(q).scalar()
+        value = self.scalar(q)
         return int(value) if value is not None else None
 
     def session_project(self, session_id: str, until_ts: int | None = None) -> str | None:
@@ -369,8 +361,7 @@ class Store:
         if until_ts is not None:
             q = q.where(hook_events.c.ts <= until_ts)
         q = q.order_by(hook_events.c.ts.desc(), hook_events.c.id.desc()).limit(1)
-        with self._engine.connect() as conn:
-            value = conn.execute(q).scalar()
+        value = self.scalar(q)
         return str(value) if value is not None else None
 
     # --- reads for the session bundle (tma1.engine.bundle) -------------------------------
@@ -398,9 +389,7 @@ class Store:
             .order_by(c.ts.desc(), c.id.desc())
             .limit(limit)
         )
-        with self._engine.connect() as conn:
-            rows = conn.execute(q).all()
-        return [_shell_result(r) for r in reversed(rows)]
+        return [_shell_result(r) for r in reversed(self.rows(q))]
 
     def project_activity(
         self, project: str, since_ts: int, until_ts: int
@@ -414,19 +403,17 @@ class Store:
             .where(c.project == project, c.ts >= since_ts, c.ts <= until_ts)
             .group_by(c.session_id)
         )
-        with self._engine.connect() as conn:
-            return [
-                (str(r[0]), int(r[1]), str(r[2]), None if r[3] is None else int(r[3]))
-                for r in conn.execute(q)
-            ]
+        return [
+            (str(r[0]), int(r[1]), str(r[2]), None if r[3] is None else int(r[3]))
+            for r in self.rows(q)
+        ]
 
     def session_last_ts(self, session_id: str, before_ts: int) -> int | None:
         """The session's newest event strictly before `before_ts`."""
         q = select(func.max(hook_events.c.ts)).where(
             hook_events.c.session_id == session_id, hook_events.c.ts < before_ts
         )
-        with self._engine.connect() as conn:
-            value = conn.execute(q).scalar()
+        value = self.scalar(q)
         return int(value) if value is not None else None
 
     def emits_since(self, since_ts: int) -> list[dict[str, Any]]:
@@ -435,8 +422,7 @@ class Store:
             .where(anomaly_emits.c.ts >= since_ts)
             .order_by(anomaly_emits.c.ts, anomaly_emits.c.id)
         )
-        with self._engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(q)]
+        return [dict(r._mapping) for r in self.rows(q)]
 
     # --- housekeeping --------------------------------------------------------------------
 
@@ -462,6 +448,19 @@ class Store:
                     delete(table).where(table.c.ts < before_ts)
                 ).rowcount
         return removed
+
+    def rows(self, q: Executable, params: Mapping[str, Any] | None = None) -> Sequence[Any]:
+        """The rows of one read, on a pooled connection of its own."""
+        with self._engine.connect() as conn:
+            return conn.execute(q, params).all()
+
+    def first(self, q: Executable, params: Mapping[str, Any] | None = None) -> Any:
+        with self._engine.connect() as conn:
+            return conn.execute(q, params).first()
+
+    def scalar(self, q: Executable) -> Any:
+        with self._engine.connect() as conn:
+            return conn.execute(q).scalar()
 
     def connect(self) -> Connection:
         """A pooled connection (a context manager) for the query modules beside this one."""

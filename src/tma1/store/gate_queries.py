@@ -120,14 +120,13 @@ def follow_rows(
     )
     emits: dict[int, EmitRow] = {}
     calls: list[CallRow] = []
-    with store.connect() as conn:
-        for row in conn.execute(q).all():
-            emit_id, ts, sid, kind, key, related, acted, wend, ev_id, *call = row
-            if emit_id not in emits:
-                emits[emit_id] = (emit_id, ts, sid, kind, key, related, bool(acted), _end(wend))
-            if ev_id is not None:
-                ev_ts, *rest = call
-                calls.append((emit_id, ev_ts, ev_id, *rest))
+    for row in store.rows(q):
+        emit_id, ts, sid, kind, key, related, acted, wend, ev_id, *call = row
+        if emit_id not in emits:
+            emits[emit_id] = (emit_id, ts, sid, kind, key, related, bool(acted), _end(wend))
+        if ev_id is not None:
+            ev_ts, *rest = call
+            calls.append((emit_id, ev_ts, ev_id, *rest))
     return list(emits.values()), calls
 
 
@@ -149,8 +148,7 @@ def marker_rows(
             ),
         )
     )
-    with store.connect() as conn:
-        return [(int(a), int(b), int(c), str(d), m) for a, b, c, d, m in conn.execute(q).all()]
+    return [(int(a), int(b), int(c), str(d), m) for a, b, c, d, m in store.rows(q)]
 
 
 def compaction_rows(store: Store, since: int, after_id: int, kind: str) -> list[tuple[str, int]]:
@@ -164,8 +162,7 @@ def compaction_rows(store: Store, since: int, after_id: int, kind: str) -> list[
         messages.c.ts > since,
         messages.c.session_id.in_(sessions),
     )
-    with store.connect() as conn:
-        return [(str(sid), int(ts)) for sid, ts in conn.execute(q).all()]
+    return [(str(sid), int(ts)) for sid, ts in store.rows(q)]
 
 
 def failure_rows(
@@ -192,8 +189,7 @@ def failure_rows(
         )
         .where(a.c.ts >= since, a.c.id > after_id, a.c.kind == kind)
     )
-    with store.connect() as conn:
-        return [(int(i), k, p, t) for i, k, p, t in conn.execute(q).all()]
+    return [(int(i), k, p, t) for i, k, p, t in store.rows(q)]
 
 
 def count_emits(store: Store, since: int, up_to_id: int) -> int:
@@ -202,5 +198,4 @@ def count_emits(store: Store, since: int, up_to_id: int) -> int:
         .select_from(anomaly_emits)
         .where(anomaly_emits.c.ts >= since, anomaly_emits.c.id <= up_to_id)
     )
-    with store.connect() as conn:
-        return int(conn.execute(q).scalar_one())
+    return int(store.scalar(q))

@@ -44,8 +44,7 @@ def session_spans(
             )
         )
     pick = pick.order_by(last.desc(), ev.c.session_id).limit(limit).offset(offset)
-    with store.connect() as conn:
-        return [(str(sid), int(lo), int(hi)) for sid, lo, hi in conn.execute(pick).all()]
+    return [(str(sid), int(lo), int(hi)) for sid, lo, hi in store.rows(pick)]
 
 
 def list_sessions(
@@ -154,8 +153,7 @@ def timeline_rows(store: Store, session_id: str, *, limit: int) -> list[dict[str
         .order_by(ev.c.ts.desc(), ev.c.id.desc())
         .limit(limit)
     )
-    with store.connect() as conn:
-        rows = [dict(r._mapping) for r in conn.execute(q)]
+    rows = [dict(r._mapping) for r in store.rows(q)]
     rows.reverse()
     return rows
 
@@ -167,8 +165,7 @@ def usage_rows(store: Store, session_id: str) -> list[dict[str, Any]]:
         .where(messages.c.session_id == session_id)
         .order_by(messages.c.ts, messages.c.id)
     )
-    with store.connect() as conn:
-        return [dict(r._mapping) for r in conn.execute(q)]
+    return [dict(r._mapping) for r in store.rows(q)]
 
 
 # --- the agent routes ---------------------------------------------------------------------
@@ -205,8 +202,7 @@ def newest_in_projects(
         .order_by(hook_events.c.ts.desc(), hook_events.c.id.desc())
         .limit(limit)
     )
-    with store.connect() as conn:
-        return [(str(sid), int(ts)) for sid, ts in conn.execute(q).all()]
+    return [(str(sid), int(ts)) for sid, ts in store.rows(q)]
 
 
 _IS_FAILURE = or_(
@@ -225,8 +221,7 @@ def tool_result_counts(store: Store, session_id: str) -> list[tuple[str | None, 
         )
         .group_by(hook_events.c.tool_name)
     )
-    with store.connect() as conn:
-        return [(tool, int(n), int(f or 0)) for tool, n, f in conn.execute(q).all()]
+    return [(tool, int(n), int(f or 0)) for tool, n, f in store.rows(q)]
 
 
 def recent_failures(
@@ -277,8 +272,7 @@ def recent_writes(
         .order_by(h.ts.desc(), h.id.desc())
         .limit(limit)
     )
-    with store.connect() as conn:
-        return list(conn.execute(q).all())
+    return list(store.rows(q))
 
 
 def changes_behind(
