@@ -6,7 +6,6 @@ gate_queries) take a `Store` and use `connect`/`begin`. Every query is parameter
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -129,23 +128,18 @@ class Store:
         if Path(path).exists():
             raise FileExistsError(f"{path} exists; a scratch database starts empty")
         engine = make_engine(f"sqlite:///{path}")
-        lock = threading.Lock()
-        made = False
 
-        @event.listens_for(engine, "connect")
+        # first_connect runs once, under SQLAlchemy's mutex (threads connecting together
+        # wait for it), and again on the next connect if it raised.
+        @event.listens_for(engine, "first_connect")
         def _make_tables(dbapi_conn: Any, _record: Any) -> None:
-            nonlocal made
-            with lock:
-                if made:
-                    return
-                cur = dbapi_conn.cursor()
-                try:
-                    for statement in _scratch_ddl(engine.dialect):
-                        cur.execute(statement)
-                    dbapi_conn.commit()
-                finally:
-                    cur.close()
-                made = True
+            cur = dbapi_conn.cursor()
+            try:
+                for statement in _scratch_ddl(engine.dialect):
+                    cur.execute(statement)
+                dbapi_conn.commit()
+            finally:
+                cur.close()
 
         return cls(engine)
 
