@@ -15,19 +15,23 @@ from tma1.store.schema import anomaly_emits, external_changes, hook_events, mess
 _TOOL_RESULT_EVENTS = ("PostToolUse", "PostToolUseFailure")
 
 
-def session_spans(
+def list_sessions(
     store: Store,
     *,
-    limit: int,
-    offset: int = 0,
+    limit: int = 100,
     since_ts: int | None = None,
     session_id: str | None = None,
+    offset: int = 0,
     search: str | None = None,
-) -> list[tuple[str, int, int]]:
-    """(session_id, first ts, last ts), newest activity first, one page of them.
+) -> list[dict[str, Any]]:
+    """Newest first (by last event), in the shape of `session_summary`. `search` matches,
+    case-insensitively and literally (no wildcards), a part of the session id or of the
+    project of any of the session's events.
 
-    `search` matches, case-insensitively and literally (no wildcards), a part of the
-    session id or of the project of any of the session's events."""
+    The Sessions tab polls this every 10 s inside the daemon, so it avoids one big GROUP
+    BY over every event row: it picks the sessions from the (session_id, ts) index, then
+    counts only theirs from the (session_id, event_type, ts) and failures indexes.
+    """
     ev = hook_events
     last = func.max(ev.c.ts)
     pick = select(ev.c.session_id, func.min(ev.c.ts), last).group_by(ev.c.session_id)
@@ -44,29 +48,7 @@ def session_spans(
             )
         )
     pick = pick.order_by(last.desc(), ev.c.session_id).limit(limit).offset(offset)
-    return [(str(sid), int(lo), int(hi)) for sid, lo, hi in store.rows(pick)]
-
-
-def list_sessions(
-    store: Store,
-    *,
-    limit: int = 100,
-    since_ts: int | None = None,
-    session_id: str | None = None,
-    offset: int = 0,
-    search: str | None = None,
-) -> list[dict[str, Any]]:
-    """Newest first (by last event), in the shape of `session_summary`.
-
-    The Sessions tab polls this every 10 s inside the daemon, so it avoids one big GROUP
-    BY over every event row: it picks the sessions from the (session_id, ts) index, then
-    counts only theirs from the (session_id, event_type, ts) and failures indexes.
-    """
-    ev = hook_events
-    picked = session_spans(
-        store, limit=limit, offset=offset, since_ts=since_ts, session_id=session_id, search=search
-    )
-    spans = {sid: (lo, hi) for sid, lo, hi in picked}
+    spans = {str(sid): (int(lo), int(hi)) for sid, lo, hi in store.rows(pick)}
     if not spans:
         return []
     with store.connect() as conn:
@@ -133,8 +115,6 @@ def session_summary(store: Store, session_id: str) -> dict[str, Any] | None:
 def timeline_rows(store: Store, session_id: str, *, limit: int) -> list[dict[str, Any]]:
     """The session's newest `limit` events, oldest first, with what a timeline shows."""
     ev = hook_events
-    # agent_id/agent_type columns arrive with a later schema; until then, metadata has them.
-    lane_cols = [c for c in (ev.c.get("agent_id"), ev.c.get("agent_type")) if c is not None]
     q = (
         select(
             ev.c.id,
@@ -147,7 +127,8 @@ def timeline_rows(store: Store, session_id: str, *, limit: int) -> list[dict[str
             ev.c.failure_kind,
             ev.c.tool_error_summary,
             ev.c.metadata,
-            *lane_cols,
+            ev.c.agent_id,
+            ev.c.agent_type,
         )
         .where(ev.c.session_id == session_id)
         .order_by(ev.c.ts.desc(), ev.c.id.desc())
