@@ -198,16 +198,11 @@ class Store:
 
     def insert_changes(self, changes: Sequence[FileChange]) -> list[int]:
         """Several changes in one transaction (a watcher batch); their ids, in order."""
-        ids: list[int] = []
         if not changes:
-            return ids
+            return []
         with self._engine.begin() as conn:
-            for ch in changes:
-                result = conn.execute(_INSERT_CHANGE, _change_row(ch))
-                key = result.inserted_primary_key
-                assert key is not None  # an INSERT of one row always has one
-                ids.append(int(key[0]))
-        return ids
+            result = conn.execute(_INSERT_CHANGE, [_change_row(ch) for ch in changes])
+            return [int(row[0]) for row in result]
 
     def set_change_writer(self, ids: Sequence[int], session_id: str) -> int:
         """Attribute still-unattributed changes to `session_id` (a late PreToolUse)."""
@@ -313,16 +308,11 @@ class Store:
         bounds the ranges from below (the Detector looks again only at what is new)."""
         until = until_ts if until_ts is not None else _NO_END
         since = since_ts if since_ts is not None else -_NO_END
-        rows = (
-            select(messages.c.ts)
-            .where(
-                messages.c.session_id == session_id,
-                messages.c.ts <= until,
-                messages.c.ts >= since,
-                messages.c.kind == "compaction",
-            )
-            .order_by(messages.c.ts.desc())
-            .limit(1)
+        rows = select(func.max(messages.c.ts)).where(
+            messages.c.session_id == session_id,
+            messages.c.ts <= until,
+            messages.c.ts >= since,
+            messages.c.kind == "compaction",
         )
         hooks = select(func.max(hook_events.c.ts)).where(
             hook_events.c.session_id == session_id,

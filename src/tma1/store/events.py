@@ -159,7 +159,9 @@ def row_to_change(row: Any) -> FileChange:
 
 
 _INSERT_EVENT = insert(hook_events)
-_INSERT_CHANGE = insert(external_changes)
+_INSERT_CHANGE = insert(external_changes).returning(
+    external_changes.c.id, sort_by_parameter_order=True
+)
 
 
 def _change_row(ch: FileChange) -> dict[str, Any]:
