@@ -6,10 +6,12 @@ gate_queries) take a `Store` and use `connect`/`begin`. Every query is parameter
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import (
     Engine,
@@ -21,28 +23,27 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    inspect,
     null,
     or_,
     select,
     update,
 )
 from sqlalchemy.engine import Connection
+from sqlalchemy.pool import NullPool
 from sqlalchemy.sql import Executable
 
 from tma1.events import FileChange, HookEvent, Usage, json_text
 from tma1.store.connection import _scratch_ddl, make_engine, run_migrations
 from tma1.store.events import (
-    _INSERT_CHANGE,
     _INSERT_EVENT,
     _INSERT_EVENT_RETURNING,
     _SHELL_RESULT_COLUMNS,
-    _change_row,
     _insert_events_sqlite,
     _shell_result,
     _window_event,
     _window_sql,
     event_row,
-    row_to_change,
     row_to_event,
 )
 from tma1.store.schema import (
@@ -72,6 +73,9 @@ _LATEST_USAGE = (
     .order_by(messages.c.ts.desc(), messages.c.id.desc())
     .limit(1)
 )
+_INSERT_CHANGE = insert(external_changes).returning(
+    external_changes.c.id, sort_by_parameter_order=True
+)
 
 
 class Store:
@@ -92,9 +96,6 @@ class Store:
         """An existing SQLite file, read-only: no migration, no lock file, nothing created
         (a read command on a mistyped path, a copy on a read-only mount). `immutable=1`
         when even SQLite's shared-memory file cannot be made beside it."""
-        import sqlite3
-        from urllib.parse import quote
-
         target = Path(path).absolute()
         if not target.is_file():
             raise FileNotFoundError(f"no database file at {target}")
@@ -113,8 +114,6 @@ class Store:
             conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=10)
             conn.execute("PRAGMA query_only=1")
             return conn
-
-        from sqlalchemy.pool import NullPool
 
         return cls(create_engine("sqlite://", creator=connect, poolclass=NullPool))
 
@@ -151,14 +150,10 @@ class Store:
         self._engine.dispose()
 
     def table_names(self) -> list[str]:
-        from sqlalchemy import inspect
-
         return list(inspect(self._engine).get_table_names())
 
     def column_types(self, table: str) -> dict[str, str]:
         """Each column of `table` and its type as the database reports it."""
-        from sqlalchemy import inspect
-
         return {c["name"]: str(c["type"]) for c in inspect(self._engine).get_columns(table)}
 
     # --- writes ---------------------------------------------------------------------
@@ -201,7 +196,8 @@ class Store:
         if not changes:
             return []
         with self._engine.begin() as conn:
-            result = conn.execute(_INSERT_CHANGE, [_change_row(ch) for ch in changes])
+            rows = [{k: v for k, v in asdict(ch).items() if k != "id"} for ch in changes]
+            result = conn.execute(_INSERT_CHANGE, rows)
             return [int(row[0]) for row in result]
 
     def set_change_writer(self, ids: Sequence[int], session_id: str) -> int:
@@ -287,7 +283,7 @@ class Store:
     ) -> list[FileChange]:
         until = until_ts if until_ts is not None else _NO_END
         params = {"project": project, "since": since_ts, "until": until}
-        return [row_to_change(r) for r in self.rows(_PROJECT_CHANGES, params)]
+        return [FileChange(**r._mapping) for r in self.rows(_PROJECT_CHANGES, params)]
 
     def latest_usage(self, session_id: str, until_ts: int | None = None) -> Usage | None:
         until = until_ts if until_ts is not None else _NO_END

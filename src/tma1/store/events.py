@@ -1,20 +1,19 @@
-"""Hook events and file changes as rows: the codecs between `HookEvent`/`FileChange` and
-`tma1_hook_events`/`tma1_external_changes`, and the insert statements of the hook path."""
+"""Hook events as rows: the codecs between `HookEvent` and `tma1_hook_events`, and the
+insert statements of the hook path."""
 
 from __future__ import annotations
 
 import functools
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import Any
 
 from sqlalchemy import bindparam, case, insert, null, or_, select
 from sqlalchemy.engine import Connection
 
-from tma1.events import WRITE_TOOLS, FileChange, HookEvent, json_text
+from tma1.events import WRITE_TOOLS, HookEvent, json_text
 from tma1.store.errors import driver_errors
-from tma1.store.schema import external_changes, hook_events
+from tma1.store.schema import hook_events
 
 
 def _json_paths(paths: list[str]) -> str:
@@ -154,20 +153,7 @@ def _shell_result(row: Any) -> HookEvent:
     )  # fmt: skip
 
 
-def row_to_change(row: Any) -> FileChange:
-    return FileChange(**row._mapping)
-
-
 _INSERT_EVENT = insert(hook_events)
-_INSERT_CHANGE = insert(external_changes).returning(
-    external_changes.c.id, sort_by_parameter_order=True
-)
-
-
-def _change_row(ch: FileChange) -> dict[str, Any]:
-    row = asdict(ch)
-    del row["id"]
-    return row
 
 
 _INSERT_EVENT_RETURNING = insert(hook_events).returning(
