@@ -172,20 +172,18 @@ def labelled_since(store: Store, since: int) -> list[tuple[str, str, str]]:
 def delivered_with(store: Store, emit_id: int) -> list[dict[str, Any]]:
     """The emit-log rows one answer carried together with `emit_id`, in delivery order
     (ids ascending): same session, channel and instant. [] for an unknown id."""
-    me = select(anomaly_emits.c.session_id, anomaly_emits.c.ts, anomaly_emits.c.channel).where(
-        anomaly_emits.c.id == emit_id
-    )
-    with store.connect() as conn:
-        row = conn.execute(me).first()
-        if row is None:
-            return []
-        q = (
-            select(anomaly_emits)
-            .where(
-                anomaly_emits.c.session_id == row.session_id,
-                anomaly_emits.c.ts == row.ts,
-                anomaly_emits.c.channel == row.channel,
-            )
-            .order_by(anomaly_emits.c.id)
+    e, me = anomaly_emits, anomaly_emits.alias("me")
+    q = (
+        select(e)
+        .join(
+            me,
+            and_(
+                me.c.session_id == e.c.session_id,
+                me.c.ts == e.c.ts,
+                me.c.channel == e.c.channel,
+            ),
         )
-        return [dict(r._mapping) for r in conn.execute(q)]
+        .where(me.c.id == emit_id)
+        .order_by(e.c.id)
+    )
+    return [dict(r._mapping) for r in store.rows(q)]
