@@ -40,7 +40,6 @@ from tma1.store.events import (
     _INSERT_EVENT_RETURNING,
     _SHELL_RESULT_COLUMNS,
     _insert_events_sqlite,
-    _shell_result,
     _window_event,
     _window_sql,
     event_row,
@@ -356,7 +355,7 @@ class Store:
         c = hook_events.c
         failed = or_(c.event_type == "PostToolUseFailure", c.tool_success.is_(False))
         result = case((and_(failed, c.tool_error_summary.is_(None)), c.tool_result), else_=null())
-        cols = [c[name] for name in _SHELL_RESULT_COLUMNS[:-1]] + [result.label("tool_result")]
+        cols = [c[name] for name in _SHELL_RESULT_COLUMNS] + [result.label("tool_result")]
         q = (
             select(*cols)
             .where(
@@ -369,7 +368,7 @@ class Store:
             .order_by(c.ts.desc(), c.id.desc())
             .limit(limit)
         )
-        return [_shell_result(r) for r in reversed(self.rows(q))]
+        return [HookEvent(**r._mapping) for r in reversed(self.rows(q))]
 
     def project_activity(
         self, project: str, since_ts: int, until_ts: int

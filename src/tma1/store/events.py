@@ -133,24 +133,12 @@ def _window_event(row: Any) -> HookEvent:
     )  # fmt: skip
 
 
-# Column order of `Store.project_shell_results` rows (the session bundle's open checks).
+# The columns `Store.project_shell_results` reads besides its lean `tool_result`.
 _SHELL_RESULT_COLUMNS = (
     "id", "ts", "session_id", "event_type", "hook_event_name", "agent_source", "tool_name",
     "tool_command", "tool_success", "failure_kind", "tool_error_summary", "cwd", "project",
-    "agent_id", "tool_result",
+    "agent_id",
 )  # fmt: skip
-
-
-def _shell_result(row: Any) -> HookEvent:
-    (id_, ts, sid, etype, hook, agent, tool, cmd, ok, fkind, summary, cwd, project, agent_id,
-     result) = row  # fmt: skip
-    # Positional, in HookEvent's field order (as `_window_event`): a SessionStart in a busy
-    # project reads a thousand of these.
-    return HookEvent(
-        ts, sid, etype, hook, agent, tool, None, None, result, None, [], cmd, None,
-        None if ok is None else bool(ok), fkind, summary, [], cwd, project, None, None, None,
-        {}, id_, [], agent_id,
-    )  # fmt: skip
 
 
 _INSERT_EVENT = insert(hook_events)
