@@ -49,30 +49,13 @@ def row_to_event(row: Any) -> HookEvent:
     return HookEvent(**m)
 
 
-# Column order of `Store.window_events` rows (read positionally: it is the hot path).
-_WINDOW_COLUMNS = (
-    "id",
-    "ts",
-    "session_id",
-    "event_type",
-    "hook_event_name",
-    "agent_source",
-    "tool_name",
-    "tool_use_id",
-    "tool_result",
-    "tool_file_path",
-    "tool_files",
-    "tool_command",
-    "tool_command_prefix",
-    "tool_success",
-    "failure_kind",
-    "tool_error_summary",
-    "test_ids",
-    "cwd",
-    "project",
-    "passed_test_ids",
-    "agent_id",
-    "metadata",
+# Column order of `Store.window_events` rows (read positionally: it is the hot path): the
+# stored columns but those no rule, resolution check or digest reads.
+_WINDOW_COLUMNS = tuple(
+    c.name
+    for c in hook_events.columns
+    if c.name
+    not in {"tool_input", "transcript_path", "permission_mode", "duration_ms", "agent_type"}
 )
 
 
@@ -121,7 +104,7 @@ def _path_list(text: str | None) -> list[str]:
 
 def _window_event(row: Any) -> HookEvent:
     (id_, ts, sid, etype, hook, agent, tool, tuid, result, fpath, files, cmd, prefix, ok,
-     fkind, summary, tids, cwd, project, passed, agent_id, meta) = row  # fmt: skip
+     fkind, summary, tids, cwd, project, meta, passed, agent_id) = row  # fmt: skip
     # Positional, in HookEvent's field order: this runs for every row of every window.
     # SQLite hands booleans back as 0/1.
     return HookEvent(
