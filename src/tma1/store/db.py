@@ -36,7 +36,6 @@ from sqlalchemy.sql import Executable
 from tma1.events import FileChange, HookEvent, Usage, json_text
 from tma1.store.connection import _scratch_ddl, make_engine, run_migrations
 from tma1.store.events import (
-    _INSERT_EVENT,
     _INSERT_EVENT_RETURNING,
     _SHELL_RESULT_COLUMNS,
     _insert_events_sqlite,
@@ -101,11 +100,8 @@ class Store:
         base = f"file:{quote(str(target))}?mode=ro"
         uri = base
         try:
-            probe = sqlite3.connect(uri, uri=True)
-            try:
+            with contextlib.closing(sqlite3.connect(uri, uri=True)) as probe:
                 probe.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            finally:
-                probe.close()
         except sqlite3.OperationalError:
             uri = base + "&immutable=1"  # a WAL database in a directory we cannot write
 
@@ -172,13 +168,10 @@ class Store:
                     return
                 # PostgreSQL: one multi-row INSERT … RETURNING (SQLAlchemy's
                 # insertmanyvalues), one round trip for the whole group.
-                rows = [event_row(e) for e in evs]
+                result = conn.execute(_INSERT_EVENT_RETURNING, [event_row(e) for e in evs])
                 if with_ids:
-                    result = conn.execute(_INSERT_EVENT_RETURNING, rows)
                     for ev, row in zip(evs, result.all(), strict=True):
                         ev.id = int(row[0])
-                else:
-                    conn.execute(_INSERT_EVENT, rows)
         except BaseException:
             if with_ids:
                 # Ids handed out inside the transaction that rolled back name no row: an

@@ -124,9 +124,6 @@ _SHELL_RESULT_COLUMNS = (
 )  # fmt: skip
 
 
-_INSERT_EVENT = insert(hook_events)
-
-
 _INSERT_EVENT_RETURNING = insert(hook_events).returning(
     hook_events.c.id, sort_by_parameter_order=True
 )
