@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, case, func, or_, select
+from sqlalchemy import Table, and_, case, func, or_, select
 
 from tma1.store.db import Store
 from tma1.store.schema import anomaly_emits, external_changes, hook_events, messages
@@ -218,24 +218,16 @@ def recent_failures(
         h.event_type.in_(_TOOL_RESULT_EVENTS),
         _IS_FAILURE,
     )
-    with store.connect() as conn:
-        count = conn.execute(select(func.count()).select_from(hook_events).where(where))
-        total = int(count.scalar_one())
-        rows = conn.execute(
-            select(
-                h.ts,
-                h.tool_name,
-                h.tool_command,
-                h.tool_error_summary,
-                h.failure_kind,
-                h.test_ids,
-                h.tool_file_path,
-            )
-            .where(where)
-            .order_by(h.ts.desc(), h.id.desc())
-            .limit(limit)
-        ).all()
-    return total, list(rows)
+    columns = (
+        h.ts,
+        h.tool_name,
+        h.tool_command,
+        h.tool_error_summary,
+        h.failure_kind,
+        h.test_ids,
+        h.tool_file_path,
+    )
+    return _count_and_newest(store, hook_events, where, columns, limit)
 
 
 def recent_writes(
@@ -267,10 +259,14 @@ def changes_behind(
         x.ts >= since_ts,
         or_(x.writer_session.is_(None), x.writer_session != session_id),
     )
+    return _count_and_newest(store, external_changes, behind, (external_changes,), limit)
+
+
+def _count_and_newest(
+    store: Store, table: Table, where: Any, columns: Sequence[Any], limit: int
+) -> tuple[int, list[Any]]:
+    """How many rows of `table` match `where`, and the newest `limit` of them."""
+    newest = select(*columns).where(where).order_by(table.c.ts.desc(), table.c.id.desc())
     with store.connect() as conn:
-        total = conn.execute(select(func.count()).select_from(external_changes).where(behind))
-        n = int(total.scalar_one())
-        rows = conn.execute(
-            select(external_changes).where(behind).order_by(x.ts.desc(), x.id.desc()).limit(limit)
-        ).all()
-    return n, list(rows)
+        total = conn.execute(select(func.count()).select_from(table).where(where)).scalar_one()
+        return int(total), list(conn.execute(newest.limit(limit)).all())
