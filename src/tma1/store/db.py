@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from sqlalchemy import (
     Engine,
+    Table,
     and_,
     bindparam,
     case,
@@ -296,26 +297,22 @@ class Store:
         bounds the ranges from below (the Detector looks again only at what is new)."""
         until = until_ts if until_ts is not None else _NO_END
         since = since_ts if since_ts is not None else -_NO_END
-        rows = select(func.max(messages.c.ts)).where(
-            messages.c.session_id == session_id,
-            messages.c.ts <= until,
-            messages.c.ts >= since,
-            messages.c.kind == "compaction",
+
+        def newest(table: Table, *where: Any) -> Any:
+            c = table.c
+            in_range = (c.session_id == session_id, c.ts <= until, c.ts >= since)
+            return select(func.max(c.ts)).where(*in_range, *where).scalar_subquery()
+
+        h = hook_events.c
+        one = select(
+            newest(messages, messages.c.kind == "compaction"),
+            newest(hook_events, h.event_type.in_(("PreCompact", "PostCompact"))),
+            newest(
+                hook_events,
+                h.event_type == "SessionStart",
+                h.metadata.like('%"source": "compact"%'),
+            ),
         )
-        hooks = select(func.max(hook_events.c.ts)).where(
-            hook_events.c.session_id == session_id,
-            hook_events.c.event_type.in_(("PreCompact", "PostCompact")),
-            hook_events.c.ts <= until,
-            hook_events.c.ts >= since,
-        )
-        starts = select(func.max(hook_events.c.ts)).where(
-            hook_events.c.session_id == session_id,
-            hook_events.c.event_type == "SessionStart",
-            hook_events.c.ts <= until,
-            hook_events.c.ts >= since,
-            hook_events.c.metadata.like('%"source": "compact"%'),
-        )
-        one = select(rows.scalar_subquery(), hooks.scalar_subquery(), starts.scalar_subquery())
         stamps = [int(v) for v in self.first(one) if v is not None]
         return max(stamps) if stamps else None
 
@@ -399,13 +396,11 @@ class Store:
     # --- housekeeping --------------------------------------------------------------------
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
         with self._engine.connect() as conn:
-            for table in ALL_TABLES:
-                out[table.name] = int(
-                    conn.execute(select(func.count()).select_from(table)).scalar_one()
-                )
-        return out
+            return {
+                t.name: int(conn.execute(select(func.count()).select_from(t)).scalar_one())
+                for t in ALL_TABLES
+            }
 
     def purge(self, before_ts: int) -> dict[str, int]:
         """Delete rows older than `before_ts`; labels go with their emits."""
