@@ -141,12 +141,8 @@ def follow_rate(
     use_cache: bool = True,
 ) -> dict[str, Any]:
     since = since_for_days(now_ms, days)
-    if not use_cache:
-        judged = judge_stored(store, since, window)
-        return follow_report(
-            [(r.kind, ok) for r, ok in judged], since=since, now_ms=now_ms, days=days, window=window
-        )
-    cache = _follow_cache(store, days, window)
+    # Without the cache: an empty one, dropped after this call (every emit judged afresh).
+    cache = _follow_cache(store, days, window) if use_cache else _FollowCache()
     with cache.lock:
         cached = [(kind, ok) for ts, kind, ok in cache.verdicts.values() if ts >= since]
         if cache.floor and count_emits(store, since, cache.floor) != len(cached):
