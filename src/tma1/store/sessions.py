@@ -64,12 +64,14 @@ def list_sessions(
         )
         for sid, et, n in conn.execute(tq).all():
             by_type[sid][et] = int(n)
-        fq = (
-            select(ev.c.session_id, func.count())
-            .where(ev.c.session_id.in_(ids), ev.c.failure_kind.is_not(None))
-            .group_by(ev.c.session_id)
-        )
-        failures = {sid: int(n) for sid, n in conn.execute(fq).all()}
+
+        def count_by_session(table: Table, *where: Any) -> dict[str, int]:
+            sid = table.c.session_id
+            q = select(sid, func.count()).where(sid.in_(ids), *where).group_by(sid)
+            return {s: int(n) for s, n in conn.execute(q).all()}
+
+        failures = count_by_session(ev, ev.c.failure_kind.is_not(None))
+        emit_counts = count_by_session(anomaly_emits)
         newest = select(func.max(ev.c.id)).where(ev.c.session_id.in_(ids)).group_by(ev.c.session_id)
         who = {
             sid: (project, agent)
@@ -77,12 +79,6 @@ def list_sessions(
                 select(ev.c.session_id, ev.c.project, ev.c.agent_source).where(ev.c.id.in_(newest))
             ).all()
         }
-        eq = (
-            select(anomaly_emits.c.session_id, func.count())
-            .where(anomaly_emits.c.session_id.in_(ids))
-            .group_by(anomaly_emits.c.session_id)
-        )
-        emit_counts = {sid: int(n) for sid, n in conn.execute(eq).all()}
     out = []
     for sid, (lo, hi) in spans.items():
         t = by_type.get(sid, {})
