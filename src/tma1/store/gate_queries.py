@@ -55,15 +55,16 @@ def _emit_windows(since: int, window: int, after_id: int, kind: str | None = Non
         .correlate(a)
         .scalar_subquery()
     )
+    # Columns in EmitRow's order.
     q = select(
         a.c.id,
-        a.c.session_id,
         a.c.ts,
+        a.c.session_id,
         a.c.kind,
         a.c.stable_key,
         a.c.related_files,
-        func.coalesce(window_end, _NO_END).label("wend"),
         select(h.c.id).where(after).correlate(a).exists().label("acted"),
+        func.coalesce(window_end, _NO_END).label("wend"),
     ).where(a.c.ts >= since, a.c.id > after_id)
     if kind is not None:
         q = q.where(a.c.kind == kind)
@@ -90,14 +91,7 @@ def follow_rows(
     e = hook_events.alias("e")
     m = _emit_windows(since, window, after_id)
     q = select(
-        m.c.id,
-        m.c.ts,
-        m.c.session_id,
-        m.c.kind,
-        m.c.stable_key,
-        m.c.related_files,
-        m.c.acted,
-        m.c.wend,
+        *m.c,
         e.c.id,
         e.c.ts,
         e.c.tool_name,
