@@ -41,13 +41,9 @@ DEFAULT_DAYS = 7
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 
 
-def day_start(ts_ms: int) -> int:
-    return (ts_ms // DAY_MS) * DAY_MS
-
-
 def since_for_days(now_ms: int, days: int) -> int:
     """Start of the UTC day `days - 1` days before the day of `now_ms`."""
-    return day_start(now_ms) - (days - 1) * DAY_MS
+    return (now_ms // DAY_MS - (days - 1)) * DAY_MS
 
 
 def day_label(day_index: int) -> str:
