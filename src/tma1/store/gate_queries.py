@@ -34,10 +34,7 @@ def _relevant_call(
 ) -> ColumnElement[bool]:
     """This tool call can matter to this kind's follow action (fewer rows to fetch; the
     window itself is bounded by `wend`, which counts every tool)."""
-    groups: dict[tuple[str, ...], list[str]] = {}
-    for k, tools in tools_by_kind.items():
-        groups.setdefault(tuple(tools), []).append(k)
-    return or_(*(and_(kind.in_(kinds), tool_name.in_(tools)) for tools, kinds in groups.items()))
+    return or_(*(and_(kind == k, tool_name.in_(tools)) for k, tools in tools_by_kind.items()))
 
 
 def _emit_windows(since: int, window: int, after_id: int, kind: str | None = None) -> Any:
