@@ -311,17 +311,19 @@ def test_postgresql_rows_committed_out_of_id_order_are_not_missed(
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.text(max_size=12), max_size=3))
 def test_the_window_reads_stored_path_lists_back_exactly(paths: list[str]) -> None:
-    from tma1.store.events import _json, _path_list
+    from tma1.events import json_text
+    from tma1.store.events import _path_list
 
-    assert _path_list(_json(paths)) == paths
+    assert _path_list(json_text(paths)) == paths
 
 
 @settings(max_examples=1000, deadline=None)
 @given(st.lists(st.text(max_size=12), max_size=2))
 def test_stored_path_lists_are_the_json_of_the_list(paths: list[str]) -> None:
-    from tma1.store.events import _json, _json_paths
+    from tma1.events import json_text
+    from tma1.store.events import _json_paths
 
-    assert _json_paths(paths) == _json(paths)
+    assert _json_paths(paths) == json_text(paths)
 
 
 def test_the_context_epoch_is_loaded_past_the_threshold_and_looked_up_incrementally(

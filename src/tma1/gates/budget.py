@@ -4,7 +4,7 @@ A kind with no emits passes (0 ≤ budget). The budget counts every channel."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,10 +21,7 @@ from tma1.gates.common import (
 def day_counts(emits: Iterable[Mapping[str, Any]], since: int) -> list[tuple[str, int, int]]:
     """Emit-log rows held in memory → (kind, UTC day index, count), as the store's
     `emit_day_counts` gives them for the rows it holds."""
-    counts: dict[tuple[str, int], int] = defaultdict(int)
-    for row in emits:
-        if row["ts"] >= since:
-            counts[(str(row["kind"]), int(row["ts"]) // DAY_MS)] += 1
+    counts = Counter((str(r["kind"]), int(r["ts"]) // DAY_MS) for r in emits if r["ts"] >= since)
     return [(kind, day, n) for (kind, day), n in counts.items()]
 
 
@@ -32,10 +29,10 @@ def budget_report(
     rows: Iterable[tuple[str, int, int]], *, since: int, now_ms: int, days: int, budget: int
 ) -> dict[str, Any]:
     """`rows` = (kind, UTC day index, count). Every kind × every day, zeros included."""
-    counts: dict[tuple[str, int], int] = {}
+    counts: Counter[tuple[str, int]] = Counter()
     kinds = list(KINDS)
     for kind, d, n in rows:
-        counts[(kind, d)] = counts.get((kind, d), 0) + n
+        counts[(kind, d)] += n
         if kind not in kinds:
             kinds.append(kind)  # an unknown kind in the log still shows up
     first = since // DAY_MS
@@ -44,11 +41,11 @@ def budget_report(
     per_day = []
     for d, label in zip(day_idx, labels, strict=True):
         for kind in kinds:
-            n = counts.get((kind, d), 0)
+            n = counts[(kind, d)]
             per_day.append({"day": label, "kind": kind, "count": n, "over_budget": n > budget})
     per_kind: dict[str, dict[str, Any]] = {}
     for kind in kinds:
-        series = [counts.get((kind, d), 0) for d in day_idx]
+        series = [counts[(kind, d)] for d in day_idx]
         over = sum(1 for n in series if n > budget)
         per_kind[kind] = {
             "total": sum(series),

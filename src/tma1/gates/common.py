@@ -34,7 +34,6 @@ PRECISION_SAMPLE = 50
 # Below these sample sizes a gate says "not enough data (n = …)" instead of pass/fail.
 PRECISION_MIN_LABELS = 10
 FOLLOW_MIN_EMITS = 5
-STATUSES: tuple[str, ...] = ("pass", "fail", "not_enough_data", "no_data")
 DEFAULT_BUDGET = 5
 DEFAULT_WINDOW = 5
 DEFAULT_DAYS = 7
@@ -42,13 +41,9 @@ DEFAULT_DAYS = 7
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 
 
-def day_start(ts_ms: int) -> int:
-    return (ts_ms // DAY_MS) * DAY_MS
-
-
 def since_for_days(now_ms: int, days: int) -> int:
     """Start of the UTC day `days - 1` days before the day of `now_ms`."""
-    return day_start(now_ms) - (days - 1) * DAY_MS
+    return (now_ms // DAY_MS - (days - 1)) * DAY_MS
 
 
 def day_label(day_index: int) -> str:
@@ -58,9 +53,8 @@ def day_label(day_index: int) -> str:
 
 def split_stable_key(key: str) -> tuple[str, str, str]:
     """`kind|severity|subject` → parts; the subject (a command prefix) may contain `|`."""
-    parts = key.split("|", 2)
-    parts += [""] * (3 - len(parts))
-    return parts[0], parts[1], parts[2]
+    kind, severity, subject = [*key.split("|", 2), "", ""][:3]
+    return kind, severity, subject
 
 
 def loads_list(text: str | None) -> list[str]:
@@ -90,9 +84,7 @@ def sample_verdict(value: float | None, target: float, n: int, min_n: int) -> di
 def overall_pass(values: Iterable[bool | None]) -> bool | None:
     """False if any is False; True if at least one True and none False; None: no data."""
     vals = [v for v in values if v is not None]
-    if not vals:
-        return None
-    return all(vals)
+    return all(vals) if vals else None
 
 
 def overall_status(statuses: Iterable[str]) -> str:

@@ -8,8 +8,8 @@ has rate None and pass None.
 `judge` is the one place a verdict is made. Its inputs (`FollowInputs`: the emits with
 their window ends, the session events after them, the transcript compactions, the
 failing test commands) come from the database (tma1.store.gate_queries, through
-tma1.gates.live) or from events held in memory (`inputs_from_events`, a replay that
-keeps no database); either source may hand over more events than a window holds.
+tma1.gates.live) or from events held in memory (`judge_events`, a replay that keeps
+no database); either source may hand over more events than a window holds.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from tma1.checks import check_of, file_of_test_id
@@ -203,12 +204,7 @@ def _shell_reads(command: str, files: Sequence[str]) -> bool:
 
 
 def _touches(call: Call, files: Sequence[str]) -> bool:
-    for p in call.touched():
-        if p in files:  # the common case: the same absolute path
-            return True
-        if any(same_file(p, f) for f in files):
-            return True
-    return False
+    return any(same_file(p, f) for p in call.touched() for f in files)
 
 
 def is_read_of(call: Call, files: Sequence[str]) -> bool:
@@ -406,22 +402,21 @@ def test_commands_from_rows(
     return {k: tuple(v) for k, v in found.items() if v}
 
 
-def _event_ts(ev: HookEvent) -> int:
-    return ev.ts
+_event_ts = attrgetter("ts")
 
 
-def inputs_from_events(
+def judge_events(
     emits: Iterable[Mapping[str, Any]],
     events: Mapping[str, Sequence[HookEvent]],
     *,
     compactions: Mapping[str, Sequence[int]] | None = None,
     since: int = 0,
     window: int = DEFAULT_WINDOW,
-) -> FollowInputs:
-    """The follow inputs of emit-log rows over events held in memory (a replay that keeps
-    no database). `events`: each session's events in the order they were stored (ts
+) -> list[tuple[EmitRef, bool]]:
+    """`judge` of emit-log rows over events held in memory (a replay that keeps no
+    database). `events`: each session's events in the order they were stored (ts
     ascending, then id); `compactions`: each session's transcript compactions (ts)."""
-    out = FollowInputs(compactions={sid: sorted(ts) for sid, ts in (compactions or {}).items()})
+    inputs = FollowInputs(compactions={sid: sorted(ts) for sid, ts in (compactions or {}).items()})
     for row in emits:
         ts = int(row["ts"])
         if ts < since:
@@ -440,11 +435,11 @@ def inputs_from_events(
             acted=bool(tool_calls),
             window_end=wend,
         )
-        out.emits.append(ref)
-        out.calls[ref.id] = [_call_of(e) for e in later if e.ts < wend]
+        inputs.emits.append(ref)
+        inputs.calls[ref.id] = [_call_of(e) for e in later if e.ts < wend]
         if ref.kind == Kind.TEST_STUCK.value:
-            out.test_commands[ref.id] = _test_commands_of(ref, session)
-    return out
+            inputs.test_commands[ref.id] = _test_commands_of(ref, session)
+    return judge(inputs, window)
 
 
 def _call_of(e: HookEvent) -> Call:
@@ -473,19 +468,6 @@ def _test_commands_of(ref: EmitRef, session: Sequence[HookEvent]) -> tuple[str, 
         if e.failure_kind is not None and prefix and ref.subject and ref.subject in e.test_ids:
             found[prefix] = None
     return tuple(found)
-
-
-def judge_events(
-    emits: Iterable[Mapping[str, Any]],
-    events: Mapping[str, Sequence[HookEvent]],
-    *,
-    compactions: Mapping[str, Sequence[int]] | None = None,
-    since: int = 0,
-    window: int = DEFAULT_WINDOW,
-) -> list[tuple[EmitRef, bool]]:
-    """`judge` over events held in memory (see `inputs_from_events`)."""
-    inputs = inputs_from_events(emits, events, compactions=compactions, since=since, window=window)
-    return judge(inputs, window)
 
 
 def follow_report(

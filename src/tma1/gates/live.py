@@ -68,8 +68,10 @@ def precision(
     return precision_report(rows, since=since, now_ms=now_ms, days=days, sample=sample)
 
 
-def follow_inputs(store: Store, since: int, window: int, after_id: int = 0) -> FollowInputs:
-    """The follow inputs of the emits since `since` with an id above `after_id`."""
+def judge_stored(
+    store: Store, since: int, window: int, after_id: int = 0
+) -> list[tuple[EmitRef, bool]]:
+    """(emit, followed) of the stored emits since `since` with an id above `after_id`."""
     emit_rows, call_rows = follow_rows(store, since, window, after_id, TOOLS_BY_KIND)
     out = FollowInputs()
     for emit_id, ts, sid, kind, key, related, acted, wend in emit_rows:
@@ -94,14 +96,7 @@ def follow_inputs(store: Store, since: int, window: int, after_id: int = 0) -> F
     out.test_commands = test_commands_from_rows(
         failure_rows(store, since, after_id, Kind.TEST_STUCK.value, TEST_LOOKBACK_MS)
     )
-    return out
-
-
-def judge_stored(
-    store: Store, since: int, window: int, after_id: int = 0
-) -> list[tuple[EmitRef, bool]]:
-    """(emit, followed) of the stored emits since `since` with an id above `after_id`."""
-    return judge(follow_inputs(store, since, window, after_id), window)
+    return judge(out, window)
 
 
 @dataclass
@@ -146,12 +141,8 @@ def follow_rate(
     use_cache: bool = True,
 ) -> dict[str, Any]:
     since = since_for_days(now_ms, days)
-    if not use_cache:
-        judged = judge_stored(store, since, window)
-        return follow_report(
-            [(r.kind, ok) for r, ok in judged], since=since, now_ms=now_ms, days=days, window=window
-        )
-    cache = _follow_cache(store, days, window)
+    # Without the cache: an empty one, dropped after this call (every emit judged afresh).
+    cache = _follow_cache(store, days, window) if use_cache else _FollowCache()
     with cache.lock:
         cached = [(kind, ok) for ts, kind, ok in cache.verdicts.values() if ts >= since]
         if cache.floor and count_emits(store, since, cache.floor) != len(cached):

@@ -23,8 +23,7 @@ def precision_figures(
     labels: Sequence[str], *, min_n: int = PRECISION_MIN_LABELS
 ) -> dict[str, Any]:
     """`labels` newest first, already cut to the sample."""
-    tp = sum(1 for x in labels if x == "tp")
-    fp = sum(1 for x in labels if x == "fp")
+    tp, fp = labels.count("tp"), labels.count("fp")
     prec = ratio(tp, tp + fp)
     return {
         "tp": tp,

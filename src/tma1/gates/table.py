@@ -11,69 +11,46 @@ from tma1.gates.common import FOLLOW_TARGET, PRECISION_TARGET
 
 def status_text(figure: Mapping[str, Any]) -> str:
     """One word or phrase for a figure's status, as the CLI and the dashboard say it."""
-    status = figure.get("status")
+    status = figure["status"]
     if status == "not_enough_data":
-        return f"not enough data (n = {figure.get('n', 0)})"
-    if status == "no_data":
-        return "n/a"
-    if status is None:
-        p = figure.get("pass")
-        return "n/a" if p is None else "pass" if p else "FAIL"
-    return "pass" if status == "pass" else "FAIL"
+        return f"not enough data (n = {figure['n']})"
+    return {"no_data": "n/a", "pass": "pass"}.get(status, "FAIL")
+
+
+def _row(kind: str, gate: str, value: str, target: str, fig: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "gate": gate,
+        "value": value,
+        "target": target,
+        "pass": fig["pass"],
+        "status": fig["status"],
+    }
 
 
 def gate_table(gates: Mapping[str, Any]) -> list[dict[str, Any]]:
     """kind × gate rows: value, target, pass (None: no data)."""
     rows = []
     b, f, p = gates["budget"], gates["follow_rate"], gates["precision"]
-    kinds = list(dict.fromkeys([*b["kinds"], *f["kinds"], *p["kinds"]]))
-    for kind in kinds:
-        bk = b["kinds"].get(kind)
-        if bk:
-            rows.append(
-                {
-                    "kind": kind,
-                    "gate": "budget",
-                    "value": f"max {bk['max_per_day']}/day, {bk['total']} total",
-                    "target": f"<= {b['budget']}/day",
-                    "pass": bk["pass"],
-                    "status": bk.get("status", "pass" if bk["pass"] else "fail"),
-                }
-            )
-        fk = f["kinds"].get(kind)
-        if fk:
+    for kind in dict.fromkeys([*b["kinds"], *f["kinds"], *p["kinds"]]):
+        if bk := b["kinds"].get(kind):
+            value = f"max {bk['max_per_day']}/day, {bk['total']} total"
+            rows.append(_row(kind, "budget", value, f"<= {b['budget']}/day", bk))
+        if fk := f["kinds"].get(kind):
             value = (
                 "no emits"
                 if fk["rate"] is None
                 else f"{fk['rate']:.0%} ({fk['followed']}/{fk['emits']})"
             )
-            rows.append(
-                {
-                    "kind": kind,
-                    "gate": "follow-rate",
-                    "value": value,
-                    "target": f">= {FOLLOW_TARGET:.0%} in {f['window']} calls",
-                    "pass": fk["pass"],
-                    "status": fk.get("status"),
-                    "n": fk.get("n", fk["emits"]),
-                }
-            )
-        pk = p["kinds"].get(kind)
-        if pk:
+            target = f">= {FOLLOW_TARGET:.0%} in {f['window']} calls"
+            rows.append(_row(kind, "follow-rate", value, target, fk) | {"n": fk["n"]})
+        if pk := p["kinds"].get(kind):
             value = (
                 "no labels"
                 if pk["precision"] is None
                 else f"{pk['precision']:.0%} ({pk['tp']} TP / {pk['fp']} FP)"
             )
             rows.append(
-                {
-                    "kind": kind,
-                    "gate": "precision",
-                    "value": value,
-                    "target": f">= {PRECISION_TARGET:.0%}",
-                    "pass": pk["pass"],
-                    "status": pk.get("status"),
-                    "n": pk.get("n", pk["labelled"]),
-                }
+                _row(kind, "precision", value, f">= {PRECISION_TARGET:.0%}", pk) | {"n": pk["n"]}
             )
     return rows

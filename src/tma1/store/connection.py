@@ -11,18 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (
-    Engine,
-    create_engine,
-    event,
-    text,
-)
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from tma1.storable import storable_text
-from tma1.store.schema import (
-    metadata,
-)
+from tma1.store.schema import metadata
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 PG_STATEMENT_TIMEOUT_MS = 60_000
@@ -53,11 +46,9 @@ def make_engine(url: str) -> Engine:
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.execute("PRAGMA busy_timeout=10000")
-            cur.close()
+            dbapi_conn.execute("PRAGMA journal_mode=WAL")
+            dbapi_conn.execute("PRAGMA synchronous=NORMAL")
+            dbapi_conn.execute("PRAGMA busy_timeout=10000")
 
         return engine
     # PostgreSQL (psycopg 3). pre_ping + recycle: a restarted server or a dropped
@@ -85,13 +76,19 @@ def make_engine(url: str) -> Engine:
 
     @event.listens_for(engine, "connect")
     def _nul_safe_strings(dbapi_conn: Any, _record: Any) -> None:
-        _register_pg_str_dumpers(dbapi_conn)
+        # Order matters: the last registered is the default (text/unknown), as in psycopg.
+        for dumper in _pg_str_dumpers():
+            dbapi_conn.adapters.register_dumper(str, dumper)
 
     return engine
 
 
 @functools.cache
 def _pg_str_dumpers() -> tuple[type, type]:
+    """PostgreSQL text cannot hold NUL and UTF-8 cannot hold a lone surrogate; psycopg
+    raises on both, so a query parameter from a request (a session id with a NUL in it)
+    would be a 500. Both become U+FFFD on the way in — the same substitution tma1.ingest
+    makes for hook events, so lookups by such a value find what ingest stored."""
     from psycopg.types.string import StrBinaryDumper, StrDumperUnknown
 
     class _Binary(StrBinaryDumper):
@@ -103,16 +100,6 @@ def _pg_str_dumpers() -> tuple[type, type]:
             return super().dump(storable_text(obj))
 
     return _Binary, _Text
-
-
-def _register_pg_str_dumpers(dbapi_conn: Any) -> None:
-    """PostgreSQL text cannot hold NUL and UTF-8 cannot hold a lone surrogate; psycopg
-    raises on both, so a query parameter from a request (a session id with a NUL in it)
-    would be a 500. Both become U+FFFD on the way in — the same substitution tma1.ingest
-    makes for hook events, so lookups by such a value find what ingest stored."""
-    # Order matters: the last registered is the default (text/unknown), as in psycopg.
-    for dumper in _pg_str_dumpers():
-        dbapi_conn.adapters.register_dumper(str, dumper)
 
 
 def run_migrations(engine: Engine) -> None:

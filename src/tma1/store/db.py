@@ -6,13 +6,16 @@ gate_queries) take a `Store` and use `connect`/`begin`. Every query is parameter
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import (
     Engine,
+    Table,
     and_,
     bindparam,
     case,
@@ -21,28 +24,25 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    inspect,
     null,
     or_,
     select,
     update,
 )
 from sqlalchemy.engine import Connection
+from sqlalchemy.pool import NullPool
+from sqlalchemy.sql import Executable
 
-from tma1.events import FileChange, HookEvent, Usage
+from tma1.events import FileChange, HookEvent, Usage, json_text
 from tma1.store.connection import _scratch_ddl, make_engine, run_migrations
 from tma1.store.events import (
-    _INSERT_CHANGE,
-    _INSERT_EVENT,
     _INSERT_EVENT_RETURNING,
     _SHELL_RESULT_COLUMNS,
-    _change_row,
     _insert_events_sqlite,
-    _json,
-    _shell_result,
     _window_event,
     _window_sql,
     event_row,
-    row_to_change,
     row_to_event,
 )
 from tma1.store.schema import (
@@ -72,6 +72,9 @@ _LATEST_USAGE = (
     .order_by(messages.c.ts.desc(), messages.c.id.desc())
     .limit(1)
 )
+_INSERT_CHANGE = insert(external_changes).returning(
+    external_changes.c.id, sort_by_parameter_order=True
+)
 
 
 class Store:
@@ -92,20 +95,14 @@ class Store:
         """An existing SQLite file, read-only: no migration, no lock file, nothing created
         (a read command on a mistyped path, a copy on a read-only mount). `immutable=1`
         when even SQLite's shared-memory file cannot be made beside it."""
-        import sqlite3
-        from urllib.parse import quote
-
         target = Path(path).absolute()
         if not target.is_file():
             raise FileNotFoundError(f"no database file at {target}")
         base = f"file:{quote(str(target))}?mode=ro"
         uri = base
         try:
-            probe = sqlite3.connect(uri, uri=True)
-            try:
+            with contextlib.closing(sqlite3.connect(uri, uri=True)) as probe:
                 probe.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            finally:
-                probe.close()
         except sqlite3.OperationalError:
             uri = base + "&immutable=1"  # a WAL database in a directory we cannot write
 
@@ -113,8 +110,6 @@ class Store:
             conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=10)
             conn.execute("PRAGMA query_only=1")
             return conn
-
-        from sqlalchemy.pool import NullPool
 
         return cls(create_engine("sqlite://", creator=connect, poolclass=NullPool))
 
@@ -128,23 +123,18 @@ class Store:
         if Path(path).exists():
             raise FileExistsError(f"{path} exists; a scratch database starts empty")
         engine = make_engine(f"sqlite:///{path}")
-        lock = threading.Lock()
-        made = False
 
-        @event.listens_for(engine, "connect")
+        # first_connect runs once, under SQLAlchemy's mutex (threads connecting together
+        # wait for it), and again on the next connect if it raised.
+        @event.listens_for(engine, "first_connect")
         def _make_tables(dbapi_conn: Any, _record: Any) -> None:
-            nonlocal made
-            with lock:
-                if made:
-                    return
-                cur = dbapi_conn.cursor()
-                try:
-                    for statement in _scratch_ddl(engine.dialect):
-                        cur.execute(statement)
-                    dbapi_conn.commit()
-                finally:
-                    cur.close()
-                made = True
+            cur = dbapi_conn.cursor()
+            try:
+                for statement in _scratch_ddl(engine.dialect):
+                    cur.execute(statement)
+                dbapi_conn.commit()
+            finally:
+                cur.close()
 
         return cls(engine)
 
@@ -156,14 +146,10 @@ class Store:
         self._engine.dispose()
 
     def table_names(self) -> list[str]:
-        from sqlalchemy import inspect
-
         return list(inspect(self._engine).get_table_names())
 
     def column_types(self, table: str) -> dict[str, str]:
         """Each column of `table` and its type as the database reports it."""
-        from sqlalchemy import inspect
-
         return {c["name"]: str(c["type"]) for c in inspect(self._engine).get_columns(table)}
 
     # --- writes ---------------------------------------------------------------------
@@ -183,13 +169,10 @@ class Store:
                     return
                 # PostgreSQL: one multi-row INSERT … RETURNING (SQLAlchemy's
                 # insertmanyvalues), one round trip for the whole group.
-                rows = [event_row(e) for e in evs]
+                result = conn.execute(_INSERT_EVENT_RETURNING, [event_row(e) for e in evs])
                 if with_ids:
-                    result = conn.execute(_INSERT_EVENT_RETURNING, rows)
                     for ev, row in zip(evs, result.all(), strict=True):
                         ev.id = int(row[0])
-                else:
-                    conn.execute(_INSERT_EVENT, rows)
         except BaseException:
             if with_ids:
                 # Ids handed out inside the transaction that rolled back name no row: an
@@ -203,16 +186,12 @@ class Store:
 
     def insert_changes(self, changes: Sequence[FileChange]) -> list[int]:
         """Several changes in one transaction (a watcher batch); their ids, in order."""
-        ids: list[int] = []
         if not changes:
-            return ids
+            return []
         with self._engine.begin() as conn:
-            for ch in changes:
-                result = conn.execute(_INSERT_CHANGE, _change_row(ch))
-                key = result.inserted_primary_key
-                assert key is not None  # an INSERT of one row always has one
-                ids.append(int(key[0]))
-        return ids
+            rows = [{k: v for k, v in asdict(ch).items() if k != "id"} for ch in changes]
+            result = conn.execute(_INSERT_CHANGE, rows)
+            return [int(row[0]) for row in result]
 
     def set_change_writer(self, ids: Sequence[int], session_id: str) -> int:
         """Attribute still-unattributed changes to `session_id` (a late PreToolUse)."""
@@ -232,25 +211,7 @@ class Store:
         if not usages:
             return
         with self._engine.begin() as conn:
-            conn.execute(
-                insert(messages),
-                [
-                    {
-                        "ts": u.ts,
-                        "session_id": u.session_id,
-                        "message_id": u.message_id,
-                        "kind": u.kind,
-                        "model": u.model,
-                        "context_window": u.context_window,
-                        "input_tokens": u.input_tokens,
-                        "cache_read_tokens": u.cache_read_tokens,
-                        "cache_creation_tokens": u.cache_creation_tokens,
-                        "output_tokens": u.output_tokens,
-                        "occupancy": u.occupancy,
-                    }
-                    for u in usages
-                ],
-            )
+            conn.execute(insert(messages), [asdict(u) for u in usages])
 
     def insert_emits(self, rows: Sequence[dict[str, Any]]) -> None:
         """Rows with the emit-log columns; `related_files` may be a list (stored as JSON)."""
@@ -261,7 +222,7 @@ class Store:
                 **r,
                 "related_files": r["related_files"]
                 if isinstance(r["related_files"], str)
-                else _json(r["related_files"]),
+                else json_text(r["related_files"]),
             }
             for r in rows
         ]
@@ -278,9 +239,7 @@ class Store:
         )
         if until_ts is not None:
             q = q.where(hook_events.c.ts <= until_ts)
-        with self._engine.connect() as conn:
-            rows = conn.execute(q.order_by(hook_events.c.ts, hook_events.c.id)).all()
-        return [row_to_event(r) for r in rows]
+        return [row_to_event(r) for r in self.rows(q.order_by(hook_events.c.ts, hook_events.c.id))]
 
     def window_events(
         self, session_id: str, since_ts: int, *, after_id: int | None = None
@@ -316,32 +275,15 @@ class Store:
         self, project: str, since_ts: int, until_ts: int | None = None
     ) -> list[FileChange]:
         until = until_ts if until_ts is not None else _NO_END
-        with self._engine.connect() as conn:
-            rows = conn.execute(
-                _PROJECT_CHANGES, {"project": project, "since": since_ts, "until": until}
-            ).all()
-        return [row_to_change(r) for r in rows]
+        params = {"project": project, "since": since_ts, "until": until}
+        return [FileChange(**r._mapping) for r in self.rows(_PROJECT_CHANGES, params)]
 
     def latest_usage(self, session_id: str, until_ts: int | None = None) -> Usage | None:
         until = until_ts if until_ts is not None else _NO_END
-        with self._engine.connect() as conn:
-            row = conn.execute(_LATEST_USAGE, {"session_id": session_id, "until": until}).first()
+        row = self.first(_LATEST_USAGE, {"session_id": session_id, "until": until})
         if row is None:
             return None
-        m = row._mapping
-        return Usage(
-            ts=m["ts"],
-            session_id=m["session_id"],
-            occupancy=m["occupancy"],
-            input_tokens=m["input_tokens"],
-            cache_read_tokens=m["cache_read_tokens"],
-            cache_creation_tokens=m["cache_creation_tokens"],
-            output_tokens=m["output_tokens"],
-            model=m["model"],
-            message_id=m["message_id"],
-            kind=m["kind"],
-            context_window=m["context_window"],
-        )
+        return Usage(**{k: v for k, v in row._mapping.items() if k != "id"})
 
     def latest_compaction_ts(
         self, session_id: str, until_ts: int | None = None, *, since_ts: int | None = None
@@ -355,41 +297,29 @@ class Store:
         bounds the ranges from below (the Detector looks again only at what is new)."""
         until = until_ts if until_ts is not None else _NO_END
         since = since_ts if since_ts is not None else -_NO_END
-        rows = (
-            select(messages.c.ts)
-            .where(
-                messages.c.session_id == session_id,
-                messages.c.ts <= until,
-                messages.c.ts >= since,
-                messages.c.kind == "compaction",
-            )
-            .order_by(messages.c.ts.desc())
-            .limit(1)
+
+        def newest(table: Table, *where: Any) -> Any:
+            c = table.c
+            in_range = (c.session_id == session_id, c.ts <= until, c.ts >= since)
+            return select(func.max(c.ts)).where(*in_range, *where).scalar_subquery()
+
+        h = hook_events.c
+        one = select(
+            newest(messages, messages.c.kind == "compaction"),
+            newest(hook_events, h.event_type.in_(("PreCompact", "PostCompact"))),
+            newest(
+                hook_events,
+                h.event_type == "SessionStart",
+                h.metadata.like('%"source": "compact"%'),
+            ),
         )
-        hooks = select(func.max(hook_events.c.ts)).where(
-            hook_events.c.session_id == session_id,
-            hook_events.c.event_type.in_(("PreCompact", "PostCompact")),
-            hook_events.c.ts <= until,
-            hook_events.c.ts >= since,
-        )
-        starts = select(func.max(hook_events.c.ts)).where(
-            hook_events.c.session_id == session_id,
-            hook_events.c.event_type == "SessionStart",
-            hook_events.c.ts <= until,
-            hook_events.c.ts >= since,
-            hook_events.c.metadata.like('%"source": "compact"%'),
-        )
-        one = select(rows.scalar_subquery(), hooks.scalar_subquery(), starts.scalar_subquery())
-        with self._engine.connect() as conn:
-            found = conn.execute(one).one()
-        stamps = [int(v) for v in found if v is not None]
+        stamps = [int(v) for v in self.first(one) if v is not None]
         return max(stamps) if stamps else None
 
     def session_first_ts(self, session_id: str) -> int | None:
         """The first event we ever stored of this session (the session start)."""
         q = select(func.min(hook_events.c.ts)).where(hook_events.c.session_id == session_id)
-        with self._engine.connect() as conn:
-            value = conn.execute(q).scalar()
+        value = self.scalar(q)
         return int(value) if value is not None else None
 
     def session_project(self, session_id: str, until_ts: int | None = None) -> str | None:
@@ -400,8 +330,7 @@ class Store:
         if until_ts is not None:
             q = q.where(hook_events.c.ts <= until_ts)
         q = q.order_by(hook_events.c.ts.desc(), hook_events.c.id.desc()).limit(1)
-        with self._engine.connect() as conn:
-            value = conn.execute(q).scalar()
+        value = self.scalar(q)
         return str(value) if value is not None else None
 
     # --- reads for the session bundle (tma1.engine.bundle) -------------------------------
@@ -416,7 +345,7 @@ class Store:
         c = hook_events.c
         failed = or_(c.event_type == "PostToolUseFailure", c.tool_success.is_(False))
         result = case((and_(failed, c.tool_error_summary.is_(None)), c.tool_result), else_=null())
-        cols = [c[name] for name in _SHELL_RESULT_COLUMNS[:-1]] + [result.label("tool_result")]
+        cols = [c[name] for name in _SHELL_RESULT_COLUMNS] + [result.label("tool_result")]
         q = (
             select(*cols)
             .where(
@@ -429,9 +358,7 @@ class Store:
             .order_by(c.ts.desc(), c.id.desc())
             .limit(limit)
         )
-        with self._engine.connect() as conn:
-            rows = conn.execute(q).all()
-        return [_shell_result(r) for r in reversed(rows)]
+        return [HookEvent(**r._mapping) for r in reversed(self.rows(q))]
 
     def project_activity(
         self, project: str, since_ts: int, until_ts: int
@@ -445,19 +372,17 @@ class Store:
             .where(c.project == project, c.ts >= since_ts, c.ts <= until_ts)
             .group_by(c.session_id)
         )
-        with self._engine.connect() as conn:
-            return [
-                (str(r[0]), int(r[1]), str(r[2]), None if r[3] is None else int(r[3]))
-                for r in conn.execute(q)
-            ]
+        return [
+            (str(r[0]), int(r[1]), str(r[2]), None if r[3] is None else int(r[3]))
+            for r in self.rows(q)
+        ]
 
     def session_last_ts(self, session_id: str, before_ts: int) -> int | None:
         """The session's newest event strictly before `before_ts`."""
         q = select(func.max(hook_events.c.ts)).where(
             hook_events.c.session_id == session_id, hook_events.c.ts < before_ts
         )
-        with self._engine.connect() as conn:
-            value = conn.execute(q).scalar()
+        value = self.scalar(q)
         return int(value) if value is not None else None
 
     def emits_since(self, since_ts: int) -> list[dict[str, Any]]:
@@ -466,19 +391,16 @@ class Store:
             .where(anomaly_emits.c.ts >= since_ts)
             .order_by(anomaly_emits.c.ts, anomaly_emits.c.id)
         )
-        with self._engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(q)]
+        return [dict(r._mapping) for r in self.rows(q)]
 
     # --- housekeeping --------------------------------------------------------------------
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
         with self._engine.connect() as conn:
-            for table in ALL_TABLES:
-                out[table.name] = int(
-                    conn.execute(select(func.count()).select_from(table)).scalar_one()
-                )
-        return out
+            return {
+                t.name: int(conn.execute(select(func.count()).select_from(t)).scalar_one())
+                for t in ALL_TABLES
+            }
 
     def purge(self, before_ts: int) -> dict[str, int]:
         """Delete rows older than `before_ts`; labels go with their emits."""
@@ -493,6 +415,19 @@ class Store:
                     delete(table).where(table.c.ts < before_ts)
                 ).rowcount
         return removed
+
+    def rows(self, q: Executable, params: Mapping[str, Any] | None = None) -> Sequence[Any]:
+        """The rows of one read, on a pooled connection of its own."""
+        with self._engine.connect() as conn:
+            return conn.execute(q, params).all()
+
+    def first(self, q: Executable, params: Mapping[str, Any] | None = None) -> Any:
+        with self._engine.connect() as conn:
+            return conn.execute(q, params).first()
+
+    def scalar(self, q: Executable) -> Any:
+        with self._engine.connect() as conn:
+            return conn.execute(q).scalar()
 
     def connect(self) -> Connection:
         """A pooled connection (a context manager) for the query modules beside this one."""

@@ -48,16 +48,9 @@ def labels_for(store: Store, ids: Sequence[int]) -> dict[int, Labels]:
     out: dict[int, Labels] = defaultdict(dict)
     if not ids:
         return out
-    q = select(
-        anomaly_labels.c.emit_id,
-        anomaly_labels.c.source,
-        anomaly_labels.c.label,
-        anomaly_labels.c.note,
-        anomaly_labels.c.ts,
-    ).where(anomaly_labels.c.emit_id.in_(list(ids)))
-    with store.connect() as conn:
-        for r in conn.execute(q).all():
-            out[int(r.emit_id)][r.source] = {"label": r.label, "note": r.note, "ts": int(r.ts)}
+    q = select(anomaly_labels).where(anomaly_labels.c.emit_id.in_(list(ids)))
+    for r in store.rows(q):
+        out[int(r.emit_id)][r.source] = {"label": r.label, "note": r.note, "ts": int(r.ts)}
     return out
 
 
@@ -92,8 +85,7 @@ def list_emits(
     if since_ts is not None:
         q = q.where(anomaly_emits.c.ts >= since_ts)
     q = q.order_by(anomaly_emits.c.ts.desc(), anomaly_emits.c.id.desc()).limit(limit)
-    with store.connect() as conn:
-        rows = [r._mapping for r in conn.execute(q)]
+    rows = [r._mapping for r in store.rows(q)]
     return _with_labels(store, rows)
 
 
@@ -148,8 +140,7 @@ def sample_unlabelled(store: Store, *, n: int, source: str = "human") -> list[di
         .order_by(anomaly_emits.c.ts.desc(), anomaly_emits.c.id.desc())
         .limit(n)
     )
-    with store.connect() as conn:
-        rows = [r._mapping for r in conn.execute(q)]
+    rows = [r._mapping for r in store.rows(q)]
     return _with_labels(store, rows)
 
 
@@ -161,8 +152,7 @@ def emit_day_counts(store: Store, since: int) -> list[tuple[str, int, int]]:
         .where(anomaly_emits.c.ts >= since)
         .group_by(anomaly_emits.c.kind, day)
     )
-    with store.connect() as conn:
-        return [(str(r.kind), int(r.day), int(r.n)) for r in conn.execute(q)]
+    return [(str(r.kind), int(r.day), int(r.n)) for r in store.rows(q)]
 
 
 def labelled_since(store: Store, since: int) -> list[tuple[str, str, str]]:
@@ -176,27 +166,24 @@ def labelled_since(store: Store, since: int) -> list[tuple[str, str, str]]:
         .where(anomaly_emits.c.ts >= since)
         .order_by(anomaly_emits.c.ts.desc(), anomaly_emits.c.id.desc())
     )
-    with store.connect() as conn:
-        return [(str(r.source), str(r.kind), str(r.label)) for r in conn.execute(q)]
+    return [(str(r.source), str(r.kind), str(r.label)) for r in store.rows(q)]
 
 
 def delivered_with(store: Store, emit_id: int) -> list[dict[str, Any]]:
     """The emit-log rows one answer carried together with `emit_id`, in delivery order
     (ids ascending): same session, channel and instant. [] for an unknown id."""
-    me = select(anomaly_emits.c.session_id, anomaly_emits.c.ts, anomaly_emits.c.channel).where(
-        anomaly_emits.c.id == emit_id
-    )
-    with store.connect() as conn:
-        row = conn.execute(me).first()
-        if row is None:
-            return []
-        q = (
-            select(anomaly_emits)
-            .where(
-                anomaly_emits.c.session_id == row.session_id,
-                anomaly_emits.c.ts == row.ts,
-                anomaly_emits.c.channel == row.channel,
-            )
-            .order_by(anomaly_emits.c.id)
+    e, me = anomaly_emits, anomaly_emits.alias("me")
+    q = (
+        select(e)
+        .join(
+            me,
+            and_(
+                me.c.session_id == e.c.session_id,
+                me.c.ts == e.c.ts,
+                me.c.channel == e.c.channel,
+            ),
         )
-        return [dict(r._mapping) for r in conn.execute(q)]
+        .where(me.c.id == emit_id)
+        .order_by(e.c.id)
+    )
+    return [dict(r._mapping) for r in store.rows(q)]

@@ -1,5 +1,5 @@
-"""Hook events and file changes as rows: the codecs between `HookEvent`/`FileChange` and
-`tma1_hook_events`/`tma1_external_changes`, and the insert statements of the hook path."""
+"""Hook events as rows: the codecs between `HookEvent` and `tma1_hook_events`, and the
+insert statements of the hook path."""
 
 from __future__ import annotations
 
@@ -11,17 +11,13 @@ from typing import Any
 from sqlalchemy import bindparam, case, insert, null, or_, select
 from sqlalchemy.engine import Connection
 
-from tma1.events import WRITE_TOOLS, FileChange, HookEvent, json_text
+from tma1.events import WRITE_TOOLS, HookEvent, json_text
 from tma1.store.errors import driver_errors
-from tma1.store.schema import external_changes, hook_events
-
-
-def _json(value: Any) -> str:
-    return json_text(value)
+from tma1.store.schema import hook_events
 
 
 def _json_paths(paths: list[str]) -> str:
-    """`_json(paths)`; one plain path (nearly every event) without the encoder."""
+    """`json_text(paths)`; one plain path (nearly every event) without the encoder."""
     if not paths:
         return "[]"
     if len(paths) == 1:
@@ -41,93 +37,25 @@ def _loads(text: str | None, default: Any) -> Any:
 
 
 def event_row(ev: HookEvent) -> dict[str, Any]:
-    return {
-        "ts": ev.ts,
-        "session_id": ev.session_id,
-        "event_type": ev.event_type,
-        "hook_event_name": ev.hook_event_name,
-        "agent_source": ev.agent_source,
-        "tool_name": ev.tool_name,
-        "tool_use_id": ev.tool_use_id,
-        "tool_input": ev.tool_input,
-        "tool_result": ev.tool_result,
-        "tool_file_path": ev.tool_file_path,
-        "tool_files": _json(ev.tool_files),
-        "tool_command": ev.tool_command,
-        "tool_command_prefix": ev.tool_command_prefix,
-        "tool_success": ev.tool_success,
-        "failure_kind": ev.failure_kind,
-        "tool_error_summary": ev.tool_error_summary,
-        "test_ids": _json(ev.test_ids),
-        "cwd": ev.cwd,
-        "project": ev.project,
-        "transcript_path": ev.transcript_path,
-        "permission_mode": ev.permission_mode,
-        "duration_ms": ev.duration_ms,
-        "metadata": _json(ev.metadata) if ev.metadata else None,
-        "passed_test_ids": _json(ev.passed_test_ids) if ev.passed_test_ids else None,
-        "agent_id": ev.agent_id,
-        "agent_type": ev.agent_type,
-    }
+    return dict(zip(_EVENT_COLUMNS, event_values(ev), strict=True))
 
 
 def row_to_event(row: Any) -> HookEvent:
-    m = row._mapping
-    return HookEvent(
-        id=m["id"],
-        ts=m["ts"],
-        session_id=m["session_id"],
-        event_type=m["event_type"],
-        hook_event_name=m["hook_event_name"],
-        agent_source=m["agent_source"],
-        tool_name=m["tool_name"],
-        tool_use_id=m["tool_use_id"],
-        tool_input=m["tool_input"],
-        tool_result=m["tool_result"],
-        tool_file_path=m["tool_file_path"],
-        tool_files=_loads(m["tool_files"], []),
-        tool_command=m["tool_command"],
-        tool_command_prefix=m["tool_command_prefix"],
-        tool_success=m["tool_success"],
-        failure_kind=m["failure_kind"],
-        tool_error_summary=m["tool_error_summary"],
-        test_ids=_loads(m["test_ids"], []),
-        cwd=m["cwd"],
-        project=m["project"],
-        transcript_path=m["transcript_path"],
-        permission_mode=m["permission_mode"],
-        duration_ms=m["duration_ms"],
-        metadata=_loads(m["metadata"], {}),
-        passed_test_ids=_path_list(m["passed_test_ids"]),
-        agent_id=m["agent_id"],
-        agent_type=m["agent_type"],
-    )
+    m = dict(row._mapping)
+    m["tool_files"] = _loads(m["tool_files"], [])
+    m["test_ids"] = _loads(m["test_ids"], [])
+    m["metadata"] = _loads(m["metadata"], {})
+    m["passed_test_ids"] = _path_list(m["passed_test_ids"])
+    return HookEvent(**m)
 
 
-# Column order of `Store.window_events` rows (read positionally: it is the hot path).
-_WINDOW_COLUMNS = (
-    "id",
-    "ts",
-    "session_id",
-    "event_type",
-    "hook_event_name",
-    "agent_source",
-    "tool_name",
-    "tool_use_id",
-    "tool_result",
-    "tool_file_path",
-    "tool_files",
-    "tool_command",
-    "tool_command_prefix",
-    "tool_success",
-    "failure_kind",
-    "tool_error_summary",
-    "test_ids",
-    "cwd",
-    "project",
-    "passed_test_ids",
-    "agent_id",
-    "metadata",
+# Column order of `Store.window_events` rows (read positionally: it is the hot path): the
+# stored columns but those no rule, resolution check or digest reads.
+_WINDOW_COLUMNS = tuple(
+    c.name
+    for c in hook_events.columns
+    if c.name
+    not in {"tool_input", "transcript_path", "permission_mode", "duration_ms", "agent_type"}
 )
 
 
@@ -162,7 +90,7 @@ def _window_sql(dialect: Any, with_after: bool) -> tuple[str, tuple[str, ...], d
 
 
 def _path_list(text: str | None) -> list[str]:
-    """A JSON list of strings as stored (`_json`: paths, test ids); `["one plain string"]`
+    """A JSON list of strings as stored (`json_text`: paths, test ids); `["one plain string"]`
     without the decoder."""
     if not text or text == "[]":
         return []
@@ -176,7 +104,7 @@ def _path_list(text: str | None) -> list[str]:
 
 def _window_event(row: Any) -> HookEvent:
     (id_, ts, sid, etype, hook, agent, tool, tuid, result, fpath, files, cmd, prefix, ok,
-     fkind, summary, tids, cwd, project, passed, agent_id, meta) = row  # fmt: skip
+     fkind, summary, tids, cwd, project, meta, passed, agent_id) = row  # fmt: skip
     # Positional, in HookEvent's field order: this runs for every row of every window.
     # SQLite hands booleans back as 0/1.
     return HookEvent(
@@ -188,54 +116,12 @@ def _window_event(row: Any) -> HookEvent:
     )  # fmt: skip
 
 
-# Column order of `Store.project_shell_results` rows (the session bundle's open checks).
+# The columns `Store.project_shell_results` reads besides its lean `tool_result`.
 _SHELL_RESULT_COLUMNS = (
     "id", "ts", "session_id", "event_type", "hook_event_name", "agent_source", "tool_name",
     "tool_command", "tool_success", "failure_kind", "tool_error_summary", "cwd", "project",
-    "agent_id", "tool_result",
+    "agent_id",
 )  # fmt: skip
-
-
-def _shell_result(row: Any) -> HookEvent:
-    (id_, ts, sid, etype, hook, agent, tool, cmd, ok, fkind, summary, cwd, project, agent_id,
-     result) = row  # fmt: skip
-    # Positional, in HookEvent's field order (as `_window_event`): a SessionStart in a busy
-    # project reads a thousand of these.
-    return HookEvent(
-        ts, sid, etype, hook, agent, tool, None, None, result, None, [], cmd, None,
-        None if ok is None else bool(ok), fkind, summary, [], cwd, project, None, None, None,
-        {}, id_, [], agent_id,
-    )  # fmt: skip
-
-
-def row_to_change(row: Any) -> FileChange:
-    m = row._mapping
-    return FileChange(
-        id=m["id"],
-        ts=m["ts"],
-        project=m["project"],
-        path=m["path"],
-        change=m["change"],
-        size=m["size"],
-        content_hash=m["content_hash"],
-        writer_session=m["writer_session"],
-    )
-
-
-_INSERT_EVENT = insert(hook_events)
-_INSERT_CHANGE = insert(external_changes)
-
-
-def _change_row(ch: FileChange) -> dict[str, Any]:
-    return {
-        "ts": ch.ts,
-        "project": ch.project,
-        "path": ch.path,
-        "change": ch.change,
-        "size": ch.size,
-        "content_hash": ch.content_hash,
-        "writer_session": ch.writer_session,
-    }
 
 
 _INSERT_EVENT_RETURNING = insert(hook_events).returning(
@@ -282,14 +168,14 @@ def event_values(ev: HookEvent) -> tuple[Any, ...]:
         ev.tool_success,
         ev.failure_kind,
         ev.tool_error_summary,
-        "[]" if not ev.test_ids else _json(ev.test_ids),
+        "[]" if not ev.test_ids else json_text(ev.test_ids),
         ev.cwd,
         ev.project,
         ev.transcript_path,
         ev.permission_mode,
         ev.duration_ms,
-        _json(ev.metadata) if ev.metadata else None,
-        _json(ev.passed_test_ids) if ev.passed_test_ids else None,
+        json_text(ev.metadata) if ev.metadata else None,
+        json_text(ev.passed_test_ids) if ev.passed_test_ids else None,
         ev.agent_id,
         ev.agent_type,
     )

@@ -11,11 +11,10 @@ ix_hook_events_session_type_ts (migration 0002).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import and_, case, func, or_, select, true
+from sqlalchemy import and_, case, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from tma1.store.db import Store
@@ -35,10 +34,7 @@ def _relevant_call(
 ) -> ColumnElement[bool]:
     """This tool call can matter to this kind's follow action (fewer rows to fetch; the
     window itself is bounded by `wend`, which counts every tool)."""
-    groups: dict[tuple[str, ...], list[str]] = {}
-    for k, tools in tools_by_kind.items():
-        groups.setdefault(tuple(tools), []).append(k)
-    return or_(*(and_(kind.in_(kinds), tool_name.in_(tools)) for tools, kinds in groups.items()))
+    return or_(*(and_(kind == k, tool_name.in_(tools)) for k, tools in tools_by_kind.items()))
 
 
 def _emit_windows(since: int, window: int, after_id: int, kind: str | None = None) -> Any:
@@ -56,15 +52,16 @@ def _emit_windows(since: int, window: int, after_id: int, kind: str | None = Non
         .correlate(a)
         .scalar_subquery()
     )
+    # Columns in EmitRow's order.
     q = select(
         a.c.id,
-        a.c.session_id,
         a.c.ts,
+        a.c.session_id,
         a.c.kind,
         a.c.stable_key,
         a.c.related_files,
-        func.coalesce(window_end, _NO_END).label("wend"),
         select(h.c.id).where(after).correlate(a).exists().label("acted"),
+        func.coalesce(window_end, _NO_END).label("wend"),
     ).where(a.c.ts >= since, a.c.id > after_id)
     if kind is not None:
         q = q.where(a.c.kind == kind)
@@ -85,33 +82,13 @@ def follow_rows(
     tools_by_kind: Mapping[str, Sequence[str]],
 ) -> tuple[list[EmitRow], list[CallRow]]:
     """The emits, and the tool calls inside their windows of the tools that can matter to
-    their kind (`tools_by_kind`)."""
-    if store.dialect == "postgresql":
-        return _follow_rows_lateral(store, since, window, after_id, tools_by_kind)
-    return _follow_rows_windowed(store, since, window, after_id, tools_by_kind)
-
-
-def _follow_rows_windowed(
-    store: Store,
-    since: int,
-    window: int,
-    after_id: int,
-    tools_by_kind: Mapping[str, Sequence[str]],
-) -> tuple[list[EmitRow], list[CallRow]]:
-    """SQLite: one pass over an outer join of the emits (with their window end) and the
-    calls inside the window. Rows are unpacked as plain tuples: this is the gate's hot
-    loop (10,000 emits in the benchmark)."""
+    their kind (`tools_by_kind`): one pass over an outer join of the emits (with their
+    window end) and the calls inside the window. Rows are unpacked as plain tuples: this
+    is the gate's hot loop (10,000 emits in the benchmark)."""
     e = hook_events.alias("e")
     m = _emit_windows(since, window, after_id)
     q = select(
-        m.c.id,
-        m.c.ts,
-        m.c.session_id,
-        m.c.kind,
-        m.c.stable_key,
-        m.c.related_files,
-        m.c.acted,
-        m.c.wend,
+        *m.c,
         e.c.id,
         e.c.ts,
         e.c.tool_name,
@@ -134,89 +111,14 @@ def _follow_rows_windowed(
     )
     emits: dict[int, EmitRow] = {}
     calls: list[CallRow] = []
-    with store.connect() as conn:
-        for row in conn.execute(q).all():
-            emit_id, ts, sid, kind, key, related, acted, wend, ev_id, *call = row
-            if emit_id not in emits:
-                emits[emit_id] = (emit_id, ts, sid, kind, key, related, bool(acted), _end(wend))
-            if ev_id is not None:
-                ev_ts, *rest = call
-                calls.append((emit_id, ev_ts, ev_id, *rest))
+    for row in store.rows(q):
+        emit_id, ts, sid, kind, key, related, acted, wend, ev_id, *call = row
+        if emit_id not in emits:
+            emits[emit_id] = (emit_id, ts, sid, kind, key, related, bool(acted), _end(wend))
+        if ev_id is not None:
+            ev_ts, *rest = call
+            calls.append((emit_id, ev_ts, ev_id, *rest))
     return list(emits.values()), calls
-
-
-def _follow_rows_lateral(
-    store: Store,
-    since: int,
-    window: int,
-    after_id: int,
-    tools_by_kind: Mapping[str, Sequence[str]],
-) -> tuple[list[EmitRow], list[CallRow]]:
-    """PostgreSQL: per emit, one LATERAL index scan for the first `window`+1 tool calls,
-    aggregated to one row per emit (how many calls there were, the ts of the last one,
-    and the relevant ones of the window as a JSON array): 10,000 rows cross the wire
-    instead of 60,000."""
-    from sqlalchemy.dialects.postgresql import aggregate_order_by
-
-    a = anomaly_emits.alias("a")
-    h = hook_events.alias("h")
-    nxt = (
-        select(
-            h.c.id,
-            h.c.ts,
-            h.c.tool_name,
-            h.c.tool_file_path,
-            h.c.tool_files,
-            h.c.tool_command,
-            h.c.tool_command_prefix,
-            # ts alone: the index order, so no sort step per emit.
-            func.row_number().over(order_by=h.c.ts).label("rn"),
-        )
-        .where(h.c.session_id == a.c.session_id, h.c.event_type == "PreToolUse", h.c.ts > a.c.ts)
-        .order_by(h.c.ts)
-        .limit(window + 1)
-        .lateral("nxt")
-    )
-    call = func.json_build_array(
-        nxt.c.id,
-        nxt.c.ts,
-        nxt.c.tool_name,
-        nxt.c.tool_file_path,
-        case((nxt.c.tool_name == "apply_patch", nxt.c.tool_files), else_=None),
-        nxt.c.tool_command,
-        nxt.c.tool_command_prefix,
-    )
-    relevant = func.json_agg(aggregate_order_by(call, nxt.c.ts, nxt.c.id)).filter(
-        and_(nxt.c.rn <= window, _relevant_call(a.c.kind, nxt.c.tool_name, tools_by_kind))
-    )
-    wend = func.max(nxt.c.ts).filter(nxt.c.rn == window + 1)
-    q = (
-        select(
-            a.c.id,
-            a.c.ts,
-            a.c.session_id,
-            a.c.kind,
-            a.c.stable_key,
-            a.c.related_files,
-            func.count(nxt.c.id),
-            wend,
-            relevant,
-        )
-        .select_from(a.outerjoin(nxt, true()))
-        .where(a.c.ts >= since, a.c.id > after_id)
-        .group_by(a.c.id)
-    )
-    emits: list[EmitRow] = []
-    calls: list[CallRow] = []
-    with store.connect() as conn:
-        rows = conn.execute(q).all()
-    for emit_id, emit_ts, sid, kind, key, related, n, end, got in rows:
-        emits.append((emit_id, emit_ts, sid, kind, key, related, n > 0, _end(end)))
-        if isinstance(got, str):  # a driver that hands JSON over as text
-            got = json.loads(got)
-        for ev_id, ev_ts, tool, path, files, command, prefix in got or ():
-            calls.append((emit_id, ev_ts, ev_id, tool, path, files, command, prefix))
-    return emits, calls
 
 
 def marker_rows(
@@ -237,8 +139,7 @@ def marker_rows(
             ),
         )
     )
-    with store.connect() as conn:
-        return [(int(a), int(b), int(c), str(d), m) for a, b, c, d, m in conn.execute(q).all()]
+    return [(int(a), int(b), int(c), str(d), m) for a, b, c, d, m in store.rows(q)]
 
 
 def compaction_rows(store: Store, since: int, after_id: int, kind: str) -> list[tuple[str, int]]:
@@ -252,8 +153,7 @@ def compaction_rows(store: Store, since: int, after_id: int, kind: str) -> list[
         messages.c.ts > since,
         messages.c.session_id.in_(sessions),
     )
-    with store.connect() as conn:
-        return [(str(sid), int(ts)) for sid, ts in conn.execute(q).all()]
+    return [(str(sid), int(ts)) for sid, ts in store.rows(q)]
 
 
 def failure_rows(
@@ -280,8 +180,7 @@ def failure_rows(
         )
         .where(a.c.ts >= since, a.c.id > after_id, a.c.kind == kind)
     )
-    with store.connect() as conn:
-        return [(int(i), k, p, t) for i, k, p, t in conn.execute(q).all()]
+    return [(int(i), k, p, t) for i, k, p, t in store.rows(q)]
 
 
 def count_emits(store: Store, since: int, up_to_id: int) -> int:
@@ -290,5 +189,4 @@ def count_emits(store: Store, since: int, up_to_id: int) -> int:
         .select_from(anomaly_emits)
         .where(anomaly_emits.c.ts >= since, anomaly_emits.c.id <= up_to_id)
     )
-    with store.connect() as conn:
-        return int(conn.execute(q).scalar_one())
+    return int(store.scalar(q))

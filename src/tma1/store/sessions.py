@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, case, func, or_, select
+from sqlalchemy import Table, and_, case, func, or_, select
 
 from tma1.store.db import Store
 from tma1.store.schema import anomaly_emits, external_changes, hook_events, messages
@@ -15,19 +15,23 @@ from tma1.store.schema import anomaly_emits, external_changes, hook_events, mess
 _TOOL_RESULT_EVENTS = ("PostToolUse", "PostToolUseFailure")
 
 
-def session_spans(
+def list_sessions(
     store: Store,
     *,
-    limit: int,
-    offset: int = 0,
+    limit: int = 100,
     since_ts: int | None = None,
     session_id: str | None = None,
+    offset: int = 0,
     search: str | None = None,
-) -> list[tuple[str, int, int]]:
-    """(session_id, first ts, last ts), newest activity first, one page of them.
+) -> list[dict[str, Any]]:
+    """Newest first (by last event), in the shape of `session_summary`. `search` matches,
+    case-insensitively and literally (no wildcards), a part of the session id or of the
+    project of any of the session's events.
 
-    `search` matches, case-insensitively and literally (no wildcards), a part of the
-    session id or of the project of any of the session's events."""
+    The Sessions tab polls this every 10 s inside the daemon, so it avoids one big GROUP
+    BY over every event row: it picks the sessions from the (session_id, ts) index, then
+    counts only theirs from the (session_id, event_type, ts) and failures indexes.
+    """
     ev = hook_events
     last = func.max(ev.c.ts)
     pick = select(ev.c.session_id, func.min(ev.c.ts), last).group_by(ev.c.session_id)
@@ -44,30 +48,7 @@ def session_spans(
             )
         )
     pick = pick.order_by(last.desc(), ev.c.session_id).limit(limit).offset(offset)
-    with store.connect() as conn:
-        return [(str(sid), int(lo), int(hi)) for sid, lo, hi in conn.execute(pick).all()]
-
-
-def list_sessions(
-    store: Store,
-    *,
-    limit: int = 100,
-    since_ts: int | None = None,
-    session_id: str | None = None,
-    offset: int = 0,
-    search: str | None = None,
-) -> list[dict[str, Any]]:
-    """Newest first (by last event), in the shape of `session_summary`.
-
-    The Sessions tab polls this every 10 s inside the daemon, so it avoids one big GROUP
-    BY over every event row: it picks the sessions from the (session_id, ts) index, then
-    counts only theirs from the (session_id, event_type, ts) and failures indexes.
-    """
-    ev = hook_events
-    picked = session_spans(
-        store, limit=limit, offset=offset, since_ts=since_ts, session_id=session_id, search=search
-    )
-    spans = {sid: (lo, hi) for sid, lo, hi in picked}
+    spans = {str(sid): (int(lo), int(hi)) for sid, lo, hi in store.rows(pick)}
     if not spans:
         return []
     with store.connect() as conn:
@@ -83,12 +64,14 @@ def list_sessions(
         )
         for sid, et, n in conn.execute(tq).all():
             by_type[sid][et] = int(n)
-        fq = (
-            select(ev.c.session_id, func.count())
-            .where(ev.c.session_id.in_(ids), ev.c.failure_kind.is_not(None))
-            .group_by(ev.c.session_id)
-        )
-        failures = {sid: int(n) for sid, n in conn.execute(fq).all()}
+
+        def count_by_session(table: Table, *where: Any) -> dict[str, int]:
+            sid = table.c.session_id
+            q = select(sid, func.count()).where(sid.in_(ids), *where).group_by(sid)
+            return {s: int(n) for s, n in conn.execute(q).all()}
+
+        failures = count_by_session(ev, ev.c.failure_kind.is_not(None))
+        emit_counts = count_by_session(anomaly_emits)
         newest = select(func.max(ev.c.id)).where(ev.c.session_id.in_(ids)).group_by(ev.c.session_id)
         who = {
             sid: (project, agent)
@@ -96,12 +79,6 @@ def list_sessions(
                 select(ev.c.session_id, ev.c.project, ev.c.agent_source).where(ev.c.id.in_(newest))
             ).all()
         }
-        eq = (
-            select(anomaly_emits.c.session_id, func.count())
-            .where(anomaly_emits.c.session_id.in_(ids))
-            .group_by(anomaly_emits.c.session_id)
-        )
-        emit_counts = {sid: int(n) for sid, n in conn.execute(eq).all()}
     out = []
     for sid, (lo, hi) in spans.items():
         t = by_type.get(sid, {})
@@ -134,8 +111,6 @@ def session_summary(store: Store, session_id: str) -> dict[str, Any] | None:
 def timeline_rows(store: Store, session_id: str, *, limit: int) -> list[dict[str, Any]]:
     """The session's newest `limit` events, oldest first, with what a timeline shows."""
     ev = hook_events
-    # agent_id/agent_type columns arrive with a later schema; until then, metadata has them.
-    lane_cols = [c for c in (ev.c.get("agent_id"), ev.c.get("agent_type")) if c is not None]
     q = (
         select(
             ev.c.id,
@@ -148,14 +123,14 @@ def timeline_rows(store: Store, session_id: str, *, limit: int) -> list[dict[str
             ev.c.failure_kind,
             ev.c.tool_error_summary,
             ev.c.metadata,
-            *lane_cols,
+            ev.c.agent_id,
+            ev.c.agent_type,
         )
         .where(ev.c.session_id == session_id)
         .order_by(ev.c.ts.desc(), ev.c.id.desc())
         .limit(limit)
     )
-    with store.connect() as conn:
-        rows = [dict(r._mapping) for r in conn.execute(q)]
+    rows = [dict(r._mapping) for r in store.rows(q)]
     rows.reverse()
     return rows
 
@@ -167,8 +142,7 @@ def usage_rows(store: Store, session_id: str) -> list[dict[str, Any]]:
         .where(messages.c.session_id == session_id)
         .order_by(messages.c.ts, messages.c.id)
     )
-    with store.connect() as conn:
-        return [dict(r._mapping) for r in conn.execute(q)]
+    return [dict(r._mapping) for r in store.rows(q)]
 
 
 # --- the agent routes ---------------------------------------------------------------------
@@ -205,8 +179,7 @@ def newest_in_projects(
         .order_by(hook_events.c.ts.desc(), hook_events.c.id.desc())
         .limit(limit)
     )
-    with store.connect() as conn:
-        return [(str(sid), int(ts)) for sid, ts in conn.execute(q).all()]
+    return [(str(sid), int(ts)) for sid, ts in store.rows(q)]
 
 
 _IS_FAILURE = or_(
@@ -225,8 +198,7 @@ def tool_result_counts(store: Store, session_id: str) -> list[tuple[str | None, 
         )
         .group_by(hook_events.c.tool_name)
     )
-    with store.connect() as conn:
-        return [(tool, int(n), int(f or 0)) for tool, n, f in conn.execute(q).all()]
+    return [(tool, int(n), int(f or 0)) for tool, n, f in store.rows(q)]
 
 
 def recent_failures(
@@ -242,24 +214,16 @@ def recent_failures(
         h.event_type.in_(_TOOL_RESULT_EVENTS),
         _IS_FAILURE,
     )
-    with store.connect() as conn:
-        count = conn.execute(select(func.count()).select_from(hook_events).where(where))
-        total = int(count.scalar_one())
-        rows = conn.execute(
-            select(
-                h.ts,
-                h.tool_name,
-                h.tool_command,
-                h.tool_error_summary,
-                h.failure_kind,
-                h.test_ids,
-                h.tool_file_path,
-            )
-            .where(where)
-            .order_by(h.ts.desc(), h.id.desc())
-            .limit(limit)
-        ).all()
-    return total, list(rows)
+    columns = (
+        h.ts,
+        h.tool_name,
+        h.tool_command,
+        h.tool_error_summary,
+        h.failure_kind,
+        h.test_ids,
+        h.tool_file_path,
+    )
+    return _count_and_newest(store, hook_events, where, columns, limit)
 
 
 def recent_writes(
@@ -277,8 +241,7 @@ def recent_writes(
         .order_by(h.ts.desc(), h.id.desc())
         .limit(limit)
     )
-    with store.connect() as conn:
-        return list(conn.execute(q).all())
+    return list(store.rows(q))
 
 
 def changes_behind(
@@ -292,10 +255,14 @@ def changes_behind(
         x.ts >= since_ts,
         or_(x.writer_session.is_(None), x.writer_session != session_id),
     )
+    return _count_and_newest(store, external_changes, behind, (external_changes,), limit)
+
+
+def _count_and_newest(
+    store: Store, table: Table, where: Any, columns: Sequence[Any], limit: int
+) -> tuple[int, list[Any]]:
+    """How many rows of `table` match `where`, and the newest `limit` of them."""
+    newest = select(*columns).where(where).order_by(table.c.ts.desc(), table.c.id.desc())
     with store.connect() as conn:
-        total = conn.execute(select(func.count()).select_from(external_changes).where(behind))
-        n = int(total.scalar_one())
-        rows = conn.execute(
-            select(external_changes).where(behind).order_by(x.ts.desc(), x.id.desc()).limit(limit)
-        ).all()
-    return n, list(rows)
+        total = conn.execute(select(func.count()).select_from(table).where(where)).scalar_one()
+        return int(total), list(conn.execute(newest.limit(limit)).all())
