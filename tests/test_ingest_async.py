@@ -4,6 +4,8 @@ on a real SQLite file and a real PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import threading
 
 import pytest
@@ -14,7 +16,7 @@ from tma1.counters import Counters
 from tma1.events import HookEvent, parse_payload
 from tma1.ingest import Ingest
 from tma1.store import Store
-from tma1.store.events import _EVENT_COLUMNS, event_row, event_values
+from tma1.store.events import _EVENT_COLUMNS, event_values
 from tma1.store.schema import hook_events
 
 
@@ -43,12 +45,28 @@ def stored(store: Store) -> dict[str, int]:
         return {r[0]: r[1] for r in rows}
 
 
-def test_event_values_are_event_row_in_column_order() -> None:
-    rich = event("r", brand_new={"k": "v"})
-    assert rich.tool_files == [] and rich.test_ids and rich.metadata and rich.tool_success is False
+def test_event_values_follow_the_table_columns() -> None:
+    # event_values is written out by hand in the table's column order: each column must
+    # carry the field of its own name (lists and dicts as JSON text). Every string and
+    # number field gets a value of its own, so two swapped columns cannot agree.
+    base = event("r", brand_new={"k": "v"})
+    assert base.test_ids and base.metadata and base.tool_success is False
+    distinct: dict[str, object] = {}
+    for n, f in enumerate(dataclasses.fields(HookEvent)):
+        value = getattr(base, f.name)
+        if isinstance(value, str):
+            distinct[f.name] = f"{f.name}-value"
+        elif isinstance(value, int) and not isinstance(value, bool):
+            distinct[f.name] = 1_000 + n
+    rich = dataclasses.replace(base, **distinct)
     bare = parse_payload({"session_id": "s", "hook_event_name": "Stop"}, ts=2)
     for ev in (rich, bare):
-        assert dict(zip(_EVENT_COLUMNS, event_values(ev), strict=True)) == event_row(ev)
+        for name, value in zip(_EVENT_COLUMNS, event_values(ev), strict=True):
+            field = getattr(ev, name)
+            if isinstance(field, (list, dict)):
+                assert json.loads(value) == field if value is not None else not field, name
+            else:
+                assert value == field, name
 
 
 def test_insert_events_sets_the_ids_of_the_stored_rows(store: Store) -> None:
