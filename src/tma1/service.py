@@ -181,20 +181,14 @@ class Service:
         as those of each file it names)."""
         assert event.transcript_path is not None and event.tool_use_id is not None
         path, call = event.transcript_path, event.tool_use_id
-        end: codex_exit.CommandEnd | None = None
-        lines: codex_exit.PatchLines | None = None
         if codex_exit.wants_exit_status(event):
-            policy, counter = self._exit_waits, "codex_exit"
-            end = await codex_exit.await_command_end(path, call, wait_s=policy.wait_for(path))
-            found = end is not None
-        else:
-            policy, counter = self._patch_waits, "codex_patch"
-            lines = await codex_exit.await_patch_lines(path, call, wait_s=policy.wait_for(path))
-            found = lines is not None
-        policy.record(path, found)
-        self.counters.inc(f"{counter}.found" if found else f"{counter}.not_found")
-        if end is not None and end.failed:
-            mark_exit_failure(event, end.exit_code)
+            end = await self._exit_waits.look(codex_exit.read_command_end, path, call)
+            self.counters.inc("codex_exit.not_found" if end is None else "codex_exit.found")
+            if end is not None and end.failed:
+                mark_exit_failure(event, end.exit_code)
+            return
+        lines = await self._patch_waits.look(codex_exit.read_patch_lines, path, call)
+        self.counters.inc("codex_patch.not_found" if lines is None else "codex_patch.found")
         if lines is not None and len(lines) == 1:
             (ranges,) = lines.values()
             if ranges:

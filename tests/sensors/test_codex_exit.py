@@ -17,7 +17,7 @@ from tma1.clock import ManualClock
 from tma1.editlines import WHOLE_FILE
 from tma1.events import EDITED_LINES, parse_payload
 from tma1.sensors import codex_exit
-from tma1.sensors.codex_exit import CommandEnd, await_command_end, read_command_end
+from tma1.sensors.codex_exit import CommandEnd, await_found, read_command_end
 from tma1.store.schema import hook_events
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "real-agents"
@@ -90,9 +90,7 @@ def test_a_line_still_being_written_is_not_read(tmp_path: Path) -> None:
     assert read_command_end(path, BUILD_CALLS[0]) == CommandEnd(1, "failed")
 
 
-def test_the_wait_finds_an_item_written_after_the_first_look(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_wait_finds_an_item_written_after_the_first_look(tmp_path: Path) -> None:
     item = next(
         ln
         for ln in ROLLOUT.read_text().splitlines(keepends=True)
@@ -110,14 +108,13 @@ def test_the_wait_finds_an_item_written_after_the_first_look(
             path.write_text(item)  # Codex writes the item just after our first look
         return found
 
-    monkeypatch.setattr(codex_exit, "read_command_end", look)
     assert asyncio.run(
-        await_command_end(str(path), BUILD_CALLS[1], wait_s=60, poll_s=0.001)
+        await_found(look, str(path), BUILD_CALLS[1], wait_s=60, poll_s=0.001)
     ) == CommandEnd(1, "failed")
     assert len(looks) == 2
     # A file that does not exist is not waited for at all.
     looks.clear()
-    assert asyncio.run(await_command_end(str(tmp_path / "none.jsonl"), "x", wait_s=60)) is None
+    assert asyncio.run(await_found(look, str(tmp_path / "none.jsonl"), "x", wait_s=60)) is None
     assert looks == []
 
 

@@ -74,15 +74,28 @@ class WaitPolicy:
         if len(self._seen) > _TRACKED_MAX:
             del self._seen[next(iter(self._seen))]  # the least recently asked
 
+    async def look(self, read: Callable[[str, str], T | None], path: str, call_id: str) -> T | None:
+        """`await_found` for as long as this policy lets the rollout at `path` wait; the
+        outcome is recorded."""
+        found = await await_found(read, path, call_id, wait_s=self.wait_for(path))
+        self.record(path, found is not None)
+        return found
+
+
+def _codex_post(event: HookEvent) -> bool:
+    return (
+        event.agent_source == "codex"
+        and event.event_type == "PostToolUse"
+        and bool(event.tool_use_id)
+        and bool(event.transcript_path)
+    )
+
 
 def wants_exit_status(event: HookEvent) -> bool:
     """A Codex shell PostToolUse whose response did not already say it failed."""
     return (
-        event.agent_source == "codex"
-        and event.event_type == "PostToolUse"
+        _codex_post(event)
         and event.tool_command is not None
-        and bool(event.tool_use_id)
-        and bool(event.transcript_path)
         # A refused call (unsuccessful, no failure kind) ran nothing; a masked failure
         # (markers in the output) is made an exit failure by a non-zero status.
         and (event.tool_success is not False or event.failure_kind == "masked")
@@ -92,12 +105,9 @@ def wants_exit_status(event: HookEvent) -> bool:
 def wants_patch_lines(event: HookEvent) -> bool:
     """A Codex apply_patch PostToolUse that applied, whose lines are not known yet."""
     return (
-        event.agent_source == "codex"
-        and event.event_type == "PostToolUse"
+        _codex_post(event)
         and event.tool_name == "apply_patch"
         and event.tool_success is True
-        and bool(event.tool_use_id)
-        and bool(event.transcript_path)
         and EDITED_LINES not in event.metadata
     )
 
@@ -259,29 +269,24 @@ def _call_lines(
         pos = data.rfind(needle, 0, line_start)
 
 
-async def await_command_end(
-    path: str, call_id: str, *, wait_s: float = WAIT_S, poll_s: float = POLL_S
-) -> CommandEnd | None:
-    """`read_command_end`, looking again every `poll_s` for at most `wait_s`, on the event
-    loop: each look is one small read of the file's tail; between looks the loop serves
-    other hooks. No wait when the file does not exist."""
-    return await _await(lambda: read_command_end(path, call_id), path, wait_s, poll_s)
-
-
-async def await_patch_lines(
-    path: str, call_id: str, *, wait_s: float = WAIT_S, poll_s: float = POLL_S
-) -> PatchLines | None:
-    """`read_patch_lines`, waited for as `await_command_end`."""
-    return await _await(lambda: read_patch_lines(path, call_id), path, wait_s, poll_s)
-
-
-async def _await(read: Callable[[], T | None], path: str, wait_s: float, poll_s: float) -> T | None:
+async def await_found(
+    read: Callable[[str, str], T | None],
+    path: str,
+    call_id: str,
+    *,
+    wait_s: float = WAIT_S,
+    poll_s: float = POLL_S,
+) -> T | None:
+    """`read(path, call_id)` (`read_command_end`, `read_patch_lines`), looking again every
+    `poll_s` for at most `wait_s`, on the event loop: each look is one small read of the
+    file's tail; between looks the loop serves other hooks. No wait when the file does not
+    exist."""
     if not os.path.isfile(path):
         return None
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_s
     while True:
-        found = read()
+        found = read(path, call_id)
         if found is not None or loop.time() + poll_s > deadline:
             return found
         await asyncio.sleep(poll_s)
