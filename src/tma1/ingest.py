@@ -318,19 +318,16 @@ class Ingest:
 
     def _written(self, events: Sequence[HookEvent]) -> None:
         self._recovered()
-        self._stored(events)
-
-    def _outage(self, reason: str) -> None:
-        with self._lock:
-            self._last_error = reason
-
-    def _stored(self, events: Sequence[HookEvent]) -> None:
         if self.on_stored is None:
             return
         try:
             self.on_stored(events)
         except Exception:
             log.exception("on_stored callback failed")
+
+    def _outage(self, reason: str) -> None:
+        with self._lock:
+            self._last_error = reason
 
     # --- lifecycle --------------------------------------------------------------------
 

@@ -107,39 +107,26 @@ class OutageQueue:
         self.journal.done(seqs)
 
     def _enqueue_locked(self, batch: list[tuple[HookEvent, int]]) -> None:
-        """Queue (event, size) pairs at the back, in order, and wake the flusher."""
+        """Queue (event, size) pairs at the back, in order, and wake the flusher (started
+        lazily, so an Ingest that is never started — in-process callers — still recovers)."""
         self._queue.extend(batch)
         self._queued_bytes += sum(size for _, size in batch)
         self._wake.notify()
-        self._ensure_flusher()
-
-    # --- out ----------------------------------------------------------------------------
-
-    def _ensure_flusher(self) -> None:
-        # Called with the lock held; started lazily so an Ingest that is never started
-        # (in-process callers) still recovers.
         if self._flusher is None or not self._flusher.is_alive():
             self._flusher = threading.Thread(
                 target=self._flush_loop, name="tma1-ingest-flush", daemon=True
             )
             self._flusher.start()
 
-    def _take(self) -> list[tuple[HookEvent, int]]:
-        with self._lock:
-            n = min(FLUSH_BATCH, len(self._queue))
-            batch = [self._queue.popleft() for _ in range(n)]
-            self._flushing += n  # its bytes stay counted until it is written or dropped
-            return batch
+    # --- out ----------------------------------------------------------------------------
 
-    def _put_back(self, batch: list[tuple[HookEvent, int]]) -> None:
-        with self._lock:
-            self._queue.extendleft(reversed(batch))
-            self._flushing -= len(batch)
-
-    def _done(self, batch: list[tuple[HookEvent, int]]) -> None:
+    def _release(self, batch: list[tuple[HookEvent, int]], settled: int) -> None:
+        """The first `settled` events of a batch the flusher took are written or refused;
+        the rest go back to the front of the queue, in order."""
         with self._lock:
             self._flushing -= len(batch)
-            self._queued_bytes -= sum(s for _, s in batch)
+            self._queued_bytes -= sum(size for _, size in batch[:settled])
+            self._queue.extendleft(reversed(batch[settled:]))
 
     def _flush_loop(self) -> None:
         backoff = BACKOFF_MIN_S
@@ -159,7 +146,10 @@ class OutageQueue:
 
     def flush_once(self) -> bool:
         """Write one batch from the queue. False on an outage (the batch goes back)."""
-        batch = self._take()
+        with self._lock:
+            n = min(FLUSH_BATCH, len(self._queue))
+            batch = [self._queue.popleft() for _ in range(n)]
+            self._flushing += n  # its bytes stay counted until it is written or dropped
         if not batch:
             return True
         events = [e for e, _ in batch]
@@ -167,39 +157,35 @@ class OutageQueue:
             self.store.insert_events(events)
         except Exception as exc:
             if is_transient(exc):
-                self._put_back(batch)
+                self._release(batch, 0)
                 self._on_outage(describe(exc))
                 return False
-            self._done(batch)
-            return self._one_by_one(events)
-        self._done(batch)
+            return self._one_by_one(batch)
+        self._release(batch, len(batch))
         self.written(events)
         self.counters.inc("ingest.flushed", len(events))
         self._on_written(events)
         return True
 
-    def _one_by_one(self, events: list[HookEvent]) -> bool:
+    def _one_by_one(self, batch: list[tuple[HookEvent, int]]) -> bool:
         stored: list[HookEvent] = []
         settled = 0  # stored or refused: either way the queue moved on
-        for ev in events:
+        for ev, _ in batch:
             try:
                 self.store.insert_event(ev)
                 stored.append(ev)
             except Exception as exc:
                 if is_transient(exc):
-                    with self._lock:
-                        for e in reversed(events[settled:]):
-                            self._queue.appendleft((e, _size(e)))
-                            self._queued_bytes += _size(e)
                     break
                 self.counters.inc("ingest.rejected_by_db")
                 log.error("the database refused a queued event (dropped): %s", exc)
             settled += 1
             self.written([ev])
+        self._release(batch, settled)
         if stored:
             self.counters.inc("ingest.flushed", len(stored))
             self._on_written(stored)
-        return settled > 0 or not events
+        return settled > 0
 
     # --- lifecycle ----------------------------------------------------------------------
 
