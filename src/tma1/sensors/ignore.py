@@ -9,7 +9,6 @@ negation further down says (git never descends into an ignored directory).
 from __future__ import annotations
 
 import os
-import re
 import threading
 from pathlib import Path
 
@@ -44,35 +43,29 @@ def _verdict(spec: GitIgnoreSpec, rel: str) -> bool | None:
     not judge a file by its ancestors' patterns that way (an ancestor only matters when it
     is itself ignored, which `_dir_ignored` checks). So `!d.log` must not re-include
     `d.log/x.tmp` that `*.tmp` ignores: only a full match of the path counts here.
-    """
-    verdict: bool | None = None
-    for pattern in spec.patterns:
-        regex = getattr(pattern, "regex", None)
-        if pattern.include is None or regex is None:
-            continue
-        if _matches_itself(regex.pattern, regex, rel):
-            verdict = pattern.include
-    return verdict
-
-
-def _matches_itself(source: str, regex: re.Pattern[str], rel: str) -> bool:
-    """Does the pattern match `rel` itself (not merely a directory above it)?
 
     pathspec searches each compiled pattern in the path; a `ps_d` group marks a match of a
     directory followed by more path — a match of an ancestor unless that slash is `rel`'s
     own trailing one. Patterns ending in `/**` compile to a bare prefix ending in `/` that
     matches what is *inside* the directory (git's `a/**` does not match `a` itself).
     """
-    if source.startswith("(?P<") and source.endswith(">/)"):
-        return rel.endswith("/")  # "**/", "*/": any directory
-    m = regex.search(rel)
-    if m is None:
-        return False
-    if m.groupdict().get("ps_d") is not None:
-        return m.end() == len(rel)
-    if source.endswith("/"):
-        return m.end() < len(rel.rstrip("/"))
-    return True
+    verdict: bool | None = None
+    for pattern in spec.patterns:
+        regex = getattr(pattern, "regex", None)
+        if pattern.include is None or regex is None:
+            continue
+        source = regex.pattern
+        if source.startswith("(?P<") and source.endswith(">/)"):
+            matched = rel.endswith("/")  # "**/", "*/": any directory
+        elif (m := regex.search(rel)) is None:
+            matched = False
+        elif m.groupdict().get("ps_d") is not None:
+            matched = m.end() == len(rel)
+        else:
+            matched = not source.endswith("/") or m.end() < len(rel.rstrip("/"))
+        if matched:
+            verdict = pattern.include
+    return verdict
 
 
 def _read_spec(path: Path) -> GitIgnoreSpec | None:
@@ -118,20 +111,19 @@ class IgnoreMatcher:
 
     # --- the question ---------------------------------------------------------------------
 
-    def _decide(self, parts: list[str], is_dir: bool) -> bool | None:
-        """The verdict of the ignore files for the path `parts` (relative to root)."""
+    def _decide(self, parts: list[str], is_dir: bool) -> bool:
+        """Whether the ignore files ignore the path `parts` (relative to root)."""
         suffix = "/" if is_dir else ""
-        # .git/info/exclude, then shallow to deep: a deeper .gitignore's match overrides.
-        checks = [(self._root_excludes, "/".join(parts) + suffix)] + [
+        # The deepest .gitignore with a matching pattern decides; .git/info/exclude last.
+        checks = [
             (self._spec("/".join(parts[:depth])), "/".join(parts[depth:]) + suffix)
-            for depth in range(len(parts))
-        ]
-        verdict: bool | None = None
+            for depth in reversed(range(len(parts)))
+        ] + [(self._root_excludes, "/".join(parts) + suffix)]
         for spec, sub in checks:
-            r = _verdict(spec, sub) if spec is not None else None
-            if r is not None:
-                verdict = r
-        return verdict
+            verdict = _verdict(spec, sub) if spec is not None else None
+            if verdict is not None:
+                return verdict
+        return False
 
     def _dir_ignored(self, parts: list[str]) -> bool:
         key = "/".join(parts)
@@ -141,7 +133,7 @@ class IgnoreMatcher:
         if parts[-1] == ".git" or (len(parts) > 1 and self._dir_ignored(parts[:-1])):
             result = True
         else:
-            result = bool(self._decide(parts, True))
+            result = self._decide(parts, True)
         if len(self._dir_cache) > 50_000:
             self._dir_cache.clear()
         self._dir_cache[key] = result
@@ -167,4 +159,4 @@ class IgnoreMatcher:
                 return True
             if is_dir:
                 return self._dir_ignored(parts)
-            return bool(self._decide(parts, False))
+            return self._decide(parts, False)
