@@ -147,9 +147,6 @@ class ProjectWatch:
                 self._remember(path, sig[0])
         self.baseline = len(dirty) <= PRIME_MAX_FILES
 
-    def wanted(self, path: str, *, is_dir: bool = False) -> bool:
-        return not self.ignore.ignored(path, is_dir=is_dir)
-
     def _noise(self, path: str) -> bool:
         """Cheap string checks for the bulk of raw events nobody wants (git's own churn,
         our database): dropped before any stat or ignore lookup."""
@@ -175,7 +172,7 @@ class ProjectWatch:
             if (
                 CHANGE_ADDED in by_path[path]
                 and os.path.isdir(path)
-                and self.wanted(path, is_dir=True)
+                and not self.ignore.ignored(path, is_dir=True)
             ):
                 for sub in self._walk(path):
                     by_path.setdefault(sub, {CHANGE_ADDED})
@@ -191,7 +188,7 @@ class ProjectWatch:
         changes = [
             self._classify(path, kinds, now)
             for path, kinds in sorted(by_path.items())
-            if self.wanted(path)
+            if not self.ignore.ignored(path)
         ]
         out = [c for c in changes if c is not None]
         hints, self.written_at = self.written_at, {}
@@ -209,7 +206,9 @@ class ProjectWatch:
         found: list[str] = []
         for dirpath, dirnames, filenames in os.walk(top):
             dirnames[:] = [
-                d for d in dirnames if self.wanted(os.path.join(dirpath, d), is_dir=True)
+                d
+                for d in dirnames
+                if not self.ignore.ignored(os.path.join(dirpath, d), is_dir=True)
             ]
             for name in filenames:
                 found.append(os.path.join(dirpath, name))
