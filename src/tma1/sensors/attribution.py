@@ -42,15 +42,6 @@ class Interval:
     # The session's Stop/SessionEnd after this call: the slack ends there.
     stopped_at: int | None = None
 
-    def covers(self, ts: int, content_hash: str | None = None) -> bool:
-        # The 2 s slack extends past the Post (the watcher stamps a change when it sees it,
-        # after the write). Before the Pre there is none: a change stamped before the call
-        # started is someone else's — the human edit right before the agent's stale Edit —
-        # unless it carries exactly the content this Write call wrote (the Pre was stamped
-        # late, after the write).
-        lead = SLACK_MS if content_hash is not None and content_hash in self.content_hashes else 0
-        return self.start - lead <= ts <= self.last_ts()
-
     def last_ts(self) -> int:
         if self.end is None:
             return self.start + OPEN_MAX_MS
@@ -60,9 +51,15 @@ class Interval:
         return self.end + SLACK_MS
 
     def explains(self, project: str, path: str, ts: int, content_hash: str | None = None) -> bool:
-        if self.kind == "write":
-            return path in self.paths and self.covers(ts, content_hash)
-        return self.project == project and self.covers(ts)
+        if not (path in self.paths if self.kind == "write" else self.project == project):
+            return False
+        # The 2 s slack extends past the Post (the watcher stamps a change when it sees it,
+        # after the write). Before the Pre there is none: a change stamped before the call
+        # started is someone else's — the human edit right before the agent's stale Edit —
+        # unless it carries exactly the content this Write call wrote (the Pre was stamped
+        # late, after the write).
+        lead = SLACK_MS if content_hash in self.content_hashes else 0
+        return self.start - lead <= ts <= self.last_ts()
 
 
 def _written_hashes(ev: HookEvent) -> frozenset[str]:
