@@ -220,9 +220,7 @@ class Service:
         if agent is None:
             # A typo'd or foreign `?source=` is no agent of ours: storing it would make
             # sessions that belong to nobody (refused, counted, answered empty).
-            self.reject(
-                "unknown_source", f"?source={str(source)[:60]!r} is no agent tma1 knows"
-            )
+            self.reject("unknown_source", f"?source={str(source)[:60]!r} is no agent tma1 knows")
             return None
         try:
             event = parse_payload(
@@ -262,21 +260,18 @@ class Service:
 
     def _answer(self, event: HookEvent, envelope: str | None = None) -> str:
         """What the agent hears about a committed event (sensors and engine first)."""
-        self.counters.inc("events.stored")
-        self._notify(event)
+        self._notify_stored([event])
         if self.settings.disable_injection:
             return ""
         return self.delivery.respond(event, envelope=envelope)
 
     def _notify_stored(self, events: Sequence[HookEvent]) -> None:
-        """Events the outage queue wrote late: count them and let the engine know."""
+        """Count committed events and let the engine and the sensors know (also the
+        outage queue's late writes)."""
         for event in events:
             self.counters.inc("events.stored")
-            self._notify(event)
-
-    def _notify(self, event: HookEvent) -> None:
-        self.delivery.invalidate(event.session_id)
-        self.sensors.on_event(event)  # never raises: it counts and logs its own failures
+            self.delivery.invalidate(event.session_id)
+            self.sensors.on_event(event)  # never raises: it counts and logs its own failures
 
     # --- health ----------------------------------------------------------------------
 
@@ -331,9 +326,7 @@ def build_service(
     clock = clock or SystemClock()
     store = store or Store.open(settings.effective_database_url)
     counters = Counters() if counters is None else counters
-    delivery = delivery or stored_delivery(
-        store, clock=clock, settings=settings, counters=counters
-    )
+    delivery = delivery or stored_delivery(store, clock=clock, settings=settings, counters=counters)
     sensors = Sensors(
         store=store,
         clock=clock,
