@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 
 from tma1.counters import Counters
@@ -54,11 +54,8 @@ class _LoopJob:
     event: HookEvent
     loop: asyncio.AbstractEventLoop
     after: Callable[[HookEvent], str]
+    fut: asyncio.Future[str]
     state: int = _PENDING
-    fut: asyncio.Future[str] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.fut = self.loop.create_future()
 
 
 def _set_answers(answers: list[tuple[asyncio.Future[str], str]]) -> None:
@@ -146,7 +143,7 @@ class Ingest:
         if not self._admit(event):
             return ""
         loop = asyncio.get_running_loop()
-        job = _LoopJob(event, loop, after)
+        job = _LoopJob(event, loop, after, loop.create_future())
         with self._lock:
             batch = self._handover.get(loop)
             if batch is None:
