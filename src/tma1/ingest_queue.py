@@ -66,8 +66,6 @@ class OutageQueue:
         self._queued_bytes = 0
         self._flushing = 0  # events taken off the queue by the flusher, not yet written
         self._flusher: threading.Thread | None = None
-        # Queued events' journal numbers, by the event object's id (it stays in the queue).
-        self._journal_seq: dict[int, int] = {}
         self._stopping = threading.Event()
 
     # --- in -----------------------------------------------------------------------------
@@ -79,7 +77,8 @@ class OutageQueue:
             pending = len(self._queue) + self._flushing
             full = pending >= self.max_events or self._queued_bytes + size > self.max_bytes
             if not full:
-                self._keep_locked(event)  # before the hook is answered
+                if self.journal is not None:
+                    self.journal.append(event)  # before the hook is answered
                 self._enqueue_locked([(event, size)])
         if full:
             self.counters.inc("ingest.dropped_queue_full")
@@ -89,22 +88,13 @@ class OutageQueue:
 
     def keep(self, event: HookEvent) -> None:
         """Journal `event` (once): its hook is answered before it is committed."""
-        with self._lock:
-            self._keep_locked(event)
-
-    def _keep_locked(self, event: HookEvent) -> None:
-        if self.journal is not None and id(event) not in self._journal_seq:
-            seq = self.journal.append(event)
-            if seq is not None:
-                self._journal_seq[id(event)] = seq
+        if self.journal is not None:
+            self.journal.append(event)
 
     def written(self, events: Sequence[HookEvent]) -> None:
         """These events are in the database: the journal need not keep them."""
-        if self.journal is None:
-            return
-        with self._lock:
-            seqs = [s for e in events if (s := self._journal_seq.pop(id(e), None)) is not None]
-        self.journal.done(seqs)
+        if self.journal is not None:
+            self.journal.done(events)
 
     def _enqueue_locked(self, batch: list[tuple[HookEvent, int]]) -> None:
         """Queue (event, size) pairs at the back, in order, and wake the flusher (started
@@ -198,8 +188,7 @@ class OutageQueue:
         recovered = self.journal.recover()
         if recovered:
             with self._lock:
-                self._journal_seq.update((id(event), seq) for seq, event in recovered)
-                self._enqueue_locked([(event, _size(event)) for _, event in recovered])
+                self._enqueue_locked([(event, _size(event)) for event in recovered])
             self.counters.inc("ingest.recovered_from_journal", len(recovered))
 
     def stop_flusher(self, timeout: float) -> None:
@@ -225,12 +214,12 @@ class OutageQueue:
         """Empty the queue and close the journal: (events left, of which the journal keeps)."""
         with self._lock:
             left = len(self._queue) + self._flushing
-            kept = min(left, len(self._journal_seq))
-            self._journal_seq.clear()
             self._queue.clear()
             self._queued_bytes = 0
-        if self.journal is not None:
-            self.journal.close()
+        if self.journal is None:
+            return left, 0
+        kept = min(left, self.journal.pending())
+        self.journal.close()
         return left, kept
 
     def health(self) -> dict[str, object]:

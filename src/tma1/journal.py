@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,21 +31,22 @@ _FIELDS = {f.name for f in dataclasses.fields(HookEvent)} - {"id"}
 
 
 class Journal:
-    """Append-only, thread-safe. `append` returns the event's sequence number."""
+    """Append-only, thread-safe. An event is known by its object until `done` (it stays
+    in the outage queue until then)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._seq = 0
-        self._pending: set[int] = set()
+        self._pending: dict[int, int] = {}  # id(event) -> its sequence number
         self._dirty = threading.Event()
         self._closed = threading.Event()
         self._syncer: threading.Thread | None = None
 
     # --- recovery ---------------------------------------------------------------------
 
-    def recover(self) -> list[tuple[int, HookEvent]]:
+    def recover(self) -> list[HookEvent]:
         """The journalled events that never reached the database, in order."""
         try:
             text = self.path.read_text(encoding="utf-8", errors="replace")
@@ -68,14 +70,14 @@ class Journal:
         pending = sorted((s, e) for s, e in events.items() if s not in done)
         with self._lock:
             self._seq = max([*events, *done, 0])
-            self._pending = {s for s, _ in pending}
+            self._pending = {id(e): s for s, e in pending}
             if not pending:
                 self._truncate_locked()
         if pending:
             log.warning(
                 "replaying %d hook events journalled while the database was down", len(pending)
             )
-        return pending
+        return [e for _, e in pending]
 
     # --- writing ----------------------------------------------------------------------
 
@@ -100,26 +102,26 @@ class Journal:
             view = view[n:]
         self._dirty.set()
 
-    def append(self, event: HookEvent) -> int | None:
-        """Journal `event`; its sequence number, or None when it could not be written."""
+    def append(self, event: HookEvent) -> None:
+        """Journal `event`, once (a write that fails is logged: the event stays in memory)."""
         with self._lock:
+            if id(event) in self._pending:
+                return
             self._seq += 1
-            seq = self._seq
             try:
                 record = {name: getattr(event, name) for name in _FIELDS}
-                self._write_locked({"seq": seq, "event": record})
+                self._write_locked({"seq": self._seq, "event": record})
             except OSError as exc:
                 log.error("cannot write the outage journal %s: %s", self.path, exc)
-                return None
-            self._pending.add(seq)
-            return seq
+                return
+            self._pending[id(event)] = self._seq
 
-    def done(self, seqs: list[int]) -> None:
+    def done(self, events: Sequence[HookEvent]) -> None:
         """These events are in the database (or refused by it): never replay them."""
-        if not seqs:
-            return
         with self._lock:
-            self._pending.difference_update(seqs)
+            seqs = [s for e in events if (s := self._pending.pop(id(e), None)) is not None]
+            if not seqs:
+                return
             try:
                 if self._pending:
                     self._write_locked({"done": seqs})
@@ -135,6 +137,10 @@ class Journal:
             with contextlib.suppress(FileNotFoundError):
                 if self.path.stat().st_size:
                     os.truncate(self.path, 0)
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._pending)
 
     # --- fsync ------------------------------------------------------------------------
 
