@@ -64,21 +64,16 @@ class WaitPolicy:
         self.wait_s = wait_s
         self._seen: dict[str, tuple[bool, int]] = {}  # path -> (found once, misses)
 
-    def wait_for(self, path: str) -> float:
-        found, misses = self._seen.get(path, (False, 0))
-        return self.wait_s if found or misses < MISSES_BEFORE_NO_WAIT else 0.0
-
-    def record(self, path: str, found: bool) -> None:
-        was_found, misses = self._seen.pop(path, (False, 0))
-        self._seen[path] = (was_found or found, misses + (not found))
-        if len(self._seen) > _TRACKED_MAX:
-            del self._seen[next(iter(self._seen))]  # the least recently asked
-
     async def look(self, read: Callable[[str, str], T | None], path: str, call_id: str) -> T | None:
         """`await_found` for as long as this policy lets the rollout at `path` wait; the
         outcome is recorded."""
-        found = await await_found(read, path, call_id, wait_s=self.wait_for(path))
-        self.record(path, found is not None)
+        was_found, misses = self._seen.get(path, (False, 0))
+        wait_s = self.wait_s if was_found or misses < MISSES_BEFORE_NO_WAIT else 0.0
+        found = await await_found(read, path, call_id, wait_s=wait_s)
+        was_found, misses = self._seen.pop(path, (False, 0))
+        self._seen[path] = (was_found or found is not None, misses + (found is None))
+        if len(self._seen) > _TRACKED_MAX:
+            del self._seen[next(iter(self._seen))]  # the least recently asked
         return found
 
 
@@ -118,6 +113,16 @@ def _int(value: Any) -> int | None:
     return None
 
 
+def _completed_item(payload: Any, call_id: str, types: tuple[str, str]) -> dict[str, Any] | None:
+    """The item of an `item_completed` payload for `call_id`, of one of `types`."""
+    if not isinstance(payload, dict) or payload.get("type") != "item_completed":
+        return None
+    item = payload.get("item")
+    if not isinstance(item, dict) or item.get("id") != call_id:
+        return None
+    return item if item.get("type") in types else None
+
+
 def command_end(line: dict[str, Any], call_id: str) -> CommandEnd | None:
     """The command end that one rollout line records for `call_id`, if it is one."""
     payload = line.get("payload")
@@ -125,12 +130,8 @@ def command_end(line: dict[str, Any], call_id: str) -> CommandEnd | None:
         return None
     kind = payload.get("type")
     if kind == "item_completed":
-        item = payload.get("item")
-        if not (
-            isinstance(item, dict)
-            and item.get("id") == call_id
-            and item.get("type") in ("CommandExecution", "commandExecution")
-        ):
+        item = _completed_item(payload, call_id, ("CommandExecution", "commandExecution"))
+        if item is None:
             return None
         code, status = _int(item.get("exit_code", item.get("exitCode"))), item.get("status")
     elif kind == "exec_command_end" and payload.get("call_id") == call_id:
@@ -189,16 +190,8 @@ def patch_lines(line: dict[str, Any], call_id: str) -> PatchLines | None:
     file-change item (Codex 0.17x: `item_completed` of a `FileChange` whose `changes` map
     each path to its `unified_diff`); a new file is wholly written, a deleted one is left
     out, a diff without hunks is unknown (None)."""
-    payload = line.get("payload")
-    if not isinstance(payload, dict) or payload.get("type") != "item_completed":
-        return None
-    item = payload.get("item")
-    if (
-        not isinstance(item, dict)
-        or item.get("id") != call_id
-        or item.get("type") not in ("FileChange", "fileChange")
-        or not isinstance(item.get("changes"), dict)
-    ):
+    item = _completed_item(line.get("payload"), call_id, ("FileChange", "fileChange"))
+    if item is None or not isinstance(item.get("changes"), dict):
         return None
     lines: PatchLines = {}
     for path, change in item["changes"].items():
