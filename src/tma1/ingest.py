@@ -354,20 +354,11 @@ class Ingest:
                 continue
             time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
             backoff = min(backoff * 2, BACKOFF_MAX_S)
-        lost, kept = self.queue.discard()
+        lost = self.queue.discard()
         with self._lock:
             for _ in range(self._workers):
                 self._jobs.put(None)
             self._workers = 0
-        lost -= kept
-        if kept:
-            journal = self.queue.journal
-            log.warning(
-                "stopping with the database unavailable: %d hook events kept in the journal "
-                "(%s), written on the next start",
-                kept,
-                journal.path if journal is not None else "",
-            )
         if lost:
             self.counters.inc("ingest.lost_at_shutdown", lost)
             log.error("stopping with the database unavailable: %d hook events lost", lost)

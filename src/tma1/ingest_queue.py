@@ -210,17 +210,24 @@ class OutageQueue:
         with self._lock:
             return len(self._queue) + self._flushing
 
-    def discard(self) -> tuple[int, int]:
-        """Empty the queue and close the journal: (events left, of which the journal keeps)."""
+    def discard(self) -> int:
+        """Empty the queue and close the journal: the events lost (left, and not journalled)."""
         with self._lock:
             left = len(self._queue) + self._flushing
             self._queue.clear()
             self._queued_bytes = 0
         if self.journal is None:
-            return left, 0
+            return left
         kept = min(left, self.journal.pending())
         self.journal.close()
-        return left, kept
+        if kept:
+            log.warning(
+                "stopping with the database unavailable: %d hook events kept in the journal "
+                "(%s), written on the next start",
+                kept,
+                self.journal.path,
+            )
+        return left - kept
 
     def health(self) -> dict[str, object]:
         with self._lock:
