@@ -1,14 +1,8 @@
-"""Hook ingest when the database is slow or gone: a budgeted insert, then a bounded queue.
-
-The policy, step by step, is docs/reliability.md ("Database slow or gone"). A hook waits at
-most `budget_ms` for its row's commit; hooks that arrive while a commit runs share the next
-one (group commit), each answered only after its own row is committed. Over budget, or with
-the database gone, the event goes on the outage queue (tma1.ingest_queue, journalled by
-tma1.journal when there is a journal), and a breaker sends later hooks straight there until
-a write succeeds. An HTTP hook (`submit_async`) waits on the event loop with no thread of
-its own: the worker that committed its row also computes its answer (`after`) and hands it
-back to the loop (docs/benchmarks.md, "Hook ingest"). `GET /api/health` reports every
-counter under `ingest`.
+"""Hook ingest when the database is slow or gone: a budgeted insert with group commit, then
+a bounded outage queue (tma1.ingest_queue, journalled by tma1.journal) behind a breaker.
+docs/reliability.md ("Database slow or gone") gives the policy step by step, and
+docs/benchmarks.md ("Hook ingest") how an HTTP hook waits on the event loop with no thread
+of its own. `GET /api/health` reports every counter under `ingest`.
 """
 
 from __future__ import annotations
