@@ -57,11 +57,8 @@ class _Pending:
     """A stored change nobody explained yet; a late interval may still claim it."""
 
     id: int
-    ts: int
-    project: str
-    path: str
-    content_hash: str | None
-    written_at: int | None = None
+    change: FileChange
+    written_at: int | None
 
 
 class ProjectWatch:
@@ -364,9 +361,7 @@ class FileSensor:
                 if who is not None:
                     late.setdefault(who, []).append(row_id)
                 else:
-                    self._recent.append(
-                        _Pending(row_id, c.ts, project, c.path, c.content_hash, hints.get(c.path))
-                    )
+                    self._recent.append(_Pending(row_id, c, hints.get(c.path)))
             self._trim_recent(self.clock.now_ms())
         for who, row_ids in late.items():
             self.store.set_change_writer(row_ids, who)
@@ -375,7 +370,7 @@ class FileSensor:
 
     def _trim_recent(self, now: int) -> None:
         while self._recent and (
-            len(self._recent) > RECENT_MAX or self._recent[0].ts < now - RECENT_KEEP_MS
+            len(self._recent) > RECENT_MAX or self._recent[0].change.ts < now - RECENT_KEEP_MS
         ):
             self._recent.popleft()
 
@@ -388,8 +383,9 @@ class FileSensor:
                 p
                 for p in self._recent
                 if any(
-                    ts is not None and iv.explains(p.project, p.path, ts, p.content_hash)
-                    for ts in (p.ts, p.written_at)
+                    ts is not None
+                    and iv.explains(p.change.project, p.change.path, ts, p.change.content_hash)
+                    for ts in (p.change.ts, p.written_at)
                 )
             ]
             if not claimed:
@@ -398,7 +394,7 @@ class FileSensor:
             self._recent = deque(p for p in self._recent if p.id not in ids)
         self.store.set_change_writer(sorted(ids), iv.session_id)
         self.counters.inc("files.late_attributed", len(ids))
-        for project in {p.project for p in claimed}:
+        for project in {p.change.project for p in claimed}:
             self.on_project_change(project)
 
     # --- housekeeping ---------------------------------------------------------------------
