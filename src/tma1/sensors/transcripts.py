@@ -338,31 +338,22 @@ class _FileState:
     codex_raw: dict[bytes, bytes] = field(default_factory=dict)
 
 
+@dataclass(kw_only=True, eq=False)
 class TranscriptTailer:
     """Incremental reader of transcripts named by hook events; thread-safe."""
 
-    def __init__(
-        self,
-        *,
-        store: Store,
-        clock: Clock,
-        counters: Counters,
-        on_session_change: Callable[[str], None],
-        inline_bytes: int = INLINE_BYTES,
-        chunk_bytes: int = CHUNK_BYTES,
-    ) -> None:
-        self.store = store
-        self.clock = clock
-        self.counters = counters
-        self.on_session_change = on_session_change
-        self.inline_bytes = inline_bytes
-        self.chunk_bytes = chunk_bytes
-        self._files: OrderedDict[str, _FileState] = OrderedDict()
-        self._lock = threading.Lock()
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        self._queued: set[str] = set()
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
+    store: Store
+    clock: Clock
+    counters: Counters
+    on_session_change: Callable[[str], None]
+    inline_bytes: int = INLINE_BYTES
+    chunk_bytes: int = CHUNK_BYTES
+    _files: OrderedDict[str, _FileState] = field(default_factory=OrderedDict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _queue: queue.Queue[str | None] = field(default_factory=queue.Queue)
+    _queued: set[str] = field(default_factory=set)
+    _thread: threading.Thread | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
 
     # --- lifecycle -----------------------------------------------------------------------
 
