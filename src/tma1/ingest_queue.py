@@ -10,6 +10,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from tma1.counters import Counters
 from tma1.events import HookEvent
@@ -37,36 +38,29 @@ def _size(event: HookEvent) -> int:
     return n
 
 
+@dataclass(kw_only=True, eq=False)
 class OutageQueue:
     """At most `max_events` events and `max_bytes` of text; full → the newest is dropped
     (counted). `on_written` is called with each batch written; `on_outage` with the
     reason a write failed for want of a database. Thread-safe."""
 
-    def __init__(
-        self,
-        *,
-        store: Store,
-        counters: Counters,
-        max_events: int,
-        max_bytes: int,
-        journal: Journal | None,
-        on_written: Callable[[Sequence[HookEvent]], None],
-        on_outage: Callable[[str], None],
-    ) -> None:
-        self.store = store
-        self.counters = counters
-        self.max_events = max_events
-        self.max_bytes = max_bytes
-        self.journal = journal
-        self._on_written = on_written
-        self._on_outage = on_outage
-        self._lock = threading.Lock()
+    store: Store
+    counters: Counters
+    max_events: int
+    max_bytes: int
+    journal: Journal | None
+    on_written: Callable[[Sequence[HookEvent]], None]
+    on_outage: Callable[[str], None]
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _wake: threading.Condition = field(init=False)
+    _queue: deque[tuple[HookEvent, int]] = field(default_factory=deque)
+    _queued_bytes: int = 0
+    _flushing: int = 0  # events taken off the queue by the flusher, not yet written
+    _flusher: threading.Thread | None = None
+    _stopping: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
         self._wake = threading.Condition(self._lock)
-        self._queue: deque[tuple[HookEvent, int]] = deque()
-        self._queued_bytes = 0
-        self._flushing = 0  # events taken off the queue by the flusher, not yet written
-        self._flusher: threading.Thread | None = None
-        self._stopping = threading.Event()
 
     # --- in -----------------------------------------------------------------------------
 
@@ -148,13 +142,13 @@ class OutageQueue:
         except Exception as exc:
             if is_transient(exc):
                 self._release(batch, 0)
-                self._on_outage(describe(exc))
+                self.on_outage(describe(exc))
                 return False
             return self._one_by_one(batch)
         self._release(batch, len(batch))
         self.written(events)
         self.counters.inc("ingest.flushed", len(events))
-        self._on_written(events)
+        self.on_written(events)
         return True
 
     def _one_by_one(self, batch: list[tuple[HookEvent, int]]) -> bool:
@@ -174,7 +168,7 @@ class OutageQueue:
         self._release(batch, settled)
         if stored:
             self.counters.inc("ingest.flushed", len(stored))
-            self._on_written(stored)
+            self.on_written(stored)
         return settled > 0
 
     # --- lifecycle ----------------------------------------------------------------------
