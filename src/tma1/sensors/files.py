@@ -154,8 +154,8 @@ class ProjectWatch:
             return True
         return any(path == d or path.startswith(d + os.sep) for d in self.ignore.extra)
 
-    def process(self, raw: set[tuple[int, str]]) -> list[FileChange]:
-        """Turn one notify batch into stored changes; returns what was stored."""
+    def process(self, raw: set[tuple[int, str]]) -> None:
+        """Turn one notify batch into stored changes."""
         self.sensor.counters.inc("files.raw_events", len(raw))
         by_path: dict[str, set[int]] = {}
         for change, path in raw:
@@ -163,7 +163,7 @@ class ProjectWatch:
             if not self._noise(p):
                 by_path.setdefault(p, set()).add(int(change))
         if not by_path:
-            return []
+            return
         # Directory moves and creations report only the directory: expand them.
         for path in list(by_path):
             if (
@@ -190,7 +190,6 @@ class ProjectWatch:
         out = [c for c in changes if c is not None]
         hints, self.written_at = self.written_at, {}
         self.sensor.store_changes(self.project, out, hints)
-        return out
 
     def _remember(self, path: str, signature: str) -> None:
         self.known[path] = signature
