@@ -62,8 +62,6 @@ class OutageQueue:
     def __post_init__(self) -> None:
         self._wake = threading.Condition(self._lock)
 
-    # --- in -----------------------------------------------------------------------------
-
     def put(self, event: HookEvent) -> None:
         size = _size(event)
         with self._lock:
@@ -101,8 +99,6 @@ class OutageQueue:
                 target=self._flush_loop, name="tma1-ingest-flush", daemon=True
             )
             self._flusher.start()
-
-    # --- out ----------------------------------------------------------------------------
 
     def _release(self, batch: list[tuple[HookEvent, int]], settled: int) -> None:
         """The first `settled` events of a batch the flusher took are written or refused;
@@ -170,8 +166,6 @@ class OutageQueue:
             self.counters.inc("ingest.flushed", len(stored))
             self.on_written(stored)
         return settled > 0
-
-    # --- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> None:
         """Put the journal's pending events (answered during an outage before a crash)

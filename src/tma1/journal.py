@@ -44,8 +44,6 @@ class Journal:
         self._closed = threading.Event()
         self._syncer: threading.Thread | None = None
 
-    # --- recovery ---------------------------------------------------------------------
-
     def recover(self) -> list[HookEvent]:
         """The journalled events that never reached the database, in order."""
         try:
@@ -78,8 +76,6 @@ class Journal:
                 "replaying %d hook events journalled while the database was down", len(pending)
             )
         return [e for _, e in pending]
-
-    # --- writing ----------------------------------------------------------------------
 
     def _open_locked(self) -> int:
         if self._fd is None:
@@ -141,8 +137,6 @@ class Journal:
     def pending(self) -> int:
         with self._lock:
             return len(self._pending)
-
-    # --- fsync ------------------------------------------------------------------------
 
     def _sync_loop(self) -> None:
         while not self._closed.is_set():

@@ -89,8 +89,6 @@ class IgnoreMatcher:
         self._dir_cache: dict[str, bool] = {}  # dir rel → ignored
         self._root_excludes = _read_spec(Path(self.root) / ".git" / "info" / "exclude")
 
-    # --- cache management -------------------------------------------------------------
-
     def invalidate(self, abs_path: str) -> bool:
         """Forget cached answers when `abs_path` is an ignore file. True if it was one."""
         base = os.path.basename(abs_path)
@@ -108,8 +106,6 @@ class IgnoreMatcher:
                 self._specs.clear()
             self._specs[dir_rel] = _read_spec(Path(self.root, dir_rel, ".gitignore"))
         return self._specs[dir_rel]
-
-    # --- the question ---------------------------------------------------------------------
 
     def _decide(self, parts: list[str], is_dir: bool) -> bool:
         """Whether the ignore files ignore the path `parts` (relative to root)."""
