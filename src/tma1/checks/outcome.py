@@ -37,7 +37,6 @@ _GUARDED_MARKERS: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
     (("test result: FAILED",), re.compile(r"\btest result: FAILED\b")),
     (("panic: ",), re.compile(r"^panic: ", re.MULTILINE)),
 )
-_FAILURE_MARKERS: tuple[re.Pattern[str], ...] = tuple(p for _, p in _GUARDED_MARKERS)
 
 
 @lru_cache(maxsize=1024)
