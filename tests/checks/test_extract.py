@@ -1015,9 +1015,9 @@ _MARKERISH = st.lists(
 @example("2 faıling")
 @example("ERRORS: 3 errors")
 def test_the_quick_marker_test_never_hides_a_marker(output: str) -> None:
-    from tma1.checks.outcome import _FAILURE_MARKERS
+    from tma1.checks.outcome import _GUARDED_MARKERS
 
-    whole = any(p.search(strip_ansi(output)) for p in _FAILURE_MARKERS)
+    whole = any(p.search(strip_ansi(output)) for _, p in _GUARDED_MARKERS)
     assert has_failure_markers(output) is whole
 
 
@@ -1029,11 +1029,11 @@ def test_the_quick_marker_test_never_hides_a_marker(output: str) -> None:
      "panic: x"],
 )  # fmt: skip
 def test_each_marker_alone_is_found(line: str) -> None:
-    from tma1.checks.outcome import _FAILURE_MARKERS
+    from tma1.checks.outcome import _GUARDED_MARKERS
 
     # Found, with its marker's words guarding the scan: a wrong word would hide it.
     assert has_failure_markers(f"ok\n{line}\nmore")
-    assert any(p.search(f"ok\n{line}\nmore") for p in _FAILURE_MARKERS)
+    assert any(p.search(f"ok\n{line}\nmore") for _, p in _GUARDED_MARKERS)
 
 
 @settings(max_examples=3000, deadline=None)

@@ -13,15 +13,12 @@ from __future__ import annotations
 
 from tma1.checks.identity import (
     Check,
-    Step,
     check_of,
     covers,
     relative_workdir,
     runs_build_or_test,
-    step_covers,
 )
 from tma1.checks.locations import (
-    Ref,
     error_line,
     error_line_of_file,
     error_locations,
@@ -30,14 +27,12 @@ from tma1.checks.locations import (
     refs,
 )
 from tma1.checks.normalize import (
-    Invocation,
     files_read_by,
     normalise,
     runs_only_plumbing,
     split_shell,
 )
 from tma1.checks.outcome import (
-    NOT_CHECK_FAILURES,
     Outcome,
     failure_kind_of_exit,
     has_failure_markers,
@@ -54,12 +49,8 @@ from tma1.checks.testids import (
 from tma1.checks.text import strip_ansi
 
 __all__ = [
-    "NOT_CHECK_FAILURES",
     "Check",
-    "Invocation",
     "Outcome",
-    "Ref",
-    "Step",
     "check_of",
     "covers",
     "error_line",
@@ -83,6 +74,5 @@ __all__ = [
     "runs_build_or_test",
     "runs_only_plumbing",
     "split_shell",
-    "step_covers",
     "strip_ansi",
 ]

@@ -76,10 +76,6 @@ class Check:
         return self._hash
 
     @property
-    def scope(self) -> tuple[str, ...]:
-        return tuple(p for s in self.steps for p in s.scope)
-
-    @property
     def compiles(self) -> bool:
         return any(s.runner in _COMPILE_RUNNERS for s in self.steps)
 

@@ -315,10 +315,7 @@ def error_locations(output: str) -> tuple[Ref, ...]:
 
 def located_in(output: str, path: str) -> Ref | None:
     """The first error location in `path` (same file, compatible directories)."""
-    for ref in error_locations(output):
-        if _same_file(ref.path, path):
-            return ref
-    return None
+    return next((ref for ref in error_locations(output) if _same_file(ref.path, path)), None)
 
 
 def lines_in(output: str, path: str) -> list[int]:

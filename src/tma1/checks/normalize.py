@@ -78,7 +78,7 @@ _VALUE_OPTIONS = {
     "tail": frozenset({"-n", "-c", "--lines", "--bytes", "-s", "--pid"}),
     "sed": frozenset({"-e", "-f", "--expression", "--file", "-l"}),
 }
-_MAYBE_PRINTER = re.compile(r"\b(?:cat|head|tail|nl|bat|batcat|less|more|sed)\b")
+_MAYBE_PRINTER = re.compile(rf"\b(?:{'|'.join(sorted(_PRINTERS))})\b")
 _REDIRECT = re.compile(r"^\d*(?:>>?|<)&?$")  # `>` alone: the target is the next token
 _REDIRECTED = re.compile(r"^\d*[<>]")  # `2>/dev/null`, `>out.txt`
 

@@ -15,35 +15,28 @@ from tma1.checks.text import _lowered, strip_ansi
 # Each marker with the words it cannot match without: a regex scans the output only when
 # one of its words is in it (a long passing output then costs a few substring tests, not
 # fourteen scans). Words of IGNORECASE markers are looked up in the lowered text.
-_GUARDED_MARKERS: tuple[tuple[tuple[str, ...], bool, re.Pattern[str]], ...] = (
-    (("FAIL",), False, re.compile(r"^\s*(?:FAILURES!|FAIL(?:ED)?\b)", re.MULTILINE)),
-    (("--- FAIL",), False, re.compile(r"^\s*--- FAIL\b", re.MULTILINE)),
+_GUARDED_MARKERS: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
+    (("FAIL",), re.compile(r"^\s*(?:FAILURES!|FAIL(?:ED)?\b)", re.MULTILINE)),
+    (("--- FAIL",), re.compile(r"^\s*--- FAIL\b", re.MULTILINE)),
     (
         ("fail", "error"),
-        True,
         re.compile(r"\b[1-9]\d* (?:failed|failing|failures?|errors?)\b", re.IGNORECASE),
     ),
-    (("error",), True, re.compile(r"^\s*error(?:\[\w+\])?:", re.MULTILINE | re.IGNORECASE)),
-    (("error TS",), False, re.compile(r"\berror TS\d+:")),
-    (
-        ("error",),
-        False,
-        re.compile(r"^\S+:\d+(?::\d+)?:\s*(?:fatal\s+)?error\b", re.MULTILINE),
-    ),
-    ((".go:",), False, re.compile(r"^[\w./\-]+\.go:\d+:\d+: \S", re.MULTILINE)),
+    (("error",), re.compile(r"^\s*error(?:\[\w+\])?:", re.MULTILINE | re.IGNORECASE)),
+    (("error TS",), re.compile(r"\berror TS\d+:")),
+    (("error",), re.compile(r"^\S+:\d+(?::\d+)?:\s*(?:fatal\s+)?error\b", re.MULTILINE)),
+    ((".go:",), re.compile(r"^[\w./\-]+\.go:\d+:\d+: \S", re.MULTILINE)),
     (
         ("Traceback (most recent call last):",),
-        False,
         re.compile(r"^Traceback \(most recent call last\):", re.MULTILINE),
     ),
-    ((": ***",), False, re.compile(r"^(?:g?make|ninja)(?:\[\d+\])?: \*\*\*", re.MULTILINE)),
-    (("[ERROR]",), False, re.compile(r"^\s*\[ERROR\]", re.MULTILINE)),
-    (("npm ERR!",), False, re.compile(r"^npm ERR!", re.MULTILINE)),
-    (("BUILD FAILED",), False, re.compile(r"\bBUILD FAILED\b")),
-    (("test result: FAILED",), False, re.compile(r"\btest result: FAILED\b")),
-    (("panic: ",), False, re.compile(r"^panic: ", re.MULTILINE)),
+    ((": ***",), re.compile(r"^(?:g?make|ninja)(?:\[\d+\])?: \*\*\*", re.MULTILINE)),
+    (("[ERROR]",), re.compile(r"^\s*\[ERROR\]", re.MULTILINE)),
+    (("npm ERR!",), re.compile(r"^npm ERR!", re.MULTILINE)),
+    (("BUILD FAILED",), re.compile(r"\bBUILD FAILED\b")),
+    (("test result: FAILED",), re.compile(r"\btest result: FAILED\b")),
+    (("panic: ",), re.compile(r"^panic: ", re.MULTILINE)),
 )
-_FAILURE_MARKERS: tuple[re.Pattern[str], ...] = tuple(p for _, _, p in _GUARDED_MARKERS)
 
 
 @lru_cache(maxsize=1024)
@@ -51,8 +44,8 @@ def has_failure_markers(output: str) -> bool:
     """The output carries a test/build tool's failure marker (`0 failed` is not one)."""
     text = strip_ansi(output)
     low: str | None = None
-    for words, lowered, pattern in _GUARDED_MARKERS:
-        if lowered:
+    for words, pattern in _GUARDED_MARKERS:
+        if pattern.flags & re.IGNORECASE:
             if low is None:
                 low = _lowered(text)
             hay = low

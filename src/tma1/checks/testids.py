@@ -40,6 +40,9 @@ _RSPEC = re.compile(r"^rspec\s+(\S+:\d+)(?:\s|$)")
 _PHPUNIT = re.compile(r"^\d+\) ((?:[\w\\]+\\)?\w+::\w+)")
 _MOCHA_FAILING = re.compile(r"^\s*\d+ failing\b")
 _MOCHA_HEAD = re.compile(r"^(\s*)\d+\) (.+)$")
+# Lines whose first group is a failing test's id (none of them matches a line another
+# pattern of `extract_test_ids` takes first).
+_NAMED_BY_GROUP_1 = (_PYTEST_SUMMARY, _PYTEST_VERBOSE, _CARGO, _CARGO_STDOUT, _RSPEC, _PHPUNIT)
 # A line no pattern of `extract_test_ids` matches at its start adds nothing: one match
 # rules it out (most lines of a long failure output).
 _ANY_TEST_LINE = any_of(
@@ -107,8 +110,6 @@ def extract_test_ids(output: str) -> list[str]:
             go_pending = False
         elif _GO_PKG_DONE.match(line):
             go_pending = False
-        elif m := _PYTEST_SUMMARY.match(line) or _PYTEST_VERBOSE.match(line):
-            add(m.group(1), specific)
         elif m := _UNITTEST.match(line):
             name, where = m.group(1), m.group(2)
             add(where if where.endswith("." + name) else f"{where}.{name}", specific)
@@ -122,12 +123,7 @@ def extract_test_ids(output: str) -> list[str]:
                 add(title, specific)
             else:
                 bullets.append(f"{js_file} > {title}" if js_file else title)
-        elif m := (
-            _CARGO.match(line)
-            or _CARGO_STDOUT.match(line)
-            or _RSPEC.match(line)
-            or _PHPUNIT.match(line)
-        ):
+        elif m := next(filter(None, (p.match(line) for p in _NAMED_BY_GROUP_1)), None):
             add(m.group(1), specific)
         elif _MOCHA_FAILING.match(line):
             in_mocha = True

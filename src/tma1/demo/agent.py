@@ -128,11 +128,14 @@ class DemoAgent:
             self.note("(nothing new to say: the hook printed nothing)")
         return body
 
-    def _tool(self, tool: str, tool_input: dict[str, Any], run: Callable[[], Any]) -> None:
+    def _tool(
+        self, tool: str, tool_input: dict[str, Any], run: Callable[[], Any], failed: bool = False
+    ) -> None:
+        """PreToolUse, `run()` (the tool's effect and response), then its Post event."""
         tid = f"toolu_{uuid.uuid4().hex[:20]}"
         base = {"tool_name": tool, "tool_input": tool_input, "tool_use_id": tid}
         self.hook("PreToolUse", **base)
-        response, failed = run()
+        response = run()
         if failed:
             self.hook("PostToolUseFailure", error=response, is_interrupt=False, **base)
         else:
@@ -142,7 +145,7 @@ class DemoAgent:
         path = self.project / name
         self.say(f"Read {name}")
 
-        def run() -> tuple[Any, bool]:
+        def run() -> dict[str, Any]:
             content = path.read_text()
             lines = content.count("\n")
             return {
@@ -154,7 +157,7 @@ class DemoAgent:
                     "startLine": 1,
                     "totalLines": lines,
                 },
-            }, False
+            }
 
         self._tool("Read", {"file_path": str(path)}, run)
 
@@ -162,22 +165,18 @@ class DemoAgent:
         path = self.project / name
         self.say(f"Edit {name}", note)
 
-        def run() -> tuple[Any, bool]:
+        def run() -> dict[str, Any]:
             text = path.read_text()
             path.write_text(text.replace(old, new, 1))  # a real write, seen by the watcher
-            return {"filePath": str(path), "oldString": old, "newString": new}, False
+            return {"filePath": str(path), "oldString": old, "newString": new}
 
         self._tool("Edit", {"file_path": str(path), "old_string": old, "new_string": new}, run)
 
     def bash(self, command: str, result: str, *, failed: bool, note: str = "") -> None:
         self.say(f"Bash  {command}", note)
-
-        def run() -> tuple[Any, bool]:
-            if failed:
-                return result, True
-            return {"stdout": result, "stderr": "", "interrupted": False, "isImage": False}, False
-
-        self._tool("Bash", {"command": command, "description": "Run the tests"}, run)
+        response = {"stdout": result, "stderr": "", "interrupted": False, "isImage": False}
+        tool_input = {"command": command, "description": "Run the tests"}
+        self._tool("Bash", tool_input, lambda: result if failed else response, failed)
 
     def stop(self, *, active: bool = False) -> str:
         label = "Stop" + ("  (stop_hook_active: true)" if active else "")

@@ -92,11 +92,9 @@ def create_app(service: Service, *, hook_token: str | None) -> FastAPI:
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
     """FastAPI's schema, plus `POST /api/hooks` (a Starlette route: FastAPI skips it)."""
-    if app.openapi_schema is None:
-        schema = FastAPI.openapi(app)  # built once, kept in app.openapi_schema
-        schema["paths"]["/api/hooks"] = routes_hooks.OPENAPI_PATH
-        return schema
-    return app.openapi_schema
+    schema = app.openapi_schema or FastAPI.openapi(app)  # built once, kept in openapi_schema
+    schema["paths"]["/api/hooks"] = routes_hooks.OPENAPI_PATH
+    return schema
 
 
 class PortInUseError(RuntimeError):

@@ -44,6 +44,7 @@ def session_timeline(rows: Iterable[Mapping[Any, Any]]) -> list[dict[str, Any]]:
     open_calls: dict[str, dict[str, Any]] = {}
     for m in rows:
         agent_id, agent_type = _agent_of(m)
+        lane = {"agent_id": agent_id, "agent_type": agent_type}
         et = m["event_type"]
         use_id = m["tool_use_id"]
         is_post = et in ("PostToolUse", "PostToolUseFailure")
@@ -60,8 +61,7 @@ def session_timeline(rows: Iterable[Mapping[Any, Any]]) -> list[dict[str, Any]]:
                 "failed": False,
                 "failure_kind": None,
                 "error": None,
-                "agent_id": agent_id,
-                "agent_type": agent_type,
+                **lane,
             }
             items.append(item)
             if et == "PreToolUse":
@@ -70,14 +70,7 @@ def session_timeline(rows: Iterable[Mapping[Any, Any]]) -> list[dict[str, Any]]:
                 continue
         if item is None:
             items.append(
-                {
-                    "type": "event",
-                    "id": int(m["id"]),
-                    "ts": int(m["ts"]),
-                    "event": et,
-                    "agent_id": agent_id,
-                    "agent_type": agent_type,
-                }
+                {"type": "event", "id": int(m["id"]), "ts": int(m["ts"]), "event": et, **lane}
             )
             continue
         failed = et == "PostToolUseFailure" or m["failure_kind"] == "masked"
