@@ -445,7 +445,6 @@ class BundleMemory:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._told: dict[str, dict[str, int]] = {}
-        self._seen: dict[str, int] = {}
 
     def told(self, session_id: str) -> dict[str, int]:
         with self._lock:
@@ -453,10 +452,7 @@ class BundleMemory:
 
     def record(self, session_id: str, keys: Iterable[str], now: int) -> None:
         with self._lock:
-            told = self._told.setdefault(session_id, {})
-            for k in keys:
-                told[k] = now
-            self._seen[session_id] = max(self._seen.get(session_id, 0), now)
+            self._told.setdefault(session_id, {}).update(dict.fromkeys(keys, now))
 
     def recently_told(self, finding: Anomaly, now: int) -> bool:
         """A bundle told this finding in the last `RECENTLY_TOLD_MS`, and nothing newer
@@ -473,14 +469,16 @@ class BundleMemory:
                     continue
                 sid, ts = str(r["session_id"]), int(r["ts"])
                 self._told.setdefault(sid, {})[f"finding|{r['stable_key']}"] = ts
-                self._seen[sid] = max(self._seen.get(sid, 0), ts)
                 n += 1
         return n
 
     def evict_idle(self, now: int) -> int:
         with self._lock:
-            idle = [s for s, t in self._seen.items() if now - t >= IDLE_EVICT_MS]
+            idle = [
+                s
+                for s, told in self._told.items()
+                if now - max(told.values(), default=0) >= IDLE_EVICT_MS
+            ]
             for s in idle:
-                self._seen.pop(s, None)
-                self._told.pop(s, None)
+                del self._told[s]
         return len(idle)
