@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from tma1.checks import covers, error_line
 from tma1.clock import MINUTE_MS
@@ -140,33 +140,6 @@ def epoch_start(latest_compaction: int | None, session_start: int | None) -> int
     if latest_compaction is not None:
         return latest_compaction
     return session_start if session_start is not None else 0
-
-
-# --- what the bundle reads -------------------------------------------------------------------
-
-
-class BundleReads(Protocol):
-    """Where the bundle's inputs come from: `Store` live; replay's `MemoryWindows`, which
-    answers the same reads from what the replay fed so far (so a replay tells the bundle
-    the live server told)."""
-
-    def project_shell_results(
-        self, project: str, since_ts: int, until_ts: int
-    ) -> list[HookEvent]: ...
-
-    def project_activity(
-        self, project: str, since_ts: int, until_ts: int
-    ) -> list[tuple[str, int, str, int | None]]: ...
-
-    def session_last_ts(self, session_id: str, before_ts: int) -> int | None: ...
-
-    def latest_compaction_ts(self, session_id: str, until_ts: int | None = None) -> int | None: ...
-
-    def project_changes(
-        self, project: str, since_ts: int, until_ts: int | None = None
-    ) -> list[FileChange]: ...
-
-    def session_project(self, session_id: str, until_ts: int | None = None) -> str | None: ...
 
 
 # --- the bundle -----------------------------------------------------------------------------
