@@ -26,7 +26,6 @@ log = logging.getLogger("tma1.engine.emitlog")
 
 QUEUE_MAX = 10_000
 BATCH_MAX = 500
-_IDLE_WAIT_S = 0.5
 
 
 def emit_row(finding: Anomaly, *, ts: int) -> dict[str, Any]:
@@ -111,13 +110,8 @@ class EmitLog:
     # --- consumer side ----------------------------------------------------------------
 
     def _run(self) -> None:
-        while True:
-            try:
-                item = self._q.get(timeout=_IDLE_WAIT_S)
-            except queue.Empty:
-                continue
-            if not self._write_batch(item):
-                return
+        while self._write_batch(self._q.get()):
+            pass
 
     def _drain_inline(self) -> None:
         while True:
