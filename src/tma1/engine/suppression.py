@@ -45,12 +45,6 @@ ONE_SHOT_KINDS = frozenset(k for k, spec in SPECS.items() if spec.one_shot)
 NOVEL_EVIDENCE_KINDS = frozenset(k for k, spec in SPECS.items() if spec.novel_evidence)
 
 
-def resolved_at(finding: Anomaly, window: SessionWindow, since_ts: int) -> int | None:
-    """The latest resolving event after `since_ts`, or None (unknown kinds never resolve)."""
-    spec = SPECS.get(finding.kind)
-    return spec.resolution(finding, window, since_ts) if spec else None
-
-
 @dataclass(frozen=True, slots=True)
 class KeyState:
     last_emit_ts: int | None = None  # None after a resolution reset
@@ -170,9 +164,10 @@ class Suppression:
         decisions = []
         for cand in candidates:
             st = states.get(cand.stable_key)
+            spec = SPECS.get(cand.kind)  # a kind without a spec never resolves
             res = None
-            if st is not None and st.last_emit_ts is not None:
-                res = resolved_at(cand, window, st.last_emit_ts)
+            if st is not None and st.last_emit_ts is not None and spec is not None:
+                res = spec.resolution(cand, window, st.last_emit_ts)
             d = decide(cand, st, res, now)
             if d.emit and _told_as_sibling(cand, states):
                 d = replace(d, emit=False, reason="told")

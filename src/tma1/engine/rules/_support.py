@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from tma1.checks import files_read_by
 from tma1.clock import MINUTE_MS
-from tma1.events import READ_TOOLS, WRITE_TOOLS, FileChange, HookEvent, absolutize
+from tma1.events import READ_TOOLS, WRITE_TOOLS, HookEvent, absolutize
 
 # The seed's per-rule lookback. A constant, never a setting (seed: "change them in code").
 RULE_WINDOW_MS = 30 * MINUTE_MS
@@ -204,10 +204,6 @@ def mentions_path(text: str | None, path: str) -> bool:
         return False
     full = "/" + path.replace("\\", "/").lstrip("/")
     return any(not pre or full.endswith(f"/{pre}/{name}") for pre in prefixes)
-
-
-def who_wrote(change: FileChange) -> str:
-    return "another agent session" if change.writer_session else "something outside any agent"
 
 
 # --- text ------------------------------------------------------------------------------
