@@ -124,7 +124,5 @@ def stopped_since(window: SessionWindow, now: int, ts: int) -> bool:
 
 def at_stop(window: SessionWindow, now: int) -> bool:
     """The event being answered is a Stop (the window holds it: delivery stores first)."""
-    for e in reversed(window.events):
-        if e.ts <= now:
-            return e.hook_event_name == "Stop"
-    return False
+    last = next((e for e in reversed(window.events) if e.ts <= now), None)
+    return last is not None and last.hook_event_name == "Stop"

@@ -117,14 +117,11 @@ def stop_block_reason(body: str) -> str | None:
         data = json.loads(body) if body else None
     except ValueError:
         return None
-    if not isinstance(data, dict):
-        return None
-    if data.get("decision") == "block" and isinstance(data.get("reason"), str):
-        return str(data["reason"])
-    out = data.get("hookSpecificOutput")
-    if isinstance(out, dict) and out.get("hookEventName") == "Stop":
-        ctx = out.get("additionalContext")
-        return ctx if isinstance(ctx, str) else None
+    match data:
+        case {"decision": "block", "reason": str(reason)}:
+            return reason
+        case {"hookSpecificOutput": {"hookEventName": "Stop", "additionalContext": str(ctx)}}:
+            return ctx
     return None
 
 
