@@ -23,7 +23,6 @@ from tma1.events import SHELL_TOOLS, HookEvent
 class Run:
     event: HookEvent
     check: Check
-    outcome: Outcome
     # Read for every run by every rule: plain fields, not properties.
     ts: int
     lane: str  # the sub-agent's id, "" for the main agent (design §2.16)
@@ -84,7 +83,6 @@ def run_of(ev: HookEvent, project: str | None) -> Run | None:
     return Run(
         ev,
         check,
-        outcome,
         ev.ts,
         ev.agent_id or "",
         outcome is Outcome.FAIL,
