@@ -44,14 +44,8 @@ class CheckRuns:
         return id(run.event) in self.closed_ids
 
 
-@lru_cache(maxsize=8192)
-def _covers(wide: Check, narrow: Check) -> bool:
-    return covers(wide, narrow)
-
-
-@lru_cache(maxsize=8192)
-def _check(command: str, workdir: str) -> Check | None:
-    return check_of(command, workdir)
+_covers = lru_cache(maxsize=8192)(covers)
+_check = lru_cache(maxsize=8192)(check_of)
 
 
 def _closed(runs: list[Run]) -> set[int]:

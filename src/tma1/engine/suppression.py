@@ -130,13 +130,6 @@ def _siblings(finding: Anomaly) -> list[str]:
     ]
 
 
-def _told_as_sibling(finding: Anomaly, states: Mapping[str, KeyState]) -> bool:
-    """A sibling (`_siblings`) was delivered after the finding's newest evidence: the agent
-    was told this already (issue 15, pattern 7)."""
-    told = (states[k].last_emit_ts for k in _siblings(finding) if k in states)
-    return any(t is not None and t >= finding.last_evidence_ts for t in told)
-
-
 @dataclass(slots=True)
 class _Session:
     keys: dict[str, KeyState] = field(default_factory=dict)
@@ -169,7 +162,10 @@ class Suppression:
             if st is not None and st.last_emit_ts is not None and spec is not None:
                 res = spec.resolution(cand, window, st.last_emit_ts)
             d = decide(cand, st, res, now)
-            if d.emit and _told_as_sibling(cand, states):
+            # A sibling delivered after the newest evidence told the agent this already
+            # (issue 15, pattern 7).
+            told = (states[k].last_emit_ts for k in _siblings(cand) if k in states)
+            if d.emit and any(t is not None and t >= cand.last_evidence_ts for t in told):
                 d = replace(d, emit=False, reason="told")
             decisions.append(d)
         return decisions
