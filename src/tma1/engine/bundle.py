@@ -137,9 +137,7 @@ def epoch_start(latest_compaction: int | None, session_start: int | None) -> int
     """When the session's current context epoch began (design §2.17): its newest
     compaction (`Store.latest_compaction_ts`: a compaction hook — `SessionStart` with
     `source: compact` among them — or one the transcript tailer saw), else its start."""
-    if latest_compaction is not None:
-        return latest_compaction
-    return session_start if session_start is not None else 0
+    return latest_compaction if latest_compaction is not None else session_start or 0
 
 
 # --- the bundle -----------------------------------------------------------------------------
