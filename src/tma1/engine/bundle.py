@@ -432,16 +432,12 @@ class BundleMemory:
             at = self._told.get(finding.session_id, {}).get(finding_key(finding))
         return at is not None and now - at < RECENTLY_TOLD_MS and finding.last_evidence_ts <= at
 
-    def restore(self, rows: Iterable[Mapping[str, Any]]) -> int:
-        n = 0
+    def restore(self, rows: Iterable[Mapping[str, Any]]) -> None:
         with self._lock:
             for r in rows:
-                if r.get("channel") != SESSION_START:
-                    continue
-                sid, ts = str(r["session_id"]), int(r["ts"])
-                self._told.setdefault(sid, {})[f"finding|{r['stable_key']}"] = ts
-                n += 1
-        return n
+                if r.get("channel") == SESSION_START:
+                    told = self._told.setdefault(str(r["session_id"]), {})
+                    told[f"finding|{r['stable_key']}"] = int(r["ts"])
 
     def evict_idle(self, now: int) -> int:
         with self._lock:
