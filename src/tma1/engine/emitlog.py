@@ -138,24 +138,18 @@ class EmitLog:
             except queue.Empty:
                 break
         try:
-            self._write(batch)
+            if batch:
+                with self._lock:
+                    self.store.insert_emits(batch)
+                self.counters.inc("engine.emits_written", len(batch))
+        except Exception:
+            self.counters.inc("engine.emit_write_errors")
+            self.counters.inc("engine.emits_lost", len(batch))
+            log.exception("could not write %d emit-log rows; they are lost", len(batch))
         finally:  # a waiting flush() must never hang on a failed write
             for m in markers:
                 m.set()
         return item is not _STOP
-
-    def _write(self, batch: list[dict[str, Any]]) -> None:
-        if not batch:
-            return
-        with self._lock:
-            try:
-                self.store.insert_emits(batch)
-            except Exception:
-                self.counters.inc("engine.emit_write_errors")
-                self.counters.inc("engine.emits_lost", len(batch))
-                log.exception("could not write %d emit-log rows; they are lost", len(batch))
-                return
-        self.counters.inc("engine.emits_written", len(batch))
 
     def health(self) -> dict[str, object]:
         return _health(self.counters, queue=self._q.qsize(), maxsize=self._q.maxsize) | {
