@@ -145,9 +145,9 @@ class Delivery:
             return stop_block_body(stop_reason(emitted), envelope=envelope)
         return context_body(hook, digest(emitted), envelope=envelope)
 
-    def deliver(self, session_id: str, channel: str, now: int | None = None) -> list[Anomaly]:
+    def deliver(self, session_id: str, channel: str) -> list[Anomaly]:
         """Decide, commit and log the findings one answer on `channel` carries."""
-        now = self.clock.now_ms() if now is None else now
+        now = self.clock.now_ms()
         self._maybe_evict(now)
         if not self.detector.serves(channel):
             return []  # e.g. PostToolUse: none of the six rules delivers there
