@@ -101,10 +101,9 @@ def tool_calls(events: Iterable[HookEvent], tools: frozenset[str]) -> list[ToolC
         if not q.tool_use_id:
             unpaired.setdefault((q.tool_name, tuple(q.tool_files)), []).append(q.ts)
     for p in sorted(posts, key=lambda e: e.ts):
-        if p.tool_use_id:
-            if p.tool_use_id in pre_ids:
-                continue
-        else:
+        if p.tool_use_id in pre_ids:
+            continue
+        if not p.tool_use_id:
             waiting = unpaired.get((p.tool_name, tuple(p.tool_files)))
             i = bisect_right(waiting, p.ts) if waiting else 0
             if waiting and i and p.ts - waiting[i - 1] <= _PAIRING_SLACK_MS:
