@@ -109,8 +109,6 @@ class Detector:
         self._session_project: dict[str, tuple[str, int]] = {}  # session → (project, last used)
         self._last_sweep = 0
 
-    # --- rules ------------------------------------------------------------------------
-
     def set_rules(self, rules: Mapping[str, Rule]) -> None:
         """Replace the rule set (tests register extra rules; replay may pick a subset)."""
         with self._lock:
@@ -120,8 +118,6 @@ class Detector:
     def _rule_failed(self, kind: str, exc: BaseException) -> None:
         self.counters.inc(f"engine.rule_errors.{kind}")
         log.error("rule %s failed; skipped", kind, exc_info=exc)
-
-    # --- detection --------------------------------------------------------------------
 
     def serves(self, channel: str) -> bool:
         """Whether any rule can produce findings for `channel` (else skip detection)."""

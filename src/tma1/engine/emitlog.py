@@ -54,8 +54,6 @@ class EmitLog:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()  # serialises writers (worker vs. inline flush)
 
-    # --- producer side ----------------------------------------------------------------
-
     def record(self, findings: Iterable[Anomaly], *, ts: int) -> None:
         """Queue one row per finding. Never blocks; drops (counted) when the queue is full."""
         for f in findings:
@@ -65,8 +63,6 @@ class EmitLog:
             except queue.Full:
                 self.counters.inc("engine.emits_dropped")
                 log.warning("emit log queue full; dropped %s for session %s", f.kind, f.session_id)
-
-    # --- lifecycle ----------------------------------------------------------------------
 
     @property
     def running(self) -> bool:
@@ -106,8 +102,6 @@ class EmitLog:
     def rows_since(self, ts: int) -> list[dict[str, Any]]:
         """Rows written with `ts` at or after `ts`, ordered by (ts, id)."""
         return self.store.emits_since(ts)
-
-    # --- consumer side ----------------------------------------------------------------
 
     def _run(self) -> None:
         while self._write_batch(self._q.get()):

@@ -144,8 +144,6 @@ class Suppression:
         self._sessions: dict[str, _Session] = {}
         self._version = 0
 
-    # --- reading ----------------------------------------------------------------------
-
     def evaluate(
         self, session_id: str, candidates: Sequence[Anomaly], window: SessionWindow, now: int
     ) -> list[Decision]:
@@ -174,8 +172,6 @@ class Suppression:
         with self._lock:
             sess = self._sessions.get(session_id)
             return sess.keys.get(key) if sess else None
-
-    # --- writing ----------------------------------------------------------------------
 
     def commit(
         self, session_id: str, decisions: Sequence[Decision], now: int, *, limit: int
