@@ -29,7 +29,8 @@ import httpx
 
 from tma1.clock import MINUTE_MS, ManualClock
 from tma1.counters import Counters
-from tma1.engine.detector import Detector, load_default_rules, run_rules
+from tma1.engine.detector import Detector, run_rules
+from tma1.engine.rules import RULES
 from tma1.engine.stored import StoreWindows
 from tma1.engine.window import RuleConfig
 from tma1.events import FileChange, HookEvent, parse_payload
@@ -141,7 +142,7 @@ def timed(fn: Any, wall: list[float], cpu: list[float]) -> Any:
 
 
 def bench_detection(store: Store, now: int, reps: int) -> None:
-    rules = load_default_rules()
+    rules = dict(RULES)
     print(f"\nrules: {', '.join(rules)}")
     config = RuleConfig()
 

@@ -67,7 +67,7 @@ def test_window_holds_the_last_hour_of_events_and_90_minutes_of_project_changes(
     assert too_old.id not in [e.id for e in w.events]
     assert w.project == PROJECT
     assert [c.ts for c in w.changes] == [now - 90 * MINUTE_MS, now - 5]
-    assert w.occupancy == 99_000
+    assert w.usage is not None and w.usage.occupancy == 99_000
     assert w.session_start_ts == first.ts
     assert rule.calls[0][1] == now and rule.calls[0][0] is w
 

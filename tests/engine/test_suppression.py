@@ -101,7 +101,7 @@ def test_context_pressure_is_one_shot() -> None:
     f = finding(Kind.CONTEXT_PRESSURE, last_evidence_ts=NOW)
     assert decide(f, None, None, NOW).emit
     st = KeyState(last_emit_ts=NOW - 2 * SUPPRESSION_WINDOW_MS, first_emitted_at=NOW - 1)
-    d = decide(f, st, None, NOW, one_shot_done=True)
+    d = decide(f, st, None, NOW)
     assert (d.emit, d.reason) == (False, "one_shot")
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from tma1.checks import covers, error_line
 from tma1.clock import MINUTE_MS
@@ -137,36 +137,7 @@ def epoch_start(latest_compaction: int | None, session_start: int | None) -> int
     """When the session's current context epoch began (design §2.17): its newest
     compaction (`Store.latest_compaction_ts`: a compaction hook — `SessionStart` with
     `source: compact` among them — or one the transcript tailer saw), else its start."""
-    if latest_compaction is not None:
-        return latest_compaction
-    return session_start if session_start is not None else 0
-
-
-# --- what the bundle reads -------------------------------------------------------------------
-
-
-class BundleReads(Protocol):
-    """Where the bundle's inputs come from: `Store` live; replay's `MemoryWindows`, which
-    answers the same reads from what the replay fed so far (so a replay tells the bundle
-    the live server told)."""
-
-    def project_shell_results(
-        self, project: str, since_ts: int, until_ts: int
-    ) -> list[HookEvent]: ...
-
-    def project_activity(
-        self, project: str, since_ts: int, until_ts: int
-    ) -> list[tuple[str, int, str, int | None]]: ...
-
-    def session_last_ts(self, session_id: str, before_ts: int) -> int | None: ...
-
-    def latest_compaction_ts(self, session_id: str, until_ts: int | None = None) -> int | None: ...
-
-    def project_changes(
-        self, project: str, since_ts: int, until_ts: int | None = None
-    ) -> list[FileChange]: ...
-
-    def session_project(self, session_id: str, until_ts: int | None = None) -> str | None: ...
+    return latest_compaction if latest_compaction is not None else session_start or 0
 
 
 # --- the bundle -----------------------------------------------------------------------------
@@ -445,7 +416,6 @@ class BundleMemory:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._told: dict[str, dict[str, int]] = {}
-        self._seen: dict[str, int] = {}
 
     def told(self, session_id: str) -> dict[str, int]:
         with self._lock:
@@ -453,10 +423,7 @@ class BundleMemory:
 
     def record(self, session_id: str, keys: Iterable[str], now: int) -> None:
         with self._lock:
-            told = self._told.setdefault(session_id, {})
-            for k in keys:
-                told[k] = now
-            self._seen[session_id] = max(self._seen.get(session_id, 0), now)
+            self._told.setdefault(session_id, {}).update(dict.fromkeys(keys, now))
 
     def recently_told(self, finding: Anomaly, now: int) -> bool:
         """A bundle told this finding in the last `RECENTLY_TOLD_MS`, and nothing newer
@@ -465,22 +432,20 @@ class BundleMemory:
             at = self._told.get(finding.session_id, {}).get(finding_key(finding))
         return at is not None and now - at < RECENTLY_TOLD_MS and finding.last_evidence_ts <= at
 
-    def restore(self, rows: Iterable[Mapping[str, Any]]) -> int:
-        n = 0
+    def restore(self, rows: Iterable[Mapping[str, Any]]) -> None:
         with self._lock:
             for r in rows:
-                if r.get("channel") != SESSION_START:
-                    continue
-                sid, ts = str(r["session_id"]), int(r["ts"])
-                self._told.setdefault(sid, {})[f"finding|{r['stable_key']}"] = ts
-                self._seen[sid] = max(self._seen.get(sid, 0), ts)
-                n += 1
-        return n
+                if r.get("channel") == SESSION_START:
+                    told = self._told.setdefault(str(r["session_id"]), {})
+                    told[f"finding|{r['stable_key']}"] = int(r["ts"])
 
     def evict_idle(self, now: int) -> int:
         with self._lock:
-            idle = [s for s, t in self._seen.items() if now - t >= IDLE_EVICT_MS]
+            idle = [
+                s
+                for s, told in self._told.items()
+                if now - max(told.values(), default=0) >= IDLE_EVICT_MS
+            ]
             for s in idle:
-                self._seen.pop(s, None)
-                self._told.pop(s, None)
+                del self._told[s]
         return len(idle)

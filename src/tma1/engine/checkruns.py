@@ -23,7 +23,6 @@ from tma1.events import SHELL_TOOLS, HookEvent
 class Run:
     event: HookEvent
     check: Check
-    outcome: Outcome
     # Read for every run by every rule: plain fields, not properties.
     ts: int
     lane: str  # the sub-agent's id, "" for the main agent (design §2.16)
@@ -45,14 +44,8 @@ class CheckRuns:
         return id(run.event) in self.closed_ids
 
 
-@lru_cache(maxsize=8192)
-def _covers(wide: Check, narrow: Check) -> bool:
-    return covers(wide, narrow)
-
-
-@lru_cache(maxsize=8192)
-def _check(command: str, workdir: str) -> Check | None:
-    return check_of(command, workdir)
+_covers = lru_cache(maxsize=8192)(covers)
+_check = lru_cache(maxsize=8192)(check_of)
 
 
 def _closed(runs: list[Run]) -> set[int]:
@@ -84,7 +77,6 @@ def run_of(ev: HookEvent, project: str | None) -> Run | None:
     return Run(
         ev,
         check,
-        outcome,
         ev.ts,
         ev.agent_id or "",
         outcome is Outcome.FAIL,
@@ -124,7 +116,5 @@ def stopped_since(window: SessionWindow, now: int, ts: int) -> bool:
 
 def at_stop(window: SessionWindow, now: int) -> bool:
     """The event being answered is a Stop (the window holds it: delivery stores first)."""
-    for e in reversed(window.events):
-        if e.ts <= now:
-            return e.hook_event_name == "Stop"
-    return False
+    last = next((e for e in reversed(window.events) if e.ts <= now), None)
+    return last is not None and last.hook_event_name == "Stop"

@@ -116,8 +116,6 @@ class Delivery:
         self._last_evict = 0
         self.restored_rows = 0
 
-    # --- the hook path ------------------------------------------------------------------
-
     def respond(self, event: HookEvent, *, envelope: str | None = None) -> str:
         """The body for this (already stored) event. Never raises: errors answer ""."""
         try:
@@ -145,9 +143,9 @@ class Delivery:
             return stop_block_body(stop_reason(emitted), envelope=envelope)
         return context_body(hook, digest(emitted), envelope=envelope)
 
-    def deliver(self, session_id: str, channel: str, now: int | None = None) -> list[Anomaly]:
+    def deliver(self, session_id: str, channel: str) -> list[Anomaly]:
         """Decide, commit and log the findings one answer on `channel` carries."""
-        now = self.clock.now_ms() if now is None else now
+        now = self.clock.now_ms()
         self._maybe_evict(now)
         if not self.detector.serves(channel):
             return []  # e.g. PostToolUse: none of the six rules delivers there
@@ -176,8 +174,6 @@ class Delivery:
             self.counters.inc(f"engine.delivered.{channel}", len(emitted))
             self.emitlog.record(emitted, ts=now)
         return emitted
-
-    # --- the session bundle (SessionStart) -----------------------------------------------
 
     def session_start(self, event: HookEvent, *, envelope: str | None = None) -> str:
         """Answer a SessionStart with the bundle, commit what it told, emit its findings."""
@@ -290,8 +286,6 @@ class Delivery:
             "findings": [_finding_json(f) for f in b.findings],
         }
 
-    # --- read-only ----------------------------------------------------------------------
-
     def preview(self, session_id: str) -> dict[str, Any]:
         """What the next delivery on each channel would say. Changes no suppression state
         and writes no emit-log row (dashboards, MCP and the CLI call this).
@@ -336,15 +330,11 @@ class Delivery:
             findings.append(out)
         return {"session_id": session_id, "now": now, "findings": findings}
 
-    # --- cache invalidation -------------------------------------------------------------
-
     def invalidate(self, session_id: str) -> None:
         self.detector.invalidate(session_id)
 
     def invalidate_project(self, project: str) -> None:
         self.detector.invalidate_project(project)
-
-    # --- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> None:
         """Rebuild suppression from the emit log (last 24 h), then start the writer."""

@@ -30,11 +30,6 @@ _SWEEP_EVERY_MS = 60_000
 _IDLE_MS = 24 * 3600_000
 
 
-def load_default_rules() -> dict[str, Rule]:
-    """The rules of `tma1.engine.rules`."""
-    return dict(RULES)
-
-
 @dataclass(frozen=True, slots=True)
 class Detection:
     window: SessionWindow
@@ -44,17 +39,13 @@ class Detection:
     by_kind: Mapping[str, tuple[Anomaly, ...]] = field(default_factory=dict)
 
 
-# The channels each rule can deliver on (its `RuleSpec`). A delivery on one channel only
-# needs the rules that can produce findings for it: a Stop runs two rules, a PostToolUse
-# none of the six. A rule without a spec (one a test or a plugin registers) runs for
-# every channel. The candidate cache is per rule, so the preview (all rules) and later
-# deliveries reuse whatever already ran on the same window.
-RULE_CHANNELS: dict[str, frozenset[str]] = {kind: spec.channels for kind, spec in SPECS.items()}
-
-
 def rule_serves(kind: str, channel: str | None) -> bool:
-    declared = RULE_CHANNELS.get(kind)
-    return channel is None or declared is None or channel in declared
+    """A delivery on one channel only needs the rules whose `RuleSpec` declares it: a Stop
+    runs two rules, a PostToolUse none of the six. A rule without a spec (one a test or a
+    plugin registers) runs for every channel. The candidate cache is per rule, so the
+    preview (all rules) and later deliveries reuse whatever already ran on the same window."""
+    spec = SPECS.get(kind)
+    return channel is None or spec is None or channel in spec.channels
 
 
 def run_rule(
@@ -118,8 +109,6 @@ class Detector:
         self._session_project: dict[str, tuple[str, int]] = {}  # session → (project, last used)
         self._last_sweep = 0
 
-    # --- rules ------------------------------------------------------------------------
-
     def set_rules(self, rules: Mapping[str, Rule]) -> None:
         """Replace the rule set (tests register extra rules; replay may pick a subset)."""
         with self._lock:
@@ -129,8 +118,6 @@ class Detector:
     def _rule_failed(self, kind: str, exc: BaseException) -> None:
         self.counters.inc(f"engine.rule_errors.{kind}")
         log.error("rule %s failed; skipped", kind, exc_info=exc)
-
-    # --- detection --------------------------------------------------------------------
 
     def serves(self, channel: str) -> bool:
         """Whether any rule can produce findings for `channel` (else skip detection)."""

@@ -79,7 +79,7 @@ def _numbered(findings: Sequence[Anomaly], header: str, limit: int) -> str:
     return body[: limit - 1] if len(body) >= limit else body
 
 
-def digest(findings: Sequence[Anomaly], *, max_chars: int = DIGEST_MAX_CHARS) -> str:
+def digest(findings: Sequence[Anomaly]) -> str:
     """The `<tma1-context>` block, or "" when there is nothing to say."""
     findings = list(findings)[:DIGEST_MAX_FINDINGS]
     if not findings:
@@ -87,17 +87,17 @@ def digest(findings: Sequence[Anomaly], *, max_chars: int = DIGEST_MAX_CHARS) ->
     noun = "finding" if len(findings) == 1 else "findings"
     header = f"{OPEN_TAG}\ntma1 watched this session and has {len(findings)} {noun} for you:"
     footer = "\n" + CLOSE_TAG
-    return _numbered(findings, header, max_chars - len(footer)) + footer
+    return _numbered(findings, header, DIGEST_MAX_CHARS - len(footer)) + footer
 
 
-def stop_reason(findings: Sequence[Anomaly], *, max_chars: int = STOP_MAX_CHARS) -> str:
+def stop_reason(findings: Sequence[Anomaly]) -> str:
     findings = list(findings)[:STOP_MAX_FINDINGS]
     if not findings:
         return ""
     header = "tma1: do not stop yet, this is unresolved:"
     if len(findings) > 1:
         header = f"tma1: do not stop yet, {len(findings)} problems are unresolved:"
-    return _numbered(findings, header, max_chars)
+    return _numbered(findings, header, STOP_MAX_CHARS)
 
 
 def stop_block_body(reason: str, *, envelope: str | None = None) -> str:
@@ -117,14 +117,11 @@ def stop_block_reason(body: str) -> str | None:
         data = json.loads(body) if body else None
     except ValueError:
         return None
-    if not isinstance(data, dict):
-        return None
-    if data.get("decision") == "block" and isinstance(data.get("reason"), str):
-        return str(data["reason"])
-    out = data.get("hookSpecificOutput")
-    if isinstance(out, dict) and out.get("hookEventName") == "Stop":
-        ctx = out.get("additionalContext")
-        return ctx if isinstance(ctx, str) else None
+    match data:
+        case {"decision": "block", "reason": str(reason)}:
+            return reason
+        case {"hookSpecificOutput": {"hookEventName": "Stop", "additionalContext": str(ctx)}}:
+            return ctx
     return None
 
 

@@ -26,7 +26,6 @@ log = logging.getLogger("tma1.engine.emitlog")
 
 QUEUE_MAX = 10_000
 BATCH_MAX = 500
-_IDLE_WAIT_S = 0.5
 
 
 def emit_row(finding: Anomaly, *, ts: int) -> dict[str, Any]:
@@ -55,8 +54,6 @@ class EmitLog:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()  # serialises writers (worker vs. inline flush)
 
-    # --- producer side ----------------------------------------------------------------
-
     def record(self, findings: Iterable[Anomaly], *, ts: int) -> None:
         """Queue one row per finding. Never blocks; drops (counted) when the queue is full."""
         for f in findings:
@@ -66,8 +63,6 @@ class EmitLog:
             except queue.Full:
                 self.counters.inc("engine.emits_dropped")
                 log.warning("emit log queue full; dropped %s for session %s", f.kind, f.session_id)
-
-    # --- lifecycle ----------------------------------------------------------------------
 
     @property
     def running(self) -> bool:
@@ -108,16 +103,9 @@ class EmitLog:
         """Rows written with `ts` at or after `ts`, ordered by (ts, id)."""
         return self.store.emits_since(ts)
 
-    # --- consumer side ----------------------------------------------------------------
-
     def _run(self) -> None:
-        while True:
-            try:
-                item = self._q.get(timeout=_IDLE_WAIT_S)
-            except queue.Empty:
-                continue
-            if not self._write_batch(item):
-                return
+        while self._write_batch(self._q.get()):
+            pass
 
     def _drain_inline(self) -> None:
         while True:
@@ -144,24 +132,18 @@ class EmitLog:
             except queue.Empty:
                 break
         try:
-            self._write(batch)
+            if batch:
+                with self._lock:
+                    self.store.insert_emits(batch)
+                self.counters.inc("engine.emits_written", len(batch))
+        except Exception:
+            self.counters.inc("engine.emit_write_errors")
+            self.counters.inc("engine.emits_lost", len(batch))
+            log.exception("could not write %d emit-log rows; they are lost", len(batch))
         finally:  # a waiting flush() must never hang on a failed write
             for m in markers:
                 m.set()
         return item is not _STOP
-
-    def _write(self, batch: list[dict[str, Any]]) -> None:
-        if not batch:
-            return
-        with self._lock:
-            try:
-                self.store.insert_emits(batch)
-            except Exception:
-                self.counters.inc("engine.emit_write_errors")
-                self.counters.inc("engine.emits_lost", len(batch))
-                log.exception("could not write %d emit-log rows; they are lost", len(batch))
-                return
-        self.counters.inc("engine.emits_written", len(batch))
 
     def health(self) -> dict[str, object]:
         return _health(self.counters, queue=self._q.qsize(), maxsize=self._q.maxsize) | {

@@ -101,15 +101,13 @@ def remove_mute(path: Path, kind: str, project: str | None) -> Mute | None:
 class Mutes:
     """The daemon's view of `mutes.json`, re-read when the file changes."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
         self._stamp: tuple[int, int, int] | None = None
         self._mutes: list[Mute] = []
 
     def current(self) -> list[Mute]:
-        if self.path is None:
-            return []
         try:
             st = os.stat(self.path)
             stamp: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)

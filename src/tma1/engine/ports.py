@@ -14,11 +14,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from tma1.engine.anomaly import Anomaly
-from tma1.engine.bundle import BundleReads
 from tma1.engine.window import SessionWindow
-from tma1.events import HookEvent
-
-__all__ = ["BundleReads", "EmitSink", "EventSink", "WindowSource"]
+from tma1.events import FileChange, HookEvent
 
 
 class WindowSource(Protocol):
@@ -28,6 +25,30 @@ class WindowSource(Protocol):
     def window(self, session_id: str, now: int) -> SessionWindow: ...
 
     def health(self) -> dict[str, object]: ...
+
+
+class BundleReads(Protocol):
+    """Where the session bundle's inputs come from: `Store` live; replay's `MemoryWindows`,
+    which answers the same reads from what the replay fed so far (so a replay tells the
+    bundle the live server told)."""
+
+    def project_shell_results(
+        self, project: str, since_ts: int, until_ts: int
+    ) -> list[HookEvent]: ...
+
+    def project_activity(
+        self, project: str, since_ts: int, until_ts: int
+    ) -> list[tuple[str, int, str, int | None]]: ...
+
+    def session_last_ts(self, session_id: str, before_ts: int) -> int | None: ...
+
+    def latest_compaction_ts(self, session_id: str, until_ts: int | None = None) -> int | None: ...
+
+    def project_changes(
+        self, project: str, since_ts: int, until_ts: int | None = None
+    ) -> list[FileChange]: ...
+
+    def session_project(self, session_id: str, until_ts: int | None = None) -> str | None: ...
 
 
 class EmitSink(Protocol):

@@ -81,8 +81,7 @@ class StoreWindows:
         occupancy is past its threshold, the start of the context epoch."""
         events = self._events(session_id, now)
         project = next((e.project for e in reversed(events) if e.project), None)
-        if project is None:
-            project = self.store.session_project(session_id, now)
+        project = project or self.store.session_project(session_id, now)
         changes = (
             self.store.project_changes(project, now - CHANGES_WINDOW_MS, now) if project else []
         )

@@ -45,12 +45,6 @@ ONE_SHOT_KINDS = frozenset(k for k, spec in SPECS.items() if spec.one_shot)
 NOVEL_EVIDENCE_KINDS = frozenset(k for k, spec in SPECS.items() if spec.novel_evidence)
 
 
-def resolved_at(finding: Anomaly, window: SessionWindow, since_ts: int) -> int | None:
-    """The latest resolving event after `since_ts`, or None (unknown kinds never resolve)."""
-    spec = SPECS.get(finding.kind)
-    return spec.resolution(finding, window, since_ts) if spec else None
-
-
 @dataclass(frozen=True, slots=True)
 class KeyState:
     last_emit_ts: int | None = None  # None after a resolution reset
@@ -71,14 +65,10 @@ class Decision:
 
 
 def decide(
-    finding: Anomaly,
-    state: KeyState | None,
-    resolution_ts: int | None,
-    now: int,
-    *,
-    one_shot_done: bool = False,
+    finding: Anomaly, state: KeyState | None, resolution_ts: int | None, now: int
 ) -> Decision:
-    """The pure decision step for one candidate."""
+    """The pure decision step for one candidate. A one-shot kind is never resolved, so any
+    state of its key means it was told."""
     version = state.version if state else 0
 
     def out(emit: bool, reason: str, first: int | None, outstanding: int | None) -> Decision:
@@ -91,9 +81,8 @@ def decide(
             version=version,
         )
 
-    if finding.kind in ONE_SHOT_KINDS and one_shot_done:
-        first = state.first_emitted_at if state else None
-        return out(False, "one_shot", first, first)
+    if finding.kind in ONE_SHOT_KINDS and state is not None:
+        return out(False, "one_shot", state.first_emitted_at, state.first_emitted_at)
     if state is None or state.last_emit_ts is None:
         if (
             state is not None
@@ -141,17 +130,9 @@ def _siblings(finding: Anomaly) -> list[str]:
     ]
 
 
-def _told_as_sibling(finding: Anomaly, states: Mapping[str, KeyState]) -> bool:
-    """A sibling (`_siblings`) was delivered after the finding's newest evidence: the agent
-    was told this already (issue 15, pattern 7)."""
-    told = (states[k].last_emit_ts for k in _siblings(finding) if k in states)
-    return any(t is not None and t >= finding.last_evidence_ts for t in told)
-
-
 @dataclass(slots=True)
 class _Session:
     keys: dict[str, KeyState] = field(default_factory=dict)
-    one_shot: set[str] = field(default_factory=set)  # stable keys of one-shot kinds told
     last_seen: int = 0
 
 
@@ -163,31 +144,26 @@ class Suppression:
         self._sessions: dict[str, _Session] = {}
         self._version = 0
 
-    # --- reading ----------------------------------------------------------------------
-
-    def _snapshot(
-        self, session_id: str, keys: Iterable[str]
-    ) -> tuple[dict[str, KeyState], set[str]]:
-        with self._lock:
-            sess = self._sessions.get(session_id)
-            if sess is None:
-                return {}, set()
-            return {k: sess.keys[k] for k in keys if k in sess.keys}, set(sess.one_shot)
-
     def evaluate(
         self, session_id: str, candidates: Sequence[Anomaly], window: SessionWindow, now: int
     ) -> list[Decision]:
         """Decide every candidate without changing anything (the preview is this call)."""
         keys = {c.stable_key for c in candidates} | {k for c in candidates for k in _siblings(c)}
-        states, one_shot = self._snapshot(session_id, keys)
+        with self._lock:
+            sess = self._sessions.get(session_id)
+            states = {k: sess.keys[k] for k in keys if k in sess.keys} if sess else {}
         decisions = []
         for cand in candidates:
             st = states.get(cand.stable_key)
+            spec = SPECS.get(cand.kind)  # a kind without a spec never resolves
             res = None
-            if st is not None and st.last_emit_ts is not None:
-                res = resolved_at(cand, window, st.last_emit_ts)
-            d = decide(cand, st, res, now, one_shot_done=cand.stable_key in one_shot)
-            if d.emit and _told_as_sibling(cand, states):
+            if st is not None and st.last_emit_ts is not None and spec is not None:
+                res = spec.resolution(cand, window, st.last_emit_ts)
+            d = decide(cand, st, res, now)
+            # A sibling delivered after the newest evidence told the agent this already
+            # (issue 15, pattern 7).
+            told = (states[k].last_emit_ts for k in _siblings(cand) if k in states)
+            if d.emit and any(t is not None and t >= cand.last_evidence_ts for t in told):
                 d = replace(d, emit=False, reason="told")
             decisions.append(d)
         return decisions
@@ -196,8 +172,6 @@ class Suppression:
         with self._lock:
             sess = self._sessions.get(session_id)
             return sess.keys.get(key) if sess else None
-
-    # --- writing ----------------------------------------------------------------------
 
     def commit(
         self, session_id: str, decisions: Sequence[Decision], now: int, *, limit: int
@@ -217,21 +191,13 @@ class Suppression:
                 if (current.version if current else 0) != d.version:
                     # Another delivery changed this key since `evaluate`: its resolution
                     # result is stale, so decide again on the new state without it.
-                    d = decide(
-                        d.finding,
-                        current,
-                        None,
-                        now,
-                        one_shot_done=key in sess.one_shot,
-                    )
+                    d = decide(d.finding, current, None, now)
                 if d.emit and len(emitted) < limit:
                     self._version += 1
                     first = d.finding.first_emitted_at or now
                     sess.keys[key] = KeyState(
                         last_emit_ts=now, first_emitted_at=first, version=self._version
                     )
-                    if d.finding.kind in ONE_SHOT_KINDS:
-                        sess.one_shot.add(key)
                     emitted.append(d.finding)
                 elif d.reason == "resolved" and d.resolution_ts is not None and current:
                     self._version += 1
@@ -250,8 +216,6 @@ class Suppression:
                     first_emitted_at=int(r["first_emitted_at"]),
                     version=self._version,
                 )
-                if r["kind"] in ONE_SHOT_KINDS:
-                    sess.one_shot.add(str(r["stable_key"]))
                 sess.last_seen = max(sess.last_seen, int(r["ts"]))
                 n += 1
         return n

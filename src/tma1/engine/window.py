@@ -31,10 +31,6 @@ class SessionWindow:
     # check runs): computed once per detection, never compared or shown.
     memo: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
 
-    @property
-    def occupancy(self) -> int | None:
-        return self.usage.occupancy if self.usage else None
-
 
 @dataclass(frozen=True, slots=True)
 class RuleConfig:

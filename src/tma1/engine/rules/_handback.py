@@ -33,7 +33,6 @@ from functools import lru_cache
 
 from tma1.checks import Check, check_of
 from tma1.engine.window import SessionWindow
-from tma1.events import HookEvent
 
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 _CLAUSES = re.compile(
@@ -209,18 +208,15 @@ def hands_back(message: str | None, terms: frozenset[str]) -> bool:
     return False
 
 
-def stop_message(event: HookEvent) -> str | None:
-    """The final message a Stop hook carries, when the agent sent one."""
-    message = event.metadata.get("last_assistant_message")
-    return message if isinstance(message, str) and message.strip() else None
-
-
 def handed_back(window: SessionWindow, now: int, since: int, terms: frozenset[str]) -> bool:
     """A Stop after `since` (at or before `now`) handed the check named by `terms` back
     to the user: it is known, and neither a block nor a reminder is news."""
     for e in reversed(window.events):
         if e.ts < since:
             break
-        if e.ts <= now and e.hook_event_name == "Stop" and hands_back(stop_message(e), terms):
+        if e.ts > now or e.hook_event_name != "Stop":
+            continue
+        message = e.metadata.get("last_assistant_message")  # the agent's final message
+        if isinstance(message, str) and hands_back(message, terms):
             return True
     return False

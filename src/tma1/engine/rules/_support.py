@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from tma1.checks import files_read_by
 from tma1.clock import MINUTE_MS
-from tma1.events import READ_TOOLS, WRITE_TOOLS, FileChange, HookEvent, absolutize
+from tma1.events import READ_TOOLS, WRITE_TOOLS, HookEvent, absolutize
 
 # The seed's per-rule lookback. A constant, never a setting (seed: "change them in code").
 RULE_WINDOW_MS = 30 * MINUTE_MS
@@ -101,10 +101,9 @@ def tool_calls(events: Iterable[HookEvent], tools: frozenset[str]) -> list[ToolC
         if not q.tool_use_id:
             unpaired.setdefault((q.tool_name, tuple(q.tool_files)), []).append(q.ts)
     for p in sorted(posts, key=lambda e: e.ts):
-        if p.tool_use_id:
-            if p.tool_use_id in pre_ids:
-                continue
-        else:
+        if p.tool_use_id in pre_ids:
+            continue
+        if not p.tool_use_id:
             waiting = unpaired.get((p.tool_name, tuple(p.tool_files)))
             i = bisect_right(waiting, p.ts) if waiting else 0
             if waiting and i and p.ts - waiting[i - 1] <= _PAIRING_SLACK_MS:
@@ -204,10 +203,6 @@ def mentions_path(text: str | None, path: str) -> bool:
         return False
     full = "/" + path.replace("\\", "/").lstrip("/")
     return any(not pre or full.endswith(f"/{pre}/{name}") for pre in prefixes)
-
-
-def who_wrote(change: FileChange) -> str:
-    return "another agent session" if change.writer_session else "something outside any agent"
 
 
 # --- text ------------------------------------------------------------------------------

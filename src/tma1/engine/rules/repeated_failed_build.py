@@ -80,17 +80,15 @@ def telling_line(fails: list[HookEvent]) -> str | None:
     return next(ln for ln in reversed(lines) if ln and counts[ln] == best)
 
 
-def _piped(command: str | None) -> bool:
-    return bool(command) and any(op in ("|", "|&") for _, op in split_shell(command or ""))
-
-
 def _masked_note(fails: list[HookEvent]) -> str:
     """What the masked failures among `fails` were, saying only what happened: a pipe
     that exited 0 only when the command has one (design §2.18)."""
     masked = [f for f in fails if f.failure_kind == "masked"]
     if not masked:
         return ""
-    piped = sum(1 for f in masked if _piped(f.tool_command))
+    piped = sum(
+        1 for f in masked if any(op in ("|", "|&") for _, op in split_shell(f.tool_command or ""))
+    )
     unpiped = len(masked) - piped
     parts = []
     if piped:

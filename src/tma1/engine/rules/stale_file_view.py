@@ -21,7 +21,6 @@ from tma1.engine.rules._support import (
     reads,
     shell_reads,
     visible,
-    who_wrote,
 )
 from tma1.engine.spec import RuleSpec
 from tma1.engine.window import RuleConfig, SessionWindow
@@ -110,8 +109,9 @@ def _finding(window: SessionWindow, path: str, stale: Sequence[StaleEdit]) -> An
         if len(stale) == 1
         else f"{len(stale)} of your edits (latest {clock_time(newest_edit)})"
     )
+    who = "another agent session" if latest.change.writer_session else "something outside any agent"
     evidence = (
-        f"{shown} was changed on disk by {who_wrote(latest.change)} at "
+        f"{shown} was changed on disk by {who} at "
         f"{clock_time(latest.change.ts)}, after your last Read of it at "
         f"{clock_time(latest.last_read_ts)}; {edits_said} did not re-read it first."
     )
