@@ -23,11 +23,11 @@ live tailer's own parser (`sensors.transcripts.parse_codex_usage_lines`).
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
 from tma1.clock import epoch_ms
+from tma1.events import shell_script
 from tma1.replay.formats import CODEX_ROLLOUT, Records
 from tma1.replay.model import USAGE, Converted, ReplayItem, hook_item, obj
 from tma1.sensors.transcripts import CodexState, parse_codex_usage_lines
@@ -36,21 +36,6 @@ LEGACY_SPACING_MS = 5_000
 SHELL_NAMES = frozenset({"shell", "container.exec", "local_shell", "exec_command", "shell_command"})
 NO_HOOK_TOOLS = frozenset({"update_plan"})
 _PREAMBLES = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions")
-
-
-def shell_script(command: Any) -> str | None:
-    """argv → the script a human would read (`bash -lc "<script>"` → `<script>`)."""
-    if isinstance(command, str):
-        return command
-    if isinstance(command, list) and command and all(isinstance(c, str) for c in command):
-        if (
-            len(command) >= 3
-            and command[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh")
-            and command[1] in ("-c", "-lc")
-        ):
-            return command[2]
-        return shlex.join(command)
-    return None
 
 
 def tool_call(name: str, args: Any, cwd: str | None) -> tuple[str, dict[str, Any], str | None]:
