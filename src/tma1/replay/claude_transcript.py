@@ -212,8 +212,7 @@ class _Session:
     last_uuid: str = ""
     last_text: str | None = None  # the turn's last assistant text: the Stop's message
     api_error: str | None = None  # the turn's last message is an API error (rate limit…)
-    calls: dict[str, _Call] = field(default_factory=dict)
-    order: list[str] = field(default_factory=list)
+    calls: dict[str, _Call] = field(default_factory=dict)  # in the order first used
     seen_messages: set[str] = field(default_factory=set)
     # Lanes: sidechain entry uuid → its agent; agent → type; Task prompt → subagent_type.
     lane_of: dict[str, str] = field(default_factory=dict)
@@ -437,8 +436,6 @@ def convert(records: Records) -> Converted:
                 if not isinstance(tid, str) or not isinstance(name, str):
                     out.problem(line, "tool_use without id or name")
                     continue
-                if tid not in s.calls:
-                    s.order.append(tid)
                 tool_input = block.get("input")
                 s.calls[tid] = _Call(
                     tid, name, tool_input, ts, seq + 2 + i, origin, s.cwd,
@@ -491,8 +488,8 @@ def convert(records: Records) -> Converted:
 
     for s in sessions.values():
         close_turn(s)
-        for tid in s.order:
-            _emit_call(out, s, s.calls[tid], hook)
+        for call in s.calls.values():
+            _emit_call(out, s, call, hook)
     return out
 
 
