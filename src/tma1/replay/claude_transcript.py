@@ -361,8 +361,7 @@ def retime_copies(
 
 
 def convert(records: Records) -> Converted:
-    out = Converted(path=records.path, format=CLAUDE_TRANSCRIPT, records=len(records.records))
-    out.problems.extend(records.problems)
+    out = Converted.of(records, CLAUDE_TRANSCRIPT)
     sessions: dict[str, _Session] = {}
     path = records.path
 

@@ -237,8 +237,7 @@ def _is_preamble(text: str) -> bool:
 
 
 def convert(records: Records) -> Converted:
-    out = Converted(path=records.path, format=CODEX_ROLLOUT, records=len(records.records))
-    out.problems.extend(records.problems)
+    out = Converted.of(records, CODEX_ROLLOUT)
     current = any(
         isinstance(r, dict) and "payload" in r and "timestamp" in r for _, r in records.records
     )

@@ -128,8 +128,7 @@ def load(paths: Iterable[str | Path]) -> tuple[list[Converted], list[Problem]]:
             converted.append(None)
             continue
         if fmt is None:
-            out = Converted(path=str(f), format="unknown", records=len(records.records))
-            out.problems.extend(records.problems)
+            out = Converted.of(records, "unknown")
             if records.records or not records.problems:
                 out.problem(
                     0,

@@ -37,8 +37,7 @@ def _opt_str(value: Any) -> str | None:
 
 
 def convert(records: Records) -> Converted:
-    out = Converted(path=records.path, format=EVENTLOG, records=len(records.records))
-    out.problems.extend(records.problems)
+    out = Converted.of(records, EVENTLOG)
     for line, rec in records.records:
         origin = f"{records.path}:{line}"
         if not isinstance(rec, dict):

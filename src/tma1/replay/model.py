@@ -9,9 +9,12 @@ the live code path with a virtual clock.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tma1.events import FileChange, Usage
+
+if TYPE_CHECKING:
+    from tma1.replay.formats import Records
 
 HOOK = "hook"
 
@@ -62,6 +65,26 @@ def hook_item(
     )
 
 
+def numbered_hook(
+    out: Converted,
+    source: str,
+    sid: str,
+    cwd: str | None,
+    ts: int | None,
+    line: int,
+    payload: dict[str, Any],
+) -> None:
+    """A hook payload keyed by its place among `out`'s items (Gemini and Copilot record no
+    id to key it by); one without a time is a problem."""
+    if ts is None:
+        out.problem(line, "no timestamp; event skipped")
+        return
+    seq = len(out.items) + 1
+    body = {"session_id": sid, **({"cwd": cwd} if cwd else {}), **payload}
+    origin, key = f"{out.path}:{line}", f"{source}:{sid}:{seq}"
+    out.items.append(hook_item(ts, sid, body, origin, seq, key, source))
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     """An unreadable or unusable part of an input: reported, skipped, never fatal."""
@@ -96,6 +119,11 @@ class Converted:
     # Set when the input has no timestamps and we made a timeline up; says how.
     synthetic_time: str | None = None
     records: int = 0  # records read from the file (lines or array elements)
+
+    @classmethod
+    def of(cls, records: Records, fmt: str) -> Converted:
+        """Nothing converted yet from `records`; the reader's problems come first."""
+        return cls(records.path, fmt, problems=list(records.problems), records=len(records.records))
 
     def problem(self, line: int, message: str) -> None:
         self.problems.append(Problem(self.path, line, message))
