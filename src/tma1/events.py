@@ -354,12 +354,9 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
         raise PayloadError("bad_field_type", "duration_ms must be a number")
 
     tool_name = payload.get("tool_name")
+    # None, an object or (checked above) a string: a bare command.
     tool_input: dict[str, Any] = (
-        tool_input_raw
-        if isinstance(tool_input_raw, dict)
-        else {"command": tool_input_raw}
-        if isinstance(tool_input_raw, str)
-        else {}
+        {"command": tool_input_raw} if isinstance(tool_input_raw, str) else tool_input_raw or {}
     )
     cwd = payload.get("cwd")
     ev = HookEvent(
