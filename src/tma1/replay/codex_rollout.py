@@ -29,7 +29,7 @@ from typing import Any
 from tma1.clock import epoch_ms
 from tma1.events import shell_script
 from tma1.replay.formats import CODEX_ROLLOUT, Records
-from tma1.replay.model import USAGE, Converted, ReplayItem, hook_item, obj
+from tma1.replay.model import USAGE, Converted, ReplayItem, SessionHooks, obj
 from tma1.sensors.transcripts import CodexState, parse_codex_usage_lines
 
 LEGACY_SPACING_MS = 5_000
@@ -85,37 +85,17 @@ def tool_response(output: Any) -> str:
 
 
 @dataclass(slots=True)
-class _Rollout:
+class _Rollout(SessionHooks):
     """One rollout's session, turn and calls, and the hooks Codex would have fired."""
 
-    out: Converted
-    sid: str = ""
-    cwd: str | None = None
-    model: str | None = None
+    agent = "codex"
+    source = "codex"
     turn_open: bool = False
     turn_aborted: bool = False
     turn_stopped: bool = False
     last: tuple[int, int, str] = (0, 0, "")
     calls: dict[str, tuple[dict[str, Any], int]] = field(default_factory=dict)  # (Pre, ts)
     usage_state: CodexState = field(default_factory=CodexState)
-    started: bool = False
-    last_text: str | None = None  # the turn's last agent message: the Stop's message
-
-    def hook(self, ts: int, seq: int, origin: str, payload: dict[str, Any], key: str) -> None:
-        body: dict[str, Any] = {"session_id": self.sid, **payload}
-        if self.cwd and "cwd" not in body:
-            body["cwd"] = self.cwd
-        if self.model:
-            body.setdefault("model", self.model)
-        key = f"codex:{self.sid}:{payload['hook_event_name']}:{key}"
-        self.out.items.append(hook_item(ts, self.sid, body, origin, seq, key, "codex"))
-
-    def start(self, ts: int, seq: int, origin: str) -> None:
-        if not self.started:
-            self.started = True
-            self.hook(
-                ts, seq - 50, origin, {"hook_event_name": "SessionStart", "source": "startup"}, ""
-            )
 
     def prompt(self, ts: int, seq: int, origin: str, text: str) -> None:
         self.close_turn()
@@ -132,10 +112,7 @@ class _Rollout:
     def close_turn(self) -> None:
         if self.turn_open and not self.turn_aborted and not self.turn_stopped:
             ts, seq, origin = self.last
-            stop: dict[str, Any] = {"hook_event_name": "Stop", "stop_hook_active": False}
-            if self.last_text:
-                stop["last_assistant_message"] = self.last_text
-            self.hook(ts, seq + 99, origin, stop, str(seq))
+            self.stop(ts, seq, origin, str(seq))
         self.turn_open = False
         self.turn_stopped = True
         self.last_text = None

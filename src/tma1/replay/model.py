@@ -9,7 +9,7 @@ the live code path with a virtual clock.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tma1.events import FileChange, Usage
 
@@ -63,6 +63,45 @@ def hook_item(
     return ReplayItem(
         ts, HOOK, session_id, payload, source, source, origin=origin, seq=seq, key=key
     )
+
+
+@dataclass(slots=True)
+class SessionHooks:
+    """The hooks one recorded session would have fired, into `out`: each payload gets the
+    session, its cwd and model unless it names its own, and a key that says which agent,
+    session, event and `key` it is (the same recorded thing read twice is one item)."""
+
+    agent: ClassVar[str]  # the key's namespace
+    source: ClassVar[str | None] = None  # ?source= of the live request
+    out: Converted
+    sid: str = ""
+    cwd: str | None = None
+    model: str | None = None
+    started: bool = False
+    last_text: str | None = None  # the turn's last assistant message: the Stop's message
+
+    def hook(self, ts: int, seq: int, origin: str, payload: dict[str, Any], key: str) -> None:
+        body: dict[str, Any] = {"session_id": self.sid, **payload}
+        if self.cwd and "cwd" not in body:
+            body["cwd"] = self.cwd
+        if self.model:
+            body.setdefault("model", self.model)
+        key = f"{self.agent}:{self.sid}:{payload['hook_event_name']}:{key}"
+        self.out.items.append(hook_item(ts, self.sid, body, origin, seq, key, self.source))
+
+    def start(self, ts: int, seq: int, origin: str) -> None:
+        """SessionStart, once, just before the session's first record."""
+        if not self.started:
+            self.started = True
+            start = {"hook_event_name": "SessionStart", "source": "startup"}
+            self.hook(ts, seq - 50, origin, start, "")
+
+    def stop(self, ts: int, seq: int, origin: str, key: str) -> None:
+        """Stop, just after the turn's last record, carrying its last assistant message."""
+        stop: dict[str, Any] = {"hook_event_name": "Stop", "stop_hook_active": False}
+        if self.last_text:
+            stop["last_assistant_message"] = self.last_text
+        self.hook(ts, seq + 99, origin, stop, key)
 
 
 def numbered_hook(
