@@ -246,9 +246,7 @@ def _convert_current(records: Records, out: Converted) -> None:
             continue
         rtype, ptype = rec.get("type"), p.get("type")
         if rtype == "session_meta":
-            meta = p.get("meta")
-            if not isinstance(meta, dict):
-                meta = p
+            meta = p["meta"] if isinstance(p.get("meta"), dict) else p
             if isinstance(meta.get("id"), str):
                 ro.sid = meta["id"]
             if isinstance(meta.get("cwd"), str):
