@@ -45,7 +45,7 @@ from typing import Any
 from tma1.clock import epoch_ms
 from tma1.events import Usage
 from tma1.replay.formats import CLAUDE_TRANSCRIPT, Records
-from tma1.replay.model import USAGE, Converted, Note, ReplayItem, SessionHooks, obj
+from tma1.replay.model import Converted, Note, SessionHooks, obj
 from tma1.sensors.transcripts import parse_claude_usage_lines
 
 # Built-in commands that run locally: no UserPromptSubmit, nothing reaches the model.
@@ -362,10 +362,6 @@ def convert(records: Records) -> Converted:
     sessions: dict[str, _Session] = {}
     path = records.path
 
-    def usage(u: Usage, ts: int, seq: int, origin: str, key: str) -> None:
-        item = ReplayItem(ts, USAGE, u.session_id, usage=u, origin=origin, seq=seq, key=key)
-        out.items.append(item)
-
     def close_turn(s: _Session) -> None:
         # A turn that ended on an API error (a rate limit) ends with StopFailure in a
         # current Claude Code, not Stop: a hook tma1 does not install, and no answer could
@@ -397,7 +393,7 @@ def convert(records: Records) -> Converted:
 
         if etype == "system":
             for u in entry_usages(e, ts, sid, s.seen_messages):  # compact_boundary
-                usage(u, ts, seq, origin, f"claude-compaction:{sid}:{u.message_id}")
+                s.usage(u, ts, seq, origin, f"claude-compaction:{sid}:{u.message_id}")
             continue
 
         if etype == "assistant":
@@ -406,7 +402,7 @@ def convert(records: Records) -> Converted:
                 s.last = (ts, seq)
                 s.last_uuid = str(e.get("uuid") or line)
                 for u in entry_usages(e, ts, sid, s.seen_messages):
-                    usage(u, ts, seq + 1, origin, f"claude-usage:{sid}:{u.message_id}")
+                    s.usage(u, ts, seq + 1, origin, f"claude-usage:{sid}:{u.message_id}")
                 if said := _assistant_text(content):
                     s.last_text = said
                 error = e.get("error") if isinstance(e.get("error"), str) else "unknown"
@@ -433,7 +429,7 @@ def convert(records: Records) -> Converted:
         if e.get("isCompactSummary"):
             if not side:
                 compaction = Usage(ts=ts, session_id=sid, occupancy=0, kind="compaction")
-                usage(compaction, ts, seq, origin, f"claude-compaction:{sid}:{ts}")
+                s.usage(compaction, ts, seq, origin, f"claude-compaction:{sid}:{ts}")
             continue
         prompt = _prompt_text(content)
         if prompt is not None:

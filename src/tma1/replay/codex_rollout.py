@@ -29,7 +29,7 @@ from typing import Any
 from tma1.clock import epoch_ms
 from tma1.events import shell_script
 from tma1.replay.formats import CODEX_ROLLOUT, Records
-from tma1.replay.model import USAGE, Converted, ReplayItem, SessionHooks, obj
+from tma1.replay.model import Converted, SessionHooks, obj
 from tma1.sensors.transcripts import CodexState, parse_codex_usage_lines
 
 LEGACY_SPACING_MS = 5_000
@@ -148,13 +148,10 @@ class _Rollout(SessionHooks):
         self.touch(max(ts, call_ts), seq, origin)
         self.hook(max(ts, call_ts), seq, origin, post, call_id)
 
-    def usage(self, ts: int, seq: int, origin: str, rec: dict[str, Any]) -> None:
+    def token_counts(self, seq: int, origin: str, rec: dict[str, Any]) -> None:
         """Occupancy through the live tailer's own parser (sensors/transcripts.py)."""
         for u in parse_codex_usage_lines([rec], session_id=self.sid, state=self.usage_state):
-            self.out.items.append(
-                ReplayItem(ts=u.ts, kind=USAGE, session_id=self.sid, usage=u, origin=origin,
-                           seq=seq, key=f"codex-usage:{self.sid}:{u.ts}:{seq}")
-            )  # fmt: skip
+            self.usage(u, u.ts, seq, origin, f"codex-usage:{self.sid}:{u.ts}:{seq}")
 
     def response_item(
         self, p: dict[str, Any], ts: int, seq: int, origin: str, line: int, *, prompts: bool
@@ -259,7 +256,7 @@ def _convert_current(records: Records, out: Converted) -> None:
             continue
         ro.start(ts, seq, origin)
         if rtype in ("turn_context", "compacted", "event_msg"):
-            ro.usage(ts, seq, origin, rec)
+            ro.token_counts(seq, origin, rec)
         if rtype == "turn_context":
             if isinstance(p.get("cwd"), str):
                 ro.cwd = p["cwd"]

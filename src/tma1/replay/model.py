@@ -89,6 +89,10 @@ class SessionHooks:
         key = f"{self.agent}:{self.sid}:{payload['hook_event_name']}:{key}"
         self.out.items.append(hook_item(ts, self.sid, body, origin, seq, key, self.source))
 
+    def usage(self, u: Usage, ts: int, seq: int, origin: str, key: str) -> None:
+        item = ReplayItem(ts, USAGE, u.session_id, usage=u, origin=origin, seq=seq, key=key)
+        self.out.items.append(item)
+
     def start(self, ts: int, seq: int, origin: str) -> None:
         """SessionStart, once, just before the session's first record."""
         if not self.started:
