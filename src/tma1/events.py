@@ -160,10 +160,10 @@ def project_for(cwd: str) -> str:
 _SHELLS = ("bash", "sh", "zsh")
 
 
-def _shell_command(tool_input: dict[str, Any]) -> str | None:
-    cmd = tool_input.get("command", tool_input.get("cmd"))
+def shell_script(cmd: Any) -> str | None:
+    """A command as the script a human reads: a string as it is, argv joined (Codex sends
+    argv; `bash -lc "<script>"` is the script the user sees)."""
     if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd):
-        # Codex sends argv; `bash -lc "<script>"` is the script the user sees.
         if len(cmd) >= 3 and cmd[1] in ("-c", "-lc") and cmd[0].rsplit("/", 1)[-1] in _SHELLS:
             return cmd[2]
         return shlex.join(cmd)
@@ -354,12 +354,9 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
         raise PayloadError("bad_field_type", "duration_ms must be a number")
 
     tool_name = payload.get("tool_name")
+    # None, an object or (checked above) a string: a bare command.
     tool_input: dict[str, Any] = (
-        tool_input_raw
-        if isinstance(tool_input_raw, dict)
-        else {"command": tool_input_raw}
-        if isinstance(tool_input_raw, str)
-        else {}
+        {"command": tool_input_raw} if isinstance(tool_input_raw, str) else tool_input_raw or {}
     )
     cwd = payload.get("cwd")
     ev = HookEvent(
@@ -397,7 +394,7 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
             ev.tool_file_path = fp
             ev.tool_files = [fp]
         if tool_name in SHELL_TOOLS or (tool_name is None and "command" in tool_input):
-            ev.tool_command = _shell_command(tool_input)
+            ev.tool_command = shell_script(tool_input.get("command", tool_input.get("cmd")))
             ev.tool_command_prefix = command_prefix(ev.tool_command)
 
     # Result and failure derivation (design §2.8).

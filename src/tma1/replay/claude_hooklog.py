@@ -30,11 +30,10 @@ def _key(p: dict[str, Any]) -> str:
 
 def convert_many(inputs: list[Records]) -> list[Converted]:
     """One Converted per file, on one shared synthetic timeline."""
-    outs = [Converted(path=r.path, format=CLAUDE_HOOKLOG, records=len(r.records)) for r in inputs]
+    outs = [Converted.of(r, CLAUDE_HOOKLOG) for r in inputs]
     timeline: list[tuple[int, int, dict[str, Any]]] = []  # (file index, line, payload)
     posts: list[tuple[int, int, dict[str, Any]]] = []
     for fi, rec in enumerate(inputs):
-        outs[fi].problems.extend(rec.problems)
         for line, value in rec.records:
             if not isinstance(value, dict) or not isinstance(value.get("hook_event_name"), str):
                 outs[fi].problem(line, "not a hook payload (no hook_event_name); skipped")

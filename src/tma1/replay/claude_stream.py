@@ -103,7 +103,8 @@ def convert(records: Records) -> Converted:
                 staged.records.append(
                     (line, {"type": "user", "message": {"role": "user", "content": UNKNOWN_PROMPT},
                             "uuid": f"stream-json:{line}:prompt", "sessionId": sid,
-                            "timestamp": ts, "isSidechain": False, **_cwd(cwd, sid)})
+                            "timestamp": ts, "isSidechain": False,
+                            **({"cwd": cwd[sid]} if sid in cwd else {})})
                 )  # fmt: skip
             continue
         if etype == "system" and rec.get("subtype") == "compact_boundary":
@@ -140,7 +141,3 @@ def convert(records: Records) -> Converted:
             "entries without a timestamp were placed 1 ms after the entry before them"
         )
     return out
-
-
-def _cwd(cwd: dict[str, str], sid: str) -> dict[str, str]:
-    return {"cwd": cwd[sid]} if sid in cwd else {}

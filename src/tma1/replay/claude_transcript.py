@@ -45,7 +45,7 @@ from typing import Any
 from tma1.clock import epoch_ms
 from tma1.events import Usage
 from tma1.replay.formats import CLAUDE_TRANSCRIPT, Records
-from tma1.replay.model import USAGE, Converted, Note, ReplayItem, hook_item, obj
+from tma1.replay.model import Converted, Note, SessionHooks, obj
 from tma1.sensors.transcripts import parse_claude_usage_lines
 
 # Built-in commands that run locally: no UserPromptSubmit, nothing reaches the model.
@@ -202,18 +202,14 @@ class _Call:
 
 
 @dataclass(slots=True)
-class _Session:
-    sid: str
-    cwd: str | None = None
-    started: bool = False
+class _Session(SessionHooks):
+    agent = "claude"
     turn_active: bool = False  # the main agent answered since the last prompt: a Stop is due
     turn_interrupted: bool = False
     last: tuple[int, int] = (0, 0)
     last_uuid: str = ""
-    last_text: str | None = None  # the turn's last assistant text: the Stop's message
     api_error: str | None = None  # the turn's last message is an API error (rate limit…)
-    calls: dict[str, _Call] = field(default_factory=dict)
-    order: list[str] = field(default_factory=list)
+    calls: dict[str, _Call] = field(default_factory=dict)  # in the order first used
     seen_messages: set[str] = field(default_factory=set)
     # Lanes: sidechain entry uuid → its agent; agent → type; Task prompt → subagent_type.
     lane_of: dict[str, str] = field(default_factory=dict)
@@ -362,23 +358,9 @@ def retime_copies(
 
 
 def convert(records: Records) -> Converted:
-    out = Converted(path=records.path, format=CLAUDE_TRANSCRIPT, records=len(records.records))
-    out.problems.extend(records.problems)
+    out = Converted.of(records, CLAUDE_TRANSCRIPT)
     sessions: dict[str, _Session] = {}
     path = records.path
-
-    def hook(
-        s: _Session, ts: int, seq: int, origin: str, payload: dict[str, Any], key: str
-    ) -> None:
-        body = {"session_id": s.sid, **payload}
-        if s.cwd and "cwd" not in body:
-            body["cwd"] = s.cwd
-        key = f"claude:{s.sid}:{payload['hook_event_name']}:{key}"
-        out.items.append(hook_item(ts, s.sid, body, origin, seq, key))
-
-    def usage(u: Usage, ts: int, seq: int, origin: str, key: str) -> None:
-        item = ReplayItem(ts, USAGE, u.session_id, usage=u, origin=origin, seq=seq, key=key)
-        out.items.append(item)
 
     def close_turn(s: _Session) -> None:
         # A turn that ended on an API error (a rate limit) ends with StopFailure in a
@@ -386,10 +368,7 @@ def convert(records: Records) -> Converted:
         # block it (the model is not there to continue).
         if s.turn_active and not s.turn_interrupted and s.api_error is None:
             ts, seq = s.last
-            stop: dict[str, Any] = {"hook_event_name": "Stop", "stop_hook_active": False}
-            if s.last_text:
-                stop["last_assistant_message"] = s.last_text
-            hook(s, ts, seq + 99, f"{path}:{seq // 100}", stop, s.last_uuid)
+            s.stop(ts, seq, f"{path}:{seq // 100}", s.last_uuid)
         s.turn_active = s.turn_interrupted = False
         s.last_text = s.api_error = None
 
@@ -400,23 +379,21 @@ def convert(records: Records) -> Converted:
         sid = e["sessionId"]
         s = sessions.get(sid)
         if s is None:
-            s = sessions[sid] = _Session(sid)
+            s = sessions[sid] = _Session(out, sid)
         if isinstance(e.get("cwd"), str) and e["cwd"]:
             s.cwd = e["cwd"]
         origin = f"{path}:{line}"
         seq = line * 100
         side = bool(e.get("isSidechain"))
         agent, agent_type = entry_lane(s, e, file_type) if side else (None, None)
-        if not s.started and not side:  # a sub-agent's transcript does not start it
-            s.started = True
-            start = {"hook_event_name": "SessionStart", "source": "startup"}
-            hook(s, ts, seq - 50, origin, start, "")
+        if not side:  # a sub-agent's transcript does not start it
+            s.start(ts, seq, origin)
         etype = e["type"]
         content = obj(e.get("message")).get("content")
 
         if etype == "system":
             for u in entry_usages(e, ts, sid, s.seen_messages):  # compact_boundary
-                usage(u, ts, seq, origin, f"claude-compaction:{sid}:{u.message_id}")
+                s.usage(u, ts, seq, origin, f"claude-compaction:{sid}:{u.message_id}")
             continue
 
         if etype == "assistant":
@@ -425,7 +402,7 @@ def convert(records: Records) -> Converted:
                 s.last = (ts, seq)
                 s.last_uuid = str(e.get("uuid") or line)
                 for u in entry_usages(e, ts, sid, s.seen_messages):
-                    usage(u, ts, seq + 1, origin, f"claude-usage:{sid}:{u.message_id}")
+                    s.usage(u, ts, seq + 1, origin, f"claude-usage:{sid}:{u.message_id}")
                 if said := _assistant_text(content):
                     s.last_text = said
                 error = e.get("error") if isinstance(e.get("error"), str) else "unknown"
@@ -437,8 +414,6 @@ def convert(records: Records) -> Converted:
                 if not isinstance(tid, str) or not isinstance(name, str):
                     out.problem(line, "tool_use without id or name")
                     continue
-                if tid not in s.calls:
-                    s.order.append(tid)
                 tool_input = block.get("input")
                 s.calls[tid] = _Call(
                     tid, name, tool_input, ts, seq + 2 + i, origin, s.cwd,
@@ -454,7 +429,7 @@ def convert(records: Records) -> Converted:
         if e.get("isCompactSummary"):
             if not side:
                 compaction = Usage(ts=ts, session_id=sid, occupancy=0, kind="compaction")
-                usage(compaction, ts, seq, origin, f"claude-compaction:{sid}:{ts}")
+                s.usage(compaction, ts, seq, origin, f"claude-compaction:{sid}:{ts}")
             continue
         prompt = _prompt_text(content)
         if prompt is not None:
@@ -468,7 +443,7 @@ def convert(records: Records) -> Converted:
             close_turn(s)
             s.last = (ts, seq)
             submit = {"hook_event_name": "UserPromptSubmit", "prompt": prompt}
-            hook(s, ts, seq, origin, submit, str(e.get("uuid") or line))
+            s.hook(ts, seq, origin, submit, str(e.get("uuid") or line))
             continue
         if not side:
             s.last = (ts, seq)
@@ -491,8 +466,8 @@ def convert(records: Records) -> Converted:
 
     for s in sessions.values():
         close_turn(s)
-        for tid in s.order:
-            _emit_call(out, s, s.calls[tid], hook)
+        for call in s.calls.values():
+            _emit_call(s, call)
     return out
 
 
@@ -508,7 +483,7 @@ def _assistant_text(content: Any) -> str | None:
     return "\n".join(parts).strip() or None
 
 
-def _emit_call(out: Converted, s: _Session, call: _Call, hook: Any) -> None:
+def _emit_call(s: _Session, call: _Call) -> None:
     pre = {
         "hook_event_name": "PreToolUse",
         "tool_name": call.name,
@@ -522,7 +497,7 @@ def _emit_call(out: Converted, s: _Session, call: _Call, hook: Any) -> None:
         if call.agent_type is not None:
             pre["agent_type"] = call.agent_type
     if call.result is None:
-        hook(s, call.ts, call.seq, call.origin, pre, call.tool_use_id)  # no result: Pre only
+        s.hook(call.ts, call.seq, call.origin, pre, call.tool_use_id)  # no result: Pre only
         return
     ts, seq, origin, tur, text, is_error = call.result
     verdict = classify_result(text, is_error)
@@ -532,15 +507,15 @@ def _emit_call(out: Converted, s: _Session, call: _Call, hook: Any) -> None:
             "modified_since_read" if "modified since read" in text[:200] else "validation_rejected"
         )
         what = f"{call.name} {file_path}" if file_path else call.name
-        out.notes.append(Note(ts, s.sid, kind, f"{what}: {text.strip()[:160]}", origin))
+        s.out.notes.append(Note(ts, s.sid, kind, f"{what}: {text.strip()[:160]}", origin))
         return
-    hook(s, call.ts, call.seq, call.origin, pre, call.tool_use_id)
+    s.hook(call.ts, call.seq, call.origin, pre, call.tool_use_id)
     if verdict == REFUSED:
-        out.notes.append(Note(ts, s.sid, "refused", f"{call.name}: {text.strip()[:160]}", origin))
+        s.out.notes.append(Note(ts, s.sid, "refused", f"{call.name}: {text.strip()[:160]}", origin))
         return
     if verdict == FAILURE:
         post = {**pre, "hook_event_name": "PostToolUseFailure", "error": text}
     else:
         response = tur if isinstance(tur, dict) else {"stdout": text}
         post = {**pre, "hook_event_name": "PostToolUse", "tool_response": response}
-    hook(s, ts, seq, origin, post, call.tool_use_id)
+    s.hook(ts, seq, origin, post, call.tool_use_id)

@@ -23,34 +23,19 @@ live tailer's own parser (`sensors.transcripts.parse_codex_usage_lines`).
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
 from tma1.clock import epoch_ms
+from tma1.events import shell_script
 from tma1.replay.formats import CODEX_ROLLOUT, Records
-from tma1.replay.model import USAGE, Converted, ReplayItem, hook_item, obj
+from tma1.replay.model import Converted, SessionHooks, obj
 from tma1.sensors.transcripts import CodexState, parse_codex_usage_lines
 
 LEGACY_SPACING_MS = 5_000
 SHELL_NAMES = frozenset({"shell", "container.exec", "local_shell", "exec_command", "shell_command"})
 NO_HOOK_TOOLS = frozenset({"update_plan"})
 _PREAMBLES = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions")
-
-
-def shell_script(command: Any) -> str | None:
-    """argv → the script a human would read (`bash -lc "<script>"` → `<script>`)."""
-    if isinstance(command, str):
-        return command
-    if isinstance(command, list) and command and all(isinstance(c, str) for c in command):
-        if (
-            len(command) >= 3
-            and command[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh")
-            and command[1] in ("-c", "-lc")
-        ):
-            return command[2]
-        return shlex.join(command)
-    return None
 
 
 def tool_call(name: str, args: Any, cwd: str | None) -> tuple[str, dict[str, Any], str | None]:
@@ -100,37 +85,17 @@ def tool_response(output: Any) -> str:
 
 
 @dataclass(slots=True)
-class _Rollout:
+class _Rollout(SessionHooks):
     """One rollout's session, turn and calls, and the hooks Codex would have fired."""
 
-    out: Converted
-    sid: str = ""
-    cwd: str | None = None
-    model: str | None = None
+    agent = "codex"
+    source = "codex"
     turn_open: bool = False
     turn_aborted: bool = False
     turn_stopped: bool = False
     last: tuple[int, int, str] = (0, 0, "")
     calls: dict[str, tuple[dict[str, Any], int]] = field(default_factory=dict)  # (Pre, ts)
     usage_state: CodexState = field(default_factory=CodexState)
-    started: bool = False
-    last_text: str | None = None  # the turn's last agent message: the Stop's message
-
-    def hook(self, ts: int, seq: int, origin: str, payload: dict[str, Any], key: str) -> None:
-        body: dict[str, Any] = {"session_id": self.sid, **payload}
-        if self.cwd and "cwd" not in body:
-            body["cwd"] = self.cwd
-        if self.model:
-            body.setdefault("model", self.model)
-        key = f"codex:{self.sid}:{payload['hook_event_name']}:{key}"
-        self.out.items.append(hook_item(ts, self.sid, body, origin, seq, key, "codex"))
-
-    def start(self, ts: int, seq: int, origin: str) -> None:
-        if not self.started:
-            self.started = True
-            self.hook(
-                ts, seq - 50, origin, {"hook_event_name": "SessionStart", "source": "startup"}, ""
-            )
 
     def prompt(self, ts: int, seq: int, origin: str, text: str) -> None:
         self.close_turn()
@@ -147,10 +112,7 @@ class _Rollout:
     def close_turn(self) -> None:
         if self.turn_open and not self.turn_aborted and not self.turn_stopped:
             ts, seq, origin = self.last
-            stop: dict[str, Any] = {"hook_event_name": "Stop", "stop_hook_active": False}
-            if self.last_text:
-                stop["last_assistant_message"] = self.last_text
-            self.hook(ts, seq + 99, origin, stop, str(seq))
+            self.stop(ts, seq, origin, str(seq))
         self.turn_open = False
         self.turn_stopped = True
         self.last_text = None
@@ -186,13 +148,10 @@ class _Rollout:
         self.touch(max(ts, call_ts), seq, origin)
         self.hook(max(ts, call_ts), seq, origin, post, call_id)
 
-    def usage(self, ts: int, seq: int, origin: str, rec: dict[str, Any]) -> None:
+    def token_counts(self, seq: int, origin: str, rec: dict[str, Any]) -> None:
         """Occupancy through the live tailer's own parser (sensors/transcripts.py)."""
         for u in parse_codex_usage_lines([rec], session_id=self.sid, state=self.usage_state):
-            self.out.items.append(
-                ReplayItem(ts=u.ts, kind=USAGE, session_id=self.sid, usage=u, origin=origin,
-                           seq=seq, key=f"codex-usage:{self.sid}:{u.ts}:{seq}")
-            )  # fmt: skip
+            self.usage(u, u.ts, seq, origin, f"codex-usage:{self.sid}:{u.ts}:{seq}")
 
     def response_item(
         self, p: dict[str, Any], ts: int, seq: int, origin: str, line: int, *, prompts: bool
@@ -252,8 +211,7 @@ def _is_preamble(text: str) -> bool:
 
 
 def convert(records: Records) -> Converted:
-    out = Converted(path=records.path, format=CODEX_ROLLOUT, records=len(records.records))
-    out.problems.extend(records.problems)
+    out = Converted.of(records, CODEX_ROLLOUT)
     current = any(
         isinstance(r, dict) and "payload" in r and "timestamp" in r for _, r in records.records
     )
@@ -285,9 +243,7 @@ def _convert_current(records: Records, out: Converted) -> None:
             continue
         rtype, ptype = rec.get("type"), p.get("type")
         if rtype == "session_meta":
-            meta = p.get("meta")
-            if not isinstance(meta, dict):
-                meta = p
+            meta = p["meta"] if isinstance(p.get("meta"), dict) else p
             if isinstance(meta.get("id"), str):
                 ro.sid = meta["id"]
             if isinstance(meta.get("cwd"), str):
@@ -300,7 +256,7 @@ def _convert_current(records: Records, out: Converted) -> None:
             continue
         ro.start(ts, seq, origin)
         if rtype in ("turn_context", "compacted", "event_msg"):
-            ro.usage(ts, seq, origin, rec)
+            ro.token_counts(seq, origin, rec)
         if rtype == "turn_context":
             if isinstance(p.get("cwd"), str):
                 ro.cwd = p["cwd"]

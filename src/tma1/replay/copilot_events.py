@@ -21,12 +21,11 @@ from typing import Any
 
 from tma1.clock import epoch_ms
 from tma1.replay.formats import COPILOT_EVENTS, Records
-from tma1.replay.model import Converted, hook_item, obj
+from tma1.replay.model import Converted, numbered_hook, obj
 
 
 def convert(records: Records) -> Converted:
-    out = Converted(path=records.path, format=COPILOT_EVENTS, records=len(records.records))
-    out.problems.extend(records.problems)
+    out = Converted.of(records, COPILOT_EVENTS)
     sid: str | None = None
     cwd: str | None = None
     calls: dict[str, dict[str, Any]] = {}
@@ -34,16 +33,8 @@ def convert(records: Records) -> Converted:
     def emit(ts: int | None, line: int, payload: dict[str, Any]) -> None:
         if sid is None:
             out.problem(line, "before session.start; skipped")
-            return
-        if ts is None:
-            out.problem(line, "no timestamp; event skipped")
-            return
-        seq = len(out.items) + 1
-        base: dict[str, Any] = {"session_id": sid}
-        if cwd:
-            base["cwd"] = cwd
-        origin, key = f"{records.path}:{line}", f"copilot:{sid}:{seq}"
-        out.items.append(hook_item(ts, sid, {**base, **payload}, origin, seq, key, "copilot"))
+        else:
+            numbered_hook(out, "copilot", sid, cwd, ts, line, payload)
 
     for line, rec in records.records:
         if not isinstance(rec, dict) or not isinstance(rec.get("data"), dict):

@@ -119,17 +119,16 @@ def load(paths: Iterable[str | Path]) -> tuple[list[Converted], list[Problem]]:
     PostToolUse logged in one file finds its PreToolUse in another."""
     files, problems = expand_paths(paths)
     converted: list[Converted | None] = []
-    hooklogs: list[tuple[int, Records]] = []
+    hooklogs: list[Records] = []  # converted together, into the places left as None
     for f in files:
         records = read_records(f)
         fmt = detect(records)
         if fmt == CLAUDE_HOOKLOG:
-            hooklogs.append((len(converted), records))
+            hooklogs.append(records)
             converted.append(None)
             continue
         if fmt is None:
-            out = Converted(path=str(f), format="unknown", records=len(records.records))
-            out.problems.extend(records.problems)
+            out = Converted.of(records, "unknown")
             if records.records or not records.problems:
                 out.problem(
                     0,
@@ -145,12 +144,8 @@ def load(paths: Iterable[str | Path]) -> tuple[list[Converted], list[Problem]]:
             out = Converted(path=str(f), format=fmt, records=len(records.records))
             out.problem(0, f"conversion failed: {exc!r}")
             converted.append(out)
-    if hooklogs:
-        for (idx, _), out in zip(
-            hooklogs, claude_hooklog.convert_many([r for _, r in hooklogs]), strict=True
-        ):
-            converted[idx] = out
-    return [c for c in converted if c is not None], problems
+    hooklog_outs = iter(claude_hooklog.convert_many(hooklogs))
+    return [next(hooklog_outs) if c is None else c for c in converted], problems
 
 
 def merge_items(converted: Sequence[Converted]) -> tuple[list[ReplayItem], int]:

@@ -24,6 +24,8 @@ from tma1.replay.model import FILE_CHANGE, USAGE, Converted, ReplayItem, hook_it
 # Keys we add to a hook payload; stripped before the payload goes to the live path.
 EXTRA_KEYS = ("ts", "agent_source")
 _CHANGES = frozenset({"added", "modified", "deleted"})
+# A usage record's token counts; the first three make the prompt (occupancy's default).
+_TOKENS = ("input_tokens", "cache_read_tokens", "cache_creation_tokens", "output_tokens")
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -37,8 +39,7 @@ def _opt_str(value: Any) -> str | None:
 
 
 def convert(records: Records) -> Converted:
-    out = Converted(path=records.path, format=EVENTLOG, records=len(records.records))
-    out.problems.extend(records.problems)
+    out = Converted.of(records, EVENTLOG)
     for line, rec in records.records:
         origin = f"{records.path}:{line}"
         if not isinstance(rec, dict):
@@ -84,9 +85,8 @@ def convert(records: Records) -> Converted:
             if not sid:
                 out.problem(line, "usage without session_id")
                 continue
-            inp = _int(rec.get("input_tokens"))
-            cr = _int(rec.get("cache_read_tokens"))
-            cc = _int(rec.get("cache_creation_tokens"))
+            tokens = {k: _int(rec.get(k)) for k in _TOKENS}
+            prompt = sum(tokens[k] for k in _TOKENS[:3])
             out.items.append(
                 ReplayItem(
                     ts=ts,
@@ -95,11 +95,8 @@ def convert(records: Records) -> Converted:
                     usage=Usage(
                         ts=ts,
                         session_id=sid,
-                        occupancy=_int(rec.get("occupancy"), inp + cr + cc),
-                        input_tokens=inp,
-                        cache_read_tokens=cr,
-                        cache_creation_tokens=cc,
-                        output_tokens=_int(rec.get("output_tokens")),
+                        occupancy=_int(rec.get("occupancy"), prompt),
+                        **tokens,
                         model=_opt_str(rec.get("model")),
                         message_id=_opt_str(rec.get("message_id")),
                         kind=_opt_str(rec.get("kind")) or "usage",

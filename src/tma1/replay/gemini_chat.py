@@ -18,11 +18,12 @@ a tool call. tma1.dialects maps those onto tma1's events, as it does live.
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Any
 
 from tma1.clock import epoch_ms
 from tma1.replay.formats import GEMINI_CHAT, Records
-from tma1.replay.model import Converted, hook_item, obj
+from tma1.replay.model import Converted, numbered_hook, obj
 
 _WORKSPACE = re.compile(r"\*\*Workspace Directories:\*\*\s*\n\s*- (\S[^\n]*)")
 _CONTEXT_PREFIX = "<session_context>"
@@ -73,8 +74,7 @@ def _messages(records: Records, out: Converted) -> tuple[dict[str, Any], list[tu
 
 
 def convert(records: Records) -> Converted:
-    out = Converted(path=records.path, format=GEMINI_CHAT, records=len(records.records))
-    out.problems.extend(records.problems)
+    out = Converted.of(records, GEMINI_CHAT)
     header, messages = _messages(records, out)
     sid = header.get("sessionId")
     if not isinstance(sid, str) or not sid:
@@ -87,18 +87,7 @@ def convert(records: Records) -> Converted:
         if m:
             cwd = m.group(1).strip()
             break
-    base: dict[str, Any] = {"session_id": sid}
-    if cwd:
-        base["cwd"] = cwd
-
-    def emit(ts: int | None, line: int, payload: dict[str, Any]) -> None:
-        if ts is None:
-            out.problem(line, "no timestamp; event skipped")
-            return
-        seq = len(out.items) + 1
-        origin, key = f"{records.path}:{line}", f"gemini:{sid}:{seq}"
-        out.items.append(hook_item(ts, sid, {**base, **payload}, origin, seq, key, "gemini"))
-
+    emit = partial(numbered_hook, out, "gemini", sid, cwd)
     start = epoch_ms(header.get("startTime"))
     if start is None and messages:
         start = epoch_ms(messages[0][1].get("timestamp"))
