@@ -141,10 +141,6 @@ def _rate(v: Any) -> str:
     return "-" if v is None else f"{v:.0%}"
 
 
-def _pass_text(passed: bool | None) -> str:
-    return "no data" if passed is None else "pass" if passed else "FAIL"
-
-
 def _verdict(figure: Any) -> str:
     """pass / FAIL / not enough data (n = …) / no data, as `tma1 gates` says it."""
     from tma1.gates import status_text
@@ -208,8 +204,7 @@ def render_text(result: Any, *, full_bodies: bool = False) -> str:
             "",
             f"budget (≤ {budget['budget']} emits per kind per UTC day)",
             text_table(["day", "kind", "emits", ""], rows or [["-", "-", "0", ""]]),
-            # The summary's budget carries `pass` and no `status` (status_text needs one).
-            f"budget gate: {_pass_text(budget['pass'])}",
+            f"budget gate: {_verdict(budget)}",
         ]
     if follow := s.get("follow_rate"):
         rows = [
