@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tma1.config import ConfigError, Settings, load_settings
+from tma1.commands._args import cli_settings
+from tma1.config import Settings
 
 OK, WARN, FAIL, UNKNOWN = "ok", "warn", "FAIL", "?"
 
@@ -55,12 +56,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    if args.port is not None and not 1 <= args.port <= 65_535:
-        raise ConfigError(f"--port {args.port} is out of range (1..65535)")
-    data_dir = (args.data_dir or settings.data_dir).expanduser().absolute()
-    settings = settings.with_overrides(host=args.host, port=args.port, data_dir=data_dir)
-    checks = diagnose(settings)
+    checks = diagnose(cli_settings(args))
     for c in checks:
         print(c.line())
     bad = [c for c in checks if c.status == FAIL]

@@ -9,7 +9,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tma1.config import ConfigError, Settings, load_settings
+from tma1.commands._args import cli_settings
+from tma1.config import Settings
 
 if TYPE_CHECKING:
     from tma1.adapters.files import FileChange
@@ -64,27 +65,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p.set_defaults(func=partial(_run, installing=name == "install"))
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    settings = load_settings()
-    port = getattr(args, "port", None)
-    if port is not None and not 1 <= port <= 65_535:
-        raise ConfigError(f"--port {port} is out of range (1..65535)")
-    data_dir = args.data_dir or settings.data_dir
-    return settings.with_overrides(
-        # Absolute: the script, the token and the state file must not depend on the cwd.
-        data_dir=data_dir.expanduser().absolute(),
-        host=getattr(args, "host", None),
-        port=port,
-    )
-
-
 def _run(args: argparse.Namespace, *, installing: bool) -> int:
     from tma1.adapters import get_adapters
     from tma1.adapters.files import InstallError
     from tma1.adapters.registration import InstallState, plan_all
     from tma1.token import ensure_token
 
-    settings = _settings(args)
+    settings = cli_settings(args)
     transport = getattr(args, "transport", "command")
     token: str | None = None
     if installing and transport == "http":

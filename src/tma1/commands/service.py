@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tma1 import service_unit as su
+from tma1.commands._args import check_port
 from tma1.config import ConfigError, load_settings
 
 
@@ -115,8 +116,7 @@ def run_install(args: argparse.Namespace, runner: su.Runner = su.run_command) ->
     from tma1.adapters.registration import InstallState
 
     platform = _platform(args)
-    if args.port is not None and not 1 <= args.port <= 65_535:
-        raise ConfigError(f"--port {args.port} is out of range (1..65535)")
+    check_port(args.port)
     overrides = {
         "TMA1_DATA_DIR": str(args.data_dir) if args.data_dir else None,
         "TMA1_HOST": args.host,
