@@ -55,10 +55,11 @@ def http_handler(settings: Settings, token: str) -> dict[str, Any]:
     entry, whatever the host or port. The token is written literally, not through
     `allowedEnvVars`: a `$VAR` header works only when every Claude Code process has that
     variable, and a hook without it is refused (403), an error shown on every event."""
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    from tma1.mcp.api import base_url
+
     return {
         "type": "http",
-        "url": f"http://{host}:{settings.port}/api/hooks?transport=http&hook={script_name(NAME)}",
+        "url": f"{base_url(settings)}/api/hooks?transport=http&hook={script_name(NAME)}",
         "headers": {"X-TMA1-Token": token},
         "timeout": HTTP_TIMEOUT_S,
     }

@@ -77,17 +77,13 @@ def diagnose(settings: Settings, env: Mapping[str, str] | None = None) -> list[C
 # --- server ---------------------------------------------------------------------------
 
 
-def server_url(settings: Settings) -> str:
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    return f"http://{host}:{settings.port}"
-
-
 def check_server(settings: Settings) -> tuple[Check, dict[str, Any] | None]:
     import httpx
 
     from tma1 import __version__
+    from tma1.mcp.api import base_url
 
-    url = server_url(settings)
+    url = base_url(settings)
     try:
         resp = httpx.get(f"{url}/api/health", timeout=2.0, trust_env=False)
         resp.raise_for_status()
@@ -281,6 +277,8 @@ def check_service(env: Mapping[str, str] | None = None, *, up: bool) -> Check:
 def check_token(settings: Settings, *, up: bool) -> Check:
     import httpx
 
+    from tma1.mcp.api import base_url
+
     path = settings.token_path
     try:
         token = path.read_text(encoding="ascii").strip()
@@ -297,7 +295,7 @@ def check_token(settings: Settings, *, up: bool) -> Check:
         return Check(UNKNOWN, "hook token", f"{path} exists; cannot compare (server down)")
     try:
         resp = httpx.get(
-            f"{server_url(settings)}/api/hooks/token-check",
+            f"{base_url(settings)}/api/hooks/token-check",
             headers={"X-TMA1-Token": token},
             timeout=2.0,
             trust_env=False,

@@ -176,8 +176,9 @@ def _settle_backup(change: FileChange) -> Path | None:
 def _server_status(settings: Settings) -> str:
     import httpx
 
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    url = f"http://{host}:{settings.port}"
+    from tma1.mcp.api import base_url
+
+    url = base_url(settings)
     try:
         httpx.get(f"{url}/api/ping", timeout=1.0, trust_env=False).raise_for_status()
     except httpx.HTTPError:
