@@ -231,7 +231,7 @@ def test_replay_notes_are_explained_in_plain_words() -> None:
 
 
 def test_columns_are_cut_at_a_word(tmp_path: Path) -> None:
-    from tma1.commands.anomalies import _one_line as cut
+    from tma1.commands.anomalies import one_line as cut
 
     assert cut("alpha beta gamma delta", 14) == "alpha beta…"
     assert cut("a-very-long-identifier-without-spaces", 10) == "a-very-lo…"
