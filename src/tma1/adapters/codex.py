@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import re
-import shlex
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from typing import Any, Literal
 
 from tma1.adapters.base import Adapter
 from tma1.adapters.files import agent_dir
-from tma1.adapters.hookscript import script_name, script_path
+from tma1.adapters.hookscript import script_name, script_path, shell_handler
 from tma1.adapters.mcp_registration import CodexMcpRegistration, codex_config_path, mcp_command
 from tma1.adapters.registration import JsonHooksRegistration, ScriptRegistration
 from tma1.config import Settings
@@ -66,7 +65,6 @@ def hooks_path(env: Mapping[str, str] | None = None) -> Path:
 
 def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter:
     script = script_path(settings, NAME)
-    handler = {"type": "command", "command": shlex.quote(str(script)), "timeout": TIMEOUT_S}
     return Adapter(
         name=NAME,
         title="Codex",
@@ -75,7 +73,7 @@ def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter
             JsonHooksRegistration(
                 path=hooks_path(env),
                 events=EVENTS,
-                handler=handler,
+                handler=shell_handler(script, TIMEOUT_S),
                 marker=script_name(NAME),
                 # Codex honours matchers only on tool events; no matcher = every tool.
                 matcher=None,
