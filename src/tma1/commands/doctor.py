@@ -129,11 +129,7 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
     """One line per agent: hooks installed and current, missing, or stale."""
     from tma1.adapters import get_adapters, jsonhooks
     from tma1.adapters.files import InstallError
-    from tma1.adapters.registration import (
-        InstallState,
-        JsonHooksRegistration,
-        ScriptRegistration,
-    )
+    from tma1.adapters.registration import InstallState, ScriptRegistration
 
     state = InstallState.load(settings.data_dir)
     out: list[Check] = []
@@ -141,7 +137,7 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
     for adapter in get_adapters("all", settings, env):
         name = f"hooks {adapter.name}"
         install = f"`tma1 install --adapter {adapter.name}`"
-        hooks = next(r for r in adapter.registrations if isinstance(r, JsonHooksRegistration))
+        hooks = adapter.hooks
         script = next(r for r in adapter.registrations if isinstance(r, ScriptRegistration))
         try:
             _before, doc = hooks._current()
