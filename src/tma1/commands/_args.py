@@ -47,6 +47,14 @@ def cli_settings(args: argparse.Namespace) -> Settings:
     )
 
 
+def read_token(path: Path) -> str | None:
+    """The hook token at `path`; None when there is none or it cannot be read."""
+    try:
+        return path.read_text(encoding="ascii").strip() or None
+    except (OSError, ValueError):
+        return None
+
+
 def add_database_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", type=Path, help="data directory (TMA1_DATA_DIR, ~/.tma1)")
     p.add_argument("--database-url", help="SQLAlchemy URL (TMA1_DATABASE_URL)")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tma1.commands._args import cli_settings
+from tma1.commands._args import cli_settings, read_token
 from tma1.config import Settings
 
 OK, WARN, FAIL, UNKNOWN = "ok", "warn", "FAIL", "?"
@@ -276,10 +276,7 @@ def check_token(settings: Settings, *, up: bool) -> Check:
     from tma1.mcp.api import base_url
 
     path = settings.token_path
-    try:
-        token = path.read_text(encoding="ascii").strip()
-    except OSError:
-        token = ""
+    token = read_token(path)
     if not token:
         return Check(
             FAIL,

@@ -9,7 +9,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tma1.commands._args import cli_settings
+from tma1.commands._args import cli_settings, read_token
 from tma1.config import Settings
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
     if installing and transport == "http":
         # The http hook carries the token itself; a dry run shows where it would go.
         token = (
-            _existing_token(settings.token_path) or "<the token install creates>"
+            read_token(settings.token_path) or "<the token install creates>"
             if args.dry_run
             else ensure_token(settings.token_path)
         )
@@ -148,13 +148,6 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
     else:
         print("\ntma1's hooks are removed (the data dir and token are kept).", file=out)
     return 0
-
-
-def _existing_token(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="ascii").strip() or None
-    except (OSError, ValueError):
-        return None
 
 
 def _settle_backup(change: FileChange) -> Path | None:
