@@ -66,14 +66,17 @@ def parse_duration(name: str, raw: str) -> int:
     return int(m.group(1)) * _UNIT_SECONDS[m.group(2)]
 
 
-def _int(name: str, raw: str, lo: int, hi: int) -> int:
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a whole number") from None
-    if not lo <= value <= hi:
-        raise ConfigError(f"{name}={value} is out of range ({lo}..{hi})")
-    return value
+def _whole(lo: int, hi: int) -> Callable[[str, str], int]:
+    def parse(name: str, raw: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ConfigError(f"{name}={raw!r} is not a whole number") from None
+        if not lo <= value <= hi:
+            raise ConfigError(f"{name}={value} is out of range ({lo}..{hi})")
+        return value
+
+    return parse
 
 
 def _bool(name: str, raw: str) -> bool:
@@ -94,10 +97,6 @@ def validate_database_url(name: str, url: str) -> str:
         # The plain scheme would make SQLAlchemy look for psycopg2, which we do not ship.
         url = "postgresql+psycopg" + url[len("postgresql") :]
     return url
-
-
-def _whole(lo: int, hi: int) -> Callable[[str, str], int]:
-    return lambda name, raw: _int(name, raw, lo, hi)
 
 
 def _log_level(name: str, raw: str) -> str:

@@ -210,10 +210,7 @@ def trust_state(codex_home: str | os.PathLike[str]) -> TrustState:
     """
     states = {t.state for t in hook_trust(codex_home)}
     worst_first: tuple[TrustState, ...] = ("untrusted", "stale", "disabled")
-    for state in worst_first:
-        if state in states:
-            return state
-    return "trusted" if states else "absent"
+    return next((s for s in worst_first if s in states), "trusted" if states else "absent")
 
 
 _TRUST_SAYS: dict[TrustState, str] = {
