@@ -343,11 +343,15 @@ def install_steps(platform: Platform, path: Path, *, updated: bool) -> list[Step
     ]
 
 
-def uninstall_steps(platform: Platform) -> list[Step]:
-    """What uninstall runs before removing the file: stop it and take it out of login."""
+def uninstall_steps(platform: Platform) -> tuple[list[Step], list[Step]]:
+    """What uninstall runs before removing the file (stop it and take it out of login),
+    and after (forget it)."""
     if platform == "systemd":
-        return [(["systemctl", "--user", "disable", "--now", UNIT_NAME], True)]
-    return [(["launchctl", "bootout", f"{_launchd_domain()}/{LAUNCHD_LABEL}"], False)]
+        return (
+            [(["systemctl", "--user", "disable", "--now", UNIT_NAME], True)],
+            [(["systemctl", "--user", "daemon-reload"], True)],
+        )
+    return [(["launchctl", "bootout", f"{_launchd_domain()}/{LAUNCHD_LABEL}"], False)], []
 
 
 def offline_steps(platform: Platform, *, installing: bool) -> list[Step]:
@@ -357,12 +361,6 @@ def offline_steps(platform: Platform, *, installing: bool) -> list[Step]:
     made). launchd has no offline equivalent."""
     if platform == "systemd" and shutil.which("systemctl"):
         return [(["systemctl", "--user", "enable" if installing else "disable", UNIT_NAME], True)]
-    return []
-
-
-def after_removal_steps(platform: Platform) -> list[Step]:
-    if platform == "systemd":
-        return [(["systemctl", "--user", "daemon-reload"], True)]
     return []
 
 

@@ -210,7 +210,7 @@ def run_uninstall(args: argparse.Namespace, runner: su.Runner = su.run_command) 
         return 0
     manager = su.manager_state(platform, runner)
     if manager.available:
-        before, after = su.uninstall_steps(platform), su.after_removal_steps(platform)
+        before, after = su.uninstall_steps(platform)
     else:
         before, after = su.offline_steps(platform, installing=False), []
     if args.dry_run:
