@@ -88,8 +88,9 @@ def decode_text(path: Path, data: bytes | None) -> str:
         raise refusal(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
-def parse_json_object(path: Path, data: bytes | None) -> Doc:
-    """A JSON object file as a dict ({} when absent or blank); anything else is refused."""
+def parse_json_object(path: Path, data: bytes | None, key: str) -> Doc:
+    """A JSON object file as a dict ({} when absent or blank) whose `key`, when there, is
+    an object too; anything else is refused."""
     text = decode_text(path, data)
     if not text.strip():
         return {}
@@ -100,6 +101,9 @@ def parse_json_object(path: Path, data: bytes | None) -> Doc:
         raise refusal(f"{path} is not valid JSON ({where})") from None
     if not isinstance(doc, dict):
         raise refusal(f"{path} holds a JSON {type(doc).__name__}, not an object")
+    inner = doc.get(key)
+    if inner is not None and not isinstance(inner, dict):
+        raise refusal(f'{path}: "{key}" is a {type(inner).__name__}, not an object', "fix it")
     return doc
 
 
@@ -117,11 +121,8 @@ def parse_document(
     """The hooks file as a dict ({} when absent or blank). Refuses anything we can't edit
     safely. `config_keys`: keys inside "hooks" that are settings, not events (Gemini CLI's
     `enabled`, `disabled`, `notifications`); they are left alone."""
-    doc = parse_json_object(path, data)
-    hooks = doc.get("hooks")
-    if hooks is not None and not isinstance(hooks, dict):
-        raise refusal(f'{path}: "hooks" is a {type(hooks).__name__}, not an object', "fix it")
-    for event, groups in (hooks or {}).items():
+    doc = parse_json_object(path, data, "hooks")
+    for event, groups in (doc.get("hooks") or {}).items():
         if event in config_keys:
             continue
         if not isinstance(groups, list):

@@ -81,15 +81,6 @@ _decode = jsonhooks.decode_text  # one UTF-8 refusal message for both files
 # --- Claude Code: JSON ------------------------------------------------------------------
 
 
-def parse_claude(path: Path, data: bytes | None) -> Doc:
-    doc = jsonhooks.parse_json_object(path, data)
-    servers = doc.get(CLAUDE_KEY)
-    if servers is not None and not isinstance(servers, dict):
-        what = f'"{CLAUDE_KEY}" is a {type(servers).__name__}, not an object'
-        raise refusal(f"{path}: {what}", "fix it")
-    return doc
-
-
 # --- Codex: TOML --------------------------------------------------------------------------
 
 
@@ -202,7 +193,7 @@ class ClaudeMcpRegistration:
 
     def plan_install(self, state: InstallState) -> FileChange:
         before = read_bytes(self.path)
-        doc = parse_claude(self.path, before)
+        doc = jsonhooks.parse_json_object(self.path, before, CLAUDE_KEY)
         self._had = (SERVER_NAME in (doc.get(CLAUDE_KEY) or {}), CLAUDE_KEY in doc)
         # An existing entry keeps its place among the user's.
         wanted = copy.deepcopy(doc)
@@ -219,7 +210,7 @@ class ClaudeMcpRegistration:
 
     def plan_uninstall(self, state: InstallState) -> FileChange:
         before = read_bytes(self.path)
-        doc = parse_claude(self.path, before)
+        doc = jsonhooks.parse_json_object(self.path, before, CLAUDE_KEY)
         if before is None or SERVER_NAME not in (doc.get(CLAUDE_KEY) or {}):
             return FileChange(self.path, before, before, self.label, backup=True)
         rec = state.files.get(str(self.path), {})
