@@ -7,6 +7,7 @@ data dir) replaces them in place; every other key, group and handler is left as 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import re
@@ -107,12 +108,25 @@ def parse_json_object(path: Path, data: bytes | None, key: str) -> Doc:
     return doc
 
 
-def same_json(text: str, doc: Doc) -> bool:
-    """Whether `text` (a file's original bytes) parses to `doc` (blank: {})."""
-    try:
-        return (json.loads(text) if text.strip() else {}) == doc
-    except ValueError:
-        return False
+def installed_bytes(path: Path, before: bytes | None, doc: Doc, wanted: Doc) -> bytes:
+    """The file (`before`, parsed to `doc`) changed to hold `wanted`: `before` itself when
+    that changes nothing."""
+    if wanted == doc and before is not None:
+        return before
+    return edit_text(decode_text(path, before), wanted).encode("utf-8")
+
+
+def uninstalled_bytes(path: Path, before: bytes, wanted: Doc, rec: dict[str, Any]) -> bytes | None:
+    """The file changed to hold `wanted` on uninstall: the user's exact bytes from before
+    install (`rec`, the install record) when nothing of theirs changed since, and None
+    (delete it) when install created it and nothing is left."""
+    original = rec.get("original")
+    with contextlib.suppress(ValueError):
+        if original is not None and (json.loads(original) if original.strip() else {}) == wanted:
+            return original.encode("utf-8")
+    if rec.get("created_file") and not wanted:
+        return None
+    return edit_text(decode_text(path, before), wanted).encode("utf-8")
 
 
 def parse_document(

@@ -203,9 +203,7 @@ class ClaudeMcpRegistration:
             "args": list(self.command.args),
             "env": dict(self.command.env),
         }
-        if wanted == doc and before is not None:
-            return FileChange(self.path, before, before, self.label, backup=True)
-        after = jsonhooks.edit_text(_decode(self.path, before), wanted).encode("utf-8")
+        after = jsonhooks.installed_bytes(self.path, before, doc, wanted)
         return FileChange(self.path, before, after, self.label, mode=_mode(before), backup=True)
 
     def plan_uninstall(self, state: InstallState) -> FileChange:
@@ -218,14 +216,7 @@ class ClaudeMcpRegistration:
         del wanted[CLAUDE_KEY][SERVER_NAME]
         if rec.get("created_container", True) and not wanted[CLAUDE_KEY]:
             del wanted[CLAUDE_KEY]
-        after: bytes | None
-        original = rec.get("original")
-        if original is not None and jsonhooks.same_json(original, wanted):
-            after = original.encode("utf-8")  # nothing else changed: the user's exact bytes
-        elif rec.get("created_file") and not wanted:
-            after = None
-        else:
-            after = jsonhooks.edit_text(_decode(self.path, before), wanted).encode("utf-8")
+        after = jsonhooks.uninstalled_bytes(self.path, before, wanted, rec)
         # A file that install created and uninstall deletes needs no backup.
         return FileChange(self.path, before, after, self.label, backup=after is not None)
 
