@@ -93,15 +93,14 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
 
         prepare_data_dir(settings.data_dir)  # 0700 before the script and token go in
 
-    out = sys.stdout
     if args.dry_run:
-        print("dry run: nothing is written", file=out)
+        print("dry run: nothing is written")
     failed = False
     for adapter, changes in plans:
-        print(f"\n{adapter.title}", file=out)
+        print(f"\n{adapter.title}")
         for reg, change in changes:
             if args.dry_run:
-                print(change.report(dry_run=True), file=out)
+                print(change.report(dry_run=True))
                 continue
             if failed:
                 continue
@@ -119,7 +118,7 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
             extra = f"; backup {backup.name}" if backup else ""
             if not installing and kept is not None:
                 extra = f"; your file from before install is kept in {kept.name}"
-            print(f"  {change.verb:<10} {change.path}  ({change.what}{extra})", file=out)
+            print(f"  {change.verb:<10} {change.path}  ({change.what}{extra})")
     if args.dry_run:
         return 0
     state.save()
@@ -131,22 +130,21 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
         if shutil.which("curl") is None:
             print(
                 "  warning: curl is not on PATH; the hook script posts with it and stays "
-                "silent without it (install curl)",
-                file=out,
+                "silent without it (install curl)"
             )
         for adapter, _ in plans:
             if adapter.status is not None:
-                print(f"  {adapter.status()}", file=out)
+                print(f"  {adapter.status()}")
             for note in adapter.notes:
-                print(f"  note: {note}", file=out)
-        print(f"\ntoken   {settings.token_path}", file=out)
-        print(f"server  {_server_status(settings)}", file=out)
+                print(f"  note: {note}")
+        print(f"\ntoken   {settings.token_path}")
+        print(f"server  {_server_status(settings)}")
         from tma1.service_unit import install_hint
 
         if hint := install_hint():
-            print(f"\n{hint}", file=out)
+            print(f"\n{hint}")
     else:
-        print("\ntma1's hooks are removed (the data dir and token are kept).", file=out)
+        print("\ntma1's hooks are removed (the data dir and token are kept).")
     return 0
 
 

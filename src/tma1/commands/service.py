@@ -10,7 +10,6 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import TextIO
 
 from tma1 import service_unit as su
 from tma1.commands._args import check_port
@@ -76,12 +75,12 @@ def _data_dir(args: argparse.Namespace) -> Path:
     return Path(data_dir).expanduser().absolute()
 
 
-def _run_steps(steps: list[su.Step], out: TextIO, runner: su.Runner) -> bool:
+def _run_steps(steps: list[su.Step], runner: su.Runner) -> bool:
     for argv, must_succeed in steps:
         proc = runner(argv)
         shown = " ".join(argv)
         if proc.returncode == 0:
-            print(f"  ran        {shown}", file=out)
+            print(f"  ran        {shown}")
             continue
         if not must_succeed:
             continue
@@ -122,7 +121,6 @@ def run_install(args: argparse.Namespace, runner: su.Runner = su.run_command) ->
         "TMA1_HOST": args.host,
         "TMA1_PORT": None if args.port is None else str(args.port),
     }
-    out = sys.stdout
     env = os.environ
     try:
         environment = su.service_environment(env, overrides)
@@ -144,12 +142,12 @@ def run_install(args: argparse.Namespace, runner: su.Runner = su.run_command) ->
     else:
         steps = su.offline_steps(platform, installing=True)
     if args.dry_run:
-        print("dry run: nothing is written or run", file=out)
-        print(change.report(dry_run=True), file=out)
+        print("dry run: nothing is written or run")
+        print(change.report(dry_run=True))
         if not manager.available:
-            print(f"  note       {manager.detail}", file=out)
+            print(f"  note       {manager.detail}")
         for step, _ in steps:
-            print(f"  would run  {' '.join(step)}", file=out)
+            print(f"  would run  {' '.join(step)}")
         return 0
     if (why := su.transient_location(argv)) is not None:
         print(
@@ -178,17 +176,17 @@ def run_install(args: argparse.Namespace, runner: su.Runner = su.run_command) ->
             key=lambda d: (-len(Path(d).parts), d),
         )
         state.save()
-    print(change.report(dry_run=False), file=out)
+    print(change.report(dry_run=False))
     if platform == "launchd":
-        print(f"  logs       {su.launchd_log_path(env)}", file=out)
+        print(f"  logs       {su.launchd_log_path(env)}")
     else:
-        print("  logs       journalctl --user -u tma1", file=out)
-    if not _run_steps(steps, out, runner):
+        print("  logs       journalctl --user -u tma1")
+    if not _run_steps(steps, runner):
         return 1
     if not manager.available:
         _unavailable(manager, enabled=bool(steps))
         return 0
-    print("\ntma1 runs as a service now; `tma1 service status` shows it.", file=out)
+    print("\ntma1 runs as a service now; `tma1 service status` shows it.")
     return 0
 
 
@@ -197,7 +195,6 @@ def run_uninstall(args: argparse.Namespace, runner: su.Runner = su.run_command) 
     from tma1.adapters.registration import InstallState
 
     platform = _platform(args)
-    out = sys.stdout
     path = su.unit_path(platform, os.environ)
     try:
         change = su.plan_uninstall(path)
@@ -205,8 +202,8 @@ def run_uninstall(args: argparse.Namespace, runner: su.Runner = su.run_command) 
         print(f"tma1: {exc}", file=sys.stderr)
         return 1
     if change.before is None or not change.changed:
-        print(change.report(dry_run=args.dry_run), file=out)
-        print("\nno tma1 service file: nothing to remove.", file=out)
+        print(change.report(dry_run=args.dry_run))
+        print("\nno tma1 service file: nothing to remove.")
         return 0
     manager = su.manager_state(platform, runner)
     if manager.available:
@@ -214,18 +211,18 @@ def run_uninstall(args: argparse.Namespace, runner: su.Runner = su.run_command) 
     else:
         before, after = su.offline_steps(platform, installing=False), []
     if args.dry_run:
-        print("dry run: nothing is removed or run", file=out)
+        print("dry run: nothing is removed or run")
         if not manager.available:
-            print(f"  note       {manager.detail}", file=out)
+            print(f"  note       {manager.detail}")
         for step, _ in before:
-            print(f"  would run  {' '.join(step)}", file=out)
-        print(change.report(dry_run=True), file=out)
+            print(f"  would run  {' '.join(step)}")
+        print(change.report(dry_run=True))
         for step, _ in after:
-            print(f"  would run  {' '.join(step)}", file=out)
+            print(f"  would run  {' '.join(step)}")
         return 0
     if not manager.available:
         print(f"tma1: note: {manager.detail}; nothing to stop.", file=sys.stderr)
-    if not _run_steps(before, out, runner):
+    if not _run_steps(before, runner):
         print("tma1: the service file is left in place.", file=sys.stderr)
         return 1
     try:
@@ -233,7 +230,7 @@ def run_uninstall(args: argparse.Namespace, runner: su.Runner = su.run_command) 
     except OSError as exc:
         print(f"tma1: cannot remove {path}: {exc}", file=sys.stderr)
         return 1
-    print(change.report(dry_run=False), file=out)
+    print(change.report(dry_run=False))
     # The data dir the file was installed for holds the record of the directories made.
     carried = su.carried_environment(platform, change.before or b"")
     data_dir = args.data_dir or carried.get("TMA1_DATA_DIR")
@@ -244,9 +241,9 @@ def run_uninstall(args: argparse.Namespace, runner: su.Runner = su.run_command) 
             with contextlib.suppress(OSError):
                 Path(d).rmdir()  # only when empty: logs and other units stay
         state.save()
-    if not _run_steps(after, out, runner):
+    if not _run_steps(after, runner):
         return 1
-    print("\ntma1's service is removed (logs and the data dir are kept).", file=out)
+    print("\ntma1's service is removed (logs and the data dir are kept).")
     return 0
 
 
