@@ -38,6 +38,4 @@ def get_adapters(
         return [
             a for a in adapters if a.name not in OPTIONAL_IN_ALL or a.hooks.path.parent.is_dir()
         ]
-    if name not in builders:
-        raise ValueError(f"unknown adapter {name!r}; use {', '.join(ADAPTER_NAMES)} or all")
     return [builders[name](settings, env)]

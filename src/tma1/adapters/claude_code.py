@@ -40,7 +40,6 @@ COMMAND_ONLY_EVENTS = frozenset({"SessionStart"})
 # event Claude Code closes stdin once the event is written (tests/agents/ run the hooks
 # this way against the real binary), and the hook serves it in one process.
 BOUNDED_EVENTS = frozenset({"SessionStart", "SessionEnd"})
-TRANSPORTS = ("command", "http")
 
 
 def settings_path(env: Mapping[str, str] | None = None) -> Path:
@@ -74,8 +73,6 @@ def adapter(
 ) -> Adapter:
     """`transport="http"` (with the hook token): every event but SessionStart as a native
     http hook; the command hook (the default) stays silent when tma1 is down."""
-    if transport not in TRANSPORTS:
-        raise ValueError(f"unknown transport {transport!r}; use command or http")
     script = script_path(settings, NAME)
     bounded = {"type": "command", **exec_form(script), "timeout": TIMEOUT_S}
     handler = {"type": "command", **exec_form(script, stdin_closes=True), "timeout": TIMEOUT_S}
