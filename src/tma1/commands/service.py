@@ -70,9 +70,8 @@ def _platform(args: argparse.Namespace) -> su.Platform:
     return platform
 
 
-def _data_dir(args: argparse.Namespace) -> Path:
-    data_dir = args.data_dir or load_settings().data_dir
-    return Path(data_dir).expanduser().absolute()
+def _data_dir(given: str | Path | None) -> Path:
+    return Path(given or load_settings().data_dir).expanduser().absolute()
 
 
 def _run_steps(steps: list[su.Step], runner: su.Runner) -> bool:
@@ -156,8 +155,7 @@ def run_install(args: argparse.Namespace, runner: su.Runner = su.run_command) ->
             file=sys.stderr,
         )
 
-    data_dir = _data_dir(args)
-    state = InstallState.load(data_dir)
+    state = InstallState.load(_data_dir(args.data_dir))
     created = su.missing_dirs(path)
     log_dirs: list[str] = []
     try:
@@ -233,8 +231,7 @@ def run_uninstall(args: argparse.Namespace, runner: su.Runner = su.run_command) 
     print(change.report(dry_run=False))
     # The data dir the file was installed for holds the record of the directories made.
     carried = su.carried_environment(platform, change.before or b"")
-    data_dir = args.data_dir or carried.get("TMA1_DATA_DIR")
-    state = InstallState.load(_data_dir(argparse.Namespace(data_dir=data_dir)))
+    state = InstallState.load(_data_dir(args.data_dir or carried.get("TMA1_DATA_DIR")))
     rec = state.files.pop(str(path), None)
     if rec is not None:
         for d in rec.get("created_dirs", []):
