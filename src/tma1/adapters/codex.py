@@ -82,7 +82,8 @@ def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter
             CodexMcpRegistration(path=codex_config_path(env), command=mcp_command(settings)),
         ],
         notes=[TRUST_NOTE],
-        status=lambda: trust_line(hooks_path(env).parent),
+        # The line `tma1 install` prints on the trust state, and its fix.
+        status=lambda: _TRUST_SAYS[trust_state(hooks_path(env).parent)],
     )
 
 
@@ -223,8 +224,3 @@ _TRUST_SAYS: dict[TrustState, str] = {
     "[hooks.state] in config.toml): turn them on in /hooks.",
     "absent": "tma1's hooks are not in Codex's hooks.json.",
 }
-
-
-def trust_line(codex_home: str | os.PathLike[str]) -> str:
-    """One line for `tma1 install` (and `tma1 doctor`): the trust state and its fix."""
-    return _TRUST_SAYS[trust_state(codex_home)]

@@ -181,7 +181,7 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
             continue
         out.append(Check(OK, name, f"installed and current ({hooks.path})"))
         if adapter.name == "codex":
-            out.append(check_codex_trust(settings, env))
+            out.append(check_codex_trust(env))
         # What this agent's hooks give tma1 no channel for (docs/hooks.md): worth knowing,
         # nothing to fix.
         out.extend(
@@ -200,7 +200,7 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
     return out
 
 
-def check_codex_trust(settings: Settings, env: Mapping[str, str] | None = None) -> Check:
+def check_codex_trust(env: Mapping[str, str] | None = None) -> Check:
     """Codex runs a new or changed hook only once the user trusted it (/hooks)."""
     from tma1.adapters import codex
 
