@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -66,14 +66,17 @@ def parse_duration(name: str, raw: str) -> int:
     return int(m.group(1)) * _UNIT_SECONDS[m.group(2)]
 
 
-def _int(name: str, raw: str, lo: int, hi: int) -> int:
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a whole number") from None
-    if not lo <= value <= hi:
-        raise ConfigError(f"{name}={value} is out of range ({lo}..{hi})")
-    return value
+def _whole(lo: int, hi: int) -> Callable[[str, str], int]:
+    def parse(name: str, raw: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ConfigError(f"{name}={raw!r} is not a whole number") from None
+        if not lo <= value <= hi:
+            raise ConfigError(f"{name}={value} is out of range ({lo}..{hi})")
+        return value
+
+    return parse
 
 
 def _bool(name: str, raw: str) -> bool:
@@ -96,34 +99,39 @@ def validate_database_url(name: str, url: str) -> str:
     return url
 
 
+def _log_level(name: str, raw: str) -> str:
+    level = raw.strip().upper()
+    if level not in LOG_LEVELS:
+        raise ConfigError(f"{name}={raw!r} is not one of {', '.join(LOG_LEVELS)}")
+    return level
+
+
+# Each TMA1_* variable: the Settings field it sets, and its parser (which names the
+# variable in its error). An unset or empty variable keeps the field's default.
+ENV_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
+    "TMA1_HOST": ("host", lambda _name, raw: raw.strip()),
+    "TMA1_PORT": ("port", _whole(1, 65_535)),
+    "TMA1_DATA_DIR": ("data_dir", lambda _name, raw: Path(raw).expanduser()),
+    "TMA1_DATABASE_URL": (
+        "database_url",
+        lambda name, raw: validate_database_url(name, raw.strip()),
+    ),
+    "TMA1_LOG_LEVEL": ("log_level", _log_level),
+    "TMA1_DATA_TTL": ("data_ttl_seconds", parse_duration),
+    "TMA1_DISABLE_INJECTION": ("disable_injection", _bool),
+    "TMA1_CONTEXT_PRESSURE_THRESHOLD": ("context_pressure_threshold", _whole(1, 100_000_000)),
+    "TMA1_MAX_WATCHED_PROJECTS": ("max_watched_projects", _whole(0, 10_000)),
+    "TMA1_HOOK_DB_BUDGET_MS": ("hook_db_budget_ms", _whole(10, 60_000)),
+    "TMA1_INGEST_QUEUE_MAX": ("ingest_queue_max", _whole(0, 10_000_000)),
+}
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
-    kw: dict[str, Any] = {}
-    if raw := env.get("TMA1_HOST"):
-        kw["host"] = raw.strip()
-    if raw := env.get("TMA1_PORT"):
-        kw["port"] = _int("TMA1_PORT", raw, 1, 65_535)
-    if raw := env.get("TMA1_DATA_DIR"):
-        kw["data_dir"] = Path(raw).expanduser()
-    if raw := env.get("TMA1_DATABASE_URL"):
-        kw["database_url"] = validate_database_url("TMA1_DATABASE_URL", raw.strip())
-    if raw := env.get("TMA1_LOG_LEVEL"):
-        level = raw.strip().upper()
-        if level not in LOG_LEVELS:
-            raise ConfigError(f"TMA1_LOG_LEVEL={raw!r} is not one of {', '.join(LOG_LEVELS)}")
-        kw["log_level"] = level
-    if raw := env.get("TMA1_DATA_TTL"):
-        kw["data_ttl_seconds"] = parse_duration("TMA1_DATA_TTL", raw)
-    if (raw := env.get("TMA1_DISABLE_INJECTION")) is not None:
-        kw["disable_injection"] = _bool("TMA1_DISABLE_INJECTION", raw)
-    if raw := env.get("TMA1_CONTEXT_PRESSURE_THRESHOLD"):
-        kw["context_pressure_threshold"] = _int(
-            "TMA1_CONTEXT_PRESSURE_THRESHOLD", raw, 1, 100_000_000
-        )
-    if raw := env.get("TMA1_MAX_WATCHED_PROJECTS"):
-        kw["max_watched_projects"] = _int("TMA1_MAX_WATCHED_PROJECTS", raw, 0, 10_000)
-    if raw := env.get("TMA1_HOOK_DB_BUDGET_MS"):
-        kw["hook_db_budget_ms"] = _int("TMA1_HOOK_DB_BUDGET_MS", raw, 10, 60_000)
-    if raw := env.get("TMA1_INGEST_QUEUE_MAX"):
-        kw["ingest_queue_max"] = _int("TMA1_INGEST_QUEUE_MAX", raw, 0, 10_000_000)
-    return Settings(**kw)
+    return Settings(
+        **{
+            field_name: parse(var, env[var])
+            for var, (field_name, parse) in ENV_SETTINGS.items()
+            if env.get(var)
+        }
+    )

@@ -36,23 +36,9 @@ LAUNCHD_LABEL = "tma1.serve"
 # The first line of every file tma1 writes; a file without it is someone else's.
 MARKER = "Written by `tma1 service install`"
 
-# The settings tma1 serve reads from its environment (tma1.config.load_settings) that are
-# carried into the service when set at install time. The user's shell is not there when
-# the service manager starts tma1, so anything not written into the file is lost.
-CARRIED_VARIABLES = (
-    "TMA1_HOST",
-    "TMA1_PORT",
-    "TMA1_DATA_DIR",
-    "TMA1_DATABASE_URL",
-    "TMA1_LOG_LEVEL",
-    "TMA1_DATA_TTL",
-    "TMA1_DISABLE_INJECTION",
-    "TMA1_CONTEXT_PRESSURE_THRESHOLD",
-    "TMA1_MAX_WATCHED_PROJECTS",
-    "TMA1_HOOK_DB_BUDGET_MS",
-    "TMA1_INGEST_QUEUE_MAX",
-)
-
+# Every TMA1_* setting `tma1 serve` reads (tma1.config.ENV_SETTINGS) is carried into the
+# service when set at install time. The user's shell is not there when the service
+# manager starts tma1, so anything not written into the file is lost.
 # A runner: argv in, completed process out (tests pass a fake one).
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 COMMAND_TIMEOUT_S = 20.0
@@ -120,10 +106,10 @@ def service_environment(
     Validated as `tma1 serve` would, so a bad value fails here and not at every restart.
     TMA1_DATA_DIR is made absolute (the service runs from `/` or `$HOME`).
     """
-    from tma1.config import load_settings
+    from tma1.config import ENV_SETTINGS, load_settings
 
     env = os.environ if env is None else env
-    out = {k: env[k] for k in CARRIED_VARIABLES if env.get(k)}
+    out = {k: env[k] for k in ENV_SETTINGS if env.get(k)}
     for k, v in (overrides or {}).items():
         if v is not None:
             out[k] = v
@@ -357,11 +343,15 @@ def install_steps(platform: Platform, path: Path, *, updated: bool) -> list[Step
     ]
 
 
-def uninstall_steps(platform: Platform) -> list[Step]:
-    """What uninstall runs before removing the file: stop it and take it out of login."""
+def uninstall_steps(platform: Platform) -> tuple[list[Step], list[Step]]:
+    """What uninstall runs before removing the file (stop it and take it out of login),
+    and after (forget it)."""
     if platform == "systemd":
-        return [(["systemctl", "--user", "disable", "--now", UNIT_NAME], True)]
-    return [(["launchctl", "bootout", f"{_launchd_domain()}/{LAUNCHD_LABEL}"], False)]
+        return (
+            [(["systemctl", "--user", "disable", "--now", UNIT_NAME], True)],
+            [(["systemctl", "--user", "daemon-reload"], True)],
+        )
+    return [(["launchctl", "bootout", f"{_launchd_domain()}/{LAUNCHD_LABEL}"], False)], []
 
 
 def offline_steps(platform: Platform, *, installing: bool) -> list[Step]:
@@ -371,12 +361,6 @@ def offline_steps(platform: Platform, *, installing: bool) -> list[Step]:
     made). launchd has no offline equivalent."""
     if platform == "systemd" and shutil.which("systemctl"):
         return [(["systemctl", "--user", "enable" if installing else "disable", UNIT_NAME], True)]
-    return []
-
-
-def after_removal_steps(platform: Platform) -> list[Step]:
-    if platform == "systemd":
-        return [(["systemctl", "--user", "daemon-reload"], True)]
     return []
 
 

@@ -35,17 +35,7 @@ def get_adapters(
     }
     if name == "all":
         adapters = [builders[n](settings, env) for n in ADAPTER_NAMES]
-        return [a for a in adapters if a.name not in OPTIONAL_IN_ALL or _config_dir_exists(a)]
-    if name not in builders:
-        raise ValueError(f"unknown adapter {name!r}; use {', '.join(ADAPTER_NAMES)} or all")
+        return [
+            a for a in adapters if a.name not in OPTIONAL_IN_ALL or a.hooks.path.parent.is_dir()
+        ]
     return [builders[name](settings, env)]
-
-
-def _config_dir_exists(adapter: Adapter) -> bool:
-    from tma1.adapters.registration import JsonHooksRegistration
-
-    return any(
-        r.path.parent.is_dir()
-        for r in adapter.registrations
-        if isinstance(r, JsonHooksRegistration)
-    )

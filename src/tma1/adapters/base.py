@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tma1.adapters.registration import Registration
+from tma1.adapters.registration import JsonHooksRegistration, Registration
 
 
 @dataclass
@@ -19,3 +19,8 @@ class Adapter:
     cannot_be_told: list[str] = field(default_factory=list)
     # A line on the agent's state after install (e.g. whether Codex trusts the hooks).
     status: Callable[[], str] | None = None
+
+    @property
+    def hooks(self) -> JsonHooksRegistration:
+        """The agent's hooks file (every adapter has exactly one)."""
+        return next(r for r in self.registrations if isinstance(r, JsonHooksRegistration))

@@ -40,7 +40,6 @@ COMMAND_ONLY_EVENTS = frozenset({"SessionStart"})
 # event Claude Code closes stdin once the event is written (tests/agents/ run the hooks
 # this way against the real binary), and the hook serves it in one process.
 BOUNDED_EVENTS = frozenset({"SessionStart", "SessionEnd"})
-TRANSPORTS = ("command", "http")
 
 
 def settings_path(env: Mapping[str, str] | None = None) -> Path:
@@ -55,10 +54,11 @@ def http_handler(settings: Settings, token: str) -> dict[str, Any]:
     entry, whatever the host or port. The token is written literally, not through
     `allowedEnvVars`: a `$VAR` header works only when every Claude Code process has that
     variable, and a hook without it is refused (403), an error shown on every event."""
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    from tma1.mcp.api import base_url
+
     return {
         "type": "http",
-        "url": f"http://{host}:{settings.port}/api/hooks?transport=http&hook={script_name(NAME)}",
+        "url": f"{base_url(settings)}/api/hooks?transport=http&hook={script_name(NAME)}",
         "headers": {"X-TMA1-Token": token},
         "timeout": HTTP_TIMEOUT_S,
     }
@@ -73,8 +73,6 @@ def adapter(
 ) -> Adapter:
     """`transport="http"` (with the hook token): every event but SessionStart as a native
     http hook; the command hook (the default) stays silent when tma1 is down."""
-    if transport not in TRANSPORTS:
-        raise ValueError(f"unknown transport {transport!r}; use command or http")
     script = script_path(settings, NAME)
     bounded = {"type": "command", **exec_form(script), "timeout": TIMEOUT_S}
     handler = {"type": "command", **exec_form(script, stdin_closes=True), "timeout": TIMEOUT_S}

@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import re
-import shlex
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from typing import Any, Literal
 
 from tma1.adapters.base import Adapter
 from tma1.adapters.files import agent_dir
-from tma1.adapters.hookscript import script_name, script_path
+from tma1.adapters.hookscript import script_name, script_path, shell_handler
 from tma1.adapters.mcp_registration import CodexMcpRegistration, codex_config_path, mcp_command
 from tma1.adapters.registration import JsonHooksRegistration, ScriptRegistration
 from tma1.config import Settings
@@ -66,7 +65,6 @@ def hooks_path(env: Mapping[str, str] | None = None) -> Path:
 
 def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter:
     script = script_path(settings, NAME)
-    handler = {"type": "command", "command": shlex.quote(str(script)), "timeout": TIMEOUT_S}
     return Adapter(
         name=NAME,
         title="Codex",
@@ -75,7 +73,7 @@ def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter
             JsonHooksRegistration(
                 path=hooks_path(env),
                 events=EVENTS,
-                handler=handler,
+                handler=shell_handler(script, TIMEOUT_S),
                 marker=script_name(NAME),
                 # Codex honours matchers only on tool events; no matcher = every tool.
                 matcher=None,
@@ -84,7 +82,8 @@ def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter
             CodexMcpRegistration(path=codex_config_path(env), command=mcp_command(settings)),
         ],
         notes=[TRUST_NOTE],
-        status=lambda: trust_line(hooks_path(env).parent),
+        # The line `tma1 install` prints on the trust state, and its fix.
+        status=lambda: _TRUST_SAYS[trust_state(hooks_path(env).parent)],
     )
 
 
@@ -212,10 +211,7 @@ def trust_state(codex_home: str | os.PathLike[str]) -> TrustState:
     """
     states = {t.state for t in hook_trust(codex_home)}
     worst_first: tuple[TrustState, ...] = ("untrusted", "stale", "disabled")
-    for state in worst_first:
-        if state in states:
-            return state
-    return "trusted" if states else "absent"
+    return next((s for s in worst_first if s in states), "trusted" if states else "absent")
 
 
 _TRUST_SAYS: dict[TrustState, str] = {
@@ -228,8 +224,3 @@ _TRUST_SAYS: dict[TrustState, str] = {
     "[hooks.state] in config.toml): turn them on in /hooks.",
     "absent": "tma1's hooks are not in Codex's hooks.json.",
 }
-
-
-def trust_line(codex_home: str | os.PathLike[str]) -> str:
-    """One line for `tma1 install` (and `tma1 doctor`): the trust state and its fix."""
-    return _TRUST_SAYS[trust_state(codex_home)]

@@ -7,13 +7,12 @@ offline (`COPILOT_OFFLINE`, a BYOK provider on loopback: tests/agents/test_agent
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
 from tma1.adapters.base import Adapter
 from tma1.adapters.files import agent_dir
-from tma1.adapters.hookscript import script_name, script_path
+from tma1.adapters.hookscript import script_name, script_path, shell_handler
 from tma1.adapters.registration import JsonHooksRegistration, ScriptRegistration
 from tma1.config import Settings
 
@@ -44,7 +43,6 @@ def settings_path(env: Mapping[str, str] | None = None) -> Path:
 
 def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter:
     script = script_path(settings, NAME)
-    handler = {"type": "command", "command": shlex.quote(str(script)), "timeout": TIMEOUT_S}
     return Adapter(
         name=NAME,
         title="GitHub Copilot CLI",
@@ -53,7 +51,7 @@ def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter
             JsonHooksRegistration(
                 path=settings_path(env),
                 events=EVENTS,
-                handler=handler,
+                handler=shell_handler(script, TIMEOUT_S),
                 marker=script_name(NAME),
                 # Copilot refuses an empty matcher ("matcher cannot be empty") and then
                 # drops the whole settings file; no matcher = every tool.

@@ -7,13 +7,12 @@ binary (tests/agents/test_agent_gemini.py); docs/hooks.md has what each event ca
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
 from tma1.adapters.base import Adapter
 from tma1.adapters.files import agent_dir
-from tma1.adapters.hookscript import script_name, script_path
+from tma1.adapters.hookscript import script_name, script_path, shell_handler
 from tma1.adapters.registration import JsonHooksRegistration, ScriptRegistration
 from tma1.config import Settings
 
@@ -42,12 +41,6 @@ def settings_path(env: Mapping[str, str] | None = None) -> Path:
 
 def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter:
     script = script_path(settings, NAME)
-    handler = {
-        "name": "tma1",
-        "type": "command",
-        "command": shlex.quote(str(script)),
-        "timeout": TIMEOUT_MS,
-    }
     return Adapter(
         name=NAME,
         title="Gemini CLI",
@@ -56,7 +49,7 @@ def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter
             JsonHooksRegistration(
                 path=settings_path(env),
                 events=EVENTS,
-                handler=handler,
+                handler=shell_handler(script, TIMEOUT_MS, name="tma1"),
                 marker=script_name(NAME),
                 matcher="*",
                 label="Gemini CLI hooks",

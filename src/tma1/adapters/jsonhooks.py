@@ -7,6 +7,7 @@ data dir) replaces them in place; every other key, group and handler is left as 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import re
@@ -88,8 +89,9 @@ def decode_text(path: Path, data: bytes | None) -> str:
         raise refusal(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
-def parse_json_object(path: Path, data: bytes | None) -> Doc:
-    """A JSON object file as a dict ({} when absent or blank); anything else is refused."""
+def parse_json_object(path: Path, data: bytes | None, key: str) -> Doc:
+    """A JSON object file as a dict ({} when absent or blank) whose `key`, when there, is
+    an object too; anything else is refused."""
     text = decode_text(path, data)
     if not text.strip():
         return {}
@@ -100,15 +102,31 @@ def parse_json_object(path: Path, data: bytes | None) -> Doc:
         raise refusal(f"{path} is not valid JSON ({where})") from None
     if not isinstance(doc, dict):
         raise refusal(f"{path} holds a JSON {type(doc).__name__}, not an object")
+    inner = doc.get(key)
+    if inner is not None and not isinstance(inner, dict):
+        raise refusal(f'{path}: "{key}" is a {type(inner).__name__}, not an object', "fix it")
     return doc
 
 
-def same_json(text: str, doc: Doc) -> bool:
-    """Whether `text` (a file's original bytes) parses to `doc` (blank: {})."""
-    try:
-        return (json.loads(text) if text.strip() else {}) == doc
-    except ValueError:
-        return False
+def installed_bytes(path: Path, before: bytes | None, doc: Doc, wanted: Doc) -> bytes:
+    """The file (`before`, parsed to `doc`) changed to hold `wanted`: `before` itself when
+    that changes nothing."""
+    if wanted == doc and before is not None:
+        return before
+    return edit_text(decode_text(path, before), wanted).encode("utf-8")
+
+
+def uninstalled_bytes(path: Path, before: bytes, wanted: Doc, rec: dict[str, Any]) -> bytes | None:
+    """The file changed to hold `wanted` on uninstall: the user's exact bytes from before
+    install (`rec`, the install record) when nothing of theirs changed since, and None
+    (delete it) when install created it and nothing is left."""
+    original = rec.get("original")
+    with contextlib.suppress(ValueError):
+        if original is not None and (json.loads(original) if original.strip() else {}) == wanted:
+            return original.encode("utf-8")
+    if rec.get("created_file") and not wanted:
+        return None
+    return edit_text(decode_text(path, before), wanted).encode("utf-8")
 
 
 def parse_document(
@@ -117,11 +135,8 @@ def parse_document(
     """The hooks file as a dict ({} when absent or blank). Refuses anything we can't edit
     safely. `config_keys`: keys inside "hooks" that are settings, not events (Gemini CLI's
     `enabled`, `disabled`, `notifications`); they are left alone."""
-    doc = parse_json_object(path, data)
-    hooks = doc.get("hooks")
-    if hooks is not None and not isinstance(hooks, dict):
-        raise refusal(f'{path}: "hooks" is a {type(hooks).__name__}, not an object', "fix it")
-    for event, groups in (hooks or {}).items():
+    doc = parse_json_object(path, data, "hooks")
+    for event, groups in (doc.get("hooks") or {}).items():
         if event in config_keys:
             continue
         if not isinstance(groups, list):

@@ -145,9 +145,7 @@ class _Splicer:
                 i for i, _, _ in plan if i is not None
             ):
                 return self._dump(dict(wanted), indent_at)  # reordered: render it whole
-        elif len(wanted) == len(children):
-            plan = [(i, None, v) for i, (_, v) in enumerate(wanted)]
-        elif len(wanted) > len(children):
+        elif len(wanted) >= len(children):
             plan = [(i if i < len(children) else None, None, v) for i, (_, v) in enumerate(wanted)]
         else:
             matched = _match_subsequence([v for _, v in wanted], [c.value for _, _, c in children])

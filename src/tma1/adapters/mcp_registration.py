@@ -81,36 +81,6 @@ _decode = jsonhooks.decode_text  # one UTF-8 refusal message for both files
 # --- Claude Code: JSON ------------------------------------------------------------------
 
 
-def claude_entry(cmd: McpCommand) -> dict[str, Any]:
-    return {"type": "stdio", "command": cmd.command, "args": list(cmd.args), "env": dict(cmd.env)}
-
-
-def parse_claude(path: Path, data: bytes | None) -> Doc:
-    doc = jsonhooks.parse_json_object(path, data)
-    servers = doc.get(CLAUDE_KEY)
-    if servers is not None and not isinstance(servers, dict):
-        what = f'"{CLAUDE_KEY}" is a {type(servers).__name__}, not an object'
-        raise refusal(f"{path}: {what}", "fix it")
-    return doc
-
-
-def add_claude_server(doc: Doc, entry: dict[str, Any]) -> Doc:
-    """`mcpServers.tma1` = entry; an existing one keeps its place among the user's."""
-    out = copy.deepcopy(doc)
-    out.setdefault(CLAUDE_KEY, {})[SERVER_NAME] = copy.deepcopy(entry)
-    return out
-
-
-def remove_claude_server(doc: Doc, *, drop_empty_container: bool) -> Doc:
-    out = copy.deepcopy(doc)
-    servers = out.get(CLAUDE_KEY)
-    if isinstance(servers, dict) and SERVER_NAME in servers:
-        del servers[SERVER_NAME]
-        if drop_empty_container and not servers:
-            del out[CLAUDE_KEY]
-    return out
-
-
 # --- Codex: TOML --------------------------------------------------------------------------
 
 
@@ -148,7 +118,7 @@ def add_codex_server(text: str, entry: dict[str, Any]) -> str:
     """The new text with `[mcp_servers.tma1]` = entry; the rest of the file as it was."""
     doc = tomlkit.parse(text)
     servers = doc.get(CODEX_KEY)
-    current = None if servers is None else servers.get(SERVER_NAME)
+    current = codex_server(doc)
     if isinstance(current, Table | InlineTable):
         # Update in place: the table keeps its position and its surrounding whitespace.
         for key in [k for k in current if k not in entry]:
@@ -223,29 +193,30 @@ class ClaudeMcpRegistration:
 
     def plan_install(self, state: InstallState) -> FileChange:
         before = read_bytes(self.path)
-        doc = parse_claude(self.path, before)
+        doc = jsonhooks.parse_json_object(self.path, before, CLAUDE_KEY)
         self._had = (SERVER_NAME in (doc.get(CLAUDE_KEY) or {}), CLAUDE_KEY in doc)
-        wanted = add_claude_server(doc, claude_entry(self.command))
-        if wanted == doc and before is not None:
-            return FileChange(self.path, before, before, self.label, backup=True)
-        after = jsonhooks.edit_text(_decode(self.path, before), wanted).encode("utf-8")
+        # An existing entry keeps its place among the user's.
+        wanted = copy.deepcopy(doc)
+        wanted.setdefault(CLAUDE_KEY, {})[SERVER_NAME] = {
+            "type": "stdio",
+            "command": self.command.command,
+            "args": list(self.command.args),
+            "env": dict(self.command.env),
+        }
+        after = jsonhooks.installed_bytes(self.path, before, doc, wanted)
         return FileChange(self.path, before, after, self.label, mode=_mode(before), backup=True)
 
     def plan_uninstall(self, state: InstallState) -> FileChange:
         before = read_bytes(self.path)
-        doc = parse_claude(self.path, before)
+        doc = jsonhooks.parse_json_object(self.path, before, CLAUDE_KEY)
         if before is None or SERVER_NAME not in (doc.get(CLAUDE_KEY) or {}):
             return FileChange(self.path, before, before, self.label, backup=True)
         rec = state.files.get(str(self.path), {})
-        wanted = remove_claude_server(doc, drop_empty_container=rec.get("created_container", True))
-        after: bytes | None
-        original = rec.get("original")
-        if original is not None and jsonhooks.same_json(original, wanted):
-            after = original.encode("utf-8")  # nothing else changed: the user's exact bytes
-        elif rec.get("created_file") and not wanted:
-            after = None
-        else:
-            after = jsonhooks.edit_text(_decode(self.path, before), wanted).encode("utf-8")
+        wanted = copy.deepcopy(doc)
+        del wanted[CLAUDE_KEY][SERVER_NAME]
+        if rec.get("created_container", True) and not wanted[CLAUDE_KEY]:
+            del wanted[CLAUDE_KEY]
+        after = jsonhooks.uninstalled_bytes(self.path, before, wanted, rec)
         # A file that install created and uninstall deletes needs no backup.
         return FileChange(self.path, before, after, self.label, backup=after is not None)
 

@@ -111,11 +111,7 @@ class JsonHooksRegistration:
         wanted = jsonhooks.add_hooks(
             doc, self.events, self.handler, self.marker, self.matcher, self.per_event
         )
-        if wanted == doc and before is not None:
-            after: bytes | None = before  # already installed exactly so: leave the bytes be
-        else:
-            text = before.decode("utf-8") if before else ""
-            after = jsonhooks.edit_text(text, wanted).encode("utf-8")
+        after = jsonhooks.installed_bytes(self.path, before, doc, wanted)
         mode = 0o600 if self.secret and after != before else None
         return FileChange(self.path, before, after, self.label, mode=mode, backup=True)
 
@@ -124,23 +120,13 @@ class JsonHooksRegistration:
         if before is None or jsonhooks.count_ours(doc, self.marker) == 0:
             return FileChange(self.path, before, before, self.label, backup=True)
         rec = state.files.get(str(self.path), {})
-        original: str | None = rec.get("original")
-        created_hooks = rec.get("created_hooks_key", True)
         wanted = jsonhooks.remove_hooks(
             doc,
             self.marker,
-            drop_empty_hooks=created_hooks,
+            drop_empty_hooks=rec.get("created_hooks_key", True),
             keep_events=set(rec.get("existing_events", ())),
         )
-        after: bytes | None
-        if original is not None and jsonhooks.same_json(original, wanted):
-            # Nothing of the user's changed since install: give back their exact bytes.
-            after = original.encode("utf-8")
-        elif rec.get("created_file") and not wanted:
-            after = None
-        else:
-            text = before.decode("utf-8")
-            after = jsonhooks.edit_text(text, wanted).encode("utf-8")
+        after = jsonhooks.uninstalled_bytes(self.path, before, wanted, rec)
         # A file that install created and uninstall deletes needs no backup.
         return FileChange(self.path, before, after, self.label, backup=after is not None)
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tma1.config import ConfigError, load_settings, validate_database_url
+from tma1.config import ConfigError, Settings, load_settings, validate_database_url
 
 if TYPE_CHECKING:
     from tma1.store import Store
@@ -28,6 +28,31 @@ def whole_number(lo: int, hi: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def check_port(port: int | None) -> None:
+    if port is not None and not 1 <= port <= 65_535:
+        raise ConfigError(f"--port {port} is out of range (1..65535)")
+
+
+def cli_settings(args: argparse.Namespace) -> Settings:
+    """The settings with the command's --host, --port and --data-dir applied; the data dir
+    absolute: the script, the token and the state file must not depend on the cwd."""
+    settings = load_settings()
+    port = getattr(args, "port", None)
+    check_port(port)
+    data_dir = getattr(args, "data_dir", None) or settings.data_dir
+    return settings.with_overrides(
+        data_dir=data_dir.expanduser().absolute(), host=getattr(args, "host", None), port=port
+    )
+
+
+def read_token(path: Path) -> str | None:
+    """The hook token at `path`; None when there is none or it cannot be read."""
+    try:
+        return path.read_text(encoding="ascii").strip() or None
+    except (OSError, ValueError):
+        return None
 
 
 def add_database_options(p: argparse.ArgumentParser) -> None:

@@ -64,10 +64,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     lab.set_defaults(func=run_label)
 
 
-def _when(ts: int) -> str:
-    return datetime.fromtimestamp(ts / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
 def text_table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [len(h) for h in headers]
     for r in rows:
@@ -116,7 +112,7 @@ def run_anomalies(args: argparse.Namespace) -> int:
     rows = [
         [
             str(e["id"]),
-            _when(e["ts"]),
+            f"{datetime.fromtimestamp(e['ts'] / 1000, tz=UTC):%Y-%m-%d %H:%M:%S}",
             e["kind"],
             e["severity"],
             one_line(e["session_id"], 14),

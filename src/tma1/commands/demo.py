@@ -26,9 +26,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tma1.config import ConfigError
+    from tma1.commands._args import check_port
     from tma1.demo import run_demo
 
-    if args.port is not None and not 1 <= args.port <= 65_535:
-        raise ConfigError(f"--port {args.port} is out of range (1..65535)")
+    check_port(args.port)
     return run_demo(keep=args.keep, port=args.port)

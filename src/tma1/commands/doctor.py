@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tma1.config import ConfigError, Settings, load_settings
+from tma1.commands._args import cli_settings, read_token
+from tma1.config import Settings
 
 OK, WARN, FAIL, UNKNOWN = "ok", "warn", "FAIL", "?"
 
@@ -55,12 +56,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    if args.port is not None and not 1 <= args.port <= 65_535:
-        raise ConfigError(f"--port {args.port} is out of range (1..65535)")
-    data_dir = (args.data_dir or settings.data_dir).expanduser().absolute()
-    settings = settings.with_overrides(host=args.host, port=args.port, data_dir=data_dir)
-    checks = diagnose(settings)
+    checks = diagnose(cli_settings(args))
     for c in checks:
         print(c.line())
     bad = [c for c in checks if c.status == FAIL]
@@ -81,17 +77,13 @@ def diagnose(settings: Settings, env: Mapping[str, str] | None = None) -> list[C
 # --- server ---------------------------------------------------------------------------
 
 
-def server_url(settings: Settings) -> str:
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    return f"http://{host}:{settings.port}"
-
-
 def check_server(settings: Settings) -> tuple[Check, dict[str, Any] | None]:
     import httpx
 
     from tma1 import __version__
+    from tma1.mcp.api import base_url
 
-    url = server_url(settings)
+    url = base_url(settings)
     try:
         resp = httpx.get(f"{url}/api/health", timeout=2.0, trust_env=False)
         resp.raise_for_status()
@@ -137,11 +129,7 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
     """One line per agent: hooks installed and current, missing, or stale."""
     from tma1.adapters import get_adapters, jsonhooks
     from tma1.adapters.files import InstallError
-    from tma1.adapters.registration import (
-        InstallState,
-        JsonHooksRegistration,
-        ScriptRegistration,
-    )
+    from tma1.adapters.registration import InstallState, ScriptRegistration
 
     state = InstallState.load(settings.data_dir)
     out: list[Check] = []
@@ -149,7 +137,7 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
     for adapter in get_adapters("all", settings, env):
         name = f"hooks {adapter.name}"
         install = f"`tma1 install --adapter {adapter.name}`"
-        hooks = next(r for r in adapter.registrations if isinstance(r, JsonHooksRegistration))
+        hooks = adapter.hooks
         script = next(r for r in adapter.registrations if isinstance(r, ScriptRegistration))
         try:
             _before, doc = hooks._current()
@@ -193,7 +181,7 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
             continue
         out.append(Check(OK, name, f"installed and current ({hooks.path})"))
         if adapter.name == "codex":
-            out.append(check_codex_trust(settings, env))
+            out.append(check_codex_trust(env))
         # What this agent's hooks give tma1 no channel for (docs/hooks.md): worth knowing,
         # nothing to fix.
         out.extend(
@@ -212,7 +200,7 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
     return out
 
 
-def check_codex_trust(settings: Settings, env: Mapping[str, str] | None = None) -> Check:
+def check_codex_trust(env: Mapping[str, str] | None = None) -> Check:
     """Codex runs a new or changed hook only once the user trusted it (/hooks)."""
     from tma1.adapters import codex
 
@@ -285,11 +273,10 @@ def check_service(env: Mapping[str, str] | None = None, *, up: bool) -> Check:
 def check_token(settings: Settings, *, up: bool) -> Check:
     import httpx
 
+    from tma1.mcp.api import base_url
+
     path = settings.token_path
-    try:
-        token = path.read_text(encoding="ascii").strip()
-    except OSError:
-        token = ""
+    token = read_token(path)
     if not token:
         return Check(
             FAIL,
@@ -301,7 +288,7 @@ def check_token(settings: Settings, *, up: bool) -> Check:
         return Check(UNKNOWN, "hook token", f"{path} exists; cannot compare (server down)")
     try:
         resp = httpx.get(
-            f"{server_url(settings)}/api/hooks/token-check",
+            f"{base_url(settings)}/api/hooks/token-check",
             headers={"X-TMA1-Token": token},
             timeout=2.0,
             trust_env=False,

@@ -9,7 +9,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tma1.config import ConfigError, Settings, load_settings
+from tma1.commands._args import cli_settings, read_token
+from tma1.config import Settings
 
 if TYPE_CHECKING:
     from tma1.adapters.files import FileChange
@@ -64,33 +65,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p.set_defaults(func=partial(_run, installing=name == "install"))
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    settings = load_settings()
-    port = getattr(args, "port", None)
-    if port is not None and not 1 <= port <= 65_535:
-        raise ConfigError(f"--port {port} is out of range (1..65535)")
-    data_dir = args.data_dir or settings.data_dir
-    return settings.with_overrides(
-        # Absolute: the script, the token and the state file must not depend on the cwd.
-        data_dir=data_dir.expanduser().absolute(),
-        host=getattr(args, "host", None),
-        port=port,
-    )
-
-
 def _run(args: argparse.Namespace, *, installing: bool) -> int:
     from tma1.adapters import get_adapters
     from tma1.adapters.files import InstallError
     from tma1.adapters.registration import InstallState, plan_all
     from tma1.token import ensure_token
 
-    settings = _settings(args)
+    settings = cli_settings(args)
     transport = getattr(args, "transport", "command")
     token: str | None = None
     if installing and transport == "http":
         # The http hook carries the token itself; a dry run shows where it would go.
         token = (
-            _existing_token(settings.token_path) or "<the token install creates>"
+            read_token(settings.token_path) or "<the token install creates>"
             if args.dry_run
             else ensure_token(settings.token_path)
         )
@@ -106,15 +93,14 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
 
         prepare_data_dir(settings.data_dir)  # 0700 before the script and token go in
 
-    out = sys.stdout
     if args.dry_run:
-        print("dry run: nothing is written", file=out)
+        print("dry run: nothing is written")
     failed = False
     for adapter, changes in plans:
-        print(f"\n{adapter.title}", file=out)
+        print(f"\n{adapter.title}")
         for reg, change in changes:
             if args.dry_run:
-                print(change.report(dry_run=True), file=out)
+                print(change.report(dry_run=True))
                 continue
             if failed:
                 continue
@@ -132,7 +118,7 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
             extra = f"; backup {backup.name}" if backup else ""
             if not installing and kept is not None:
                 extra = f"; your file from before install is kept in {kept.name}"
-            print(f"  {change.verb:<10} {change.path}  ({change.what}{extra})", file=out)
+            print(f"  {change.verb:<10} {change.path}  ({change.what}{extra})")
     if args.dry_run:
         return 0
     state.save()
@@ -144,30 +130,22 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
         if shutil.which("curl") is None:
             print(
                 "  warning: curl is not on PATH; the hook script posts with it and stays "
-                "silent without it (install curl)",
-                file=out,
+                "silent without it (install curl)"
             )
         for adapter, _ in plans:
             if adapter.status is not None:
-                print(f"  {adapter.status()}", file=out)
+                print(f"  {adapter.status()}")
             for note in adapter.notes:
-                print(f"  note: {note}", file=out)
-        print(f"\ntoken   {settings.token_path}", file=out)
-        print(f"server  {_server_status(settings)}", file=out)
+                print(f"  note: {note}")
+        print(f"\ntoken   {settings.token_path}")
+        print(f"server  {_server_status(settings)}")
         from tma1.service_unit import install_hint
 
         if hint := install_hint():
-            print(f"\n{hint}", file=out)
+            print(f"\n{hint}")
     else:
-        print("\ntma1's hooks are removed (the data dir and token are kept).", file=out)
+        print("\ntma1's hooks are removed (the data dir and token are kept).")
     return 0
-
-
-def _existing_token(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="ascii").strip() or None
-    except (OSError, ValueError):
-        return None
 
 
 def _settle_backup(change: FileChange) -> Path | None:
@@ -189,8 +167,9 @@ def _settle_backup(change: FileChange) -> Path | None:
 def _server_status(settings: Settings) -> str:
     import httpx
 
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    url = f"http://{host}:{settings.port}"
+    from tma1.mcp.api import base_url
+
+    url = base_url(settings)
     try:
         httpx.get(f"{url}/api/ping", timeout=1.0, trust_env=False).raise_for_status()
     except httpx.HTTPError:

@@ -9,8 +9,6 @@ import argparse
 import logging
 import os
 
-from tma1.config import ConfigError, load_settings
-
 log = logging.getLogger("tma1.mcp")
 
 
@@ -36,14 +34,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     import anyio
 
-    from tma1.commands._args import setup_logging
+    from tma1.commands._args import cli_settings, setup_logging
     from tma1.mcp.api import Tma1Api, base_url
     from tma1.mcp.server import build_server
 
-    settings = load_settings()
-    if args.port is not None and not 1 <= args.port <= 65_535:
-        raise ConfigError(f"--port {args.port} is out of range (1..65535)")
-    settings = settings.with_overrides(host=args.host, port=args.port)
+    settings = cli_settings(args)
     setup_logging(settings.log_level)  # stderr; never stdout
     # The SDK logs every request at INFO: noise in the agent's MCP log.
     logging.getLogger("mcp").setLevel(max(logging.WARNING, logging.getLogger().level))

@@ -72,13 +72,10 @@ def _project(raw: str | None) -> str | None:
     return project_for(path)
 
 
-def _when(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
 def _describe(kind: str, project: str | None, until: int | None) -> str:
     where = f"in {project}" if project else "in every project"
-    end = f"until {_when(until)}" if until is not None else "until `tma1 unmute`"
+    when = None if until is None else datetime.fromtimestamp(until / 1000, tz=UTC)
+    end = f"until {when:%Y-%m-%d %H:%M UTC}" if when else "until `tma1 unmute`"
     return f"{kind} {where}, {end}"
 
 

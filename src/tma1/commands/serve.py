@@ -28,16 +28,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tma1.commands._args import setup_logging
-    from tma1.config import ConfigError, validate_database_url
+    from tma1.commands._args import check_port, setup_logging
+    from tma1.config import validate_database_url
     from tma1.privacy import check_loopback_host, prepare_data_dir
     from tma1.server.app import PortInUseError, check_port_free, run_server
     from tma1.service import build_service
     from tma1.token import ensure_token
 
     settings = load_settings()
-    if args.port is not None and not 1 <= args.port <= 65_535:
-        raise ConfigError(f"--port {args.port} is out of range (1..65535)")
+    check_port(args.port)
     settings = settings.with_overrides(
         host=args.host,
         port=args.port,

@@ -10,9 +10,9 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import TextIO
 
 from tma1 import service_unit as su
+from tma1.commands._args import check_port
 from tma1.config import ConfigError, load_settings
 
 
@@ -70,17 +70,16 @@ def _platform(args: argparse.Namespace) -> su.Platform:
     return platform
 
 
-def _data_dir(args: argparse.Namespace) -> Path:
-    data_dir = args.data_dir or load_settings().data_dir
-    return Path(data_dir).expanduser().absolute()
+def _data_dir(given: str | Path | None) -> Path:
+    return Path(given or load_settings().data_dir).expanduser().absolute()
 
 
-def _run_steps(steps: list[su.Step], out: TextIO, runner: su.Runner) -> bool:
+def _run_steps(steps: list[su.Step], runner: su.Runner) -> bool:
     for argv, must_succeed in steps:
         proc = runner(argv)
         shown = " ".join(argv)
         if proc.returncode == 0:
-            print(f"  ran        {shown}", file=out)
+            print(f"  ran        {shown}")
             continue
         if not must_succeed:
             continue
@@ -115,14 +114,12 @@ def run_install(args: argparse.Namespace, runner: su.Runner = su.run_command) ->
     from tma1.adapters.registration import InstallState
 
     platform = _platform(args)
-    if args.port is not None and not 1 <= args.port <= 65_535:
-        raise ConfigError(f"--port {args.port} is out of range (1..65535)")
+    check_port(args.port)
     overrides = {
         "TMA1_DATA_DIR": str(args.data_dir) if args.data_dir else None,
         "TMA1_HOST": args.host,
         "TMA1_PORT": None if args.port is None else str(args.port),
     }
-    out = sys.stdout
     env = os.environ
     try:
         environment = su.service_environment(env, overrides)
@@ -144,12 +141,12 @@ def run_install(args: argparse.Namespace, runner: su.Runner = su.run_command) ->
     else:
         steps = su.offline_steps(platform, installing=True)
     if args.dry_run:
-        print("dry run: nothing is written or run", file=out)
-        print(change.report(dry_run=True), file=out)
+        print("dry run: nothing is written or run")
+        print(change.report(dry_run=True))
         if not manager.available:
-            print(f"  note       {manager.detail}", file=out)
+            print(f"  note       {manager.detail}")
         for step, _ in steps:
-            print(f"  would run  {' '.join(step)}", file=out)
+            print(f"  would run  {' '.join(step)}")
         return 0
     if (why := su.transient_location(argv)) is not None:
         print(
@@ -158,8 +155,7 @@ def run_install(args: argparse.Namespace, runner: su.Runner = su.run_command) ->
             file=sys.stderr,
         )
 
-    data_dir = _data_dir(args)
-    state = InstallState.load(data_dir)
+    state = InstallState.load(_data_dir(args.data_dir))
     created = su.missing_dirs(path)
     log_dirs: list[str] = []
     try:
@@ -178,17 +174,17 @@ def run_install(args: argparse.Namespace, runner: su.Runner = su.run_command) ->
             key=lambda d: (-len(Path(d).parts), d),
         )
         state.save()
-    print(change.report(dry_run=False), file=out)
+    print(change.report(dry_run=False))
     if platform == "launchd":
-        print(f"  logs       {su.launchd_log_path(env)}", file=out)
+        print(f"  logs       {su.launchd_log_path(env)}")
     else:
-        print("  logs       journalctl --user -u tma1", file=out)
-    if not _run_steps(steps, out, runner):
+        print("  logs       journalctl --user -u tma1")
+    if not _run_steps(steps, runner):
         return 1
     if not manager.available:
         _unavailable(manager, enabled=bool(steps))
         return 0
-    print("\ntma1 runs as a service now; `tma1 service status` shows it.", file=out)
+    print("\ntma1 runs as a service now; `tma1 service status` shows it.")
     return 0
 
 
@@ -197,7 +193,6 @@ def run_uninstall(args: argparse.Namespace, runner: su.Runner = su.run_command) 
     from tma1.adapters.registration import InstallState
 
     platform = _platform(args)
-    out = sys.stdout
     path = su.unit_path(platform, os.environ)
     try:
         change = su.plan_uninstall(path)
@@ -205,27 +200,27 @@ def run_uninstall(args: argparse.Namespace, runner: su.Runner = su.run_command) 
         print(f"tma1: {exc}", file=sys.stderr)
         return 1
     if change.before is None or not change.changed:
-        print(change.report(dry_run=args.dry_run), file=out)
-        print("\nno tma1 service file: nothing to remove.", file=out)
+        print(change.report(dry_run=args.dry_run))
+        print("\nno tma1 service file: nothing to remove.")
         return 0
     manager = su.manager_state(platform, runner)
     if manager.available:
-        before, after = su.uninstall_steps(platform), su.after_removal_steps(platform)
+        before, after = su.uninstall_steps(platform)
     else:
         before, after = su.offline_steps(platform, installing=False), []
     if args.dry_run:
-        print("dry run: nothing is removed or run", file=out)
+        print("dry run: nothing is removed or run")
         if not manager.available:
-            print(f"  note       {manager.detail}", file=out)
+            print(f"  note       {manager.detail}")
         for step, _ in before:
-            print(f"  would run  {' '.join(step)}", file=out)
-        print(change.report(dry_run=True), file=out)
+            print(f"  would run  {' '.join(step)}")
+        print(change.report(dry_run=True))
         for step, _ in after:
-            print(f"  would run  {' '.join(step)}", file=out)
+            print(f"  would run  {' '.join(step)}")
         return 0
     if not manager.available:
         print(f"tma1: note: {manager.detail}; nothing to stop.", file=sys.stderr)
-    if not _run_steps(before, out, runner):
+    if not _run_steps(before, runner):
         print("tma1: the service file is left in place.", file=sys.stderr)
         return 1
     try:
@@ -233,20 +228,19 @@ def run_uninstall(args: argparse.Namespace, runner: su.Runner = su.run_command) 
     except OSError as exc:
         print(f"tma1: cannot remove {path}: {exc}", file=sys.stderr)
         return 1
-    print(change.report(dry_run=False), file=out)
+    print(change.report(dry_run=False))
     # The data dir the file was installed for holds the record of the directories made.
     carried = su.carried_environment(platform, change.before or b"")
-    data_dir = args.data_dir or carried.get("TMA1_DATA_DIR")
-    state = InstallState.load(_data_dir(argparse.Namespace(data_dir=data_dir)))
+    state = InstallState.load(_data_dir(args.data_dir or carried.get("TMA1_DATA_DIR")))
     rec = state.files.pop(str(path), None)
     if rec is not None:
         for d in rec.get("created_dirs", []):
             with contextlib.suppress(OSError):
                 Path(d).rmdir()  # only when empty: logs and other units stay
         state.save()
-    if not _run_steps(after, out, runner):
+    if not _run_steps(after, runner):
         return 1
-    print("\ntma1's service is removed (logs and the data dir are kept).", file=out)
+    print("\ntma1's service is removed (logs and the data dir are kept).")
     return 0
 
 
