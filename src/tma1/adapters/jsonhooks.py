@@ -11,23 +11,13 @@ import contextlib
 import copy
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tma1.adapters.files import refusal
-from tma1.adapters.jsonsplice import splice
+from tma1.adapters.jsonsplice import JsonFormat, splice
 
 Doc = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class JsonFormat:
-    indent: str | None = "  "
-    key_sep: str = ": "
-    item_sep: str = ","
-    trailing_newline: bool = True
-    ensure_ascii: bool = False
 
 
 DEFAULT_FORMAT = JsonFormat()

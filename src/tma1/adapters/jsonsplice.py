@@ -14,13 +14,21 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from tma1.adapters.jsonhooks import JsonFormat
+from typing import Any
 
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
+
+
+@dataclass(frozen=True)
+class JsonFormat:
+    """How a file writes its JSON: indent, separators, final newline, escapes."""
+
+    indent: str | None = "  "
+    key_sep: str = ": "
+    item_sep: str = ","
+    trailing_newline: bool = True
+    ensure_ascii: bool = False
 
 
 @dataclass

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tma1.replay.formats import CLAUDE_HOOKLOG, Records
-from tma1.replay.model import Converted, hook_item
+from tma1.replay.formats import CLAUDE_HOOKLOG
+from tma1.replay.model import Converted, Records, hook_item
 
 BASE_MS = 1_735_689_600_000  # 2025-01-01T00:00:00Z
 SPACING_MS = 2_000

@@ -27,8 +27,8 @@ from typing import Any
 from tma1.clock import epoch_ms
 from tma1.replay import claude_transcript
 from tma1.replay.claude_hooklog import BASE_MS, SPACING_MS
-from tma1.replay.formats import CLAUDE_STREAM_JSON, Records
-from tma1.replay.model import Converted, obj
+from tma1.replay.formats import CLAUDE_STREAM_JSON
+from tma1.replay.model import Converted, Records, obj
 
 UNKNOWN_PROMPT = "[the prompt given to claude -p; stream-json does not print it]"
 _CONVERSATION = frozenset({"assistant", "user"})

@@ -44,8 +44,8 @@ from typing import Any
 
 from tma1.clock import epoch_ms
 from tma1.events import Usage
-from tma1.replay.formats import CLAUDE_TRANSCRIPT, Records
-from tma1.replay.model import Converted, Note, SessionHooks, obj
+from tma1.replay.formats import CLAUDE_TRANSCRIPT
+from tma1.replay.model import Converted, Note, Records, SessionHooks, obj
 from tma1.sensors.transcripts import parse_claude_usage_lines
 
 # Built-in commands that run locally: no UserPromptSubmit, nothing reaches the model.

@@ -28,8 +28,8 @@ from typing import Any
 
 from tma1.clock import epoch_ms
 from tma1.events import shell_script
-from tma1.replay.formats import CODEX_ROLLOUT, Records
-from tma1.replay.model import Converted, SessionHooks, obj
+from tma1.replay.formats import CODEX_ROLLOUT
+from tma1.replay.model import Converted, Records, SessionHooks, obj
 from tma1.sensors.transcripts import CodexState, parse_codex_usage_lines
 
 LEGACY_SPACING_MS = 5_000

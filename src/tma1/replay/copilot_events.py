@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from tma1.clock import epoch_ms
-from tma1.replay.formats import COPILOT_EVENTS, Records
-from tma1.replay.model import Converted, numbered_hook, obj
+from tma1.replay.formats import COPILOT_EVENTS
+from tma1.replay.model import Converted, Records, numbered_hook, obj
 
 
 def convert(records: Records) -> Converted:

@@ -18,8 +18,8 @@ from typing import Any
 
 from tma1.clock import epoch_ms
 from tma1.events import FileChange, Usage
-from tma1.replay.formats import EVENTLOG, Records
-from tma1.replay.model import FILE_CHANGE, USAGE, Converted, ReplayItem, hook_item
+from tma1.replay.formats import EVENTLOG
+from tma1.replay.model import FILE_CHANGE, USAGE, Converted, Records, ReplayItem, hook_item
 
 # Keys we add to a hook payload; stripped before the payload goes to the live path.
 EXTRA_KEYS = ("ts", "agent_source")

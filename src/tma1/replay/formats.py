@@ -24,11 +24,10 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tma1.replay.model import Problem
+from tma1.replay.model import Problem, Records
 
 EVENTLOG = "eventlog"
 CLAUDE_TRANSCRIPT = "claude-transcript"
@@ -41,16 +40,6 @@ COPILOT_EVENTS = "copilot-events"
 _WS = re.compile(r"\s*")
 # A binary or foreign file would otherwise report every one of its lines.
 MAX_LINE_PROBLEMS = 50
-
-
-@dataclass(slots=True)
-class Records:
-    path: str
-    records: list[tuple[int, Any]] = field(default_factory=list)  # (line, value)
-    problems: list[Problem] = field(default_factory=list)
-
-    def problem(self, line: int, message: str) -> None:
-        self.problems.append(Problem(self.path, line, message))
 
 
 def read_records(path: str | Path) -> Records:

@@ -22,8 +22,8 @@ from functools import partial
 from typing import Any
 
 from tma1.clock import epoch_ms
-from tma1.replay.formats import GEMINI_CHAT, Records
-from tma1.replay.model import Converted, numbered_hook, obj
+from tma1.replay.formats import GEMINI_CHAT
+from tma1.replay.model import Converted, Records, numbered_hook, obj
 
 _WORKSPACE = re.compile(r"\*\*Workspace Directories:\*\*\s*\n\s*- (\S[^\n]*)")
 _CONTEXT_PREFIX = "<session_context>"

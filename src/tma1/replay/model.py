@@ -9,12 +9,9 @@ the live code path with a virtual clock.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from tma1.events import FileChange, Usage
-
-if TYPE_CHECKING:
-    from tma1.replay.formats import Records
 
 HOOK = "hook"
 
@@ -150,6 +147,18 @@ class Note:
     kind: str  # modified_since_read | validation_rejected | blocked_by_hook | ...
     detail: str
     origin: str = ""
+
+
+@dataclass(slots=True)
+class Records:
+    """Every JSON value a file holds, with its line, and what could not be read."""
+
+    path: str
+    records: list[tuple[int, Any]] = field(default_factory=list)  # (line, value)
+    problems: list[Problem] = field(default_factory=list)
+
+    def problem(self, line: int, message: str) -> None:
+        self.problems.append(Problem(self.path, line, message))
 
 
 @dataclass(slots=True)
