@@ -3,7 +3,8 @@
 A *check* is a build, test, lint or type-check run, recognised by its runner rather than
 its spelling. The modules, by concern: `normalize` (shell splitting, wrappers, output
 plumbing, `cd DIR &&`), `identity` (runner identity, scope and coverage), `outcome` (pass,
-fail, invocation error, coverage-only, interruption), `locations` (error locations and
+fail, invocation error, coverage-only, interruption), `verdict` (no verdict: what failed was
+not the code), `locations` (error locations and
 error lines), `testids` (failing and passing test ids).
 
 Every function is pure: the ingest path, the rules and replay agree on what a run says.
@@ -37,6 +38,7 @@ from tma1.checks.outcome import (
     failure_kind_of_exit,
     has_failure_markers,
     is_masked_failure,
+    masked_kind,
     outcome_of,
 )
 from tma1.checks.testids import (
@@ -47,6 +49,7 @@ from tma1.checks.testids import (
     reported_passing,
 )
 from tma1.checks.text import strip_ansi
+from tma1.checks.verdict import no_verdict
 
 __all__ = [
     "Check",
@@ -66,6 +69,8 @@ __all__ = [
     "is_masked_failure",
     "lines_in",
     "located_in",
+    "masked_kind",
+    "no_verdict",
     "normalise",
     "outcome_of",
     "refs",
