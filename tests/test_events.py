@@ -185,7 +185,11 @@ def test_failure_markers(
     assert ev.failure_kind == kind
     assert ev.tool_success is False
     assert ev.is_failure and not ev.is_success
-    assert ev.tool_error_summary
+    # The tool's own error line; an output that is only the agent's framing (`Command
+    # exited with non-zero status code 2`) has none (design §2.21).
+    if kind != "no_verdict":
+        assert ev.tool_error_summary
+    assert not (ev.tool_error_summary or "").startswith(("Exit code", "Command exited", "Process"))
 
 
 @pytest.mark.parametrize(("name", "payload"), SUCCESS_TABLE, ids=[r[0] for r in SUCCESS_TABLE])

@@ -318,8 +318,9 @@ def _exit_kind(command: str | None, output: str | None) -> str:
 def _note_failure_output(ev: HookEvent) -> None:
     """The error line and failing test ids of a failed call's result, when it has one."""
     if ev.tool_result:
-        # The exit-status line alone is still better than nothing to show a human.
-        ev.tool_error_summary = error_line(ev.tool_result) or ev.tool_result.strip()[:300] or None
+        # The tool's own line, never the agent's framing (`Exit code: 1`, `Wall time: …`,
+        # design §2.21): an output that is only framing has no error line.
+        ev.tool_error_summary = error_line(ev.tool_result)
         ev.test_ids = extract_test_ids(ev.tool_result)
 
 

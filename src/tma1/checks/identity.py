@@ -200,12 +200,19 @@ _CHECK_WORD = re.compile(
 _NAME_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 # Never a check, whatever else the name says: starting or serving the program, shipping it.
 _PROGRAM_NAME = re.compile(r"^(?:start|serve|dev|deploy|publish|release|push|flash|upload)")
+_MACHINE_WORDS = frozenset(
+    {"prereq", "prereqs", "prerequisite", "prerequisites", "env", "environment", "setup",
+     "deps", "dependencies", "health", "healthcheck", "status", "install", "tools",
+     "version", "versions", "updates", "update", "links", "ports"}
+)  # fmt: skip
 _SHIPPING = frozenset(
     {"deploy", "push", "flash", "publish", "release", "upload", "install", "run", "start",
      "serve", "dev", "preview", "watch", "clean", "fmt", "format", "generate", "docs"}
 )  # fmt: skip
 # Directories that hold built programs: `./target/release/app`, `./build/app`, `bin/srv`.
 _BUILT_DIRS = frozenset({"target", "build", "dist", "bin", "out", "release", "debug"})
+_PATH_WORD = re.compile(r"[\w@%+=:,.~/-]+")
+_TASK_WORD = re.compile(r"[\w:.-]+")  # `./dev.sh test`, `./x.py check:types`
 _HELP_FLAGS = frozenset({"--help", "-h", "--version", "-V"})
 # Package managers' options whose value is a separate word (`pnpm --filter api test`).
 _PM_VALUE_FLAGS = frozenset({"--filter", "-F", "--workspace", "-w", "--cwd", "--dir", "-C"})
@@ -218,7 +225,11 @@ def says_check(name: str) -> bool:
     stem = _SCRIPT_FILE.sub("", name.rsplit("/", 1)[-1])
     if _PROGRAM_NAME.match(stem.lower()):
         return False
-    return any(_CHECK_WORD.match(w.lower()) for w in _NAME_WORDS.findall(stem))
+    words = [w.lower() for w in _NAME_WORDS.findall(stem)]
+    # `check-prerequisites.sh`, `check_env.py`, `healthcheck`: the machine, not the code.
+    if any(w in _MACHINE_WORDS for w in words):
+        return False
+    return any(_CHECK_WORD.match(w) for w in words)
 
 
 def _asks_for_help(rest: Sequence[str]) -> bool:
@@ -239,6 +250,8 @@ def _script_step(workdir: str, script: str, args: list[str]) -> Step | None:
     argument says so (`./build.sh`, `./dev.sh test`), never a built program."""
     name = _clean_path(script)
     base = name.rsplit("/", 1)[-1]
+    if not _PATH_WORD.fullmatch(name):
+        return None  # no path: a quoted text (a PowerShell here-string), a variable
     if base in _ALIASED_RUNNERS:
         # `./gradlew build`, `./node_modules/.bin/vitest run`, `bin/rails test`.
         return _step(Invocation(workdir, (base, *args)))
@@ -248,7 +261,9 @@ def _script_step(workdir: str, script: str, args: list[str]) -> Step | None:
     if not _SCRIPT_FILE.search(base) and any(d in _BUILT_DIRS for d in dirs):
         return None  # a program the build made: running it checks nothing
     first = next((a for a in args if not a.startswith("-")), "")
-    if says_check(base) or (first and first not in _SHIPPING and says_check(first)):
+    if says_check(base) or (
+        _TASK_WORD.fullmatch(first) and first not in _SHIPPING and says_check(first)
+    ):
         return Step(workdir, f"script {name}", _scope(args))
     return None
 

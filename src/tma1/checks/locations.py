@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tma1.checks.text import FRAMING, LineTest, strip_ansi
+from tma1.checks.text import FRAMING, LineTest, strip_ansi, unframe
 
 # --- file:line references ------------------------------------------------------------
 
@@ -216,7 +216,7 @@ def _rustc_location(lines: list[str], i: int) -> str:
 def error_line(output: str) -> str | None:
     """The line a developer would quote first, or the first non-blank line (the quote about
     one file's error: `error_line_of_file`)."""
-    raw = [ln.rstrip() for ln in strip_ansi(output).splitlines()]
+    raw = [ln.rstrip() for ln in unframe(strip_ansi(output)).splitlines()]
     lines = [ln for ln in raw if ln.strip() and not _noise(ln.strip())]
     if not lines:
         return None

@@ -24,6 +24,18 @@ FRAMING = re.compile(
     r"Chunk ID: \S+|Original token count: \d+|Process running with session ID \S+|"
     r"Total output lines: \d+|Output:|Error:|stdout:|stderr:)\s*$"
 )
+# Codex's note on any command that failed inside its sandbox, whatever the cause: the
+# command's own output follows it (`…, exit code: 2, stdout: ====== ERRORS ======`).
+_SANDBOX_NOTE = re.compile(
+    r"^failed in sandbox(?: \w+)?(?: with execution error: sandbox denied exec error, "
+    r"exit code: -?\d+, stdout:)?:? ?|, stderr: ",
+    re.MULTILINE,
+)
+
+
+def unframe(text: str) -> str:
+    """`text` without the agent's sandbox note in front of the command's own output."""
+    return _SANDBOX_NOTE.sub("\n", text) if "failed in sandbox" in text else text
 
 
 def any_of(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str]:

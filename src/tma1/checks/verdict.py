@@ -27,7 +27,7 @@ import re
 
 from tma1.checks.locations import refs
 from tma1.checks.normalize import split_shell
-from tma1.checks.text import FRAMING, strip_ansi
+from tma1.checks.text import FRAMING, strip_ansi, unframe
 
 # Tests that ran and failed: whatever else the output says, the run has a verdict.
 TESTS_FAILED = re.compile(
@@ -35,7 +35,7 @@ TESTS_FAILED = re.compile(
     re.MULTILINE,
 )
 _REFUSED = re.compile(
-    r"sandbox denied|failed in sandbox|\bOperation not permitted\b|\bEPERM\b|\bEACCES\b|"
+    r"\bOperation not permitted\b|\bEPERM\b|\bEACCES\b|"
     r"[Pp]ermission denied|not permitted by (?:the )?sandbox|requires? (?:your )?approval|"
     r"(?:denied|rejected|blocked) by (?:the )?(?:user|sandbox|policy|classifier|approval)"
 )
@@ -50,7 +50,10 @@ _ENVIRONMENT = re.compile(
     r"The SDK '[^']+' specified could not be found|toolchain '[^']+' is not installed|"
     r"failed to get `[^`]+` as a dependency|Could not resolve host|"
     r"Timed out waiting \d+ms from config\.webServer|Executable doesn't exist at|"
-    r"Failed to start plugin worker"
+    r"Failed to start plugin worker|"
+    # No network where the runner fetches its dependencies.
+    r"\bdial tcp\b|no such host|[Nn]etwork is unreachable|getaddrinfo|\bENOTFOUND\b|"
+    r"Temporary failure in name resolution"
 )
 _CONFIGURATION = re.compile(
     r"\b\d+ validation errors? for \w*(?:Settings|Config)\b|"
@@ -95,8 +98,6 @@ def _lines(output: str) -> list[str]:
 
 
 def _refused(lines: list[str], text: str) -> bool:
-    if any("sandbox denied" in ln or "failed in sandbox" in ln for ln in lines[:3]):
-        return True  # the agent's sandbox said so: nothing after it is the check's
     if len(lines) > _MAX_REFUSAL_LINES or TESTS_FAILED.search(text):
         return False
     return any(_REFUSED.search(ln) for ln in lines[:_HEAD_LINES])
@@ -127,7 +128,7 @@ def no_verdict(command: str | None, output: str | None, *, exited: bool) -> str 
     """Why a failed run of a check says nothing about the code, or None when it does:
     `environment`, `configuration`, `refused`, `post-processor` or `silent` (the output
     shows no failure at all). `exited`: the run exited non-zero (not a masked failure)."""
-    text = strip_ansi(output or "")
+    text = unframe(strip_ansi(output or ""))
     lines = _lines(text)
     if exited and command and _post_processor_failed(command, text):
         return "post-processor"
