@@ -828,7 +828,9 @@ def test_files_read_by(command: str, files: list[str]) -> None:
 
 
 _REFERENCE_OPERATORS = ("||", "&&", "|&", "$(", "<<<", "<<-", "<<", "|", ";", "(", ")", "\n", "`")
-_HEREDOC_WORD_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+/@%:,=~")
+_HEREDOC_WORD_CHARS = set(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+/@%:,=~"
+)
 
 
 def _reference_heredoc_word(command: str, i: int) -> tuple[str, str]:

@@ -311,7 +311,10 @@ def _step(inv: Invocation) -> Step | None:
         ):
             return None
         return Step(workdir, " ".join([runner, *targets]), ())
-    elif base in _SUBCOMMAND_RUNNERS:
+    elif base in _SUBCOMMAND_RUNNERS and (
+        # `node --test`, `deno test` are runners; `node scripts/check.mjs` runs a script.
+        not _SCRIPT_INTERPRETERS.match(base) or (rest[:1] and rest[0] in _SUBCOMMAND_RUNNERS[base])
+    ):
         sub = next((w for w in rest if not w.startswith("-") or w in ("--test", "--build")),
                    None)  # fmt: skip
         if sub is None or sub not in _SUBCOMMAND_RUNNERS[base]:

@@ -167,6 +167,7 @@ def _noise(line: str) -> bool:
     """A stripped line no developer would quote: the agent's framing, separators, echoes."""
     return bool(_NOISE.match(line) or FRAMING.match(line))
 
+
 # How many lines after a header or a reference still belong to its failure's report.
 _DETAIL_WINDOW = 20
 
