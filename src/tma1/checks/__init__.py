@@ -34,6 +34,7 @@ from tma1.checks.normalize import (
     split_shell,
 )
 from tma1.checks.outcome import (
+    NOT_CHECK_FAILURES,
     Outcome,
     failure_kind_of_exit,
     has_failure_markers,
@@ -52,6 +53,7 @@ from tma1.checks.text import strip_ansi
 from tma1.checks.verdict import no_verdict
 
 __all__ = [
+    "NOT_CHECK_FAILURES",
     "Check",
     "Outcome",
     "check_of",
