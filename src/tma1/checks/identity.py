@@ -197,7 +197,8 @@ _CHECK_WORD = re.compile(
     r"(?:build|test|check|lint|verify|compile|typecheck)(?:s|ing|er|ed)?|ci|tsc|vet|e2e)$"
 )
 # The words of a name: `runTests` is run + tests, `check-types` is check + types.
-_NAME_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+# (`test2` is test + 2, `e2e` one word.)
+_NAME_WORDS = re.compile(r"[eE]2[eE]|[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 # Never a check, whatever else the name says: starting or serving the program, shipping it.
 _PROGRAM_NAME = re.compile(r"^(?:start|serve|dev|deploy|publish|release|push|flash|upload)")
 _MACHINE_WORDS = frozenset(
@@ -305,8 +306,9 @@ def _step(inv: Invocation) -> Step | None:
             return None
         # No target: the default one (a build). Targets: one must say it checks, and
         # none may ship or run the program (`make install`, `make run-uvicorn`).
+        # A target that is a file (`app.o`, `bin/server`) is built.
         if targets and (
-            not any(t == "all" or says_check(t) for t in targets)
+            not any(t == "all" or "." in t or "/" in t or says_check(t) for t in targets)
             or any(t in _SHIPPING for t in targets)
         ):
             return None

@@ -215,11 +215,9 @@ def is_masked_failure(command: str | None, output: str | None) -> bool:
     check = check_of(command)
     if check is None and not runs_build_or_test(command):
         return False
-    # Project scripts and make print whatever their steps print, passing or not: only
-    # their last lines are their verdict.
-    scripted = check is not None and all(
-        s.runner.startswith(("script ", "make")) for s in check.steps
-    )
+    # A project script prints whatever its steps print, passing or not: only its last
+    # lines, after a pipe, are its verdict.
+    scripted = check is not None and all(s.runner.startswith("script ") for s in check.steps)
     if not scripted and has_failure_markers(output):
         return not fixed_everything(output) and not is_coverage_only(output)
     if check is None or not any(op in ("|", "|&") for _, op in split_shell(command)):
