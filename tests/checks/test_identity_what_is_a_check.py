@@ -53,6 +53,8 @@ NOT_CHECKS = [
     "python download_models.py --models-dir /tmp/m",  # llm-guard (batch 3)
     "bash .specify/scripts/bash/setup-plan.sh --json",  # moonmind rollouts
     "bash .specify/scripts/bash/check-prerequisites.sh --json",  # the machine, not the code
+    # A throw-away script the agent wrote outside the project (dmux-eef6c282.chat.json).
+    "node /tmp/test-command-generation.js",
     # Paths with parentheses (a Next.js route group) and PowerShell here-strings.
     "ls -l apps/web/src/app/(payload)/admin/importMap.js",
     "@'\nfrom pathlib import Path\nprint(Path('src/a/test.rs'))\n'@ | python -",

@@ -212,6 +212,7 @@ _SHIPPING = frozenset(
 )  # fmt: skip
 # Directories that hold built programs: `./target/release/app`, `./build/app`, `bin/srv`.
 _BUILT_DIRS = frozenset({"target", "build", "dist", "bin", "out", "release", "debug"})
+_TEMP_DIRS = ("/tmp/", "/var/tmp/", "/private/tmp/", "/var/folders/", "/private/var/folders/")
 _PATH_WORD = re.compile(r"[\w@%+=:,.~/-]+")
 _TASK_WORD = re.compile(r"[\w:.-]+")  # `./dev.sh test`, `./x.py check:types`
 _HELP_FLAGS = frozenset({"--help", "-h", "--version", "-V"})
@@ -253,6 +254,8 @@ def _script_step(workdir: str, script: str, args: list[str]) -> Step | None:
     base = name.rsplit("/", 1)[-1]
     if not _PATH_WORD.fullmatch(name):
         return None  # no path: a quoted text (a PowerShell here-string), a variable
+    if name.startswith(_TEMP_DIRS):
+        return None  # a throw-away script the agent wrote outside the project
     if base in _ALIASED_RUNNERS:
         # `./gradlew build`, `./node_modules/.bin/vitest run`, `bin/rails test`.
         return _step(Invocation(workdir, (base, *args)))
