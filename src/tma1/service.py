@@ -33,6 +33,7 @@ from tma1.events import (
     mark_exit_failure,
     note_edited_lines,
     parse_payload,
+    was_cut,
 )
 from tma1.ingest import Ingest
 from tma1.journal import JOURNAL_FILE, Journal
@@ -47,7 +48,6 @@ log = logging.getLogger("tma1.hooks")
 MAX_BODY_BYTES = 64 * 1024 * 1024
 # Bodies above this are decoded on a worker thread, not on the server's event loop.
 LARGE_BODY_BYTES = 1024 * 1024
-_CUT_MARK = "…[truncated]"
 
 # The hook events Claude Code and Codex send (docs/agent-protocols.md). Anything else
 # ("Banana", a probe, a typo) is refused and counted, never stored: it would make junk
@@ -208,7 +208,7 @@ class Service:
             self.reject("invalid_json", str(exc)[:200])
             return None
         event = self._event_from_payload(payload, source)
-        if event is not None and _was_cut(event):
+        if event is not None and was_cut(event):
             # Its big fields were cut to the caps: say so, and how big the event was.
             event.metadata["truncated"] = True
             event.metadata["original_bytes"] = len(body)
@@ -284,8 +284,11 @@ class Service:
         ingest = self.ingest.health()
         if not ingest["database_available"]:
             db_ok = False
+        # A hook worker that never came back (a read that blocks for good) stops the
+        # engine's answers while everything else looks well: not "ok".
+        stuck = bool(ingest.get("stuck_workers"))
         return {
-            "status": "ok" if db_ok else "degraded",
+            "status": "ok" if db_ok and not stuck else "degraded",
             "version": __version__,
             "database": self.store.dialect,
             "uptime_s": round(time.monotonic() - self.started_at, 3),
@@ -299,14 +302,6 @@ class Service:
             "injection": not self.settings.disable_injection,
             "ingest": ingest,
         }
-
-
-def _was_cut(event: HookEvent) -> bool:
-    return bool(
-        (event.tool_result and event.tool_result.endswith(_CUT_MARK))
-        or (event.tool_input and event.tool_input.endswith(_CUT_MARK))
-        or event.metadata.get("_truncated")
-    )
 
 
 def build_service(
