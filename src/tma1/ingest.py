@@ -172,7 +172,10 @@ class Ingest:
             if job.state != _PENDING:
                 return  # committed in time: its answer is on the way
             job.state = _EXPIRED
-        self.queue.keep(job.event)  # answered without a commit: keep it safe
+            # Answered without a commit: keep it safe — under the lock, so that a commit
+            # settling now finds it journalled and marks it done (else it stayed pending
+            # and was replayed at every start).
+            self.queue.keep(job.event)
         self.counters.inc("ingest.budget_exceeded")
         self._trip(f"insert took longer than {self.budget_s * 1000:.0f} ms")
         if not job.fut.done():
@@ -287,6 +290,7 @@ class Ingest:
             self.queue.put(event)
         else:
             self.counters.inc("ingest.rejected_by_db")
+            self.queue.written([event])  # journalled when it outlived its budget: done
             log.error(
                 "the database refused an event of session %s (dropped): %s",
                 event.session_id,
