@@ -132,6 +132,12 @@ class Ingest:
             self.queue.put(event)
         return direct
 
+    def take_back(self, event: HookEvent) -> None:
+        """Queue (and journal) an event answered by a process that died before keeping it
+        (`Service`'s spool of big bodies): the flusher writes it."""
+        scrub(event)
+        self.queue.put(event)
+
     def submit(self, event: HookEvent) -> bool:
         """True when the event is committed now; False when it was queued or dropped.
         `submit_async` on a loop of this call's own (Service.handle_payload's thread)."""
