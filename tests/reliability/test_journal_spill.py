@@ -104,15 +104,15 @@ def test_an_outage_longer_than_the_queue_spills_to_the_journal(tmp_path: Path) -
     finally:
         srv.stop()
     print(
-        f"\nSPILL answered={len(answered)} stored={stored} spilled={during['spilled']} "
+        f"\nSPILL answered={len(answered)} stored={stored} spilled={during.get('spilled')} "
         f"dropped={health['dropped_queue_full']} journal_after={journal}"
     )
     assert len(answered) == n
     assert during["database_available"] is False
+    assert stored == n  # every answered event, once
+    assert health["dropped_queue_full"] == 0 and health["dropped_disk_full"] == 0
     assert during["spilled"] >= n - queue_max - 5  # past the queue, on disk
     assert during["queue_depth"] <= queue_max
-    assert health["dropped_queue_full"] == 0 and health["dropped_disk_full"] == 0
-    assert stored == n  # every answered event, once
     assert journal == 0  # written back: emptied
 
 
@@ -143,12 +143,17 @@ def test_big_bodies_answered_survive_kill9(tmp_path: Path) -> None:
                             answered.append(m)
                 except httpx.HTTPError:
                     return  # the server was killed mid-request: not answered
+
     threads = [threading.Thread(target=agent, args=(k,)) for k in range(4)]
     try:
         for t in threads:
             t.start()
-        time.sleep(4)
-        srv.kill9()
+        time.sleep(3)
+        # The database stalls just before the crash: answered bodies now wait out the
+        # insert budget (400 ms) before anything else keeps them — the widest window.
+        with _write_locked(db):
+            time.sleep(0.25)
+            srv.kill9()
     finally:
         halt.set()
         for t in threads:
@@ -165,7 +170,8 @@ def test_big_bodies_answered_survive_kill9(tmp_path: Path) -> None:
     missing = set(answered) - stored
     print(
         f"\nBIG KILL9 answered={len(answered)} stored_before_restart={before} "
-        f"stored={len(stored)} from_spool={health['recovered_from_spool']} missing={len(missing)}"
+        f"stored={len(stored)} from_spool={health.get('recovered_from_spool')} "
+        f"missing={len(missing)}"
     )
     assert len(answered) >= 20
     assert not missing, sorted(missing)[:5]
@@ -210,7 +216,8 @@ def test_a_full_data_dir_counts_and_shows_every_event_dropped(tmp_path: Path) ->
                     i for i in range(n) if _post(client, srv, _payload(f"{marker}{i:04d}", output))
                 ]
                 during = srv.health()
-            stored = _wait_stored(db, marker, n - during["ingest"]["dropped_disk_full"])
+            dropped_then = during["ingest"].get("dropped_disk_full", 0)
+            stored = _wait_stored(db, marker, n - dropped_then, timeout=60)
             after = srv.health()
             doctor = subprocess.run(
                 tma1_cmd("doctor"),
@@ -228,10 +235,10 @@ def test_a_full_data_dir_counts_and_shows_every_event_dropped(tmp_path: Path) ->
         finally:
             srv.stop()
     ingest = after["ingest"]
-    dropped = ingest["dropped_disk_full"]
+    dropped = ingest.get("dropped_disk_full", 0)
     print(
         f"\nDISK FULL answered={len(answered)} stored={stored} dropped_disk_full={dropped} "
-        f"spilled={ingest['spilled']} not_durable={ingest['not_durable']}"
+        f"spilled={ingest.get('spilled')} not_durable={ingest.get('not_durable')}"
     )
     assert len(answered) == n
     assert dropped > 0  # the disk did fill
