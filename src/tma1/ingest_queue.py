@@ -60,6 +60,7 @@ class OutageQueue:
     _flushing: int = 0  # events taken off the queue by the flusher, not yet written
     _flusher: threading.Thread | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
+    _dropped_unsaid: int = 0  # dropped for a full disk since the journal last took a write
 
     def __post_init__(self) -> None:
         self._wake = threading.Condition(self._lock)
@@ -84,8 +85,21 @@ class OutageQueue:
             elif outcome == "queued":
                 # Before the hook is answered.
                 if journal is not None and not journal.append(event):
-                    self.counters.inc("ingest.not_durable")
+                    outcome = "queued_not_durable"
                 self._enqueue_locked([(event, size)])
+        if outcome == "queued_not_durable":  # in memory, not on disk: a crash loses it
+            self.counters.inc("ingest.not_durable")
+            outcome = "queued"
+        elif outcome == "dropped_disk_full":
+            self._dropped_unsaid += 1
+        elif self._dropped_unsaid and journal is not None:
+            # The disk takes writes again: say in one line what the full disk cost.
+            log.warning(
+                "the outage journal is writable again: %d hook events were dropped while "
+                "the data dir's disk was full",
+                self._dropped_unsaid,
+            )
+            self._dropped_unsaid = 0
         self.counters.inc(f"ingest.{outcome}")
         if outcome.startswith("dropped"):
             n = self.counters.get(f"ingest.{outcome}")
@@ -153,7 +167,13 @@ class OutageQueue:
             if len(self._queue) < FLUSH_BATCH and self._spilled():
                 # The deque has drained down: read the oldest spilled events back (behind
                 # what it holds, which is older).
-                loaded = self.journal.unspill(FLUSH_BATCH) if self.journal else []
+                assert self.journal is not None
+                lost_before = self.journal.unreadable
+                loaded = self.journal.unspill(FLUSH_BATCH)
+                if self.journal.unreadable > lost_before:
+                    self.counters.inc(
+                        "ingest.journal_unreadable", self.journal.unreadable - lost_before
+                    )
                 self._queue.extend((e, _size(e)) for e in loaded)
                 self._queued_bytes += sum(_size(e) for e in loaded)
             n = min(FLUSH_BATCH, len(self._queue))

@@ -219,6 +219,11 @@ def test_a_full_data_dir_counts_and_shows_every_event_dropped(tmp_path: Path) ->
             dropped_then = during["ingest"].get("dropped_disk_full", 0)
             stored = _wait_stored(db, marker, n - dropped_then, timeout=60)
             after = srv.health()
+            # The journal was written back and emptied: the disk takes writes again, and
+            # the next queued event says what the full disk cost.
+            with _write_locked(db), httpx.Client(timeout=30, verify=LOOPBACK_TLS) as client:
+                assert _post(client, srv, _payload(f"{marker}late")) == 200
+            said = srv.log_tail(200)
             doctor = subprocess.run(
                 tma1_cmd("doctor"),
                 env={
@@ -243,5 +248,6 @@ def test_a_full_data_dir_counts_and_shows_every_event_dropped(tmp_path: Path) ->
     assert len(answered) == n
     assert dropped > 0  # the disk did fill
     assert stored + dropped == n  # every answered event is stored or counted
+    assert f"{dropped} hook events were dropped while the data dir's disk was full" in said
     doctor_line = [ln for ln in doctor.stdout.splitlines() if "ingest" in ln]
     assert doctor_line and str(dropped) in doctor_line[0], doctor.stdout
