@@ -60,7 +60,6 @@ class OutageQueue:
     _flushing: int = 0  # events taken off the queue by the flusher, not yet written
     _flusher: threading.Thread | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
-    _dropped_unsaid: int = 0  # dropped for a full disk since the journal last took a write
 
     def __post_init__(self) -> None:
         self._wake = threading.Condition(self._lock)
@@ -90,16 +89,6 @@ class OutageQueue:
         if outcome == "queued_not_durable":  # in memory, not on disk: a crash loses it
             self.counters.inc("ingest.not_durable")
             outcome = "queued"
-        elif outcome == "dropped_disk_full":
-            self._dropped_unsaid += 1
-        elif self._dropped_unsaid and journal is not None:
-            # The disk takes writes again: say in one line what the full disk cost.
-            log.warning(
-                "the outage journal is writable again: %d hook events were dropped while "
-                "the data dir's disk was full",
-                self._dropped_unsaid,
-            )
-            self._dropped_unsaid = 0
         self.counters.inc(f"ingest.{outcome}")
         if outcome.startswith("dropped"):
             n = self.counters.get(f"ingest.{outcome}")

@@ -84,6 +84,7 @@ class Journal:
         self._spilled = 0  # events on disk only, from `_spill_at` on
         self._spill_at = 0
         self.unreadable = 0  # lines found cut at start: their events are lost
+        self._failed = 0  # event writes failed since the last that succeeded
         self._dirty = threading.Event()
         self._closed = threading.Event()
         self._syncer: threading.Thread | None = None
@@ -216,6 +217,31 @@ class Journal:
     def _record(self, event: HookEvent) -> dict[str, Any]:
         return {name: getattr(event, name) for name in _FIELDS}
 
+    def _write_event_locked(self, record: dict[str, Any]) -> bool:
+        """Write an event's line; False when the disk refused it. A full disk is logged
+        once when it starts and once when it ends, with what it cost (not once a hook)."""
+        try:
+            self._write_locked(record)
+        except OSError as exc:
+            if not self._failed:
+                log.error(
+                    "cannot write the outage journal %s (%s): hook events are kept in memory "
+                    "while the queue has room and dropped past it, each one counted",
+                    self.path,
+                    exc,
+                )
+            self._failed += 1
+            return False
+        if self._failed:
+            log.warning(
+                "the outage journal %s is writable again: %d hook events could not be "
+                "written to it (dropped_disk_full + not_durable under ingest in /api/health)",
+                self.path,
+                self._failed,
+            )
+            self._failed = 0
+        return True
+
     def append(self, event: HookEvent) -> bool:
         """Journal `event`, once. False when the write failed (logged by the caller's
         count: the event stays in memory only)."""
@@ -223,9 +249,11 @@ class Journal:
             if id(event) in self._pending:
                 return True
             try:
-                self._write_locked({"seq": self._seq + 1, "event": self._record(event)})
+                self._open_locked()
             except OSError as exc:
-                log.error("cannot write the outage journal %s: %s", self.path, exc)
+                log.error("cannot open the outage journal %s: %s", self.path, exc)
+                return False
+            if not self._write_event_locked({"seq": self._seq + 1, "event": self._record(event)}):
                 return False
             self._seq += 1
             self._pending[id(event)] = self._seq
@@ -236,11 +264,12 @@ class Journal:
         with self._lock:
             try:
                 self._open_locked()  # `_size` is the end of the file from here on
-                at = self._size
-                record = {"seq": self._seq + 1, "spill": 1, "event": self._record(event)}
-                self._write_locked(record)
             except OSError as exc:
-                log.error("cannot write the outage journal %s: %s", self.path, exc)
+                log.error("cannot open the outage journal %s: %s", self.path, exc)
+                return False
+            at = self._size
+            record = {"seq": self._seq + 1, "spill": 1, "event": self._record(event)}
+            if not self._write_event_locked(record):
                 return False
             self._seq += 1
             if not self._spilled:
