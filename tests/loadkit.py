@@ -66,7 +66,9 @@ class ServeProcess:
         port: int | None = None,
         env: dict[str, str] | None = None,
         timeout: float = 60.0,
+        log_dir: Path | None = None,
     ) -> ServeProcess:
+        """`log_dir`: where the server's log goes (default: the data dir)."""
         data_dir.mkdir(parents=True, exist_ok=True)
         port = port or free_port()
         child_env = {
@@ -79,7 +81,7 @@ class ServeProcess:
         if database_url:
             child_env["TMA1_DATABASE_URL"] = database_url
         child_env.update(env or {})
-        log_path = data_dir / f"serve-{port}-{int(time.time() * 1000)}.log"
+        log_path = (log_dir or data_dir) / f"serve-{port}-{int(time.time() * 1000)}.log"
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "tma1.cli", "serve", "--port", str(port), "--no-watch"],

@@ -70,8 +70,43 @@ def diagnose(settings: Settings, env: Mapping[str, str] | None = None) -> list[C
     checks += check_hooks(settings, env)
     checks.append(check_token(settings, up=health is not None))
     checks.append(check_service(env, up=health is not None))
+    if health is not None:
+        checks.append(check_ingest(health))
     checks += check_data(settings, health)
     return checks
+
+
+# Counters of `/api/health`'s ingest section that each stand for hook events lost.
+_LOSSES = (
+    ("dropped_disk_full", "the data dir's disk was full"),
+    ("dropped_queue_full", "the outage queue was full"),
+    ("rejected_by_db", "refused by the database"),
+    ("lost_at_shutdown", "lost at shutdown"),
+    ("journal_unreadable", "unreadable in the journal"),
+)
+
+
+def check_ingest(health: dict[str, Any]) -> Check:
+    """One line: hook events lost since the server started (every drop is counted), or a
+    hook worker that never came back."""
+    ingest = health.get("ingest")
+    if not isinstance(ingest, dict):
+        return Check(WARN, "ingest", "the server reports no ingest counters")
+    if ingest.get("stuck_workers"):
+        return Check(
+            FAIL,
+            "ingest",
+            f"{ingest['stuck_workers']} hook worker(s) stuck for "
+            f"{ingest.get('longest_busy_s', '?')} s: the engine may not answer",
+            "see the server's log; restart the server",
+        )
+    lost = {k: int(ingest.get(k) or 0) for k, _ in _LOSSES}
+    total = sum(lost.values())
+    if not total:
+        return Check(OK, "ingest", "no hook event lost since the server started")
+    parts = ", ".join(f"{lost[k]} {why}" for k, why in _LOSSES if lost[k])
+    fix = "free space in the data dir" if lost["dropped_disk_full"] else "see the server's log"
+    return Check(WARN, "ingest", f"{total} hook events lost since the server started: {parts}", fix)
 
 
 # --- server ---------------------------------------------------------------------------
@@ -104,10 +139,13 @@ def check_server(settings: Settings) -> tuple[Check, dict[str, Any] | None]:
     version = str(health.get("version", "?"))
     detail = f"running at {url} (tma1 {version}, database {health.get('database', '?')})"
     if health.get("status") != "ok":
+        ingest = health.get("ingest")
+        db_down = not isinstance(ingest, dict) or not ingest.get("database_available", False)
+        why = "the database is unavailable" if db_down else "see the ingest line below"
         check = Check(
             FAIL,
             "server",
-            f"{detail} but degraded: the database is unavailable",
+            f"{detail} but degraded: {why}",
             "see the server's log; events are kept and written when the database is back",
         )
     elif version != __version__:
