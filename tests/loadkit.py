@@ -66,6 +66,7 @@ class ServeProcess:
         port: int | None = None,
         env: dict[str, str] | None = None,
         timeout: float = 60.0,
+        watch: bool = False,
     ) -> ServeProcess:
         data_dir.mkdir(parents=True, exist_ok=True)
         port = port or free_port()
@@ -82,7 +83,11 @@ class ServeProcess:
         log_path = data_dir / f"serve-{port}-{int(time.time() * 1000)}.log"
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "tma1.cli", "serve", "--port", str(port), "--no-watch"],
+                [
+                    sys.executable,
+                    *("-m", "tma1.cli", "serve", "--port", str(port)),
+                    *(() if watch else ("--no-watch",)),
+                ],
                 env=child_env,
                 stdout=log,
                 stderr=subprocess.STDOUT,

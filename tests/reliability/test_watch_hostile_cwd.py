@@ -1,0 +1,173 @@
+"""A hook whose `cwd` is `/sys`, `/proc` or a huge tree, sent to a real `tma1 serve` with the
+file watcher on (issue 31): `/api/ping` and the other agents' hooks go on answering as fast
+as in the same run without it.
+
+Before the fix, watchfiles walked the whole tree while holding the GIL: `/sys` froze the
+server for minutes, `/proc` for seconds, 40,000 `node_modules` directories for most of one.
+
+Requests are sent on a fixed schedule whether or not the previous ones have come back (a
+freeze delays every request due meanwhile, as it would every agent's), and each phase is
+compared with the baseline phases of the same run: a hook on a fresh small project.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import subprocess
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import LOOPBACK_TLS
+from loadkit import ServeProcess, hook_headers
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path("/proc/self/mountinfo").exists(), reason="Linux /proc and /sys"),
+]
+
+PING_EVERY_S = 0.02
+HOOK_EVERY_S = 0.1
+WINDOW_S = 2.0
+REQUEST_TIMEOUT_S = 8.0
+BUDGET_DIRS = 2_000
+# Generous: a shared 2-core machine moves a p50 by 2× between phases on its own.
+P50_FACTOR = 4.0
+P90_FACTOR = 8.0
+
+
+def make_tree(root: Path) -> Path:
+    """30,000 directories under node_modules (not git-ignored: skipped by name) beside a
+    2,500-directory source tree, over the run's budget of 2,000."""
+    for i in range(150):
+        for j in range(200):
+            os.makedirs(root / "node_modules" / f"pkg{i}" / f"d{j}")
+    for i in range(50):
+        for j in range(50):
+            d = root / "src" / f"m{i}" / f"s{j}"
+            d.mkdir(parents=True)
+            (d / "x.py").write_text("X = 1\n")
+    return root
+
+
+def make_small(root: Path) -> Path:
+    root.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "app.py").write_text("print('app')\n")
+    return root
+
+
+def hook(session: str, cwd: str) -> dict[str, Any]:
+    return {
+        "session_id": session,
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "go",
+        "cwd": cwd,
+    }
+
+
+async def _timed(send: Callable[[], Awaitable[httpx.Response]]) -> float:
+    t0 = time.perf_counter()
+    try:
+        ok = (await send()).status_code == 200
+    except httpx.HTTPError:
+        ok = False
+    elapsed = time.perf_counter() - t0
+    return elapsed if ok else max(elapsed, REQUEST_TIMEOUT_S)  # lost: the whole timeout
+
+
+async def _phase(srv: ServeProcess, trigger_cwd: str, normal_cwd: str) -> dict[str, list[float]]:
+    """Send one hook on `trigger_cwd`, and meanwhile pings and a normal agent's hooks on a
+    fixed schedule for WINDOW_S; their latencies."""
+    limits = httpx.Limits(max_connections=400, max_keepalive_connections=50)
+    async with httpx.AsyncClient(
+        base_url=srv.url,
+        timeout=REQUEST_TIMEOUT_S,
+        verify=LOOPBACK_TLS,
+        headers=hook_headers(srv.token),
+        limits=limits,
+    ) as c:
+        normal = f"normal-{uuid.uuid4().hex[:8]}"
+        pings: list[asyncio.Task[float]] = []
+        hooks: list[asyncio.Task[float]] = []
+        start = time.perf_counter()
+        trigger = asyncio.create_task(
+            c.post("/api/hooks", json=hook(f"t-{uuid.uuid4().hex[:8]}", trigger_cwd))
+        )
+        for k in range(int(WINDOW_S / PING_EVERY_S)):
+            await asyncio.sleep(max(0.0, start + k * PING_EVERY_S - time.perf_counter()))
+            pings.append(asyncio.create_task(_timed(lambda: c.get("/api/ping"))))
+            if k % round(HOOK_EVERY_S / PING_EVERY_S) == 0:
+                body = hook(normal, normal_cwd)
+                hooks.append(
+                    asyncio.create_task(_timed(lambda b=body: c.post("/api/hooks", json=b)))
+                )
+        done = await asyncio.gather(*pings, *hooks)
+        await asyncio.gather(trigger, return_exceptions=True)
+    return {"ping": list(done[: len(pings)]), "hook": list(done[len(pings) :])}
+
+
+def _pct(xs: list[float], q: float) -> float:
+    return statistics.quantiles(xs, n=100, method="inclusive")[int(q) - 1]
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[ServeProcess]:
+    srv = ServeProcess.start(
+        tmp_path / "data", env={"TMA1_WATCH_MAX_DIRS": str(BUDGET_DIRS)}, watch=True
+    )
+    try:
+        yield srv
+    finally:
+        srv.kill9()  # a server stuck in the old walk of /sys would not stop on SIGTERM
+
+
+def test_hostile_cwds_do_not_stall_ping_or_other_hooks(
+    served: ServeProcess, tmp_path: Path
+) -> None:
+    tree = make_tree(tmp_path / "huge")
+    normal = make_small(tmp_path / "normal")
+    hostile = {"tree": str(tree), "/proc": "/proc", "/sys": "/sys"}
+    base: dict[str, list[float]] = {"ping": [], "hook": []}
+    measured: dict[str, dict[str, list[float]]] = {}
+
+    def baseline(i: int) -> None:
+        fresh = make_small(tmp_path / f"fresh{i}")
+        for kind, xs in asyncio.run(_phase(served, str(fresh), str(normal))).items():
+            base[kind] += xs
+
+    baseline(0)
+    for i, (name, cwd) in enumerate(hostile.items(), start=1):
+        measured[name] = asyncio.run(_phase(served, cwd, str(normal)))
+        baseline(i)
+
+    report = {
+        name: {
+            f"{kind} {q}": _pct(xs, q) / _pct(base[kind], q)
+            for kind, xs in phase.items()
+            for q in (50, 90)
+        }
+        for name, phase in measured.items()
+    }
+    base_ms = {f"{k} p{q}": round(_pct(v, q) * 1000, 1) for k, v in base.items() for q in (50, 90)}
+    print(f"\nbaseline {base_ms}")
+    for name, ratios in report.items():
+        print(name, {k: round(v, 2) for k, v in ratios.items()})
+    for name, ratios in report.items():
+        for key, ratio in ratios.items():
+            factor = P50_FACTOR if key.endswith("50") else P90_FACTOR
+            assert ratio <= factor, (name, key, ratio, base_ms, served.log_tail())
+
+    # What the server says about them (GET /api/health: tma1 doctor and the dashboard).
+    files = served.health()["sensors"]["files"]
+    unwatched = files["unwatched"]
+    assert unwatched["/sys"]["reason"] == unwatched["/proc"]["reason"] == "pseudo-filesystem"
+    assert unwatched[str(tree)]["reason"] == "over budget"
+    assert f"{BUDGET_DIRS:,}" in unwatched[str(tree)]["detail"]
+    assert files["projects"][str(normal)]["state"] == "watching"
