@@ -9,6 +9,7 @@ import dataclasses
 import logging
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,9 +45,12 @@ TIMEOUT_MS = 5_000
 # A failed watch (no such directory, inotify limit) or one over budget is retried after
 # this long (on the project's next event); a refused one never is.
 RETRY_MS = 10 * MINUTE_MS
-# New directories are added to the watch at most this often (re-opening it costs ~15 µs
-# per directory with the GIL held); what is written meanwhile is found by listing them.
+# New directories are added by re-opening the watch, which holds the GIL ~10-20 µs per
+# directory (watchfiles adds the inotify watches without releasing it): at most once a
+# second, and never more than 1/REOPEN_DUTY of the time. What is written in a new
+# directory meanwhile is found by listing it.
 REOPEN_MIN_MS = 1_000
+REOPEN_DUTY = 20
 # Projects remembered as not watched, with why (health, doctor, the dashboard).
 UNWATCHED_KEEP = 200
 # A file's mtime stands in for the write time when it is this recent (attribution only).
@@ -89,7 +93,8 @@ class ProjectWatch:
         self.ignore = IgnoreMatcher(project, extra_ignored_dirs=extra, vendored=VENDORED_DIRS)
         self.dirs: set[str] = set()  # the directories watched
         self.new_dirs: set[str] = set()  # seen created since the watch was (re)opened
-        self._opened_ms = 0
+        self._opened_at = 0.0  # time.monotonic() of the last (re-)open
+        self._reopen_gap_s = REOPEN_MIN_MS / 1000
         self.known: dict[str, str] = {}
         self.known_dirs: set[str] = set()  # directories holding known files
         self.written_at: dict[str, int] = {}  # this batch's mtimes (ms), for attribution
@@ -127,13 +132,13 @@ class ProjectWatch:
                 len(self.known),
             )
             while not self.stop_event.is_set():
-                wait = REOPEN_MIN_MS if self.new_dirs else TIMEOUT_MS
+                wait = round(self._reopen_gap_s * 1000) if self.new_dirs else TIMEOUT_MS
                 raw = notify.watch(DEBOUNCE_MS, STEP_MS, wait, self.stop_event)
                 if raw == "stop":
                     break
                 if not isinstance(raw, str):
                     self._process_safely(raw)
-                if self.new_dirs and self._now() - self._opened_ms >= REOPEN_MIN_MS:
+                if self.new_dirs and time.monotonic() - self._opened_at >= self._reopen_gap_s:
                     notify = self._reopen(notify)
                     if notify is None:
                         return
@@ -144,9 +149,6 @@ class ProjectWatch:
             self.ready.set()
             if notify is not None:
                 notify.close()
-
-    def _now(self) -> int:
-        return self.sensor.clock.now_ms()
 
     def _setup(self) -> Refusal | None:
         """Why this project is not to be watched (None: `dirs` holds what to watch)."""
@@ -165,6 +167,7 @@ class ProjectWatch:
 
         polling = bool(os.environ.get("WATCHFILES_FORCE_POLLING"))
         for attempt in (1, 2):
+            started = time.monotonic()
             try:
                 notify = RustNotify(sorted(self.dirs), False, polling, 300, False, True)
             except FileNotFoundError:
@@ -173,7 +176,9 @@ class ProjectWatch:
                 # A directory went away since it was listed: drop the gone ones.
                 self.dirs = {d for d in self.dirs if os.path.isdir(d)}
                 continue
-            self._opened_ms = self._now()
+            self._opened_at = time.monotonic()
+            cost = self._opened_at - started
+            self._reopen_gap_s = max(REOPEN_MIN_MS / 1000, REOPEN_DUTY * cost)
             return notify
         return None  # pragma: no cover (the loop returns or raises)
 
