@@ -7,9 +7,9 @@ server for minutes, `/proc` for seconds, 40,000 `node_modules` directories for m
 
 Requests are sent on a fixed schedule whether or not the previous ones have come back (a
 freeze delays every request due meanwhile, as it would every agent's), and each phase is
-compared with two baseline phases of the same run, sent before anything hostile: a hook
-on a fresh small project. The phase after each hostile one is a baseline again, held to
-the same bound (a freeze that outlasts its window fails there).
+compared with the baseline phase of the same run right before it: a hook on a fresh small
+project. The phase after each hostile one is a baseline again, held to the same bound (a
+freeze that outlasts its window fails there).
 """
 
 from __future__ import annotations
@@ -39,9 +39,10 @@ HOOK_EVERY_S = 0.1
 WINDOW_S = 2.0
 REQUEST_TIMEOUT_S = 8.0
 BUDGET_DIRS = 2_000
-# Generous: a shared 2-core machine moves a p50 by 2× between phases on its own.
-P50_FACTOR = 4.0
-P90_FACTOR = 8.0
+# Generous: on a shared 2-core machine a window's p50 moves 2-3× on its own, its p90 up to
+# 8× (a load spike in a 2 s window). The old code measured 126-844× (p50) here.
+P50_FACTOR = 5.0
+P90_FACTOR = 20.0
 
 
 def make_tree(root: Path) -> Path:
@@ -135,6 +136,7 @@ def test_hostile_cwds_do_not_stall_ping_or_other_hooks(
 ) -> None:
     tree = make_tree(tmp_path / "huge")
     normal = make_small(tmp_path / "normal")
+    os.sync()  # the 32,500 new directories' writeback is not the server's doing
     hostile = {"tree": str(tree), "/proc": "/proc", "/sys": "/sys"}
     fresh = iter(range(100))
 
@@ -144,30 +146,33 @@ def test_hostile_cwds_do_not_stall_ping_or_other_hooks(
             cwd = str(make_small(tmp_path / f"fresh{next(fresh)}"))
         return asyncio.run(_phase(served, cwd, str(normal)))
 
-    # The reference: two baseline windows before anything hostile was sent.
-    first, second = phase(), phase()
-    base = {kind: first[kind] + second[kind] for kind in first}
-    measured: dict[str, dict[str, list[float]]] = {}
+    # Each window is held against the baseline window right before it (the load of a shared
+    # machine drifts over a run): each hostile one, and the baseline after it (nothing may
+    # linger past its window either).
+    phase()  # warm-up: connections, the normal project's watch, the engine's caches
+    before = phase()
+    measured: dict[str, tuple[dict[str, list[float]], dict[str, list[float]]]] = {}
     for name, cwd in hostile.items():
-        measured[name] = phase(cwd)
-        measured[f"after {name}"] = phase()  # nothing may linger either
+        measured[name] = (phase(cwd), before)
+        before = phase()
+        measured[f"after {name}"] = (before, measured[name][1])
 
     report = {
         name: {
-            f"{kind} p{q}": _pct(xs, q) / _pct(base[kind], q)
+            f"{kind} p{q}": _pct(xs, q) / _pct(ref[kind], q)
             for kind, xs in result.items()
             for q in (50, 90)
         }
-        for name, result in measured.items()
+        for name, (result, ref) in measured.items()
     }
-    base_ms = {f"{k} p{q}": round(_pct(v, q) * 1000, 1) for k, v in base.items() for q in (50, 90)}
-    print(f"\nbaseline (ms) {base_ms}")
-    for name, ratios in report.items():
-        print(name, {k: round(v, 2) for k, v in ratios.items()})
+    for name, (_result, ref) in measured.items():
+        ms = {f"{k} p{q}": round(_pct(v, q) * 1000, 1) for k, v in ref.items() for q in (50, 90)}
+        print(f"\n{name}: baseline (ms) {ms}\n{name}: ratios", end=" ")
+        print({k: round(v, 2) for k, v in report[name].items()})
     for name, ratios in report.items():
         for key, ratio in ratios.items():
             factor = P50_FACTOR if key.endswith("50") else P90_FACTOR
-            assert ratio <= factor, (name, key, ratio, base_ms, served.log_tail())
+            assert ratio <= factor, (name, key, ratio, served.log_tail())
 
     # What the server says about them (GET /api/health: tma1 doctor and the dashboard).
     files = served.health()["sensors"]["files"]
