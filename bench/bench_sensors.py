@@ -61,6 +61,7 @@ def make_repo(root: Path, files: int) -> Path:
 
 class Sensor:
     def __init__(self, tmp: Path) -> None:
+        tmp.mkdir(parents=True, exist_ok=True)  # Store.open makes no parent directory
         self.store = Store.open(f"sqlite:///{tmp / 'bench.db'}")
         self.stored = threading.Event()
         self.sensor = FileSensor(
@@ -255,9 +256,7 @@ def bench_setup(tmp: Path, budget: int) -> None:
     for i in range(budget + 1):
         (over / f"m{i // 100}" / f"s{i % 100}").mkdir(parents=True)
     for name, project in (("at budget", root), ("over budget", over), ("/sys", Path("/sys"))):
-        db_dir = tmp / f"setup-db-{name.replace('/', '').replace(' ', '-')}"
-        db_dir.mkdir()
-        s = Sensor(db_dir)
+        s = Sensor(tmp / f"setup-db-{name.replace('/', '').replace(' ', '-')}")
         s.sensor.settings = Settings(data_dir=tmp / "data", watch_max_dirs=budget)
         try:
             with Ticker() as t:
