@@ -158,3 +158,22 @@ def test_a_project_growing_past_the_budget_is_given_up(
     why = sensor.health()["unwatched"][str(project)]  # type: ignore[index]
     assert why["reason"] == "over budget" and "grew past 5 directories" in why["detail"]
     assert str(project) not in sensor.watches
+
+
+def test_a_cwd_that_does_not_exist_here_is_dropped_quietly(
+    make_sensor: Callable[..., FileSensor], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Replays and other machines' paths: not listed as a problem, not retried per hook."""
+    clock = ManualClock(start_ms=int(time.time() * 1000))
+    sensor = make_sensor(clock=clock)
+    gone = tmp_path / "not-here"
+    with caplog.at_level(logging.WARNING, logger="tma1.sensors.files"):
+        assert isinstance(sensor.ensure_watch(str(gone)), ProjectWatch)
+        assert sensor.wait_settled(str(gone)) is False
+        assert sensor.ensure_watch(str(gone)) is None
+    assert caplog.records == [] and sensor.health()["unwatched"] == {}
+    assert sensor.counters.get("errors.watch") == 0
+    gone.mkdir()
+    clock.advance(RETRY_MS)
+    assert isinstance(sensor.ensure_watch(str(gone)), ProjectWatch)
+    assert sensor.wait_settled(str(gone)) is True

@@ -11,8 +11,8 @@ import pytest
 
 from tma1.sensors.ignore import VENDORED_DIRS, IgnoreMatcher
 from tma1.sensors.scope import (
-    FAILED,
     HOME,
+    MISSING,
     OVER_BUDGET,
     PSEUDO_FS,
     ROOT,
@@ -204,4 +204,4 @@ def test_plan_refuses_before_listing_anything(tmp_path: Path) -> None:
     assert isinstance(found, Refusal) and found.reason == PSEUDO_FS
     assert listed == []
     gone = plan(str(tmp_path / "gone"), Spy(str(tmp_path / "gone")), max_dirs=10)
-    assert isinstance(gone, Refusal) and gone.reason == FAILED
+    assert isinstance(gone, Refusal) and gone.reason == MISSING

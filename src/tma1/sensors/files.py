@@ -28,7 +28,15 @@ from tma1.sensors.baseline import (
     tracked_hashes,
 )
 from tma1.sensors.ignore import VENDORED_DIRS, IgnoreMatcher
-from tma1.sensors.scope import FAILED, LIMIT, OVER_BUDGET, Refusal, plan, refusal_by_name
+from tma1.sensors.scope import (
+    FAILED,
+    LIMIT,
+    MISSING,
+    OVER_BUDGET,
+    Refusal,
+    plan,
+    refusal_by_name,
+)
 from tma1.store import Store
 
 log = logging.getLogger("tma1.sensors.files")
@@ -354,6 +362,7 @@ class FileSensor:
     watches: dict[str, ProjectWatch] = field(default_factory=dict)
     # Projects not watched, with why and since when (ms); the newest UNWATCHED_KEEP.
     unwatched: dict[str, tuple[Refusal, int]] = field(default_factory=dict)
+    _missing: dict[str, int] = field(default_factory=dict)  # no such directory, since (ms)
     _recent: deque[_Pending] = field(default_factory=deque)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _recent_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -382,6 +391,9 @@ class FileSensor:
                 # The watch died: forget it and retry after RETRY_MS.
                 del self.watches[project]
                 self._note_unwatched(project, Refusal(FAILED, w.failed or "stopped"), now)
+                return None
+            missing_at = self._missing.get(project)
+            if missing_at is not None and now - missing_at < RETRY_MS:
                 return None
             known = self.unwatched.get(project)
             if (
@@ -424,7 +436,13 @@ class FileSensor:
         with self._lock:
             if self.watches.get(w.project) is w:
                 del self.watches[w.project]
-            self._note_unwatched(w.project, why, self.clock.now_ms())
+            if why.reason == MISSING:
+                # Quietly: replays and other machines' paths are no problem to list.
+                self._missing[w.project] = self.clock.now_ms()
+                while len(self._missing) > UNWATCHED_KEEP:
+                    del self._missing[next(iter(self._missing))]
+            else:
+                self._note_unwatched(w.project, why, self.clock.now_ms())
         w.ready.set()
 
     def _note_unwatched(self, project: str, why: Refusal, now: int) -> None:

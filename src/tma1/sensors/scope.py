@@ -72,6 +72,7 @@ PSEUDO_FS, ROOT, HOME, TEMP = (
     "temp directory",
 )
 OVER_BUDGET, LIMIT, FAILED = "over budget", "limit", "failed"
+MISSING = "missing"  # a cwd that is no directory here (a replay, another machine): not listed
 
 
 @dataclass(frozen=True)
@@ -245,7 +246,7 @@ def plan(project: str, ignore: IgnoreMatcher, max_dirs: int) -> Scan | Refusal:
     if verdict is not None:
         return verdict
     if not os.path.isdir(project):
-        return Refusal(FAILED, "not a directory (any more)")
+        return Refusal(MISSING, "no such directory")
     scan = Scan(
         root=project,
         ignored=lambda d: ignore.ignored(d, is_dir=True),
