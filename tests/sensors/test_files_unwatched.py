@@ -177,3 +177,21 @@ def test_a_cwd_that_does_not_exist_here_is_dropped_quietly(
     clock.advance(RETRY_MS)
     assert isinstance(sensor.ensure_watch(str(gone)), ProjectWatch)
     assert sensor.wait_settled(str(gone)) is True
+
+
+def test_verdicts_on_projects_no_longer_named_are_forgotten(
+    make_sensor: Callable[..., FileSensor],
+) -> None:
+    from tma1.sensors.files import IDLE_STOP_MS
+
+    clock = ManualClock(start_ms=int(time.time() * 1000))
+    sensor = make_sensor(clock=clock)
+    assert sensor.ensure_watch("/sys") is None
+    clock.advance(IDLE_STOP_MS - 1)
+    sensor.reap()
+    assert "/sys" in sensor.unwatched
+    clock.advance(1)
+    sensor.reap()
+    assert sensor.unwatched == {}
+    assert sensor.ensure_watch("/sys") is None  # named again: listed again
+    assert sensor.unwatched["/sys"][0].reason == "pseudo-filesystem"

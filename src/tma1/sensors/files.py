@@ -28,15 +28,7 @@ from tma1.sensors.baseline import (
     tracked_hashes,
 )
 from tma1.sensors.ignore import VENDORED_DIRS, IgnoreMatcher
-from tma1.sensors.scope import (
-    FAILED,
-    LIMIT,
-    MISSING,
-    OVER_BUDGET,
-    Refusal,
-    plan,
-    refusal_by_name,
-)
+from tma1.sensors.scope import FAILED, LIMIT, MISSING, OVER_BUDGET, Refusal, plan, refusal_by_name
 from tma1.store import Store
 
 log = logging.getLogger("tma1.sensors.files")
@@ -528,9 +520,14 @@ class FileSensor:
     # --- housekeeping ---------------------------------------------------------------------
 
     def reap(self) -> list[str]:
-        """Stop watches idle for 2 h; prune old intervals. Returns the projects stopped."""
+        """Stop watches idle for 2 h; prune old intervals and verdicts on projects not
+        watched (a hook naming one again notes it again). Returns the projects stopped."""
         now = self.clock.now_ms()
         self.attribution.prune(now)
+        with self._lock:
+            for project, (_why, since) in list(self.unwatched.items()):
+                if now - since >= IDLE_STOP_MS:
+                    del self.unwatched[project]
         with self._recent_lock:
             self._trim_recent(now)
         stopped: list[ProjectWatch] = []
