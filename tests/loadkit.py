@@ -67,6 +67,7 @@ class ServeProcess:
         env: dict[str, str] | None = None,
         timeout: float = 60.0,
         log_dir: Path | None = None,
+        watch: bool = False,
     ) -> ServeProcess:
         """`log_dir`: where the server's log goes (default: the data dir)."""
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -84,7 +85,11 @@ class ServeProcess:
         log_path = (log_dir or data_dir) / f"serve-{port}-{int(time.time() * 1000)}.log"
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "tma1.cli", "serve", "--port", str(port), "--no-watch"],
+                [
+                    sys.executable,
+                    *("-m", "tma1.cli", "serve", "--port", str(port)),
+                    *(() if watch else ("--no-watch",)),
+                ],
                 env=child_env,
                 stdout=log,
                 stderr=subprocess.STDOUT,

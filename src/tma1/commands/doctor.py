@@ -4,7 +4,8 @@ Checks, in order: the server (up? which version?), each agent's hooks (installed
 current, judged by the adapters' own install plans: a hook is current when `tma1 install`
 would change nothing), whether Codex trusts them, what an installed agent cannot be told
 (its hooks have no channel for it), whether the hook token matches the server's, whether
-a user service keeps tma1 running, and where the data lives (size, private modes).
+a user service keeps tma1 running, where the data lives (size, private modes), and which
+projects the file watcher leaves out, and why.
 
 Exit 0 when nothing needs fixing, 1 otherwise. Lines are `ok`, `warn` (worth knowing,
 not broken), `FAIL` (needs fixing; carries `fix: …`) or `?` (cannot tell; not a failure).
@@ -73,6 +74,7 @@ def diagnose(settings: Settings, env: Mapping[str, str] | None = None) -> list[C
     if health is not None:
         checks.append(check_ingest(health))
     checks += check_data(settings, health)
+    checks += check_watcher(health)
     return checks
 
 
@@ -409,4 +411,46 @@ def check_data(settings: Settings, health: dict[str, Any] | None) -> list[Check]
         )
     elif os.name == "posix":
         out.append(Check(OK, "data privacy", "data dir 0700, database files 0600"))
+    return out
+
+
+# --- file watcher ---------------------------------------------------------------------
+
+UNWATCHED_SHOWN = 10
+_WATCH_FIXES = {
+    "over budget": "add its generated directories to .gitignore, or raise "
+    "TMA1_WATCH_MAX_DIRS and restart `tma1 serve`",
+    "limit": "raise TMA1_MAX_WATCHED_PROJECTS, or wait until a watched project is idle for 2 h",
+    "failed": "see the server's log; tma1 tries again after 10 min",
+}
+
+
+def check_watcher(health: dict[str, Any] | None) -> list[Check]:
+    """One line on the file watcher, then one per project it does not watch (from
+    GET /api/health): refused (a pseudo-filesystem, the root, the home directory), over
+    the directory budget, past the project limit, or failed."""
+    sensors = (health or {}).get("sensors")
+    if not isinstance(sensors, dict):
+        return []
+    if not sensors.get("watch_files"):
+        return [Check(OK, "file watcher", "off (tma1 serve --no-watch)")]
+    files = sensors.get("files")
+    files = files if isinstance(files, dict) else {}
+    unwatched = files.get("unwatched")
+    unwatched = unwatched if isinstance(unwatched, dict) else {}
+    summary = f"watching {files.get('watched', 0)} project(s)"
+    if not unwatched:
+        return [Check(OK, "file watcher", summary)]
+    out = [Check(WARN, "file watcher", f"{summary}; not watching {len(unwatched)}")]
+    for project, why in list(unwatched.items())[:UNWATCHED_SHOWN]:
+        why = why if isinstance(why, dict) else {}
+        reason, detail = str(why.get("reason", "?")), str(why.get("detail", ""))
+        out.append(
+            Check(
+                WARN, "not watched", f"{project}: {reason}: {detail}", _WATCH_FIXES.get(reason, "")
+            )
+        )
+    if len(unwatched) > UNWATCHED_SHOWN:
+        more = len(unwatched) - UNWATCHED_SHOWN
+        out.append(Check(WARN, "not watched", f"and {more} more (GET /api/health)"))
     return out

@@ -1194,11 +1194,36 @@
     renderSessions(await getJSON(`/api/sessions?${q}`));
   }
 
+  // --- projects the file watcher leaves out (GET /api/health) ------------------------------
+
+  const WATCH_POLL_MS = 30000;
+  const UNWATCHED_SHOWN = 20;
+  let unwatchedAt = 0;
+
+  async function refreshUnwatched() {
+    if (Date.now() - unwatchedAt < WATCH_POLL_MS) return;
+    unwatchedAt = Date.now();
+    try {
+      const files = ((await getJSON("/api/health")).sensors || {}).files || {};
+      const entries = Object.entries(files.unwatched || {});
+      const list = $("unwatched-list");
+      clear(list);
+      for (const [project, why] of entries.slice(0, UNWATCHED_SHOWN)) {
+        list.append(el("li", null, el("code", { text: project }), ` — ${why.reason}: ${why.detail}`));
+      }
+      if (entries.length > UNWATCHED_SHOWN) list.append(el("li", { text: `and ${entries.length - UNWATCHED_SHOWN} more (tma1 doctor)` }));
+      $("unwatched").hidden = entries.length === 0;
+    } catch (_err) {
+      // the poll below reports connectivity
+    }
+  }
+
   // --- refresh loop ------------------------------------------------------------------------
 
   async function refresh() {
     if (state.busy) return;
     state.busy = true;
+    refreshUnwatched();
     try {
       if (state.tab === "anomalies") await refreshAnomalies();
       else if (state.tab === "gates") await refreshGates();
