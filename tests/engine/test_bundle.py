@@ -113,15 +113,33 @@ def test_a_check_is_open_when_its_newest_run_failed_and_closed_by_a_later_pass()
 
 
 def test_checks_part_names_who_broke_it() -> None:
-    runs = [fail(OTHER, "./build.sh", T0), fail(OTHER, "./build.sh", T0 + 1_000)]
+    runs = [
+        ok(ME, "./build.sh", T0 - 1_000),  # it passed: a session that fails it after broke it
+        fail(OTHER, "./build.sh", T0),
+        fail(OTHER, "./build.sh", T0 + 1_000),
+    ]
     b = build_bundle(inp(source="startup", runs=runs))
     assert b.parts == ("checks",)
     assert "`./build.sh` fails since" in b.text
     assert f"broken by session {OTHER[:8]} (claude-code); 2 failing runs" in b.text
     assert "src/app.py:3: error: name 'x' is not defined" in b.text
     assert b.findings == ()  # project state, not a finding of this session: nothing to emit
-    mine = build_bundle(inp(runs=[fail(ME, "./build.sh", T0)]))
+    mine = build_bundle(inp(runs=[ok(OTHER, "./build.sh", T0 - 1), fail(ME, "./build.sh", T0)]))
     assert "broken by this session; 1 failing run" in mine.text
+
+
+def test_a_check_that_never_passed_is_failing_since_not_broken_by() -> None:
+    # Held-out recordings, turn 3: "broken by session X" where X was only the first to run a
+    # check that had never passed (design §2.21). Who ran it last is what is known.
+    runs = [fail(OTHER, "./build.sh", T0), fail(ME, "./build.sh", T0 + 1_000)]
+    b = build_bundle(inp(source="startup", session_id="third-33333333", runs=runs))
+    assert "broken by" not in b.text
+    assert "`./build.sh` failing since " in b.text
+    assert f"(last run in session {ME[:8]} (claude-code); 2 failing runs)" in b.text
+    [check] = open_checks(runs, T0 + 2_000)
+    assert (check.passed_before, check.broken_by, check.last_session) == (False, OTHER, ME)
+    mine = build_bundle(inp(runs=runs))
+    assert "(last run in this session; 2 failing runs)" in mine.text
 
 
 def test_an_invocation_error_is_no_verdict_on_a_check() -> None:
@@ -281,8 +299,8 @@ def test_compact_instructions_name_what_is_open_whether_or_not_told_this_epoch()
     told = {finding_key(f): T0 + MINUTE_MS}  # told already: the summary must still keep it
     text = compact_instructions(inp(findings=[f], runs=runs, told=told))
     assert text.startswith("tma1, which monitors this session, reports these problems")
-    assert f.suggestion in text and "`npm test` fails since" in text
-    assert "`./build.sh` fails" not in text  # named by the finding: once
+    assert f.suggestion in text and "`npm test` failing since" in text
+    assert "`./build.sh` fail" not in text  # named by the finding: once
     assert OPEN_TAG not in text  # plain instructions for the summariser, not agent context
     assert len(compact_instructions(inp(findings=[f] * 9, runs=runs), max_chars=400)) < 400
     # Nothing open (or only context pressure, which the compaction answers): nothing to ask.
