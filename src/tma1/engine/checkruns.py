@@ -15,10 +15,12 @@ Built once per (window, now) and kept in the window's memo: the three rules ask 
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tma1.checks import Check, Outcome, check_of, outcome_of, relative_workdir
+from tma1.checks import Check, Outcome, check_of, outcome_of
+from tma1.checks.identity import Step
 from tma1.engine.supersession import errors_of, ids_passed_since, supersedes
 from tma1.engine.window import SessionWindow
 from tma1.events import SHELL_TOOLS, HookEvent
@@ -57,7 +59,6 @@ class CheckRuns:
 
 
 _covers = supersedes
-_check = lru_cache(maxsize=8192)(check_of)
 
 
 def _closed(runs: list[Run]) -> tuple[set[int], set[int]]:
@@ -94,13 +95,37 @@ def _closed(runs: list[Run]) -> tuple[set[int], set[int]]:
     return closed, superseded
 
 
+@lru_cache(maxsize=8192)
+def _check_in(command: str, cwd: str | None, project: str | None) -> Check | None:
+    """The command's check, each step's directory relative to the session's project, or
+    absolute when outside it. Claude Code's hook `cwd` follows the shell's `cd`, so
+    `cd /tmp/kit && pytest` (cwd: the project) and a later `pytest` (cwd: /tmp/kit) are
+    runs in one directory, whichever of them the project is."""
+    check = check_of(command)
+    if check is None or not cwd or not project:
+        return check
+    base, root = cwd.replace("\\", "/"), project.replace("\\", "/").rstrip("/")
+    steps = []
+    for st in check.steps:
+        if st.workdir.startswith("~"):
+            steps.append(st)
+            continue
+        where = posixpath.normpath(posixpath.join(base, st.workdir or "."))
+        if where == root:
+            where = ""
+        elif where.startswith(root + "/"):
+            where = where[len(root) + 1 :]
+        steps.append(Step(where, st.runner, st.scope))
+    return Check(tuple(dict.fromkeys(steps)))
+
+
 def run_of(ev: HookEvent, project: str | None) -> Run | None:
     """The event as a run of a check, or None (no shell result, no check, never ran)."""
     if ev.tool_name not in SHELL_TOOLS or not ev.tool_command:
         return None
     if ev.event_type not in ("PostToolUse", "PostToolUseFailure"):
         return None
-    check = _check(ev.tool_command, relative_workdir(ev.cwd, ev.project or project))
+    check = _check_in(ev.tool_command, ev.cwd, project or ev.project)
     if check is None:
         return None
     outcome = outcome_of(ev.tool_command, ev.event_type, ev.tool_success, ev.failure_kind)

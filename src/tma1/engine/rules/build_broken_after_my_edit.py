@@ -74,7 +74,7 @@ def build_broken_after_my_edit(
     stopping = at_stop(window, now)
     found = _located(window, now, runs, stopping)
     if stopping:
-        found += stop_findings(window, now, runs, {a.subject for a in found})
+        found += stop_findings(window, now, runs, found)
     return found
 
 
@@ -262,56 +262,68 @@ def _finding(
 
 
 def stop_findings(
-    window: SessionWindow, now: int, runs: CheckRuns, told: set[str]
+    window: SessionWindow, now: int, runs: CheckRuns, found: list[Anomaly]
 ) -> list[Anomaly]:
     """At a Stop, whatever the failure count (each once: only what this turn did counts):
 
     - a *fresh break*: a check run after the session's last edit, in this turn, whose
       newest run failed with a verdict, and not with the errors it already had before the
-      session's first edit (pre-existing); for a linter or type checker, which lists every
-      file's findings, only with a finding in a file the session edited (issue 15's
-      pattern 4: a lint run listing files the agent never touched is not its failure);
+      session's first edit (pre-existing) — not a linter or type checker, which lists
+      every file's findings, old ones too: for those the rule's located reading above
+      decides (issue 15's pattern 4: a lint run listing files the agent never touched is
+      not its failure);
     - an *unverified fix*: a check whose newest run failed naming a file the session
       edited after that run (in this turn), with no run of a covering check since.
 
     A check whose newest attempt had no verdict (the sandbox refused it, the runner crashed
     on its environment) is left alone: the agent tried, and a block cannot make it pass.
     A final message that hands the check back (`_handback`) is the user's answer already.
-    `told`: subjects the rule's own findings already name."""
+    `found`: the rule's own findings at this Stop — their checks, and an unverified fix
+    of files a failing check already names, are told there."""
     events = visible(window.events, now)
     calls = [c for c in edits(events) if any(is_source(f) for f in c.files)]
     if not calls:
         return []
-    turn = max((e.ts for e in events if e.hook_event_name == "Stop" and e.ts < now), default=-1)
+    stops = [e.ts for e in events if e.hook_event_name == "Stop" and e.ts < now]
+    turn = max(stops, default=-1)
     first_edit, last_edit = calls[0].ts, calls[-1].ts
     edited: dict[str, int] = {}  # source file → the session's last edit of it
+    touched: list[tuple[int, frozenset[str]]] = []  # each edit's time and source files
     for c in calls:
-        for f in c.files:
-            if is_source(f):
-                edited[norm_path(f, window.project)] = c.ts
+        paths = frozenset(norm_path(f, window.project) for f in c.files if is_source(f))
+        touched.append((c.ts, paths))
+        edited.update(dict.fromkeys(paths, c.ts))
+    told = {a.subject for a in found}
+    told_files = {f for a in found for f in a.related_files}
     out: list[Anomaly] = []
-    for ident, newest in runs.open_failures.items():
+    # Fresh breaks first: an unverified fix of a file a fresh failure names is told there.
+    for ident, newest in sorted(runs.open_failures.items(), key=lambda kv: -kv[1].ts):
         if ident in told or attempted_since(runs, newest):
             continue
         output = newest.event.tool_result or ""
         if newest.ts > last_edit and newest.ts > turn:
             if _pre_existing(runs, newest, first_edit):
                 continue
+            if newest.check.lints:
+                # A linter lists every file's findings, old ones too: which are the edit's
+                # is the rule's own located reading (near the edit, not said before).
+                continue
             files = [p for p in edited if located_in(output, p)]
-            if newest.check.lints and not files:
-                continue  # a linter lists every file's findings: none is in an edited file
             pattern = "fresh"
         else:
-            files = [
-                p for p, t in edited.items() if t > max(newest.ts, turn) and located_in(output, p)
-            ]
+            files = [p for p, t in edited.items() if t > newest.ts and located_in(output, p)]
             if not files:
+                continue
+            # Once: a Stop since the first such edit already had this to say.
+            fixed_from = min(t for t, paths in touched if t > newest.ts and paths & set(files))
+            if any(t > fixed_from for t in stops) or set(files) <= told_files:
                 continue
             pattern = "unverified"
         terms = check_terms(newest.check, files, newest.event.tool_error_summary)
         if handed_back(window, now, newest.ts, terms):
             continue
         out.append(_stop_finding(window, ident, newest, files, pattern, edited, last_edit))
+        told_files.update(files)
     return out
 
 
