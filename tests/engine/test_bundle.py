@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from enginekit import PROJECT, bash_fail, bash_ok
 
+from tma1.checks.outcome import NOT_CHECK_FAILURES
 from tma1.clock import MINUTE_MS
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.bundle import (
@@ -320,3 +322,31 @@ def test_files_a_standing_external_change_finding_names_are_not_listed_twice() -
     assert "other.py (modified)" in b.text and "notes.txt (modified)" not in b.text
     only = build_bundle(inp(findings=[ext], last_event_ts=last, changes=changes[:1]))
     assert only.parts == ("findings",)
+
+
+# --- turn 3: only open checks with a verdict, not stale, blamed only on a break --------------
+
+RUSTC = "error[E0425]: cannot find value `cfg` in this scope\n --> src/main.rs:12:5\n"
+
+
+def test_a_cargo_check_a_later_cargo_build_passed_is_not_listed() -> None:
+    # Held-out recordings: `cargo check` listed as failing an hour after a `cargo build` of
+    # the same crate passed (design §2.21).
+    runs = [fail(OTHER, "cargo check", T0, RUSTC), ok(OTHER, "cargo build --release", T0 + 60_000)]
+    assert open_checks(runs, T0 + 90 * MINUTE_MS) == []
+    assert build_bundle(inp(source="startup", runs=runs)).text == ""
+
+
+def test_a_check_a_later_wider_failure_superseded_is_told_as_that_one() -> None:
+    other = "error[E0308]: mismatched types\n --> src/db.rs:40:9\n"
+    runs = [fail(OTHER, "cargo check", T0, RUSTC), fail(OTHER, "cargo build", T0 + 1_000, other)]
+    assert [c.key for c in open_checks(runs, T0 + 2_000)] == ["cargo build"]
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_CHECK_FAILURES - {"fixed"}))
+def test_runs_with_no_verdict_are_never_listed(kind: str) -> None:
+    # The contract with checks/: a failure_kind in NOT_CHECK_FAILURES is no verdict.
+    crash = replace(fail(OTHER, "npx vitest run", T0, "Module.createRequire is not a function"),
+                    failure_kind=kind)  # fmt: skip
+    assert open_checks([crash], T0 + 1_000) == []
+    assert build_bundle(inp(source="startup", runs=[crash])).text == ""

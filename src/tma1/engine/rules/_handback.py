@@ -76,7 +76,8 @@ _STRONG = re.compile(
     r"|\b(?:could\s*n[o']t|can\s*n[o']t|cannot|unable\s+to|did\s*n[o']t|was\s*n[o']t\s+able\s+to)"
     r"\s+(?:\w+\s+)?(?:fix|resolve|get|make|solve|finish)"
     r"|\bpre-?existing\s+(?:\w+\s+){0,3}?(?:errors?|failures?|issues?|problems?|bugs?|breakage)"
-    r"|\b(?:errors?|failures?|fails|failing)\b[^.\n]{0,60}"
+    # (a dot inside a word, `src/types.ts`, does not end the sentence)
+    r"|\b(?:errors?|failures?|fails|failing)\b(?:[^.\n]|\.(?=\S)){0,80}"
     r"\b(?:pre-?existing|not\s+caused\s+by|outside\s+(?:of\s+)?(?:my|our|the|this))\b"
     r"|\bleft\s+(?:to\s+fix|failing|broken|open|unfixed)\b|\bneeds?\s+(?:fixing|to\s+be\s+fixed)"
     r"|\b(?:I'?m|I\s+am|I'?ll|I\s+will)\s+(?:now\s+)?(?:fixing|cleaning|working\s+on|fix|clean|address)"
