@@ -24,8 +24,15 @@ edit of the named file: stopping with a build the agent just broke is the harm t
 channel exists for (on recorded sessions agents announced success right then). A check
 the agent edited again after its newest failure is not re-told until it runs again: the
 agent is visibly fixing it (pattern 7), and its newest run no longer says the current
-code fails (at a Stop too: the design's "a check the agent never re-ran after its edit
-counts only if its newest run came after that edit").
+code fails — until it stops without re-running it (below).
+
+At a Stop (design §2.22, turn 3) it also blocks, once and whatever the count, on a *fresh
+break* (a compile or test check run after the session's last edit, in this turn, failing
+with a verdict and not with errors it had before the session's first edit) and on an
+*unverified fix* (a check whose newest run failed naming a file the session edited after
+it, with no covering run since: "re-run X: it failed at T on errors in F, which you
+changed since") — unless the final message hands it back, or the newest attempt had no
+verdict (`stop_findings`).
 """
 
 from __future__ import annotations
@@ -407,7 +414,9 @@ SPEC = RuleSpec(
     kind=Kind.BUILD_BROKEN_AFTER_MY_EDIT.value,
     run=build_broken_after_my_edit,
     channels=frozenset({Channel.USER_PROMPT_SUBMIT.value, Channel.STOP_BLOCK.value}),
-    severity="medium; high at 3+ failing runs, or at a Stop right after the edit broke it",
+    severity=(
+        "medium; high at 3+ failing runs, or at a Stop over a fresh break or an unverified fix"
+    ),
     resolution=covering_pass,
     follow_action="a Read of a related file",
 )
