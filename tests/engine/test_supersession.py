@@ -93,3 +93,25 @@ def test_names_test_reads_paths_node_ids_and_name_filters() -> None:
     assert names_test(_check("npx jest src/cart.test.ts"), "src/cart.test.ts > Cart > totals")
     assert names_test(_check("go test -run TestParse ./pkg"), "TestParse")
     assert not names_test(_check("pytest tests/test_x.py::test_b"), "tests/test_x.py::test_a")
+
+
+def test_a_name_filtered_pass_closes_only_the_tests_it_names() -> None:
+    # templar-d423c9b0.chat.json (session 5e052a87, 18:44): `go test -short
+    # ./internal/monitoring` fails (`FAIL github.com/…/internal/monitoring`), then
+    # `go test -v ./internal/monitoring -run TestMonitoring` passes and prints `ok <pkg>`:
+    # it ran some tests of the package, and the package stays open.
+    pkg = "github.com/conneroisu/templar/internal/monitoring"
+    failing = bash_fail(at(0), "go test -short ./internal/monitoring", f"FAIL\t{pkg}\t3.136s\n")
+    assert failing.test_ids == [pkg]
+    filtered = bash_ok(
+        at(1),
+        "go test -v ./internal/monitoring -run TestMonitoring",
+        "=== RUN   TestMonitoringMiddleware\n--- PASS: TestMonitoringMiddleware (0.00s)\n"
+        f"PASS\nok  \t{pkg}\t0.2s\n",
+    )
+    assert _open([failing, filtered]) == ["go test"]
+    # A filter naming exactly the failing test closes it.
+    one = bash_fail(at(0), "go test ./internal/monitoring", "--- FAIL: TestAlertManager (0.01s)\n")
+    assert one.test_ids == ["TestAlertManager"]
+    alone = bash_ok(at(1), "go test ./internal/monitoring -run TestAlertManager", f"ok  \t{pkg}\n")
+    assert _open([one, alone]) == []
