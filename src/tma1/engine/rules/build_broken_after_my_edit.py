@@ -275,10 +275,10 @@ def stop_findings(
 
     - a *fresh break*: a check run after the session's last edit, in this turn, whose
       newest run failed with a verdict, and not with the errors it already had before the
-      session's first edit (pre-existing) — not a linter or type checker, which lists
-      every file's findings, old ones too: for those the rule's located reading above
-      decides (issue 15's pattern 4: a lint run listing files the agent never touched is
-      not its failure);
+      session's first edit (pre-existing) or at an earlier Stop — not a linter or type
+      checker, which lists every file's findings, old ones too: for those the rule's
+      located reading above decides (issue 15's pattern 4: a lint run listing files the
+      agent never touched is not its failure);
     - an *unverified fix*: a check whose newest run failed naming a file the session
       edited after that run (in this turn), with no run of a covering check since.
 
@@ -309,7 +309,7 @@ def stop_findings(
             continue
         output = newest.event.tool_result or ""
         if newest.ts > last_edit and newest.ts > turn:
-            if _pre_existing(runs, newest, first_edit):
+            if _pre_existing(runs, newest, max(first_edit, turn)):
                 continue
             if newest.check.lints:
                 # A linter lists every file's findings, old ones too: which are the edit's
@@ -340,17 +340,18 @@ def attempted_since(runs: CheckRuns, newest: Run) -> bool:
     return any(r.ts > newest.ts and supersedes(r.check, newest.check) for r in runs.runs)
 
 
-def _pre_existing(runs: CheckRuns, newest: Run, first_edit: int) -> bool:
-    """Runs of the same check failed before the session's first edit with every error the
-    newest run reports: the session found it broken."""
-    before = [
+def _pre_existing(runs: CheckRuns, newest: Run, before: int) -> bool:
+    """Runs of the same check failed before `before` with every error the newest run
+    reports: before the session's first edit (it found the check broken), or before this
+    turn began (it stopped over these errors already: a block is for a fresh break, once)."""
+    earlier = [
         r
         for r in runs.runs
-        if r.failed and r.ts < first_edit and r.check.identity == newest.check.identity
+        if r.failed and r.ts < before and r.check.identity == newest.check.identity
     ]
-    if not before:
+    if not earlier:
         return False
-    said = frozenset().union(*(errors_of(r.event) for r in before))
+    said = frozenset().union(*(errors_of(r.event) for r in earlier))
     return errors_of(newest.event) <= said
 
 
