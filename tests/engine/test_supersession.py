@@ -115,3 +115,19 @@ def test_a_name_filtered_pass_closes_only_the_tests_it_names() -> None:
     assert one.test_ids == ["TestAlertManager"]
     alone = bash_ok(at(1), "go test ./internal/monitoring -run TestAlertManager", f"ok  \t{pkg}\n")
     assert _open([one, alone]) == []
+
+
+def test_a_chained_check_closes_when_each_step_passed_since() -> None:
+    # attio-7c4ca6ea.chat.json (session 6706089d, 16:35–16:43): `npm run lint:check && npm
+    # run check:format && npm run build && npm run test:offline -- <file>` fails on
+    # Prettier; the agent formats, `npm run check:format && npm run build` passes, later the
+    # file's tests pass. The bundle still listed the chain as failing (stale).
+    chain = "npm run lint:check && npm run check:format && npm run build && npm test -- a.test.ts"
+    fail = bash_fail(at(0), chain, "[warn] Code style issues found in the above file.")
+    later = [
+        bash_ok(at(1), "npm run check:format && npm run build 2>&1 | tail -5"),
+        bash_ok(at(2), "npm test -- a.test.ts"),
+    ]
+    # lint:check has not passed since: the chain is still open.
+    assert _open([fail, *later]) == [_check(chain).identity]
+    assert _open([fail, *later, bash_ok(at(3), "npm run lint:check")]) == []

@@ -5,7 +5,8 @@ its lane (the sub-agent that ran it, "" for the main agent). Runs whose `failure
 `tma1.checks.outcome.NOT_CHECK_FAILURES` (invocation errors, coverage-only exits, sandbox
 interruptions, runs with no verdict) neither fail a check nor pass it. A failing run is
 *closed* once a later run (any lane: a build is project state) passes a check that
-supersedes it (`engine.supersession`: `cargo build` closes `cargo check`), or once every
+supersedes it (`engine.supersession`: `cargo build` closes `cargo check`), once each step
+of a chained check (`lint && build && test`) passed since in some run, or once every
 test id it failed on passed in a later re-run of exactly those ids. It is *superseded*
 when a later failing run of another, wider check of its toolchain says different errors:
 what it said is stale, and it is no longer an open check of its own (design §2.21).
@@ -77,10 +78,20 @@ def _closed(runs: list[Run]) -> tuple[set[int], set[int]]:
             if any(s.scope for s in r.check.steps) or r.event.passed_test_ids:
                 reruns[r.check] = r
         elif r.failed:
-            if any(_covers(p, r.check) for p in passed_later) or (
-                r.event.test_ids
-                and ids_passed_since(
-                    r.check, r.event.test_ids, ((c, p.event) for c, p in reruns.items())
+            if (
+                any(_covers(p, r.check) for p in passed_later)
+                or (
+                    # `lint && build && test`: each step passed since, in runs of its own
+                    len(r.check.steps) > 1
+                    and all(
+                        any(_covers(p, Check((st,))) for p in passed_later) for st in r.check.steps
+                    )
+                )
+                or (
+                    r.event.test_ids
+                    and ids_passed_since(
+                        r.check, r.event.test_ids, ((c, p.event) for c, p in reruns.items())
+                    )
                 )
             ):
                 closed.add(id(r.event))
