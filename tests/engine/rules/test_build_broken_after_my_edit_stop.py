@@ -153,9 +153,12 @@ def test_silent_when_the_newest_run_is_no_verdict(kind: str) -> None:
     # The contract with checks/: every failure_kind in NOT_CHECK_FAILURES (invocation
     # errors, coverage-only exits, interruptions, runs with no verdict: the runner crashed
     # on its environment, the sandbox refused) is no failure of the check.
-    crash = bash_fail(at(2), "npx vitest run", "TypeError: Module.createRequire is not a function")
-    events = [edit(at(0), API), replace(crash, failure_kind=kind)]
-    assert at_stop(events, "Implemented and tested.") == []
+    out = f"{API}:3:1 TypeError: Module.createRequire is not a function"
+    crashes = [
+        replace(bash_fail(at(i), "npx vitest run", out), failure_kind=kind) for i in (2, 3, 4)
+    ]
+    # Nor do three of them make a loop (repeated_failed_build) or a stuck test.
+    assert at_stop([edit(at(0), API), *crashes], "Implemented and tested.") == []
 
 
 def test_silent_when_the_runner_is_missing_or_the_sandbox_refuses() -> None:
@@ -209,3 +212,21 @@ def test_silent_when_the_failing_test_passed_when_rerun_alone() -> None:
     ]
     assert at_stop(events, "Pricing fixed; tests pass.") == []
     assert at_stop(events[:2], "Pricing fixed; tests pass.")  # not re-run: it blocks
+
+
+def test_silent_when_it_stopped_over_the_same_errors_before() -> None:
+    # templar-373740ff.chat.json (session 5e052a87): `go test -short ./internal/monitoring`
+    # failed the same way before the 19:19 Stop and again at 19:24; the 19:49 Stop must not
+    # block on it (the window no longer held the first failures, 18:46). Once is enough.
+    pkg_fail = "FAIL\tgithub.com/conneroisu/templar/internal/monitoring\t3.136s\n"
+    events = [
+        edit(at(0), src("internal/server/server.go")),
+        bash_fail(at(1), "go test -short ./internal/monitoring", pkg_fail),
+        stop(at(2), "CI is green again."),
+        edit(at(4), src("internal/plugins/integration_test.go")),
+        bash_fail(at(5), "go test -short ./internal/monitoring", pkg_fail.replace("3.136", "3.2")),
+    ]
+    assert at_stop(events[:2], "CI is green again.", when=2)  # the first Stop: blocked
+    assert at_stop(events, "Done.") == []
+    other = bash_fail(at(5), "go test -short ./internal/monitoring", "--- FAIL: TestAlertManager\n")
+    assert at_stop([*events[:4], other], "Done.")  # new errors: a fresh break
