@@ -123,7 +123,8 @@ def test_a_chained_check_closes_when_each_step_passed_since() -> None:
     # Prettier; the agent formats, `npm run check:format && npm run build` passes, later the
     # file's tests pass. The bundle still listed the chain as failing (stale).
     chain = "npm run lint:check && npm run check:format && npm run build && npm test -- a.test.ts"
-    fail = bash_fail(at(0), chain, "[warn] Code style issues found in the above file.")
+    out = "src/a.ts\n  3:1  error  'x' is assigned a value but never used  no-unused-vars\n"
+    fail = bash_fail(at(0), chain, out)
     later = [
         bash_ok(at(1), "npm run check:format && npm run build 2>&1 | tail -5"),
         bash_ok(at(2), "npm test -- a.test.ts"),
