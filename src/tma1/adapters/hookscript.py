@@ -88,8 +88,26 @@ def bash_usable() -> bool:
     return r.returncode == 0 or "No such file" not in r.stderr
 
 
+# SHA-256 of stdin, hex first on the line (`hex  -`, `hex *stdin`): the keyed hashes the
+# script sends and checks (tma1.token). Looked up once, at install, and written in with
+# its absolute path: no PATH search on the agent's path, and no PATH the agent sets can
+# put another program there.
+HASHERS = (("sha256sum",), ("shasum", "-a", "256"), ("openssl", "dgst", "-sha256", "-r"))
+
+
+def sha256_command() -> str:
+    import shutil
+
+    for name, *args in HASHERS:
+        found = shutil.which(name)
+        if found:
+            return shlex.join([found, *args])
+    return "sha256sum"  # none here: the server refuses the hooks, `tma1 doctor` says so
+
+
 def render_script(settings: Settings, agent: str, flavor: str | None = None) -> str:
     values = {
+        "@@SHA256@@": sha256_command(),
         "@@AGENT@@": agent,
         "@@HOST@@": shlex.quote(settings.host),
         "@@PORT@@": shlex.quote(str(settings.port)),
