@@ -42,6 +42,7 @@ import httpx
 
 from tma1.adapters.hookscript import write_script
 from tma1.config import Settings
+from tma1.token import hook_headers
 
 
 def free_port() -> int:
@@ -98,7 +99,7 @@ def main() -> None:
     try:
         for _ in range(300):
             try:
-                if httpx.get(f"{url}/api/health", timeout=1, trust_env=False).is_success:
+                if httpx.get(f"{url}/api/ping", timeout=1, trust_env=False).is_success:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
@@ -125,7 +126,10 @@ def main() -> None:
         }
         hook = hooks[flavors[0]]
         hook_env = {**env}  # the script's baked-in port and data dir apply
-        http = httpx.Client(base_url=url, headers={"X-TMA1-Token": token}, trust_env=False)
+        def fresh(request: httpx.Request) -> None:  # a fresh nonce per hook post
+            request.headers.update(hook_headers(token))
+
+        http = httpx.Client(base_url=url, event_hooks={"request": [fresh]}, trust_env=False)
 
         def post(payload: dict[str, object]) -> str:
             return http.post("/api/hooks", content=json.dumps(payload)).text
