@@ -205,6 +205,9 @@ def test_idle_connections_leave_hooks_answered(tmp_path: Path, hard: int | None)
             s.connect_ex(("127.0.0.1", srv.port))
             idle.append(s)
         time.sleep(1.0)  # let the server accept them all
+        limits = Path(f"/proc/{srv.pid}/limits").read_text()
+        line = next(ln for ln in limits.splitlines() if ln.startswith("Max open files"))
+        assert line.split()[3] == str(hard or hard_now)  # soft raised to the hard limit
         settings = Settings(data_dir=data, port=srv.port)
         stored = 0
         for i in range(5):
