@@ -9,7 +9,7 @@ fork to the exit:
   behind it (set up over HTTP, untimed), so the answer is a `<tma1-context>` digest;
 - Stop block: a Stop in a fresh session with three failures of one command;
 - server down: the script against a port nobody listens on (connection refused);
-- wedged server: a socket that accepts and never answers (the 0.5 s cap).
+- wedged server: a socket that accepts and never answers (the cap, TMA1_HOOK_TIMEOUT: 2 s).
 
 Both variants of the script are timed (`--flavor`): bash over /dev/tcp (what install
 writes where /bin/bash has it) and POSIX sh + curl. Baselines from the same run: plain
@@ -265,7 +265,7 @@ def main() -> None:
             row(f"{f} hook: digest", fig["digest"], base, "UserPromptSubmit → <tma1-context>")
             row(f"{f} hook: Stop block", fig["stop"], base, "Stop → blocked")
             row(f"{f} hook: server down", fig["down"], base, "refused → empty, exit 0")
-            row(f"{f} hook: wedged server", fig["wedged"], base, "never answers → 0.5 s cap")
+            row(f"{f} hook: wedged server", fig["wedged"], base, "never answers → the 2 s cap")
             ok = stats(fig["down"])["max"] < 600
             print(
                 f"{f}: server down, max {stats(fig['down'])['max']:.1f} ms: "
