@@ -13,7 +13,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from tma1.server.security import NonceGuard
 from tma1.service import LARGE_BODY_BYTES, MAX_BODY_BYTES, Service
+from tma1.token import http_hook_key, response_sig
 
 log = logging.getLogger("tma1.hooks")
 
@@ -124,9 +126,6 @@ class HookAuth:
     `tma1 install` for it)."""
 
     def __init__(self, token: str) -> None:
-        from tma1.server.security import NonceGuard
-        from tma1.token import http_hook_key
-
         self.token = token
         self.guard = NonceGuard(token)
         self.http_key = http_hook_key(token).encode()
@@ -155,8 +154,6 @@ class HookAuth:
         return "no X-TMA1-Nonce/X-TMA1-Auth", None
 
     def sign(self, nonce: bytes, body: bytes) -> bytes:
-        from tma1.token import response_sig
-
         return response_sig(self.token, nonce.decode("latin-1"), body).encode()
 
 

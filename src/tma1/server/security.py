@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from tma1.token import NONCE_RE, request_auth, session_ok
+
 log = logging.getLogger("tma1.security")
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "testserver"})
@@ -108,8 +110,6 @@ def _cookie(headers: list[tuple[bytes, bytes]], name: str) -> str | None:
 def credential_refusal(token: str, headers: list[tuple[bytes, bytes]]) -> tuple[int, str] | None:
     """None when the request carries the token or a valid session cookie; else (status,
     reason): 401 when it carries nothing, 403 when what it carries is wrong."""
-    from tma1.token import session_ok
-
     given = next((v for k, v in headers if k == b"x-tma1-token"), None)
     if given is not None:
         if hmac.compare_digest(given, token.encode()):
@@ -177,8 +177,6 @@ class NonceGuard:
 
     def check(self, nonce: bytes, auth: bytes, now: float | None = None) -> str | None:
         """None when the request is authentic and fresh; else why not."""
-        from tma1.token import NONCE_RE, request_auth
-
         t = time.time() if now is None else now
         text = nonce.decode("latin-1")
         m = NONCE_RE.match(text)
