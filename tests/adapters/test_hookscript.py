@@ -622,6 +622,15 @@ class Recorder:
                     if not chunk:
                         break
                     data += chunk
+                # curl streams stdin chunked: read to the last chunk, as a server does
+                # (answering before it races curl's upload into a reset)
+                while "transfer-encoding: chunked" in head.lower() and not data.endswith(
+                    b"0\r\n\r\n"
+                ):
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
                 self.requests.append(data)
                 extra = b"content-length: %d\r\n" % len(self.answer) if self.with_length else b""
                 nonce = nonce_of(data)
