@@ -70,6 +70,8 @@ def diagnose(settings: Settings, env: Mapping[str, str] | None = None) -> list[C
     checks = [server]
     checks += check_hooks(settings, env)
     checks.append(check_token(settings, up=health is not None))
+    if health:
+        checks.append(check_dashboard(settings))
     checks.append(check_service(env, up=health is not None))
     if health is not None:
         checks.append(check_ingest(health))
@@ -121,8 +123,17 @@ def check_server(settings: Settings) -> tuple[Check, dict[str, Any] | None]:
     from tma1.mcp.api import base_url
 
     url = base_url(settings)
+    token = read_token(settings.token_path)
     try:
-        resp = httpx.get(f"{url}/api/health", timeout=2.0, trust_env=False)
+        resp = httpx.get(
+            f"{url}/api/health",
+            headers={"X-TMA1-Token": token} if token else None,
+            timeout=2.0,
+            trust_env=False,
+        )
+        if resp.status_code in (401, 403):
+            # Up, but this data dir's token is not its: the token check says what to do.
+            return Check(FAIL, "server", f"running at {url} but refuses this data dir's token"), {}
         resp.raise_for_status()
         health = resp.json()
         if not isinstance(health, dict):
@@ -207,6 +218,18 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
             )
             continue
         installed_any = True
+        if script.path.exists() and b"X-TMA1-Nonce" not in script.path.read_bytes():
+            # An older tma1's script sends the token itself, which the server now refuses.
+            out.append(
+                Check(
+                    FAIL,
+                    name,
+                    f"hook script outdated: {script.path} sends the token to whatever "
+                    "listens on the port, and the server refuses it",
+                    f"run {install}",
+                )
+            )
+            continue
         if stale:
             out.append(
                 Check(
@@ -337,11 +360,11 @@ def check_token(settings: Settings, *, up: bool) -> Check:
         return Check(UNKNOWN, "hook token", f"cannot compare with the server ({exc})")
     if resp.status_code == 200:
         return Check(OK, "hook token", f"{path} matches the server's")
-    if resp.status_code == 403:
+    if resp.status_code in (401, 403):
         return Check(
             FAIL,
             "hook token",
-            f"{path} does not match the server's: every hook is refused (403)",
+            f"{path} does not match the server's: every hook and read is refused",
             "restart `tma1 serve` with the same data dir as the hooks "
             f"(TMA1_DATA_DIR={settings.data_dir})",
         )
@@ -350,6 +373,19 @@ def check_token(settings: Settings, *, up: bool) -> Check:
         "hook token",
         f"the server cannot check tokens (HTTP {resp.status_code}); restart it with this tma1",
     )
+
+
+def check_dashboard(settings: Settings) -> Check:
+    """A fresh one-time login URL for the dashboard (the server answers its data only to
+    the token or a session cookie, which this URL gets the browser)."""
+    from tma1.mcp.api import base_url
+    from tma1.token import login_url
+
+    token = read_token(settings.token_path)
+    if not token:
+        return Check(UNKNOWN, "dashboard", "no token here to log in with")
+    url = login_url(base_url(settings), token)
+    return Check(OK, "dashboard", f"open {url} (a one-time login URL, valid for 24 h)")
 
 
 # --- data -----------------------------------------------------------------------------
