@@ -7,7 +7,7 @@
 
 `--agents` agents (default 8) post hooks in a closed loop (the next hook as soon as the
 last answer arrives). Each agent runs sessions one after another: SessionStart, turns
-(UserPromptSubmit, Read, Edit, Bash with a few KB of output that fails one time in four,
+(UserPromptSubmit, Read, Edit, Bash with `--output-kb` of output that fails one time in four,
 a Bash with a few KB of passing output, Stop — and a second Stop with
 `stop_hook_active` when the first is blocked), then SessionEnd; the next session has a new
 id. So `--sessions` sessions of `--events / --sessions` events each pass through the
@@ -135,7 +135,9 @@ def _pytest_output(rng: random.Random, n_tests: int, failing: bool, tag: str) ->
     return "\n".join(lines)
 
 
-def session_events(session: str, n_events: int, seed: int, cwd: str) -> list[dict[str, Any]]:
+def session_events(
+    session: str, n_events: int, seed: int, cwd: str, output_kb: float = 2.0
+) -> list[dict[str, Any]]:
     """One session of about `n_events` hooks, SessionStart to SessionEnd (the module doc)."""
     rng = random.Random(seed)
     base = {"session_id": session, "cwd": cwd, "transcript_path": f"{cwd}/t-{session}.jsonl"}
@@ -146,7 +148,9 @@ def session_events(session: str, n_events: int, seed: int, cwd: str) -> list[dic
         path = f"{cwd}/src/mod_{rng.randrange(12)}.py"
         fails = rng.random() < 0.25
         cmd = {"command": f"pytest -q tests/test_mod_{rng.randrange(7)}.py"}
-        output = _pytest_output(rng, rng.randint(20, 60), fails, tag)
+        # A test line is ~50 characters: outputs of half to one and a half `output_kb`.
+        lines = max(int(output_kb * 1024 / 50), 2)
+        output = _pytest_output(rng, rng.randint(lines // 2, lines * 3 // 2), fails, tag)
         bash_post: dict[str, Any] = {
             **base,
             "tool_name": "Bash",
@@ -291,7 +295,7 @@ class Run:
             self.sample(posted)
 
 
-def drive(run: Run, agents: int, sessions: int, run_id: str) -> None:
+def drive(run: Run, agents: int, sessions: int, run_id: str, output_kb: float) -> None:
     per_session = max(run.total // sessions, 12)
     next_session = iter(range(sessions))
     take = threading.Lock()
@@ -308,7 +312,8 @@ def drive(run: Run, agents: int, sessions: int, run_id: str) -> None:
                 if i is None:
                     return
                 sid = f"mem-{run_id}-{i}"
-                for payload in session_events(sid, per_session, i, f"/tmp/tma1-mem/p{i % 4}"):
+                cwd = f"/tmp/tma1-mem/p{i % 4}"
+                for payload in session_events(sid, per_session, i, cwd, output_kb):
                     while True:
                         try:
                             r = client.post(
@@ -378,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sessions", type=int, default=200)
     ap.add_argument("--agents", type=int, default=8, help="sessions live at a time")
     ap.add_argument("--every", type=int, help="sample RSS every N events (default: events/30)")
+    ap.add_argument("--output-kb", type=float, default=2.0, help="mean size of a Bash output (KB)")
     ap.add_argument("--idle", type=float, default=60.0, help="seconds of silence at the end")
     ap.add_argument("--database-url", help="default: SQLite in a temporary data dir")
     ap.add_argument(
@@ -397,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         run = Run(total=args.events, every=every, srv=srv, traced_every=args.tracemalloc)
         try:
             run.sample(0)
-            drive(run, args.agents, args.sessions, run_id)
+            drive(run, args.agents, args.sessions, run_id, args.output_kb)
             busy_s = time.monotonic() - run.t0
             if run.posted % every:
                 run.sample(run.posted)
