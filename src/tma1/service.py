@@ -309,7 +309,10 @@ class Service:
         outage queue's late writes)."""
         for event in events:
             self.counters.inc("events.stored")
-            self.delivery.invalidate(event.session_id)
+            if event.hook_event_name == "SessionEnd":
+                self.delivery.forget(event.session_id)  # nothing of it stays cached
+            else:
+                self.delivery.invalidate(event.session_id)
             self.sensors.on_event(event)  # never raises: it counts and logs its own failures
 
     # --- health ----------------------------------------------------------------------

@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from functools import lru_cache
 
 from tma1.checks import Check, check_of
 from tma1.engine.window import SessionWindow
+from tma1.textmemo import text_cache
 
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 _CLAUSES = re.compile(
@@ -186,7 +186,7 @@ def _same_tool(runner: str, terms: frozenset[str]) -> bool:
     return low in terms or bool(words & terms)
 
 
-@lru_cache(maxsize=1024)
+@text_cache(maxsize=1024)
 def hands_back(message: str | None, terms: frozenset[str]) -> bool:
     """The final message says the check named by `terms` still fails (see the module)."""
     if not message or not terms:

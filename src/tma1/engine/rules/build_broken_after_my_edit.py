@@ -38,7 +38,6 @@ verdict (`stop_findings`).
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 from tma1.checks import error_line, error_line_of_file, lines_in, located_in
 from tma1.checks.locations import _error_text
@@ -64,6 +63,7 @@ from tma1.engine.supersession import errors_of, supersedes
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import EDITED_LINES, WRITE_TOOLS
 from tma1.paths import display_path, norm_path
+from tma1.textmemo import text_cache
 
 _DIGITS = re.compile(r"\d+")
 HIGH_AT = 3
@@ -193,7 +193,7 @@ def _said_before(runs: list[Run], ident: str, first_edit: int, path: str) -> fro
     return frozenset(said)
 
 
-@lru_cache(maxsize=2048)
+@text_cache(maxsize=2048)
 def _file_lines(output: str, path: str) -> frozenset[str]:
     """The output's error lines about `path`, numbers blanked (edits move line numbers)."""
     name = basename(path)
