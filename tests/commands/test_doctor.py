@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 from conftest import free_port
 from trustkit import clean_env, run, serving, trust_all
 
 from tma1.adapters.hookscript import script_name
+from tma1.events import parse_payload
+from tma1.store import Store
 
 
 @pytest.fixture
@@ -223,3 +226,56 @@ def test_what_an_agent_cannot_be_told_is_listed_once_its_hooks_are_in(
     limits = [ln for ln in out.splitlines() if ln[6:24].rstrip() == "gemini limit"]
     assert limits and all(ln.startswith("warn") for ln in limits)
     assert any("&lt;tma1-context&gt;" in ln for ln in limits), limits
+
+
+def test_a_server_with_another_data_dir_is_a_failure_not_a_reinstall(
+    home: Path, tmp_path: Path
+) -> None:
+    """Issue 28.3: doctor once said "ok data … N events" for a data dir that does not
+    exist, because the events were the running server's, kept elsewhere."""
+    served_data = tmp_path / "data"
+    env = _env(home, served_data)
+    assert run(env, "install", "--adapter", "claude-code").returncode == 0
+    typo = tmp_path / "typo"
+    with serving(env, port=int(env["TMA1_PORT"])) as srv:
+        for i in range(3):
+            httpx.post(
+                f"{srv.url}/api/hooks",
+                headers={"X-TMA1-Token": (served_data / "hook-token").read_text().strip()},
+                content=json.dumps({"session_id": f"s{i}", "hook_event_name": "Stop"}),
+                timeout=5,
+            )
+        mine = run(env, "doctor")
+        res = run(env, "doctor", "--data-dir", str(typo))
+    assert _line(mine.stdout, "server data").startswith("ok")
+    assert "3 events" in _line(mine.stdout, "data")
+    assert res.returncode == 1
+    line = _line(res.stdout, "server data")
+    assert line.startswith("FAIL") and f"data dir {served_data}, not {typo}" in line
+    assert f"tma1 doctor --data-dir {served_data}" in line
+    assert "events" not in _line(res.stdout, "data")
+    assert "tma1 install" not in res.stdout, res.stdout
+    assert "Traceback" not in res.stderr
+
+
+def test_doctor_shows_the_database_size_and_what_the_ttl_would_remove(
+    home: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    env = _env(home, data)
+    data.mkdir(mode=0o700)
+    store = Store.open(f"sqlite:///{data / 'tma1.db'}")
+    day = 86_400_000
+    for ago in (100, 90, 20, 0):
+        store.insert_event(
+            parse_payload({"session_id": "s", "hook_event_name": "Stop"}, ts=10**12 - ago * day)
+        )
+    store.close()
+    res = run(env, "doctor")
+    data_line = _line(res.stdout, "data")
+    assert "4 events" in data_line and "KiB with its WAL" in data_line
+    line = _line(res.stdout, "retention")
+    assert line.startswith("ok") and "TMA1_DATA_TTL 60 days" in line
+    assert "would remove 2 rows" in line and "2 hook_events" in line
+    short = run({**env, "TMA1_DATA_TTL": "200d"}, "doctor")
+    assert "removes nothing now" in _line(short.stdout, "retention")

@@ -18,6 +18,7 @@ from tma1.clock import ManualClock
 from tma1.config import Settings
 from tma1.events import parse_payload
 from tma1.service import build_service
+from tma1.store import Store
 
 
 def _env(data_dir: Path, **extra: str) -> dict[str, str]:
@@ -123,3 +124,41 @@ def test_migrations_run_at_startup_and_purge_drops_old_rows(tmp_path: Path) -> N
     removed = service.purge_once()
     assert removed["tma1_hook_events"] == 1
     assert store.counts()["tma1_hook_events"] == 1
+
+
+def test_serving_an_old_database_keeps_everything(tmp_path: Path) -> None:
+    """The TTL counts back from the newest event: a database last written 90 days ago
+    (a backup, a laptop back from holiday) loses nothing when served again."""
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    day = 86_400_000
+    now = int(time.time() * 1000)
+    store = Store.open(f"sqlite:///{data / 'tma1.db'}")
+    for ago in (150, 120, 90):
+        store.insert_event(
+            parse_payload({"session_id": f"s{ago}", "hook_event_name": "Stop"}, ts=now - ago * day)
+        )
+    store.close()
+    port = free_port()
+    proc = subprocess.Popen(
+        tma1_cmd("serve", "--port", str(port), "--no-watch"),
+        env=_env(data),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        health = _wait_healthy(url, proc)
+        deadline = time.monotonic() + 15  # the first purge runs a second after the start
+        while health.get("retention", {}).get("purge_runs", 0) < 1:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+            health = httpx.get(f"{url}/api/health", timeout=2).json()
+        assert health["rows"]["tma1_hook_events"] == 3
+        assert health["retention"]["purge_runs"] >= 1
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    assert "retention" not in err and "purged" not in err

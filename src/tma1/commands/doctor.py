@@ -16,7 +16,7 @@ import argparse
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,11 +67,47 @@ def run(args: argparse.Namespace) -> int:
 def diagnose(settings: Settings, env: Mapping[str, str] | None = None) -> list[Check]:
     server, health = check_server(settings)
     checks = [server]
+    same = check_same_data(settings, health)
+    if same is not None:
+        checks.append(same)
     checks += check_hooks(settings, env)
     checks.append(check_token(settings, up=health is not None))
     checks.append(check_service(env, up=health is not None))
-    checks += check_data(settings, health)
+    checks += check_data(settings)
+    if same is not None and same.status == FAIL:
+        # Judged against a data dir the server does not use, the hooks look stale and the
+        # token missing; a reinstall would not help: the fix is the one the mismatch names.
+        checks = [replace(c, fix=same.fix) if "tma1 install" in c.fix else c for c in checks]
     return checks
+
+
+def check_same_data(settings: Settings, health: dict[str, Any] | None) -> Check | None:
+    """Whether the server that answers keeps the data this command looks at (its data dir
+    and database, from /api/health); None when no server answers."""
+    from tma1.store.connection import database_identity
+
+    if health is None:
+        return None
+    name = "server data"
+    theirs_dir, theirs_db = health.get("data_dir"), health.get("database_url")
+    if not isinstance(theirs_dir, str) or not isinstance(theirs_db, str):
+        return Check(UNKNOWN, name, "the server does not say which data it keeps (an older tma1)")
+    mine_dir = str(settings.data_dir.expanduser().absolute())
+    mine_db = database_identity(settings.effective_database_url)
+    if theirs_dir == mine_dir and theirs_db == mine_db:
+        return Check(OK, name, f"the server keeps this data dir ({mine_dir})")
+    differs = (
+        f"data dir {theirs_dir}, not {mine_dir}"
+        if theirs_dir != mine_dir
+        else f"database {theirs_db}, not {mine_db}"
+    )
+    return Check(
+        FAIL,
+        name,
+        f"the server keeps other data: {differs}",
+        f"check that server with `tma1 doctor --data-dir {theirs_dir}`, or restart "
+        f"`tma1 serve` with TMA1_DATA_DIR={mine_dir}",
+    )
 
 
 # --- server ---------------------------------------------------------------------------
@@ -323,7 +359,7 @@ def _size(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
-def check_data(settings: Settings, health: dict[str, Any] | None) -> list[Check]:
+def check_data(settings: Settings) -> list[Check]:
     data_dir = settings.data_dir
     out: list[Check] = []
     if not data_dir.exists():
@@ -346,14 +382,17 @@ def check_data(settings: Settings, health: dict[str, Any] | None) -> list[Check]
         ]
     files = [data_dir / n for n in ("tma1.db", "tma1.db-wal", "tma1.db-shm")]
     total = sum(p.stat().st_size for p in files if p.exists())
+    db_line, retention = check_database(settings)
     where = (
         settings.database_url.split("@")[-1]
         if settings.database_url
         else f"{files[0]} ({_size(total)} with its WAL)"
     )
-    rows = (health or {}).get("rows")
-    events = f", {rows.get('tma1_hook_events', '?')} events" if isinstance(rows, dict) else ""
-    out.append(Check(OK, "data", f"database {where}{events}; data dir {data_dir}"))
+    out.append(
+        Check(db_line.status, "data", f"database {where}{db_line.message}; data dir {data_dir}")
+    )
+    if retention is not None:
+        out.append(retention)
     loose = []
     for p, shown in [(data_dir, str(data_dir)), *((f, f.name) for f in files if f.exists())]:
         mode = stat.S_IMODE(p.stat().st_mode)
@@ -372,3 +411,55 @@ def check_data(settings: Settings, health: dict[str, Any] | None) -> list[Check]
     elif os.name == "posix":
         out.append(Check(OK, "data privacy", "data dir 0700, database files 0600"))
     return out
+
+
+def check_database(settings: Settings) -> tuple[Check, Check | None]:
+    """This command's own database, read-only: its events and size (the "data" line's
+    tail), and what the TTL would remove from it now (tma1.store.retention)."""
+    from tma1.commands._args import open_store
+    from tma1.config import ConfigError
+    from tma1.privacy import sqlite_path
+    from tma1.store import retention
+
+    url = settings.effective_database_url
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        return Check(OK, "data", ", none yet (`tma1 serve` creates it)"), None
+    try:
+        store = open_store(url)
+    except ConfigError as exc:
+        return Check(FAIL, "data", f": {exc}"), None
+    try:
+        events = store.counts()["tma1_hook_events"]
+        size = retention.database_bytes(store)
+        seen = retention.preview(store, settings.data_ttl_seconds * 1000)
+    except Exception as exc:
+        return Check(UNKNOWN, "data", f": cannot read it ({type(exc).__name__})"), None
+    finally:
+        store.close()
+    sized = f", {_size(size)}" if size is not None and settings.database_url else ""
+    ttl = _days(settings.data_ttl_seconds)
+    if seen.cutoff is None or not seen.total:
+        what = "removes nothing now"
+    else:
+        parts = ", ".join(f"{n} {t.removeprefix('tma1_')}" for t, n in seen.rows.items() if n)
+        what = f"would remove {seen.total} rows older than {_day(seen.cutoff)}: {parts}"
+    line = Check(
+        OK,
+        "retention",
+        f"TMA1_DATA_TTL {ttl}, counted back from the newest event "
+        f"({_day(seen.newest_ts)}): {what}; labelled emits and their sessions are kept",
+    )
+    return Check(OK, "data", f"{sized}, {events} events"), line
+
+
+def _days(seconds: int) -> str:
+    return f"{seconds / 86_400:g} days" if seconds >= 86_400 else f"{seconds} s"
+
+
+def _day(ts_ms: int | None) -> str:
+    import time
+
+    if ts_ms is None:
+        return "none yet"
+    return time.strftime("%Y-%m-%d", time.gmtime(ts_ms / 1000))

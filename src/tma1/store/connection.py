@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from tma1.storable import storable_text
@@ -102,6 +103,20 @@ def _pg_str_dumpers() -> tuple[type, type]:
     return _Binary, _Text
 
 
+def database_identity(url: str) -> str:
+    """The database a URL names, comparable across processes and safe to show: a SQLite
+    file's absolute path, a server URL without its password."""
+    from tma1.privacy import sqlite_path
+
+    path = sqlite_path(url)
+    if path is not None:
+        return "sqlite:///" + str(path.expanduser().absolute())
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url.split("@")[-1]
+
+
 def run_migrations(engine: Engine) -> None:
     """Upgrade to head. On PostgreSQL an advisory lock serialises concurrent starters
     (two `tma1 serve` on one team database must not both create the tables)."""
@@ -127,13 +142,26 @@ def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
     if not path or path == ":memory:" or path.startswith("file:"):
         yield
         return
-    fd = os.open(f"{path}.migrate-lock", os.O_RDWR | os.O_CREAT, 0o600)
-    with os.fdopen(fd, "a+b") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    lock = f"{path}.migrate-lock"
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        # The holder before us removed the file once done: lock the one there now.
+        os.close(fd)
+    try:
+        yield
+    finally:
+        # Removed while still held, so no empty lock file stays beside the database; a
+        # starter waiting on this one sees it gone and locks afresh (the loop above).
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+        os.close(fd)
 
 
 def _scratch_ddl(dialect: Any) -> list[str]:
