@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import stat
 from pathlib import Path
 
 
 def ensure_token(path: Path) -> str:
-    """Read the token, creating it (atomically, 0600) when absent."""
+    """Read the token, creating it (atomically, 0600) when absent; an existing token
+    readable by others (made by hand, or by an older tma1) is tightened to 0600."""
     try:
         token = path.read_text(encoding="ascii").strip()
         if token:
+            _private(path)
             return token
     except FileNotFoundError:
         pass
@@ -28,3 +32,11 @@ def ensure_token(path: Path) -> str:
     finally:
         tmp.unlink(missing_ok=True)
     return path.read_text(encoding="ascii").strip()
+
+
+def _private(path: Path) -> None:
+    """chmod down to 0600 a file of ours that is more open; another user's is left alone."""
+    with contextlib.suppress(OSError):
+        st = path.stat()
+        if stat.S_IMODE(st.st_mode) & 0o077 and st.st_uid == os.getuid():
+            os.chmod(path, stat.S_IMODE(st.st_mode) & 0o600)
