@@ -143,7 +143,8 @@ class Rig:
         self.codex_home = self.home / ".codex"
         self.data_dir = self.root / "tma1-data"
         self.project = self.root / "proj"
-        for d in (self.home, self.codex_home, self.data_dir):
+        # ~/.claude and ~/.codex: both agents are "on this machine" for `install --adapter all`.
+        for d in (self.home, self.home / ".claude", self.codex_home, self.data_dir):
             d.mkdir(parents=True, exist_ok=True)
         self._make_project()
 

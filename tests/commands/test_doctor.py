@@ -18,8 +18,16 @@ from tma1.store import Store
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     h = tmp_path / "home"
-    (h / ".claude").mkdir(parents=True)
+    # Claude Code has run here: its config dir holds something of its own (a config dir
+    # holding only what tma1 wrote is an agent that is not on this machine).
+    (h / ".claude" / "projects").mkdir(parents=True)
     return h
+
+
+def _agent_ran(config_dir: Path) -> None:
+    """The agent's config dir, with a file of the agent's own in it."""
+    config_dir.mkdir(exist_ok=True)
+    (config_dir / "version.json").write_text("{}")
 
 
 def _line(out: str, name: str) -> str:
@@ -84,8 +92,9 @@ def test_hooks_missing_names_the_install_command(home: Path, tmp_path: Path) -> 
 
 def test_each_agent_is_looked_for_in_its_own_config_dir(home: Path, tmp_path: Path) -> None:
     """Gemini CLI here, Claude Code not: Gemini's missing hooks are the problem."""
+    (home / ".claude" / "projects").rmdir()
     (home / ".claude").rmdir()
-    (home / ".gemini").mkdir()
+    _agent_ran(home / ".gemini")
     res = _doctor(_env(home, tmp_path / "data"))
     claude = _line(res.stdout, "hooks claude-code")
     assert claude.startswith("ok") and f"no {home / '.claude'}" in claude
@@ -148,7 +157,7 @@ def test_codex_untrusted_is_a_failure(home: Path, tmp_path: Path, monkeypatch) -
     from tma1.commands import doctor
     from tma1.config import Settings
 
-    (home / ".codex").mkdir()
+    _agent_ran(home / ".codex")
     env = _env(home, tmp_path / "data")
     assert run(env, "install", "--adapter", "codex").returncode == 0
     settings = Settings(data_dir=tmp_path / "data", port=int(env["TMA1_PORT"]))
@@ -204,7 +213,7 @@ def test_service_line_says_whether_something_keeps_tma1_running(
 def test_codex_trust_is_read_from_codex_s_own_records(home: Path, tmp_path: Path) -> None:
     """The real `trust_state`: a fresh install is untrusted (Codex would run none of the
     hooks); once Codex's trust records hold each handler's hash, the line is ok."""
-    (home / ".codex").mkdir()
+    _agent_ran(home / ".codex")
     env = _env(home, tmp_path / "data")
     assert run(env, "install", "--adapter", "codex").returncode == 0
     res = _doctor(env)
@@ -217,7 +226,7 @@ def test_codex_trust_is_read_from_codex_s_own_records(home: Path, tmp_path: Path
 def test_what_an_agent_cannot_be_told_is_listed_once_its_hooks_are_in(
     home: Path, tmp_path: Path
 ) -> None:
-    (home / ".gemini").mkdir()
+    _agent_ran(home / ".gemini")
     env = _env(home, tmp_path / "data")
     before = _doctor(env).stdout
     assert "gemini limit" not in before
@@ -279,3 +288,21 @@ def test_doctor_shows_the_database_size_and_what_the_ttl_would_remove(
     assert "would remove 2 rows" in line and "2 hook_events" in line
     short = run({**env, "TMA1_DATA_TTL": "200d"}, "doctor")
     assert "removes nothing now" in _line(short.stdout, "retention")
+
+
+def test_an_agent_wired_but_absent_is_reported_absent_not_failing(
+    home: Path, tmp_path: Path
+) -> None:
+    """Issue 28.4: an older `install --adapter all` wired Codex on a machine without it;
+    doctor then failed on "codex trust" forever."""
+    env = {**_env(home, tmp_path / "data"), "PATH": f"{tmp_path / 'no-bin'}:/usr/bin:/bin"}
+    assert run(env, "install", "--adapter", "claude-code").returncode == 0
+    assert run(env, "install", "--adapter", "codex").returncode == 0  # makes ~/.codex
+    with serving(env, port=int(env["TMA1_PORT"])):
+        res = run(env, "doctor")
+    line = _line(res.stdout, "hooks codex")
+    assert line.startswith("warn") and "Codex is not on this machine" in line, res.stdout
+    assert "tma1 uninstall --adapter codex" in line
+    assert "codex trust" not in res.stdout
+    assert "ok    hooks gemini" in res.stdout and "Gemini CLI not found" in res.stdout
+    assert not [ln for ln in res.stdout.splitlines() if ln.startswith("FAIL")], res.stdout

@@ -163,14 +163,14 @@ def check_server(settings: Settings) -> tuple[Check, dict[str, Any] | None]:
 
 def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> list[Check]:
     """One line per agent: hooks installed and current, missing, or stale."""
-    from tma1.adapters import get_adapters, jsonhooks
+    from tma1.adapters import EXECUTABLES, found_on_machine, get_adapters, jsonhooks
     from tma1.adapters.files import InstallError
     from tma1.adapters.registration import InstallState, ScriptRegistration
 
     state = InstallState.load(settings.data_dir)
     out: list[Check] = []
     installed_any = False
-    for adapter in get_adapters("all", settings, env):
+    for adapter in get_adapters("every", settings, env):
         name = f"hooks {adapter.name}"
         install = f"`tma1 install --adapter {adapter.name}`"
         hooks = adapter.hooks
@@ -186,12 +186,14 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
         except InstallError as exc:
             out.append(Check(FAIL, name, str(exc), f"repair the file, then run {install}"))
             continue
+        config_dir = hooks.path.parent  # the agent's own config directory
+        absent = (
+            f"{adapter.title} not found: no {config_dir}, no "
+            f"`{EXECUTABLES[adapter.name]}` on PATH"
+        )
         if ours == 0:
-            config_dir = hooks.path.parent  # the agent's own config directory
-            if not config_dir.is_dir():
-                out.append(
-                    Check(OK, name, f"not installed ({adapter.title} not found: no {config_dir})")
-                )
+            if not found_on_machine(adapter, env):
+                out.append(Check(OK, name, f"not installed ({absent})"))
                 continue
             out.append(
                 Check(
@@ -199,6 +201,19 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
                     name,
                     f"not installed in {hooks.path}: {adapter.title} sends tma1 nothing",
                     install,
+                )
+            )
+            continue
+        if not found_on_machine(adapter, env, besides_ours=True):
+            # Wired by an older `install --adapter all` where the agent never ran: nothing
+            # to fix for tma1 (Codex trust included), only something to tidy.
+            out.append(
+                Check(
+                    WARN,
+                    name,
+                    f"installed, but {adapter.title} is not on this machine ({config_dir} "
+                    f"holds only tma1's files, no `{EXECUTABLES[adapter.name]}` on PATH)",
+                    f"`tma1 uninstall --adapter {adapter.name}` if you do not use it",
                 )
             )
             continue
