@@ -100,6 +100,7 @@ def run_anomalies(args: argparse.Namespace) -> int:
             severity=args.severity,
             channel=args.channel,
         )
+        total = 0 if emits else store.counts()["tma1_anomaly_emits"]
     finally:
         store.close()
     if args.json:
@@ -107,7 +108,7 @@ def run_anomalies(args: argparse.Namespace) -> int:
         print()
         return 0
     if not emits:
-        print("no anomalies emitted yet (wire an agent: tma1 install --adapter claude-code)")
+        print(_none_found(args, total))
         return 0
     rows = [
         [
@@ -123,6 +124,26 @@ def run_anomalies(args: argparse.Namespace) -> int:
     ]
     print(text_table(["ID", "TIME (UTC)", "KIND", "SEV", "SESSION", "LABEL", "EVIDENCE"], rows))
     return 0
+
+
+def _none_found(args: argparse.Namespace, total: int) -> str:
+    """Why the list is empty: nothing emitted at all, or nothing these filters match."""
+    if not total:
+        return "no anomalies emitted yet (wire an agent: tma1 install --adapter claude-code)"
+    filters = [
+        f"--{name} {value}"
+        for name, value in (
+            ("kind", args.kind),
+            ("severity", args.severity),
+            ("channel", args.channel),
+        )
+        if value
+    ]
+    if args.session and not filters:
+        return f"no anomalies for session {args.session}; {total} in other sessions"
+    if args.session:
+        filters.insert(0, f"--session {args.session}")
+    return f"no anomalies match {' '.join(filters)}; {total} in the emit log"
 
 
 def run_gates(args: argparse.Namespace) -> int:

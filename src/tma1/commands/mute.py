@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def _path(args: argparse.Namespace) -> Path:
     from tma1.engine.mutes import MUTES_FILE
 
-    settings = load_settings().with_overrides(data_dir=args.data_dir)
+    settings = load_settings(only=("TMA1_DATA_DIR",)).with_overrides(data_dir=args.data_dir)
     data_dir = settings.data_dir.expanduser()
     if not data_dir.is_dir():
         # A mistyped --data-dir must not become a new directory no server reads.
