@@ -436,3 +436,18 @@ def test_all_skips_agents_not_on_this_machine_and_says_so(home: Path, tmp_path: 
     assert not (home / ".codex").exists()
     assert not (home / ".gemini").exists() and not (home / ".copilot").exists()
     assert "tma1-hook-claude-code.sh" in (home / ".claude" / "settings.json").read_text()
+
+
+def test_dry_run_shows_only_tma1_s_lines_not_a_comma_added_to_the_user_s(home: Path) -> None:
+    """Issue 28.9: the user's last key gains a comma when tma1's entries follow it; the
+    diff showed that as the user's line changed (-/+)."""
+    write_settings(home, '{\n  "model": "opus"\n}\n')
+    r = tma1(home, "install", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    diff = [ln[4:] for ln in r.stdout.splitlines() if ln.startswith("    ")]
+    start = diff.index(f"--- {home / '.claude' / 'settings.json'}")
+    hunk = diff[start : diff.index(f"+++ {home / '.claude.json'}") - 1]
+    assert [ln for ln in hunk[2:] if ln.startswith("-")] == [], hunk
+    assert '   "model": "opus",' in hunk  # the user's line: context, as it will read
+    added = "\n".join(ln[1:] for ln in hunk[3:] if ln.startswith("+"))
+    assert "tma1-hook-claude-code.sh" in added and "model" not in added

@@ -251,3 +251,20 @@ def test_an_existing_open_token_is_tightened_at_start(tmp_path: Path) -> None:
         _end(proc)
     assert stat.S_IMODE(token.stat().st_mode) == 0o600
     assert token.read_text() == "ab" * 32 + "\n"  # the same token: the hooks still match
+
+
+def test_a_start_logs_no_alembic_plugin_noise(tmp_path: Path) -> None:
+    """Issue 28.12: seven `alembic.runtime.plugins` INFO lines at every start. The
+    upgrades a first start runs are still said."""
+    data = tmp_path / "data"
+    for run_no in (1, 2):
+        port = free_port()
+        proc = _start(data, port)
+        try:
+            _wait_healthy(f"http://127.0.0.1:{port}", proc)
+        finally:
+            _end(proc)
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        assert "alembic.runtime.plugins" not in err and "Context impl" not in err, err
+        assert ("Running upgrade" in err) == (run_no == 1), err
+        assert "tma1 serving on" in err

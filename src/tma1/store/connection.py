@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -122,6 +123,7 @@ def run_migrations(engine: Engine) -> None:
     (two `tma1 serve` on one team database must not both create the tables)."""
     # Imported here: alembic costs every `tma1` command ~0.3 s of start-up, and only a
     # command that opens the database for writing migrates.
+    _quiet_alembic()  # before the import: alembic sets its plugins up on import
     from alembic import command
     from alembic.config import Config
 
@@ -133,6 +135,21 @@ def run_migrations(engine: Engine) -> None:
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK_KEY})
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
+
+
+class _OnlyUpgrades(logging.Filter):
+    """Alembic's migration log says which upgrades ran (worth a line); not, at every start,
+    which implementation and DDL mode it picked."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno > logging.INFO or record.getMessage().startswith("Running ")
+
+
+@functools.cache
+def _quiet_alembic() -> None:
+    # Seven "setup plugin …" lines at every start, whatever the log level asked for.
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    logging.getLogger("alembic.runtime.migration").addFilter(_OnlyUpgrades())
 
 
 @contextlib.contextmanager
