@@ -4,7 +4,10 @@ watched by a real `tma1 serve` through the hooks a real `tma1 install` wrote."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -230,3 +233,17 @@ def test_a_sub_agent_s_tool_calls_arrive_with_its_agent_id(rig: Rig, model: Fake
     assert parents and all(
         not (e["metadata"].get("agent_id") or e.get("agent_id")) for e in parents
     )
+
+
+def test_claude_code_leaves_no_temp_dir_in_the_system_temp(rig: Rig, model: FakeModel) -> None:
+    """Issue 28.12: each run left /tmp/claude-<uid>/<project>/ behind; the rig points the
+    agents' TMPDIR into the test's own directory."""
+    _ready(rig)
+    system = Path(tempfile.gettempdir()) / f"claude-{os.getuid()}"
+    slug = re.sub(r"[^A-Za-z0-9]", "-", str(rig.project))
+    model.script = [Tool("Bash", {"command": "true", "description": "nothing"}), Text("Done.")]
+    run = rig.claude(model.url, "run true")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert model.remaining() == 0
+    assert not (system / slug).exists()
+    assert (rig.tmp / f"claude-{os.getuid()}").is_dir()
