@@ -400,13 +400,6 @@ class Store:
                 for t in ALL_TABLES
             }
 
-    def purge(self, before_ts: int) -> dict[str, int]:
-        """Delete rows older than `before_ts` but the evidence of a labelled emit (its
-        label, the emit, its session's events): `tma1.store.retention`."""
-        from tma1.store.retention import purge_before
-
-        return purge_before(self, before_ts)
-
     def rows(self, q: Executable, params: Mapping[str, Any] | None = None) -> Sequence[Any]:
         """The rows of one read, on a pooled connection of its own."""
         with self._engine.connect() as conn:
