@@ -112,9 +112,8 @@ def _channel(raw: str) -> str:
         return key
     if key in by_name:
         return by_name[key]
-    raise argparse.ArgumentTypeError(
-        f"{raw!r} is not a channel; use one of {', '.join(CHANNEL_NAMES.values())}"
-    )
+    named = ", ".join(f"{name} ({api})" for api, name in CHANNEL_NAMES.items())
+    raise argparse.ArgumentTypeError(f"{raw!r} is not a channel; use one of {named}")
 
 
 def text_table(headers: list[str], rows: list[list[str]]) -> str:
