@@ -306,3 +306,26 @@ def test_an_agent_wired_but_absent_is_reported_absent_not_failing(
     assert "codex trust" not in res.stdout
     assert "ok    hooks gemini" in res.stdout and "Gemini CLI not found" in res.stdout
     assert not [ln for ln in res.stdout.splitlines() if ln.startswith("FAIL")], res.stdout
+
+
+def test_the_server_data_line_compares_data_dir_and_database(tmp_path: Path) -> None:
+    """In process, on /api/health answers: the same data, another data dir, the same data
+    dir with another database (a team PostgreSQL), and an older server that does not say."""
+    from tma1.commands import doctor
+    from tma1.config import Settings
+    from tma1.store.connection import database_identity
+
+    mine = Settings(data_dir=tmp_path / "d")
+    same = {
+        "data_dir": str(tmp_path / "d"),
+        "database_url": database_identity(mine.effective_database_url),
+    }
+    assert doctor.check_same_data(mine, None) is None
+    assert doctor.check_same_data(mine, same).status == doctor.OK
+    other_dir = doctor.check_same_data(mine, {**same, "data_dir": "/srv/tma1"})
+    assert other_dir.status == doctor.FAIL and "--data-dir /srv/tma1" in other_dir.fix
+    pg = "postgresql+psycopg://team:***@db.local/tma1"
+    other_db = doctor.check_same_data(mine, {**same, "database_url": pg})
+    assert other_db.status == doctor.FAIL and pg in other_db.message
+    assert "TMA1_DATABASE_URL" in other_db.fix
+    assert doctor.check_same_data(mine, {"status": "ok"}).status == doctor.UNKNOWN

@@ -30,3 +30,12 @@ def test_migrating_leaves_no_lock_file_behind(tmp_path: Path) -> None:
     for s in stores:
         s.close()
     assert sorted(p.name for p in tmp_path.iterdir() if "lock" in p.name) == []
+
+
+def test_database_identity_is_comparable_and_hides_the_password(tmp_path: Path) -> None:
+    from tma1.store.connection import database_identity
+
+    here = tmp_path / "x.db"
+    assert database_identity(f"sqlite:///{here}") == f"sqlite:///{here}"
+    shown = database_identity("postgresql+psycopg://team:s3cret@db.local:5432/tma1")
+    assert "s3cret" not in shown and shown.endswith("@db.local:5432/tma1")

@@ -96,17 +96,20 @@ def check_same_data(settings: Settings, health: dict[str, Any] | None) -> Check 
     mine_db = database_identity(settings.effective_database_url)
     if theirs_dir == mine_dir and theirs_db == mine_db:
         return Check(OK, name, f"the server keeps this data dir ({mine_dir})")
-    differs = (
-        f"data dir {theirs_dir}, not {mine_dir}"
-        if theirs_dir != mine_dir
-        else f"database {theirs_db}, not {mine_db}"
-    )
+    if theirs_dir != mine_dir:
+        return Check(
+            FAIL,
+            name,
+            f"the server keeps other data: data dir {theirs_dir}, not {mine_dir}",
+            f"check that server with `tma1 doctor --data-dir {theirs_dir}`, or restart "
+            f"`tma1 serve` with TMA1_DATA_DIR={mine_dir}",
+        )
     return Check(
         FAIL,
         name,
-        f"the server keeps other data: {differs}",
-        f"check that server with `tma1 doctor --data-dir {theirs_dir}`, or restart "
-        f"`tma1 serve` with TMA1_DATA_DIR={mine_dir}",
+        f"the server keeps other data: database {theirs_db}, not {mine_db}",
+        f"check that server with TMA1_DATABASE_URL set to its database, or restart "
+        f"`tma1 serve` with TMA1_DATABASE_URL={mine_db}",
     )
 
 
