@@ -142,3 +142,11 @@ def _private(path: Path) -> None:
         st = path.stat()
         if stat.S_IMODE(st.st_mode) & 0o077 and st.st_uid == os.getuid():
             os.chmod(path, stat.S_IMODE(st.st_mode) & 0o600)
+
+
+def data_dir_tag(data_dir: Path) -> str:
+    """What `/api/ping` says of the server's data dir without the token: a hash, so that
+    `tma1 doctor` holding another data dir's token (a typo, a second install) can tell
+    that the server keeps other data, while a stranger learns at most whether a guess is
+    right."""
+    return hashlib.sha256(str(data_dir.expanduser().absolute()).encode()).hexdigest()[:16]

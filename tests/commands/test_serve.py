@@ -149,13 +149,15 @@ def test_serving_an_old_database_keeps_everything(tmp_path: Path) -> None:
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        health = _wait_healthy(url, proc)
+        _wait_healthy(url, proc)
+        auth = {"X-TMA1-Token": (data / "hook-token").read_text().strip()}
+        health: dict = {}
         deadline = time.monotonic() + 15  # the first purge runs a second after the start
         while health.get("retention", {}).get("purge_runs", 0) < 1:
             if time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-            health = httpx.get(f"{url}/api/health", timeout=2).json()
+            health = httpx.get(f"{url}/api/health", headers=auth, timeout=2).json()
         assert health["rows"]["tma1_hook_events"] == 3
         assert health["retention"]["purge_runs"] >= 1
     finally:

@@ -17,26 +17,21 @@ import argparse
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from tma1.commands._args import cli_settings, read_token
+from tma1.commands.doctor_health import (
+    FAIL,
+    OK,
+    UNKNOWN,
+    WARN,
+    Check,
+    check_ingest,
+    check_watcher,
+)
 from tma1.config import Settings
-
-OK, WARN, FAIL, UNKNOWN = "ok", "warn", "FAIL", "?"
-
-
-@dataclass(frozen=True)
-class Check:
-    status: str
-    name: str
-    message: str
-    fix: str = ""
-
-    def line(self) -> str:
-        text = f"{self.status:<4}  {self.name:<18} {self.message}"
-        return f"{text} — fix: {self.fix}" if self.fix else text
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -87,39 +82,6 @@ def diagnose(settings: Settings, env: Mapping[str, str] | None = None) -> list[C
     return checks
 
 
-# Counters of `/api/health`'s ingest section that each stand for hook events lost.
-_LOSSES = (
-    ("dropped_disk_full", "the data dir's disk was full"),
-    ("dropped_queue_full", "the outage queue was full"),
-    ("rejected_by_db", "refused by the database"),
-    ("lost_at_shutdown", "lost at shutdown"),
-    ("journal_unreadable", "unreadable in the journal"),
-)
-
-
-def check_ingest(health: dict[str, Any]) -> Check:
-    """One line: hook events lost since the server started (every drop is counted), or a
-    hook worker that never came back."""
-    ingest = health.get("ingest")
-    if not isinstance(ingest, dict):
-        return Check(WARN, "ingest", "the server reports no ingest counters")
-    if ingest.get("stuck_workers"):
-        return Check(
-            FAIL,
-            "ingest",
-            f"{ingest['stuck_workers']} hook worker(s) stuck for "
-            f"{ingest.get('longest_busy_s', '?')} s: the engine may not answer",
-            "see the server's log; restart the server",
-        )
-    lost = {k: int(ingest.get(k) or 0) for k, _ in _LOSSES}
-    total = sum(lost.values())
-    if not total:
-        return Check(OK, "ingest", "no hook event lost since the server started")
-    parts = ", ".join(f"{lost[k]} {why}" for k, why in _LOSSES if lost[k])
-    fix = "free space in the data dir" if lost["dropped_disk_full"] else "see the server's log"
-    return Check(WARN, "ingest", f"{total} hook events lost since the server started: {parts}", fix)
-
-
 def check_same_data(settings: Settings, health: dict[str, Any] | None) -> Check | None:
     """Whether the server that answers keeps the data this command looks at (its data dir
     and database, from /api/health); None when no server answers."""
@@ -128,6 +90,8 @@ def check_same_data(settings: Settings, health: dict[str, Any] | None) -> Check 
     if health is None:
         return None
     name = "server data"
+    if not health:  # it refused this data dir's token: ask its ping which data dir it keeps
+        return _other_data_dir(settings, name)
     theirs_dir, theirs_db = health.get("data_dir"), health.get("database_url")
     if not isinstance(theirs_dir, str) or not isinstance(theirs_db, str):
         return Check(UNKNOWN, name, "the server does not say which data it keeps (an older tma1)")
@@ -507,46 +471,28 @@ def check_data(settings: Settings) -> list[Check]:
     return out
 
 
-# --- file watcher ---------------------------------------------------------------------
+def _other_data_dir(settings: Settings, name: str) -> Check | None:
+    import httpx
 
-UNWATCHED_SHOWN = 10
-_WATCH_FIXES = {
-    "over budget": "add its generated directories to .gitignore, or raise "
-    "TMA1_WATCH_MAX_DIRS and restart `tma1 serve`",
-    "limit": "raise TMA1_MAX_WATCHED_PROJECTS, or wait until a watched project is idle for 2 h",
-    "failed": "see the server's log; tma1 tries again after 10 min",
-}
+    from tma1.mcp.api import base_url
+    from tma1.token import data_dir_tag
 
-
-def check_watcher(health: dict[str, Any] | None) -> list[Check]:
-    """One line on the file watcher, then one per project it does not watch (from
-    GET /api/health): refused (a pseudo-filesystem, the root, the home directory), over
-    the directory budget, past the project limit, or failed."""
-    sensors = (health or {}).get("sensors")
-    if not isinstance(sensors, dict):
-        return []
-    if not sensors.get("watch_files"):
-        return [Check(OK, "file watcher", "off (tma1 serve --no-watch)")]
-    files = sensors.get("files")
-    files = files if isinstance(files, dict) else {}
-    unwatched = files.get("unwatched")
-    unwatched = unwatched if isinstance(unwatched, dict) else {}
-    summary = f"watching {files.get('watched', 0)} project(s)"
-    if not unwatched:
-        return [Check(OK, "file watcher", summary)]
-    out = [Check(WARN, "file watcher", f"{summary}; not watching {len(unwatched)}")]
-    for project, why in list(unwatched.items())[:UNWATCHED_SHOWN]:
-        why = why if isinstance(why, dict) else {}
-        reason, detail = str(why.get("reason", "?")), str(why.get("detail", ""))
-        out.append(
-            Check(
-                WARN, "not watched", f"{project}: {reason}: {detail}", _WATCH_FIXES.get(reason, "")
-            )
-        )
-    if len(unwatched) > UNWATCHED_SHOWN:
-        more = len(unwatched) - UNWATCHED_SHOWN
-        out.append(Check(WARN, "not watched", f"and {more} more (GET /api/health)"))
-    return out
+    try:
+        tag = httpx.get(f"{base_url(settings)}/api/ping", timeout=2.0, trust_env=False).headers
+    except httpx.HTTPError:
+        return None
+    mine = settings.data_dir.expanduser().absolute()
+    if tag.get("X-TMA1-Data-Dir") in (None, data_dir_tag(mine)):
+        return None  # the same data dir with another token: the token line says so
+    known = Settings().data_dir.expanduser().absolute()  # the default data dir
+    theirs = str(known) if tag.get("X-TMA1-Data-Dir") == data_dir_tag(known) else None
+    return Check(
+        FAIL,
+        name,
+        f"the server keeps other data: data dir {theirs or 'another one'}, not {mine}",
+        f"check that server with `tma1 doctor --data-dir {theirs or 'ITS_DATA_DIR'}`, or "
+        f"restart `tma1 serve` with TMA1_DATA_DIR={mine}",
+    )
 
 
 def check_database(settings: Settings) -> tuple[Check, Check | None]:
