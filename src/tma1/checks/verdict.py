@@ -15,7 +15,7 @@ failed is not the code:
 - a post-processor piped after the check failed on its own (`ruff … | python3 <<EOF`
   with a SyntaxError in the heredoc: without `pipefail` the exit status is the last
   command's, and the check's output went into it, not to the agent);
-- nothing in the output speaks of a failure at all (no output, or only progress lines).
+- the run printed nothing at all, only its exit status (what a refusal looks like).
 
 A CLI usage error or a runner that is not there at all is `invocation` (outcome.py), the
 no-verdict of a check that never started.
@@ -80,14 +80,6 @@ _POST_PROCESSOR_CRASH = re.compile(
     r"^Expecting value: line \d+ column \d+|^jq: error\b|^parse error: |\[(?:stdin|eval)\]:\d",
     re.MULTILINE,
 )
-# Words a failure report has in one form or another; an output with none of them says
-# nothing about the code.
-_EVIDENCE = re.compile(
-    r"error|fail|panic|exception|traceback|assert|undefined|cannot|can't|unable|not found|no such|"
-    r"denied|invalid|unexpected|expected|mismatch|violation|problem|warning|abort|"
-    r"[✕×✗✖]|\bE\d{3,4}\b|\b[A-Z]{1,4}\d{3,4}\b",
-    re.IGNORECASE,
-)
 _HEAD_LINES = 6
 _MAX_REFUSAL_LINES = 40
 
@@ -132,8 +124,11 @@ def no_verdict(command: str | None, output: str | None, *, exited: bool) -> str 
     lines = _lines(text)
     if exited and command and _post_processor_failed(command, text):
         return "post-processor"
-    if exited and not any(_EVIDENCE.search(ln) for ln in lines) and not refs(text):
-        return "silent"  # (a located diagnostic is evidence: `x.go:3:2: x is unused`)
+    if exited and not lines:
+        # Nothing at all but the exit status: what a sandbox's or a hook's refusal looks
+        # like. A run that printed anything (`compiling src/app.py`, then exit 1) failed
+        # on something the agent saw: a failed build, even if the reason was cut off.
+        return "silent"
     if _refused(lines, text):
         return "refused"
     if _environment(text):
