@@ -147,6 +147,11 @@ _NAME_FILTERS = (
 _WHOLE = frozenset({".", "./", "./...", "...", "all"})
 
 
+def is_script_file(name: str) -> bool:
+    """`name` is a script a project check may run by its path (`build.sh`, `x.mjs`)."""
+    return bool(_SCRIPT_FILE.search(name))
+
+
 def _clean_path(p: str) -> str:
     p = p.replace("\\", "/")
     while p.startswith("./"):

@@ -17,14 +17,16 @@ Built once per (window, now) and kept in the window's memo: the three rules ask 
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
 from tma1.checks import Check, Outcome, check_of, outcome_of
-from tma1.checks.identity import Step
+from tma1.checks.identity import Step, is_script_file
 from tma1.engine.supersession import errors_of, ids_passed_since, supersedes
 from tma1.engine.window import SessionWindow
 from tma1.events import SHELL_TOOLS, HookEvent
+from tma1.paths import norm_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,13 +132,59 @@ def _check_in(command: str, cwd: str | None, project: str | None) -> Check | Non
     return Check(tuple(dict.fromkeys(steps)))
 
 
-def run_of(ev: HookEvent, project: str | None) -> Run | None:
-    """The event as a run of a check, or None (no shell result, no check, never ran)."""
+# The tools that create a file whole (Claude Code's Write; Gemini's and Copilot's file
+# writes arrive under the same name).
+_CREATE_TOOLS = frozenset({"Write"})
+
+
+def scratch_scripts(events: Iterable[HookEvent], project: str | None) -> frozenset[str]:
+    """Scripts a session wrote whole (`Write`) at the project's root: its throw-away
+    repros (`node test-create-response.mjs`, attio-7c4ca6ea), the session's scratch and
+    not a check of the project (design §2.21) — as a script under /tmp already is. By
+    path relative to the project. A script in a directory of the project (`scripts/`)
+    stays the project's, whoever wrote it."""
+    if not project:
+        return frozenset()
+    root = project.replace("\\", "/").rstrip("/") + "/"
+    out: set[str] = set()
+    for e in events:
+        if e.tool_name not in _CREATE_TOOLS or e.event_type != "PostToolUse":
+            continue
+        if e.tool_success is False:
+            continue
+        for f in e.tool_files:
+            path = norm_path(f, e.cwd or project)
+            rel = path[len(root) :] if path.startswith(root) else ""
+            if rel and "/" not in rel and is_script_file(rel):
+                out.add(rel)
+    return frozenset(out)
+
+
+def _without_scratch(check: Check, scratch: frozenset[str]) -> Check | None:
+    """`check` less its steps that run a scratch script; None when no step is left."""
+    steps = tuple(
+        st
+        for st in check.steps
+        if not (
+            st.runner.startswith("script ")
+            and posixpath.normpath(posixpath.join(st.workdir or ".", st.runner[7:])) in scratch
+        )
+    )
+    if len(steps) == len(check.steps):
+        return check
+    return Check(steps) if steps else None
+
+
+def run_of(ev: HookEvent, project: str | None, scratch: frozenset[str] = frozenset()) -> Run | None:
+    """The event as a run of a check, or None (no shell result, no check, never ran, or
+    only a session's scratch script: `scratch_scripts`)."""
     if ev.tool_name not in SHELL_TOOLS or not ev.tool_command:
         return None
     if ev.event_type not in ("PostToolUse", "PostToolUseFailure"):
         return None
     check = _check_in(ev.tool_command, ev.cwd, project or ev.project)
+    if check is not None and scratch:
+        check = _without_scratch(check, scratch)
     if check is None:
         return None
     outcome = outcome_of(ev.tool_command, ev.event_type, ev.tool_success, ev.failure_kind)
@@ -157,10 +205,11 @@ def check_runs(window: SessionWindow, now: int) -> CheckRuns:
     memo = window.memo.get(key)
     if isinstance(memo, CheckRuns):
         return memo
+    scratch = scratch_scripts((e for e in window.events if e.ts <= now), window.project)
     runs = [
         r
         for e in window.events
-        if e.ts <= now and e.tool_command and (r := run_of(e, window.project)) is not None
+        if e.ts <= now and e.tool_command and (r := run_of(e, window.project, scratch)) is not None
     ]
     closed, superseded = _closed(runs)
     gone = closed | superseded
