@@ -245,7 +245,10 @@ def test_no_fresh_break_when_the_window_cannot_tell_it_was_already_failing() -> 
     # ./internal/monitoring` first failed at 18:46, before the rules' 60-minute window; the
     # session had edited since before it. Nothing in the window shows the package passing:
     # "not already failing before the first edit" cannot be checked, so no block.
-    pkg_fail = "--- FAIL: TestAlertManager (0.01s)\nFAIL\tgithub.com/x/templar/internal/monitoring\t3.136s\n"
+    pkg_fail = (
+        "--- FAIL: TestAlertManager (0.01s)\n"
+        "FAIL\tgithub.com/x/templar/internal/monitoring\t3.136s\n"
+    )
     events = [
         edit(at(0), src("internal/server/server.go")),
         bash_fail(at(1), "go test -short ./internal/monitoring", pkg_fail),
