@@ -17,11 +17,12 @@ Built once per (window, now) and kept in the window's memo: the three rules ask 
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tma1.checks import Check, Outcome, check_of, outcome_of
+from tma1.checks import Check, Outcome, check_of, error_line, outcome_of
 from tma1.checks.identity import Step, is_script_file
 from tma1.engine.supersession import errors_of, ids_passed_since, supersedes
 from tma1.engine.window import SessionWindow
@@ -64,6 +65,37 @@ class CheckRuns:
 _covers = supersedes
 
 
+# A compiler's error line: in a chain (`npm run build && node x.js`) it is the build
+# step's, and `&&` ran nothing after it.
+_COMPILE_ERROR = re.compile(
+    r"\berror TS\d+\b|\berror\[E\d+\]|\berror CS\d+\b|^\S+\.go:\d+:\d+: |"
+    r"^\S+\.(?:c|cc|cpp|h|hpp|rs|swift|zig):\d+(?::\d+)?: (?:fatal )?error\b"
+)
+_BUILD_SCRIPTS = frozenset({"build", "typecheck", "type-check", "tsc", "compile"})
+
+
+def _builds(step: Step) -> bool:
+    script = step.runner.removeprefix("npm run ").split(":", 1)[0]
+    return Check((step,)).compiles or (
+        step.runner.startswith("npm run ") and script in _BUILD_SCRIPTS
+    )
+
+
+def _compile_step_passed_since(r: Run, passed_later: dict[Check, None]) -> bool:
+    """A chained run (`npm run build && node x.js`) failed on a compiler's error, and its
+    build step passed since: what it said is the build's and no longer true, and the steps
+    after the build never ran in it (attio-aaeb53d1's bundle quoted the TS2307 of a build
+    that had passed since)."""
+    if len(r.check.steps) < 2:
+        return False
+    said = r.event.tool_error_summary or error_line(r.event.tool_result or "") or ""
+    if not _COMPILE_ERROR.search(said):
+        return False
+    return any(
+        _builds(st) and any(_covers(p, Check((st,))) for p in passed_later) for st in r.check.steps
+    )
+
+
 def _closed(runs: list[Run]) -> tuple[set[int], set[int]]:
     """The failing runs a later pass covers (closed), and those a later failing wider run
     with other errors superseded. Newest to oldest, against the distinct checks that ran
@@ -89,6 +121,7 @@ def _closed(runs: list[Run]) -> tuple[set[int], set[int]]:
                         any(_covers(p, Check((st,))) for p in passed_later) for st in r.check.steps
                     )
                 )
+                or _compile_step_passed_since(r, passed_later)
                 or (
                     r.event.test_ids
                     and ids_passed_since(
