@@ -47,3 +47,33 @@ def test_a_covering_pass_closes_it_and_the_newest_open_failure_stands_for_the_ch
     assert list(_open([suite_fail, narrow_fail, other_pass]).values()) == [
         "pnpm test test/a.test.ts --run"
     ]
+
+
+# attio-aa5474ad (session 278a2245, 01:27): `npm run build … && node …` failed on the
+# build's TS2307; `npm run build` passed at 01:35; the next session's bundle still quoted
+# the TS2307 as the chained check's failure.
+BUILD_TS = (
+    "src/utils/value-matcher.ts(5,30): error TS2307: Cannot find module 'string-similarity' "
+    "or its corresponding type declarations.\n"
+)
+
+
+def test_a_chained_run_that_failed_on_the_build_closes_when_the_build_passes() -> None:
+    chained = "npm run build 2>&1 | tail -5 && npm run test:offline"
+    events = [
+        bash_fail(at(0), chained, BUILD_TS),
+        bash_ok(at(2), "npm run build 2>&1", "> tsc\n"),
+    ]
+    assert _open(events) == {}
+    # Before the build passed, the chained check was open with the build's error.
+    assert list(_open(events[:1]).values()) == [chained]
+
+
+def test_a_chained_run_that_failed_in_its_tests_stays_open_when_the_build_passes() -> None:
+    chained = "npm run build && npm run test:offline"
+    tests_out = "FAIL test/config/deal-defaults.test.ts > applies defaults\nTests  1 failed\n"
+    events = [
+        bash_fail(at(0), chained, tests_out),
+        bash_ok(at(2), "npm run build", "> tsc\n"),
+    ]
+    assert list(_open(events).values()) == [chained]

@@ -74,6 +74,29 @@ def test_a_turn_ending_on_an_api_error_sends_no_stop(tmp_path: Path) -> None:
     assert ends == []
 
 
+def test_an_old_transcripts_usage_limit_message_sends_no_stop(tmp_path: Path) -> None:
+    """claude-code/templar-373740ff.chat.json (entry 816, before the 19:49 Stop): Claude
+    Code 1.0.56 wrote the usage limit as a `<synthetic>` assistant message, "Claude AI
+    usage limit reached|1753131600", with no `isApiErrorMessage`. The turn ended on an API
+    error all the same: no Stop. A synthetic message in other words still ends a turn."""
+    rows = [
+        {"type": "user", "uuid": "u1", "sessionId": "s", "timestamp": "2025-07-21T19:30:00Z",
+         "message": {"role": "user", "content": "fix the lint warnings"}},
+        {"type": "assistant", "uuid": "a1", "sessionId": "s", "timestamp": "2025-07-21T19:49:01Z",
+         "message": {"id": "0941cabc", "model": "<synthetic>", "role": "assistant",
+                     "stop_reason": "stop_sequence", "content": [
+             {"type": "text", "text": "Claude AI usage limit reached|1753131600"}]}},
+        {"type": "user", "uuid": "u2", "sessionId": "s", "timestamp": "2025-07-21T21:01:22Z",
+         "message": {"role": "user", "content": "continue"}},
+        {"type": "assistant", "uuid": "a2", "sessionId": "s", "timestamp": "2025-07-21T21:01:30Z",
+         "message": {"id": "m2", "model": "<synthetic>", "role": "assistant", "content": [
+             {"type": "text", "text": "No response requested."}]}},
+    ]  # fmt: skip
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    assert _stops(claude_transcript.convert(read_records(path))) == ["No response requested."]
+
+
 # Codex 0.171.0's rollout of the `./build.sh` run (../shared/data/real-agents/
 # codex-0.171.0.rollout-buildsh.jsonl, lines 1 and 36–41, trimmed to the fields read). The
 # live Stop payload carried "The build still fails; I am stopping here."

@@ -134,14 +134,22 @@ _SCRIPT_FILE = re.compile(r"\.(?:sh|bash|py|js|mjs|cjs|ts|rb|pl)$")
 _SCOPE_FLAGS = frozenset(
     {"-k", "-m", "-t", "--testNamePattern", "-run", "--run", "-p", "--package", "--test",
      "--bin", "--example", "--project", "--testPathPattern", "--grep", "-g", "--spec",
-     "--select", "--lib", "--enable-only", "--enable", "-E"}
+     "--select", "--lib", "--enable-only", "--enable", "-E", "--skip", "--ignored"}
 )  # fmt: skip
-_NO_VALUE_SCOPE = frozenset({"--lib"})
+_NO_VALUE_SCOPE = frozenset({"--lib", "--ignored"})
 # Test-name filters: they only narrow the files or packages the run was given, so the same
 # run without them covers it. (Not linter selections: `--enable-only`, `--select` and
 # `-E` pick rules, which a run without them may not run at all.)
-_NAME_FILTERS = ("-k=", "-m=", "-t=", "--testNamePattern=", "-run=", "--run=", "--grep=")
+_NAME_FILTERS = (
+    "-k=", "-m=", "-t=", "--testNamePattern=", "-run=", "--run=", "--grep=", "--skip=",
+    "--ignored",
+)  # fmt: skip
 _WHOLE = frozenset({".", "./", "./...", "...", "all"})
+
+
+def is_script_file(name: str) -> bool:
+    """`name` is a script a project check may run by its path (`build.sh`, `x.mjs`)."""
+    return bool(_SCRIPT_FILE.search(name))
 
 
 def _clean_path(p: str) -> str:
@@ -247,6 +255,51 @@ def _asks_for_help(rest: Sequence[str]) -> bool:
     return False
 
 
+# After `--` the words are the tool's, not the runner's (design §2.15): for these runners
+# they are the compiler's or the test binary's flags, which change how strictly a check
+# judges (`cargo clippy -- -D warnings`) or how it prints (`-args -v`), never which code it
+# looks at.
+_TAIL_IS_FLAGS = frozenset(
+    {"cargo build", "cargo check", "cargo clippy", "cargo doc", "dotnet build", "go test",
+     "go vet", "go build"}
+)  # fmt: skip
+# libtest's own options (`cargo test -- …`): which of them narrow the run. Its positional
+# words are test-name filters and narrow it like `cargo test name` does.
+_LIBTEST_NARROWING = frozenset({"--skip", "--ignored"})
+_LIBTEST_VALUE_FLAGS = frozenset(
+    {"--skip", "--test-threads", "--format", "--color", "--logfile", "-Z", "--shuffle-seed",
+     "--report-time"}
+)  # fmt: skip
+
+
+def _runner_args(runner: str, args: Sequence[str]) -> list[str]:
+    """`args` less what after `--` (Go: `-args`) goes to the tool and does not narrow the
+    check. `cargo test -- parse` narrows to the tests named parse; `cargo test --
+    --nocapture` does not; `npm test -- src/a.test.ts` and `pytest -- tests/x.py` keep
+    their paths (the script's runner, and pytest, take them as scope)."""
+    mark = "-args" if runner == "go test" else "--"
+    if mark not in args:
+        return list(args)
+    cut = args.index(mark)
+    head, tail = list(args[:cut]), list(args[cut + 1 :])
+    if runner in _TAIL_IS_FLAGS:
+        return head
+    if runner not in ("cargo test", "cargo bench", "cargo nextest"):
+        return [*head, "--", *tail]
+    kept: list[str] = []
+    it = iter(tail)
+    for a in it:
+        flag = a.partition("=")[0]
+        if not a.startswith("-"):
+            kept.append(a)
+        elif flag in _LIBTEST_NARROWING:
+            value = a.partition("=")[2] or (next(it, "") if flag == "--skip" else "")
+            kept.append(f"{flag}={value}" if value else flag)
+        elif flag in _LIBTEST_VALUE_FLAGS and "=" not in a:
+            next(it, None)
+    return [*head, *kept]
+
+
 def _script_step(workdir: str, script: str, args: list[str]) -> Step | None:
     """A project script run by its path: a check only when its name or its first
     argument says so (`./build.sh`, `./dev.sh test`), never a built program."""
@@ -332,7 +385,10 @@ def _step(inv: Invocation) -> Step | None:
             return None  # a formatter that formats checks nothing
         if runner == "cmake --build":
             return Step(workdir, "cmake --build", ())
-        return Step(workdir, runner, _scope(rest[i + 1 :]))
+        args = rest[i + 1 :]
+        if runner == "cargo nextest" and args[:1] == ["run"]:
+            args = args[1:]
+        return Step(workdir, runner, _scope(_runner_args(runner, args)))
     elif base in _PLAIN_RUNNERS:
         if base in ("prettier", "black", "isort") and not any(
             w in ("--check", "-c", "--diff", "--list-different", "-l") for w in rest

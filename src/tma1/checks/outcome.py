@@ -6,9 +6,10 @@ import re
 from enum import StrEnum
 
 from tma1.checks.identity import check_of, runs_build_or_test
+from tma1.checks.locations import refs
 from tma1.checks.normalize import split_shell
-from tma1.checks.text import FRAMING, _lowered, strip_ansi
-from tma1.checks.verdict import no_verdict
+from tma1.checks.text import FRAMING, _lowered, strip_ansi, unframe
+from tma1.checks.verdict import no_verdict, ran_no_tests
 from tma1.textmemo import text_cache
 
 # --- failure markers of those tools ---------------------------------------------------
@@ -175,6 +176,21 @@ def fixed_everything(output: str | None) -> bool:
     return bool(_ALL_FIXED.search(text)) and not _REMAINING.search(text)
 
 
+_SANDBOX_SAYS = re.compile(r"^failed in sandbox\b|\bsandbox denied exec error\b", re.MULTILINE)
+
+
+def sandbox_refused(output: str | None) -> bool:
+    """Codex's sandbox stopped the command (`failed in sandbox …: sandbox denied exec
+    error`) and what the command itself printed shows no error of a tool: the sandbox's
+    refusal, not the check's verdict. (Its note stands before every failure in a sandbox,
+    so a test run that failed inside it, with its own failure report, keeps its verdict.)"""
+    text = strip_ansi(output or "")
+    if not _SANDBOX_SAYS.search(text):
+        return False
+    own = unframe(text)
+    return not has_failure_markers(own) and not _TESTS_FAILED.search(own) and not refs(own)
+
+
 def failure_kind_of_exit(command: str | None, output: str | None) -> str:
     """The `failure_kind` of a shell call that exited non-zero (design §2.15, §2.21):
     `exit` (a failing check, or a failing command that is no check), `invocation`,
@@ -185,7 +201,11 @@ def failure_kind_of_exit(command: str | None, output: str | None) -> str:
         return Outcome.INVOCATION.value
     if is_coverage_only(output):
         return Outcome.COVERAGE.value
-    if command and runs_build_or_test(command) and no_verdict(command, output, exited=True):
+    if (
+        command
+        and runs_build_or_test(command)
+        and (sandbox_refused(output) or no_verdict(command, output, exited=True))
+    ):
         return Outcome.NO_VERDICT.value
     if command and fixed_everything(output) and check_of(command) is not None:
         return "fixed"
@@ -227,9 +247,13 @@ def is_masked_failure(command: str | None, output: str | None) -> bool:
 
 
 def masked_kind(command: str | None, output: str | None) -> str | None:
-    """The `failure_kind` of a successful shell call whose output a pipe hid a failure
-    in: `masked`, or `no_verdict` when what failed was not the code (design §2.21)."""
+    """The `failure_kind` of a successful shell call that is no plain pass: `masked` (a
+    pipe hid a failure), or `no_verdict` when what failed was not the code, or when a test
+    run ran no test at all — zero tests passing is no verdict about the code (design
+    §2.21)."""
     if not is_masked_failure(command, output):
+        if command and output and check_of(command) is not None and ran_no_tests(output):
+            return Outcome.NO_VERDICT.value
         return None
     if no_verdict(command, output, exited=False):
         return Outcome.NO_VERDICT.value

@@ -80,6 +80,38 @@ _POST_PROCESSOR_CRASH = re.compile(
     r"^Expecting value: line \d+ column \d+|^jq: error\b|^parse error: |\[(?:stdin|eval)\]:\d",
     re.MULTILINE,
 )
+# The run was stopped before it judged the code: MSBuild's "the build was canceled"
+# (MSB5021, `0 Error(s)`), a `^C`, a run cancelled or interrupted by its user.
+_CANCELLED = re.compile(
+    r"\bbuild was cancell?ed\b|^\^C|^(?:Build|Run|Test run|Operation|Command) (?:was )?"
+    r"(?:cancell?ed|aborted)\b|\bcancell?ed by (?:the )?user\b|^!* ?KeyboardInterrupt ?!*$",
+    re.MULTILINE | re.IGNORECASE,
+)
+# The exit statuses of a run killed by a signal: SIGINT (130), SIGKILL (137), SIGTERM (143).
+_KILLED_EXIT = re.compile(r"^(?:Exit code:? |Process exited with code )(?:130|137|143)\s*$", re.M)
+# An error a compiler or runner reported: a cancelled or killed run that said one has a
+# verdict all the same (what it printed before it was stopped is true).
+_ERROR_REPORTED = re.compile(
+    r"\b(?:fatal )?error (?:[A-Z]{2,}\d+|TS\d+)\b|^\s*error(?:\[\w+\])?:|"
+    r":\d+(?::\d+)?:?\s*(?:fatal\s+)?error\b|\b[1-9]\d* (?:Error\(s\)|errors?)\b|"
+    r"^Traceback \(most recent call last\)|^E\s{2,}\S|^\s*ERROR collecting\b|^panic: ",
+    re.MULTILINE,
+)
+# A test run that ran no test: no verdict about the code (a filter that matched nothing, no
+# test files found, a runner pointed at the wrong place). Whole-run summaries only: a
+# per-binary or per-package "0 tests" (cargo's doc-tests, go's `[no test files]`) is one
+# part of a run that may have run others.
+_ZERO_TESTS = re.compile(
+    r"^\s*Ran 0 tests\b|^NO TESTS RAN$|\bno tests ran\b|^No test files found\b|"
+    r"^No tests found\b|\bTotal(?: tests)?: 0\b|^Tests:\s+0 total\b|^\s*0 passing\b|"
+    r"^No test is available in\b",
+    re.MULTILINE | re.IGNORECASE,
+)
+_SOME_TESTS = re.compile(
+    r"\b[1-9]\d* (?:passed|failed|failing|passing|tests? (?:passed|ran|failed))\b|"
+    r"\bRan [1-9]|\b(?:Passed|Failed|Total(?: tests)?): [1-9]|^Tests:\s+[1-9]",
+    re.MULTILINE | re.IGNORECASE,
+)
 _HEAD_LINES = 6
 _MAX_REFUSAL_LINES = 40
 
@@ -116,14 +148,39 @@ def _post_processor_failed(command: str, text: str) -> bool:
     return bool(_POST_PROCESSOR.match(last)) and bool(_POST_PROCESSOR_CRASH.search(text))
 
 
+def cancelled(output: str | None) -> bool:
+    """The run was cancelled or killed before it judged the code (`Build was canceled`,
+    `^C`, exit 130/137/143) and reported no error of the code before it stopped."""
+    text = strip_ansi(output or "")
+    if not (_CANCELLED.search(text) or _KILLED_EXIT.search(text)):
+        return False
+    return not TESTS_FAILED.search(text) and not _ERROR_REPORTED.search(text)
+
+
+def ran_no_tests(output: str | None) -> bool:
+    """A test run's summary says it ran no test (`Ran 0 tests`, `no tests ran`, `Total:
+    0`, `No test files found`), with no test run or error reported anywhere in it."""
+    text = unframe(strip_ansi(output or ""))
+    if not _ZERO_TESTS.search(text):
+        return False
+    return not (
+        _SOME_TESTS.search(text) or TESTS_FAILED.search(text) or _ERROR_REPORTED.search(text)
+    )
+
+
 def no_verdict(command: str | None, output: str | None, *, exited: bool) -> str | None:
     """Why a failed run of a check says nothing about the code, or None when it does:
-    `environment`, `configuration`, `refused`, `post-processor` or `silent` (the output
-    shows no failure at all). `exited`: the run exited non-zero (not a masked failure)."""
+    `environment`, `configuration`, `refused`, `post-processor`, `cancelled`, `no tests`
+    or `silent` (the output shows no failure at all). `exited`: the run exited non-zero
+    (not a masked failure)."""
     text = unframe(strip_ansi(output or ""))
     lines = _lines(text)
     if exited and command and _post_processor_failed(command, text):
         return "post-processor"
+    if cancelled(output):
+        return "cancelled"
+    if ran_no_tests(output):
+        return "no tests"
     if exited and not lines:
         # Nothing at all but the exit status: what a sandbox's or a hook's refusal looks
         # like. A run that printed anything (`compiling src/app.py`, then exit 1) failed

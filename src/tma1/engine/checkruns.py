@@ -17,14 +17,17 @@ Built once per (window, now) and kept in the window's memo: the three rules ask 
 from __future__ import annotations
 
 import posixpath
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tma1.checks import Check, Outcome, check_of, outcome_of
-from tma1.checks.identity import Step
+from tma1.checks import Check, Outcome, check_of, error_line, outcome_of
+from tma1.checks.identity import Step, is_script_file
 from tma1.engine.supersession import errors_of, ids_passed_since, supersedes
 from tma1.engine.window import SessionWindow
 from tma1.events import SHELL_TOOLS, HookEvent
+from tma1.paths import norm_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,37 @@ class CheckRuns:
 _covers = supersedes
 
 
+# A compiler's error line: in a chain (`npm run build && node x.js`) it is the build
+# step's, and `&&` ran nothing after it.
+_COMPILE_ERROR = re.compile(
+    r"\berror TS\d+\b|\berror\[E\d+\]|\berror CS\d+\b|^\S+\.go:\d+:\d+: |"
+    r"^\S+\.(?:c|cc|cpp|h|hpp|rs|swift|zig):\d+(?::\d+)?: (?:fatal )?error\b"
+)
+_BUILD_SCRIPTS = frozenset({"build", "typecheck", "type-check", "tsc", "compile"})
+
+
+def _builds(step: Step) -> bool:
+    script = step.runner.removeprefix("npm run ").split(":", 1)[0]
+    return Check((step,)).compiles or (
+        step.runner.startswith("npm run ") and script in _BUILD_SCRIPTS
+    )
+
+
+def _compile_step_passed_since(r: Run, passed_later: dict[Check, None]) -> bool:
+    """A chained run (`npm run build && node x.js`) failed on a compiler's error, and its
+    build step passed since: what it said is the build's and no longer true, and the steps
+    after the build never ran in it (attio-aaeb53d1's bundle quoted the TS2307 of a build
+    that had passed since)."""
+    if len(r.check.steps) < 2:
+        return False
+    said = r.event.tool_error_summary or error_line(r.event.tool_result or "") or ""
+    if not _COMPILE_ERROR.search(said):
+        return False
+    return any(
+        _builds(st) and any(_covers(p, Check((st,))) for p in passed_later) for st in r.check.steps
+    )
+
+
 def _closed(runs: list[Run]) -> tuple[set[int], set[int]]:
     """The failing runs a later pass covers (closed), and those a later failing wider run
     with other errors superseded. Newest to oldest, against the distinct checks that ran
@@ -87,6 +121,7 @@ def _closed(runs: list[Run]) -> tuple[set[int], set[int]]:
                         any(_covers(p, Check((st,))) for p in passed_later) for st in r.check.steps
                     )
                 )
+                or _compile_step_passed_since(r, passed_later)
                 or (
                     r.event.test_ids
                     and ids_passed_since(
@@ -130,13 +165,59 @@ def _check_in(command: str, cwd: str | None, project: str | None) -> Check | Non
     return Check(tuple(dict.fromkeys(steps)))
 
 
-def run_of(ev: HookEvent, project: str | None) -> Run | None:
-    """The event as a run of a check, or None (no shell result, no check, never ran)."""
+# The tools that create a file whole (Claude Code's Write; Gemini's and Copilot's file
+# writes arrive under the same name).
+_CREATE_TOOLS = frozenset({"Write"})
+
+
+def scratch_scripts(events: Iterable[HookEvent], project: str | None) -> frozenset[str]:
+    """Scripts a session wrote whole (`Write`) at the project's root: its throw-away
+    repros (`node test-create-response.mjs`, attio-7c4ca6ea), the session's scratch and
+    not a check of the project (design §2.21) — as a script under /tmp already is. By
+    path relative to the project. A script in a directory of the project (`scripts/`)
+    stays the project's, whoever wrote it."""
+    if not project:
+        return frozenset()
+    root = project.replace("\\", "/").rstrip("/") + "/"
+    out: set[str] = set()
+    for e in events:
+        if e.tool_name not in _CREATE_TOOLS or e.event_type != "PostToolUse":
+            continue
+        if e.tool_success is False:
+            continue
+        for f in e.tool_files:
+            path = norm_path(f, e.cwd or project)
+            rel = path[len(root) :] if path.startswith(root) else ""
+            if rel and "/" not in rel and is_script_file(rel):
+                out.add(rel)
+    return frozenset(out)
+
+
+def _without_scratch(check: Check, scratch: frozenset[str]) -> Check | None:
+    """`check` less its steps that run a scratch script; None when no step is left."""
+    steps = tuple(
+        st
+        for st in check.steps
+        if not (
+            st.runner.startswith("script ")
+            and posixpath.normpath(posixpath.join(st.workdir or ".", st.runner[7:])) in scratch
+        )
+    )
+    if len(steps) == len(check.steps):
+        return check
+    return Check(steps) if steps else None
+
+
+def run_of(ev: HookEvent, project: str | None, scratch: frozenset[str] = frozenset()) -> Run | None:
+    """The event as a run of a check, or None (no shell result, no check, never ran, or
+    only a session's scratch script: `scratch_scripts`)."""
     if ev.tool_name not in SHELL_TOOLS or not ev.tool_command:
         return None
     if ev.event_type not in ("PostToolUse", "PostToolUseFailure"):
         return None
     check = _check_in(ev.tool_command, ev.cwd, project or ev.project)
+    if check is not None and scratch:
+        check = _without_scratch(check, scratch)
     if check is None:
         return None
     outcome = outcome_of(ev.tool_command, ev.event_type, ev.tool_success, ev.failure_kind)
@@ -157,10 +238,11 @@ def check_runs(window: SessionWindow, now: int) -> CheckRuns:
     memo = window.memo.get(key)
     if isinstance(memo, CheckRuns):
         return memo
+    scratch = scratch_scripts((e for e in window.events if e.ts <= now), window.project)
     runs = [
         r
         for e in window.events
-        if e.ts <= now and e.tool_command and (r := run_of(e, window.project)) is not None
+        if e.ts <= now and e.tool_command and (r := run_of(e, window.project, scratch)) is not None
     ]
     closed, superseded = _closed(runs)
     gone = closed | superseded

@@ -247,6 +247,9 @@ class Delivery:
         peers: list[Peer] = []
         if project:
             runs = store.project_shell_results(project, now - CHECKS_HORIZON_MS, now)
+            # The scripts sessions wrote whole: their scratch, never the project's checks.
+            if created := store.project_file_creations(project, now - CHECKS_HORIZON_MS, now):
+                runs = sorted([*runs, *created], key=lambda e: e.ts)
             if last is not None:
                 changes = store.project_changes(project, max(last, now - CHANGES_HORIZON_MS), now)
             peers = [

@@ -39,6 +39,10 @@ class BundleReads(Protocol):
         self, project: str, since_ts: int, until_ts: int
     ) -> list[HookEvent]: ...
 
+    def project_file_creations(
+        self, project: str, since_ts: int, until_ts: int
+    ) -> list[HookEvent]: ...
+
     def project_activity(
         self, project: str, since_ts: int, until_ts: int
     ) -> list[tuple[str, int, str, int | None]]: ...

@@ -19,7 +19,9 @@ What a current Claude Code would have sent its hooks, reconstructed from the tra
 - the end of each turn → `Stop` carrying the turn's last assistant text as
   `last_assistant_message` (none after a user interrupt: Claude Code fires no Stop then;
   none when the turn ended on an API error such as a rate limit: Claude Code sends
-  `StopFailure` then, which tma1 does not install);
+  `StopFailure` then, which tma1 does not install — flagged `isApiErrorMessage`, or, in
+  old transcripts, a `<synthetic>` message in the error's words such as "Claude AI usage
+  limit reached|<epoch>": the model is not there to continue, so no block could help);
 - assistant usage → occupancy (design §2.12) through the live tailer's own parser
   (`sensors.transcripts.parse_claude_usage_lines`: prompt size = input + cache read +
   cache creation, deduplicated by `message.id`, sidechains excluded);
@@ -85,6 +87,12 @@ _LOCAL_COMMANDS = frozenset(
         "rewind",
         "todos",
     }
+)
+# The words of Claude Code's own messages for a turn that ended on an API error, as old
+# transcripts write them (a `<synthetic>` assistant message, no `isApiErrorMessage`).
+_API_ERROR_TEXT = re.compile(
+    r"^(?:Claude AI usage limit reached\|\d+|API Error\b|Prompt is too long\b|"
+    r"Credit balance is too low\b|Invalid API key\b|.{0,40}\blimit reached\b)"
 )
 _COMMAND_NAME = re.compile(r"<command-name>/?([\w:-]+)</command-name>")
 _EXIT_CODE = re.compile(r"^\s*(?:Exit code|Command exited with non-zero status code)\s+(-?\d+)")
@@ -357,6 +365,12 @@ def retime_copies(
     return out, notes
 
 
+def _synthetic_error(entry: dict[str, Any], said: str | None) -> bool:
+    """An assistant entry Claude Code wrote itself for an API error (old transcripts)."""
+    model = obj(entry.get("message")).get("model")
+    return model == "<synthetic>" and bool(said) and bool(_API_ERROR_TEXT.match(said or ""))
+
+
 def convert(records: Records) -> Converted:
     out = Converted.of(records, CLAUDE_TRANSCRIPT)
     sessions: dict[str, _Session] = {}
@@ -407,6 +421,8 @@ def convert(records: Records) -> Converted:
                     s.last_text = said
                 error = e.get("error") if isinstance(e.get("error"), str) else "unknown"
                 s.api_error = error if e.get("isApiErrorMessage") is True else None
+                if s.api_error is None and _synthetic_error(e, said):
+                    s.api_error = "synthetic"
             for i, block in enumerate(content if isinstance(content, list) else []):
                 if not isinstance(block, dict) or block.get("type") != "tool_use":
                     continue

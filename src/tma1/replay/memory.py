@@ -123,6 +123,18 @@ class MemoryWindows:
         ]
         return found[-limit:]
 
+    def project_file_creations(
+        self, project: str, since_ts: int, until_ts: int, *, limit: int = 1_000
+    ) -> list[HookEvent]:
+        found = [
+            e
+            for e in self._project_events(project, since_ts, until_ts)
+            if e.event_type == "PostToolUse"
+            and e.tool_name == "Write"
+            and e.tool_success is not False
+        ]
+        return found[-limit:]
+
     def project_activity(
         self, project: str, since_ts: int, until_ts: int
     ) -> list[tuple[str, int, str, int | None]]:

@@ -36,11 +36,13 @@ from sqlalchemy.sql import Executable
 from tma1.events import FileChange, HookEvent, Usage, json_text
 from tma1.store.connection import _scratch_ddl, make_engine, run_migrations
 from tma1.store.events import (
+    _CREATION_COLUMNS,
     _INSERT_EVENT_RETURNING,
     _SHELL_RESULT_COLUMNS,
     _insert_events_sqlite,
     _window_event,
     _window_sql,
+    creation_event,
     event_row,
     row_to_event,
 )
@@ -357,6 +359,29 @@ class Store:
             .limit(limit)
         )
         return [HookEvent(**r._mapping) for r in reversed(self.rows(q))]
+
+    def project_file_creations(
+        self, project: str, since_ts: int, until_ts: int, *, limit: int = 1_000
+    ) -> list[HookEvent]:
+        """The project's newest `limit` successful whole-file writes (`Write`, every
+        session) in [since, until], ts ascending, lean: who wrote which files, when (the
+        bundle leaves a session's scratch scripts out of the project's checks)."""
+        c = hook_events.c
+        cols = [c[name] for name in _CREATION_COLUMNS]
+        q = (
+            select(*cols)
+            .where(
+                c.project == project,
+                c.ts >= since_ts,
+                c.ts <= until_ts,
+                c.event_type == "PostToolUse",
+                c.tool_name == "Write",
+                or_(c.tool_success.is_(None), c.tool_success.is_(True)),
+            )
+            .order_by(c.ts.desc(), c.id.desc())
+            .limit(limit)
+        )
+        return [creation_event(r) for r in reversed(self.rows(q))]
 
     def project_activity(
         self, project: str, since_ts: int, until_ts: int

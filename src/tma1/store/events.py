@@ -124,6 +124,19 @@ _SHELL_RESULT_COLUMNS = (
 )  # fmt: skip
 
 
+# `Store.project_file_creations` rows: who wrote which files whole, when.
+_CREATION_COLUMNS = (
+    "id", "ts", "session_id", "event_type", "hook_event_name", "agent_source", "tool_name",
+    "tool_files", "tool_success", "cwd", "project",
+)  # fmt: skip
+
+
+def creation_event(row: Any) -> HookEvent:
+    m = dict(row._mapping)
+    files = _loads(m.pop("tool_files"), [])
+    return HookEvent(**m, tool_files=[f for f in files if isinstance(f, str)])
+
+
 _INSERT_EVENT_RETURNING = insert(hook_events).returning(
     hook_events.c.id, sort_by_parameter_order=True
 )

@@ -35,9 +35,14 @@ def stop(ts: int, message: str) -> HookEvent:
     return event("Stop", ts, stop_hook_active=False, last_assistant_message=message)
 
 
-def at_stop(events: list[HookEvent], message: str, when: float = 20) -> list[Anomaly]:
-    """What the build/test rules say at a Stop carrying `message`: the stop-block findings."""
-    w = window([*events, stop(at(when), message)])
+def at_stop(
+    events: list[HookEvent], message: str, when: float = 20, *, whole: bool = True
+) -> list[Anomaly]:
+    """What the build/test rules say at a Stop carrying `message`: the stop-block findings.
+    `whole`: the scripted session begins with its first event (the window holds its first
+    edit); else it began an hour before the window."""
+    start = events[0].ts if whole and events else at(-60)
+    w = window([*events, stop(at(when), message)], start=start)
     kinds = (Kind.BUILD_BROKEN_AFTER_MY_EDIT, Kind.REPEATED_FAILED_BUILD, Kind.TEST_STUCK)
     found = [a for k in kinds for a in RULES[k.value](w, at(when), CFG)]
     return [a for a in found if a.channel == Channel.STOP_BLOCK]
@@ -230,3 +235,38 @@ def test_silent_when_it_stopped_over_the_same_errors_before() -> None:
     assert at_stop(events, "Done.") == []
     other = bash_fail(at(5), "go test -short ./internal/monitoring", "--- FAIL: TestAlertManager\n")
     assert at_stop([*events[:4], other], "Done.")  # new errors: a fresh break
+
+
+# --- a window that does not reach back to the session's first edit ---------------------------
+
+
+def test_no_fresh_break_when_the_window_cannot_tell_it_was_already_failing() -> None:
+    # templar-373740ff.chat.json (session 5e052a87), the 19:49 Stop: `go test -short
+    # ./internal/monitoring` first failed at 18:46, before the rules' 60-minute window; the
+    # session had edited since before it. Nothing in the window shows the package passing:
+    # "not already failing before the first edit" cannot be checked, so no block.
+    pkg_fail = (
+        "--- FAIL: TestAlertManager (0.01s)\n"
+        "FAIL\tgithub.com/x/templar/internal/monitoring\t3.136s\n"
+    )
+    events = [
+        edit(at(0), src("internal/server/server.go")),
+        bash_fail(at(1), "go test -short ./internal/monitoring", pkg_fail),
+    ]
+    assert at_stop(events, "Done.", whole=False) == []
+    assert at_stop(events, "Done.", whole=True)  # the whole session in view: a fresh break
+    # A pass in the window shows the check worked here: its failure after the edit is new.
+    passed = [bash_ok(at(-1), "go test -short ./internal/monitoring", "ok"), *events]
+    [a] = at_stop(passed, "Done.", whole=False)
+    assert a.extra["stop"] == "fresh"
+
+
+def test_an_unverified_fix_still_blocks_when_the_window_starts_mid_session() -> None:
+    server = src("internal/server/server.go")
+    out = "internal/server/server.go:12:2: undefined: handler\n"
+    events = [
+        bash_fail(at(1), "go build ./...", out),
+        edit(at(2), server),
+    ]
+    [a] = at_stop(events, "Fixed the handler.", whole=False)
+    assert a.extra["stop"] == "unverified"

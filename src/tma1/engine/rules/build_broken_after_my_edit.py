@@ -302,6 +302,7 @@ def stop_findings(
         edited.update(dict.fromkeys(paths, c.ts))
     told = {a.subject for a in found}
     told_files = {f for a in found for f in a.related_files}
+    whole = _holds_whole_session(window)
     out: list[Anomaly] = []
     # Fresh breaks first: an unverified fix of a file a fresh failure names is told there.
     for ident, newest in sorted(runs.open_failures.items(), key=lambda kv: -kv[1].ts):
@@ -310,6 +311,11 @@ def stop_findings(
         output = newest.event.tool_result or ""
         if newest.ts > last_edit and newest.ts > turn:
             if _pre_existing(runs, newest, max(first_edit, turn)):
+                continue
+            if not whole and not _passed_before(runs, newest):
+                # The session's first edit may lie before the window: whether the check
+                # already failed then cannot be told, and no run in the window shows it
+                # working. "Broken by your edit" would be a guess (templar-373740ff 19:49).
                 continue
             if newest.check.lints:
                 # A linter lists every file's findings, old ones too: which are the edit's
@@ -338,6 +344,20 @@ def attempted_since(runs: CheckRuns, newest: Run) -> bool:
     """A run of a check covering `newest`'s came after it — with no verdict, since a pass
     would have closed it and a failure would be the newest (a sandbox refusal, a crash)."""
     return any(r.ts > newest.ts and supersedes(r.check, newest.check) for r in runs.runs)
+
+
+def _holds_whole_session(window: SessionWindow) -> bool:
+    """The window reaches back to the session's first event: its first edit is in it."""
+    start = window.session_start_ts
+    return start is not None and bool(window.events) and window.events[0].ts <= start
+
+
+def _passed_before(runs: CheckRuns, newest: Run) -> bool:
+    """A run covering `newest`'s check passed before it in the window: the check worked
+    here, so what made it fail came after."""
+    return any(
+        r.ts < newest.ts and r.passed and supersedes(r.check, newest.check) for r in runs.runs
+    )
 
 
 def _pre_existing(runs: CheckRuns, newest: Run, before: int) -> bool:
