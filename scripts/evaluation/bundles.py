@@ -11,6 +11,7 @@ item keeps its judgement: true or false, why, and for a false item its pattern.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +69,45 @@ def _peer_text(line: str, sid: str) -> str:
     return line[at : end + 1]
 
 
+_BLAME = re.compile(r"broken by (this session|session (\w{8}))")
+
+
+def claimed_blame(it: Item) -> str | None:
+    """The session the item's text says broke the check (8 characters), None when it names
+    none (`failing since T`)."""
+    m = _BLAME.search(it.line)
+    if not m:
+        return None
+    return it.run.session_id[:8] if m.group(2) is None else m.group(2)
+
+
+def truth(it: Item, j: dict[str, Any] | None) -> tuple[bool | None, str]:
+    """(true?, pattern) of an item under its judgement. A check's judgement records the facts
+    — was it failing with a verdict then (`failing`), which session broke it (`broke`, "" when
+    it was failing before the recordings) — so a change of wording is judged again by itself:
+    a check item is true when it was failing and the blame it states, if any, is right."""
+    if j is None:
+        return None, ""
+    if it.kind == "check" and "failing" in j:
+        if not j["failing"]:
+            return False, str(j.get("pattern", "stale"))
+        said = claimed_blame(it)
+        if said is not None and said != j.get("broke", ""):
+            return False, "wrong blame"
+        return True, ""
+    return bool(j.get("true")), "" if j.get("true") else str(j.get("pattern", ""))
+
+
+def _why(it: Item, j: dict[str, Any] | None) -> str:
+    if j is None:
+        return ""
+    why = str(j.get("reason", ""))
+    if it.kind == "check" and j.get("failing") and claimed_blame(it) is not None:
+        broke = j.get("broke") or "before the recordings"
+        why += f" (broken: {broke})"
+    return md(why)
+
+
 def print_context(run: SessionRun, judged: dict[str, Any]) -> None:
     for it in items_of(run):
         if it.key in judged:
@@ -107,9 +147,13 @@ def render(runs: list[SessionRun], judged: dict[str, Any]) -> str:
     )
     w("")
     tally: Counter[str] = Counter()
+    kinds: dict[str, list[int]] = {}
     for it in found:
-        j = judged.get(it.key)
-        tally["unjudged" if j is None else ("true" if j.get("true") else "false")] += 1
+        ok, _ = truth(it, judged.get(it.key))
+        tally["unjudged" if ok is None else ("true" if ok else "false")] += 1
+        if ok is not None:
+            kinds.setdefault(it.kind, [0, 0])[0] += ok
+            kinds[it.kind][1] += 1
     judged_n = tally["true"] + tally["false"]
     w(
         f"{starts} recorded starts, {told} answered with a bundle, {len(found)} items: "
@@ -119,11 +163,7 @@ def render(runs: list[SessionRun], judged: dict[str, Any]) -> str:
         "listed as failing had a failing newest run with a verdict about the code and no "
         "later passing run, and the session named as having broken it did; a session "
         "listed as active was working on the project then. Per kind: "
-        + ", ".join(
-            f"{k} {sum(1 for i in found if i.kind == k and judged.get(i.key, {}).get('true'))}"
-            f"/{sum(1 for i in found if i.kind == k and i.key in judged)}"
-            for k in sorted({i.kind for i in found})
-        )
+        + ", ".join(f"{k} {n}/{d}" for k, (n, d) in sorted(kinds.items()))
         + "."
     )
     w("")
@@ -131,16 +171,14 @@ def render(runs: list[SessionRun], judged: dict[str, Any]) -> str:
     w("|---|---|---|---|---|---|---|")
     for it in found:
         j = judged.get(it.key)
-        verdict = "unjudged" if j is None else ("true" if j.get("true") else "**false**")
-        pattern = "" if j is None or j.get("true") else j.get("pattern", "")
+        ok, pattern = truth(it, j)
+        verdict = "unjudged" if ok is None else ("true" if ok else "**false**")
         w(
             f"| `{it.run.key[:8]}` | {iso(it.bundle.ts)[:19]} | {it.kind} | "
-            f"{md(short(it.line, 160))} | {verdict} | {md((j or {}).get('reason', ''))} | "
-            f"{md(pattern)} |"
+            f"{md(short(it.line, 160))} | {verdict} | {_why(it, j)} | {md(pattern)} |"
         )
     w("")
-    false = Counter((judged[i.key].get("pattern") or "other") for i in found
-                    if i.key in judged and not judged[i.key].get("true"))  # fmt: skip
+    false = Counter(p for i in found for ok, p in [truth(i, judged.get(i.key))] if ok is False)
     if false:
         w(
             "False items by pattern: "
