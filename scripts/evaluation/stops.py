@@ -21,20 +21,46 @@ from typing import Any
 from evaluation.corpus import SessionRun, events_of, md, print_around, short
 from tma1.replay.driver import iso
 
+# A check-like command, at the start of one command of a shell line (after `_segments`).
 CHECKLIKE = re.compile(
-    r"""(?x)(?<![\w./-])(?:
+    r"""(?x)^(?:
       cargo\s+(?:\+\S+\s+)?(?:build|test|check|clippy|nextest|fmt\s+(?:--all\s+)?--\s*--check)
     | go\s+(?:build|test|vet|generate)|golangci-lint|staticcheck
     | tsc|eslint|biome|ultracite|prettier\s+(?:--check|-c)
-    | ruff|mypy|pyright|pytest|tox|nox|flake8|pylint|black\s+--check|unittest
+    | ruff|mypy|pyright|pytest|tox|nox|flake8|pylint|black\s+--check
+    | python[\d.]*\s+-m\s+(?:pytest|unittest|mypy|ruff)
     | jest|vitest|playwright|mocha
     | (?:npm|pnpm|yarn|bun)\s+(?:[^|;&]*?\s)?(?:run\s+)?
       [\w:-]*(?:test|build|lint|check|compile|verify)[\w:-]*
     | make(?:\s+[\w-]+)?|gradle\w*|mvn\w*|dotnet\s+(?:build|test)
-    | \S*(?:test|build|check|lint|verify|compile)\S*\.(?:sh|py|js|mjs|ts)
+    | (?:\S*[/\\])?(?:test|build|check|lint|verify|compile|ci)[\w-]*\.(?:sh|py|js|mjs|ts)
+    | nx\s+(?:run-many\s+(?:--\S+\s+)*)?(?:test|build|lint|typecheck)
     | encore\s+build|next\s+build|vite\s+build|tauri\s+build
     )(?=$|[\s;&|)"'])"""
 )
+# What may come before the tool in one command: assignments and wrappers.
+_PREFIX = re.compile(
+    r"""(?x)^(?:
+      \w+=\S*\s+
+    | (?:sudo|time|exec|npx|bunx|env)\s+
+    | (?:pnpm|yarn|npm)\s+exec\s+
+    | (?:uv|poetry|pipenv)\s+run\s+
+    | bundle\s+exec\s+
+    | (?:bash|sh|zsh|node)\s+
+    | pwsh\s+(?:-\w+\s+)*['"]?
+    | \.[/\\]
+    )+"""
+)
+_SPLIT = re.compile(r"&&|\|\||[;|\n]")
+
+
+def _segments(command: str) -> list[str]:
+    """The commands of a shell line, each without its leading assignments and wrappers; a
+    heredoc's body is not a command."""
+    line = command.split("<<", 1)[0]
+    return [_PREFIX.sub("", part.strip(" (\t'\"")) for part in _SPLIT.split(line)]
+
+
 # Why a Stop should block, or stay silent (the judgement's `why`), and the pattern a wrong
 # answer then shows.
 SHOULD_BLOCK = {"fresh break": "missed fresh break", "unverified fix": "missed unverified fix"}
@@ -44,6 +70,7 @@ SHOULD_BE_SILENT = {
     "not a check": "not a check",
     "pre-existing": "pre-existing",
     "stale": "stale",
+    "already blocked": "repeat block",
 }
 
 
@@ -68,7 +95,9 @@ class Stop:
 
 
 def _is_checklike(ev: Any) -> bool:
-    return bool(ev.is_shell and ev.tool_command and CHECKLIKE.search(ev.tool_command))
+    if not (ev.is_shell and ev.tool_command):
+        return False
+    return any(CHECKLIKE.match(seg) for seg in _segments(ev.tool_command))
 
 
 def candidates(run: SessionRun) -> list[Stop]:
