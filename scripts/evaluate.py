@@ -39,6 +39,7 @@ from evaluation.corpus import (  # noqa: E402
     SessionRun,
     collect,
     emit_key,
+    emits_differ,
     md,
     pct,
     print_context,
@@ -74,6 +75,7 @@ def render(
     previous: dict[str, Any] | None = None,
     misses: dict[str, Any] | None = None,
     roots: Sequence[Path] = SESSIONS,
+    headlines: Sequence[str] = (),
 ) -> str:
     out: list[str] = []
     w = out.append
@@ -115,7 +117,18 @@ def render(
         "(Claude Code sends `StopFailure` then, which tma1 does not install). The hook "
         "payload logs have no "
         "timestamps: they are replayed on a synthetic timeline (2 s apart), so their "
-        "time-window results are indicative only."
+        "time-window results are indicative only. The emits below come from these "
+        "one-session replays. A second replay puts the transcript sessions of one "
+        "repository through one engine in time order (`evaluation.corpus.replay_projects`), "
+        "as one daemon would have seen them: the *Session bundle items* and *Stops whose "
+        "newest check failed* sections at the end come from it"
+        + (
+            f"; its emits differ from the one-session replays' in {len(differ)}: "
+            + ", ".join(f"`{md(k)}`" for k in differ[:5])
+            if (differ := emits_differ(runs))
+            else " (it emits exactly what the one-session replays emit)"
+        )
+        + "."
     )
     w("")
     guard = sorted(
@@ -138,6 +151,13 @@ def render(
         "interruption (a duplicate of what the agent already knows and is acting on)."
     )
     w("")
+
+    if headlines:
+        w("## Figures")
+        w("")
+        for line in headlines:
+            w(f"- {line}")
+        w("")
 
     # Overall per kind.
     w("## Results per kind")
@@ -204,8 +224,9 @@ def render(
             for k in kinds
             if k != "context_pressure"
         )
-        + ". No emit was on the `session_start` channel: the replay starts each session "
-        "once (`source: startup`), when there is nothing to re-tell."
+        + ". No emit was on the `session_start` channel: every recorded start is a "
+        "`startup`, when the bundle re-tells no finding of the session (its other parts "
+        "are judged under *Session bundle items*)."
     )
     w("")
     _previous(previous, all_emits, labels, w)
@@ -418,8 +439,12 @@ def main() -> int:
         return 0
     misses_file: Path = args.misses
     misses = json.loads(misses_file.read_text()).get("misses", {}) if misses_file.exists() else {}
-    doc = render(runs, labels, flaws, data.get("previous"), misses, roots)
-    doc += bundles.render(runs, judged_items) + stops.render(runs, judged_stops)
+    bundle_md, bundle_line = bundles.render(runs, judged_items)
+    stops_md, stops_line = stops.render(runs, judged_stops)
+    doc = render(
+        runs, labels, flaws, data.get("previous"), misses, roots, (bundle_line, stops_line)
+    )
+    doc += "\n" + bundle_md + "\n" + stops_md
     if args.check:
         current = args.out.read_text() if args.out.exists() else ""
         if current != doc:

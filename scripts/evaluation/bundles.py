@@ -118,7 +118,8 @@ def print_context(run: SessionRun, judged: dict[str, Any]) -> None:
         print_around(run, it.bundle.ts, 0, 6)
 
 
-def render(runs: list[SessionRun], judged: dict[str, Any]) -> str:
+def render(runs: list[SessionRun], judged: dict[str, Any]) -> tuple[str, str]:
+    """The section, and its headline for the top of the document."""
     out: list[str] = []
     w = out.append
     found = [it for r in runs for it in items_of(r)]
@@ -180,14 +181,20 @@ def render(runs: list[SessionRun], judged: dict[str, Any]) -> str:
     w("")
     false = Counter(p for i in found for ok, p in [truth(i, judged.get(i.key))] if ok is False)
     if false:
-        w(
-            "False items by pattern: "
-            + ", ".join(f"{p} {n}" for p, n in sorted(false.items(), key=lambda x: -x[1]))
-            + "."
-        )
+        w("False items by pattern: " + ", ".join(f"{p} {n}" for p, n in false.most_common()) + ".")
         w("")
     stale = sorted(set(judged) - {i.key for i in found})
     if stale:
         w("Judged items the replay no longer produces: " + ", ".join(f"`{md(k)}`" for k in stale))
         w("")
-    return "\n".join(out) + "\n"
+    headline = (
+        f"Session bundle items (project replay): **{tally['true']} of {judged_n} true**"
+        + (f", {tally['unjudged']} unjudged" if tally["unjudged"] else "")
+        + (
+            " (false: " + ", ".join(f"{p} {n}" for p, n in false.most_common()) + ")"
+            if false
+            else ""
+        )
+        + "."
+    )
+    return "\n".join(out) + "\n", headline

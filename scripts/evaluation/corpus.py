@@ -51,6 +51,7 @@ class SessionRun:
     summary: dict[str, Any] = field(default_factory=dict)
     # From the project replay: this session's answers, and its SessionStart bundles.
     project_deliveries: list[Any] = field(default_factory=list)
+    project_emits: list[dict[str, Any]] = field(default_factory=list)
     bundles: list[Bundle] = field(default_factory=list)
 
     @property
@@ -172,14 +173,28 @@ def replay_projects(runs: Sequence[SessionRun]) -> None:
         except BaseException:
             replayer.close()
             raise
-        deliveries, _, _, _ = replayer.finish(items)
+        deliveries, emits, _, _ = replayer.finish(items)
         for r in group:
             r.project_deliveries = [d for d in deliveries if d.session_id == r.session_id]
+            r.project_emits = [e for e in emits if e["session_id"] == r.session_id]
             r.bundles = [
                 Bundle(d.ts, bundle_text(d.body), told.get((d.session_id, d.ts), ()))
                 for d in r.project_deliveries
                 if d.hook_event == "SessionStart"
             ]
+
+
+def emits_differ(runs: Sequence[SessionRun]) -> list[str]:
+    """Emit keys one replay has and the other not (the project replay against each session
+    alone), transcripts only; `session_start` rows are the bundle's, not the rules'."""
+    out: set[str] = set()
+    for r in runs:
+        if r.group != "transcripts":
+            continue
+        alone = {emit_key(r.key, e) for e in r.emits}
+        together = {emit_key(r.key, e) for e in r.project_emits if e["channel"] != "session_start"}
+        out |= alone ^ together
+    return sorted(out)
 
 
 def bundle_text(body: str) -> str:

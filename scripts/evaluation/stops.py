@@ -146,7 +146,8 @@ def print_context(run: SessionRun, judged: dict[str, Any], before: int) -> None:
         print_around(run, s.ts, before, 3)
 
 
-def render(runs: list[SessionRun], judged: dict[str, Any]) -> str:
+def render(runs: list[SessionRun], judged: dict[str, Any]) -> tuple[str, str]:
+    """The section, and its headline for the top of the document."""
     out: list[str] = []
     w = out.append
     found = [s for r in runs for s in candidates(r)]
@@ -207,4 +208,14 @@ def render(runs: list[SessionRun], judged: dict[str, Any]) -> str:
     if stale:
         w("Judged Stops that are no longer candidates: " + ", ".join(f"`{k}`" for k in stale))
         w("")
-    return "\n".join(out) + "\n"
+    headline = (
+        f"Stops whose newest check failed: **{right_block + right_silent} of {judged_n} "
+        f"right** — blocked rightly {right_block} of "
+        f"{tally['block/block'] + tally['silent/block']} that should block, silent rightly "
+        f"{right_silent} of {tally['silent/silent'] + tally['block/silent']} that should stay "
+        f"silent; {tally['block/silent']} wrong blocks, {tally['silent/block']} missed blocks"
+        + (f" ({', '.join(f'{p} {n}' for p, n in wrong.items())})" if wrong else "")
+        + (f"; {len(found) - judged_n} unjudged" if len(found) > judged_n else "")
+        + "."
+    )
+    return "\n".join(out) + "\n", headline
