@@ -1,5 +1,31 @@
 #!/usr/bin/env python3
 """Generate docs/evaluation.md: the six rules replayed over the real sessions in
+../shared/data/sessions and ../shared/data/sessions-batch3, with a reviewed judgement of
+every emit, every session bundle item and every Stop whose newest check failed.
+
+    .venv/bin/python scripts/evaluate.py                    # write docs/evaluation.md
+    .venv/bin/python scripts/evaluate.py --context          # unlabelled emits in context
+    .venv/bin/python scripts/evaluate.py --context-bundles  # unjudged bundle items
+    .venv/bin/python scripts/evaluate.py --context-stops    # unjudged Stops
+    .venv/bin/python scripts/evaluate.py --check            # exit 1 when out of date
+
+A corpus folder that is absent is left out. Every session is replayed on its own (the
+engine's state is per session; a session that continues across two files is one
+session) with `tma1.replay`: the live hook path, a virtual clock, default settings. Hook
+payload logs have no timestamps and are replayed separately on their synthetic timeline.
+The emit judgements live in scripts/evaluation_labels.json, keyed
+`session|stable_key|ts`: a human reads the session around the emit and writes `tp`/`fp`
+and a one-line reason. Emits without a label are listed as unlabelled; labels whose emit
+no longer happens are listed too, so a rule change shows up as a diff of this document.
+The *misses* — loops in the corpus that no emit addressed — are computed
+(`evaluation.misses`) and judged in scripts/evaluation_misses.json.
+
+Then the transcript sessions of each repository are replayed together into one engine
+(`evaluation.corpus.replay_projects`): every item of every SessionStart bundle
+(`evaluation.bundles`, judged in scripts/evaluation_bundle_items.json) and every Stop at
+which the session's newest check-like run had failed (`evaluation.stops`, judged in
+scripts/evaluation_stops.json: block or silent, and why) are tabled with those judgements.
+"""Generate docs/evaluation.md: the six rules replayed over the real sessions in
 ../shared/data/sessions, with a reviewed TP/FP judgement of every emit.
 
     .venv/bin/python scripts/evaluate.py            # write docs/evaluation.md
@@ -439,8 +465,10 @@ def main() -> int:
         return 0
     misses_file: Path = args.misses
     misses = json.loads(misses_file.read_text()).get("misses", {}) if misses_file.exists() else {}
-    bundle_md, bundle_line = bundles.render(runs, judged_items)
-    stops_md, stops_line = stops.render(runs, judged_stops)
+    bundle_md, bundle_line = bundles.render(
+        runs, judged_items, _judgements(args.bundle_items, "patterns")
+    )
+    stops_md, stops_line = stops.render(runs, judged_stops, _judgements(args.stops, "patterns"))
     doc = render(
         runs, labels, flaws, data.get("previous"), misses, roots, (bundle_line, stops_line)
     )

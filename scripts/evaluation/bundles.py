@@ -118,7 +118,9 @@ def print_context(run: SessionRun, judged: dict[str, Any]) -> None:
         print_around(run, it.bundle.ts, 0, 6)
 
 
-def render(runs: list[SessionRun], judged: dict[str, Any]) -> tuple[str, str]:
+def render(
+    runs: list[SessionRun], judged: dict[str, Any], notes: dict[str, str] | None = None
+) -> tuple[str, str]:
     """The section, and its headline for the top of the document."""
     out: list[str] = []
     w = out.append
@@ -181,7 +183,10 @@ def render(runs: list[SessionRun], judged: dict[str, Any]) -> tuple[str, str]:
     w("")
     false = Counter(p for i in found for ok, p in [truth(i, judged.get(i.key))] if ok is False)
     if false:
-        w("False items by pattern: " + ", ".join(f"{p} {n}" for p, n in false.most_common()) + ".")
+        w("False items by pattern:")
+        w("")
+        for p, n in false.most_common():
+            w(f"- **{p}** ({n}): {md((notes or {}).get(p, ''))}".rstrip(": "))
         w("")
     stale = sorted(set(judged) - {i.key for i in found})
     if stale:

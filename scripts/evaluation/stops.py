@@ -100,6 +100,17 @@ def _is_checklike(ev: Any) -> bool:
     return any(CHECKLIKE.match(seg) for seg in _segments(ev.tool_command))
 
 
+# Failed calls that are no failure in truth: a fixer that fixed all it found, every test
+# passing under a coverage threshold.
+_PASSES = frozenset({"fixed", "coverage"})
+
+
+def _failed(ev: Any) -> bool:
+    """The run failed (exit ≠ 0 or a masked failure), whatever tma1 makes of it: a failure
+    tma1 calls no verdict (an invocation error, an interruption) is still a candidate."""
+    return bool(ev.is_failure or (ev.failure_kind and ev.failure_kind not in _PASSES))
+
+
 def candidates(run: SessionRun) -> list[Stop]:
     if run.group != "transcripts":
         return []
@@ -113,7 +124,7 @@ def candidates(run: SessionRun) -> list[Stop]:
             newest = ev
         if ev.hook_event_name != "Stop" or ev.agent_id or newest is None:
             continue
-        if not newest.is_failure:
+        if not _failed(newest):
             continue
         body = answers.get(ev.ts, "")
         out.append(
@@ -146,7 +157,9 @@ def print_context(run: SessionRun, judged: dict[str, Any], before: int) -> None:
         print_around(run, s.ts, before, 3)
 
 
-def render(runs: list[SessionRun], judged: dict[str, Any]) -> tuple[str, str]:
+def render(
+    runs: list[SessionRun], judged: dict[str, Any], notes: dict[str, str] | None = None
+) -> tuple[str, str]:
     """The section, and its headline for the top of the document."""
     out: list[str] = []
     w = out.append
@@ -188,11 +201,10 @@ def render(runs: list[SessionRun], judged: dict[str, Any]) -> tuple[str, str]:
     w("")
     wrong = Counter(pattern(did, j) for _, did, _, v, j in rows if v == "wrong")
     if wrong:
-        w(
-            "Wrong answers by pattern: "
-            + ", ".join(f"{p} {n}" for p, n in sorted(wrong.items(), key=lambda x: -x[1]))
-            + "."
-        )
+        w("Wrong answers by pattern:")
+        w("")
+        for p, n in wrong.most_common():
+            w(f"- **{p}** ({n}): {md((notes or {}).get(p, ''))}".rstrip(": "))
         w("")
     w("| session | Stop (UTC) | newest check-like run | tma1 | should | | why | pattern |")
     w("|---|---|---|---|---|---|---|---|")
