@@ -25,24 +25,6 @@ Then the transcript sessions of each repository are replayed together into one e
 (`evaluation.bundles`, judged in scripts/evaluation_bundle_items.json) and every Stop at
 which the session's newest check-like run had failed (`evaluation.stops`, judged in
 scripts/evaluation_stops.json: block or silent, and why) are tabled with those judgements.
-"""Generate docs/evaluation.md: the six rules replayed over the real sessions in
-../shared/data/sessions, with a reviewed TP/FP judgement of every emit.
-
-    .venv/bin/python scripts/evaluate.py            # write docs/evaluation.md
-    .venv/bin/python scripts/evaluate.py --context  # print each unlabelled emit in context
-    .venv/bin/python scripts/evaluate.py --check    # exit 1 when the doc is out of date
-
-Every session is replayed on its own (the engine's state is per session; a session that
-continues across two files is one session) with `tma1.replay`: the live hook path, a
-virtual clock, default settings. Hook payload logs have no timestamps and are replayed
-separately on their synthetic timeline. The judgements live in
-scripts/evaluation_labels.json, keyed `session|stable_key|ts`: a human reads the
-session around the emit and writes `tp`/`fp` and a one-line reason. Emits without a
-label are listed as unlabelled; labels whose emit no longer happens are listed too, so
-a rule change shows up as a diff of this document. The *misses* — loops in the corpus
-(a check failing 3+ times, a test failing in 3+ runs, a Stop with an open check naming
-an edited file, the context past the threshold) that no emit addressed — are computed
-(`find_misses`) and judged in scripts/evaluation_misses.json.
 """
 
 from __future__ import annotations
