@@ -37,7 +37,8 @@ def post(tool_response: Any, command: str = "go build ./...", **extra: Any) -> d
     }
 
 
-# (name, payload, expected event_type, expected failure_kind)
+# (name, payload, expected event_type, expected failure_kind). A failing check whose output
+# says nothing about the code (none, or no failure in it) has no verdict (design §2.21).
 FAILURE_TABLE: list[tuple[str, dict[str, Any], str, str | None]] = [
     (
         "native PostToolUseFailure",
@@ -61,21 +62,21 @@ FAILURE_TABLE: list[tuple[str, dict[str, Any], str, str | None]] = [
             "error": "Command exited with non-zero status code 2",
         },
         "PostToolUseFailure",
-        "exit",
+        "no_verdict",
     ),
     ("is_error true", post({"stdout": "", "is_error": True}), "PostToolUseFailure", "exit"),
     ("isError true", post({"stdout": "", "isError": True}), "PostToolUseFailure", "exit"),
-    ("success false", post({"success": False}), "PostToolUseFailure", "exit"),
+    ("success false", post({"success": False}), "PostToolUseFailure", "no_verdict"),
     (
         "interrupted true",
         post({"stdout": "", "stderr": "", "interrupted": True}),
         "PostToolUseFailure",
-        "exit",
+        "no_verdict",
     ),
-    ("non-empty error", post({"stdout": "", "error": "boom"}), "PostToolUseFailure", "exit"),
-    ("code non-zero", post({"code": 2}), "PostToolUseFailure", "exit"),
-    ("exitCode non-zero", post({"exitCode": 1}), "PostToolUseFailure", "exit"),
-    ("exit_code non-zero string", post({"exit_code": "127"}), "PostToolUseFailure", "exit"),
+    ("non-empty error", post({"stdout": "", "error": "boom"}), "PostToolUseFailure", "no_verdict"),
+    ("code non-zero", post({"code": 2}), "PostToolUseFailure", "no_verdict"),
+    ("exitCode non-zero", post({"exitCode": 1}), "PostToolUseFailure", "no_verdict"),
+    ("exit_code non-zero string", post({"exit_code": "127"}), "PostToolUseFailure", "no_verdict"),
     (
         "codex Exit code: N",
         post("Exit code: 1\nWall time: 0.2 seconds\nOutput:\nerror"),
@@ -184,7 +185,11 @@ def test_failure_markers(
     assert ev.failure_kind == kind
     assert ev.tool_success is False
     assert ev.is_failure and not ev.is_success
-    assert ev.tool_error_summary
+    # The tool's own error line; an output that is only the agent's framing (`Command
+    # exited with non-zero status code 2`) has none (design §2.21).
+    if kind != "no_verdict":
+        assert ev.tool_error_summary
+    assert not (ev.tool_error_summary or "").startswith(("Exit code", "Command exited", "Process"))
 
 
 @pytest.mark.parametrize(("name", "payload"), SUCCESS_TABLE, ids=[r[0] for r in SUCCESS_TABLE])

@@ -21,7 +21,7 @@ from tma1.checks import (
     extract_passed_ids,
     extract_test_ids,
     failure_kind_of_exit,
-    is_masked_failure,
+    masked_kind,
 )
 from tma1.editlines import edited_lines
 from tma1.textcap import cap_text as cap_text
@@ -85,8 +85,9 @@ class HookEvent:
     tool_command: str | None = None
     tool_command_prefix: str | None = None
     tool_success: bool | None = None
-    # "exit" | "masked" | None, or a failed call that is no failure of a check (design
-    # §2.15): "invocation" | "coverage" | "interrupted" | "fixed".
+    # "exit" | "masked" | None, or a failed call that is no failure of a check, no
+    # verdict (design §2.15, §2.21): "invocation" | "no_verdict" | "coverage" |
+    # "interrupted" | "fixed".
     failure_kind: str | None = None
     tool_error_summary: str | None = None
     test_ids: list[str] = field(default_factory=list)
@@ -317,8 +318,9 @@ def _exit_kind(command: str | None, output: str | None) -> str:
 def _note_failure_output(ev: HookEvent) -> None:
     """The error line and failing test ids of a failed call's result, when it has one."""
     if ev.tool_result:
-        # The exit-status line alone is still better than nothing to show a human.
-        ev.tool_error_summary = error_line(ev.tool_result) or ev.tool_result.strip()[:300] or None
+        # The tool's own line, never the agent's framing (`Exit code: 1`, `Wall time: …`,
+        # design §2.21): an output that is only framing has no error line.
+        ev.tool_error_summary = error_line(ev.tool_result)
         ev.test_ids = extract_test_ids(ev.tool_result)
 
 
@@ -425,9 +427,11 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
             ev.event_type = "PostToolUseFailure"
             ev.tool_success = False
             ev.failure_kind = _exit_kind(ev.tool_command, text)
-        elif ev.tool_command and is_masked_failure(ev.tool_command, text):
+        elif ev.tool_command and (hidden := masked_kind(ev.tool_command, text)):
+            # A failure the pipe hid (`masked`), or one that says nothing about the code
+            # (`no_verdict`: neither a pass nor a failure of the check, design §2.21).
             ev.tool_success = False
-            ev.failure_kind = "masked"
+            ev.failure_kind = hidden
         else:
             ev.tool_success = True
         if text is None:

@@ -827,14 +827,52 @@ def test_files_read_by(command: str, files: list[str]) -> None:
     assert files_read_by(command) == files
 
 
-_REFERENCE_OPERATORS = ("||", "&&", "|&", "$(", "|", ";", "(", ")", "\n", "`")
+_REFERENCE_OPERATORS = ("||", "&&", "|&", "$(", "<<<", "<<-", "<<", "|", ";", "(", ")", "\n", "`")
+_HEREDOC_WORD_CHARS = set(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-+/@%:,=~"
+)
+
+
+def _reference_heredoc_word(command: str, i: int) -> tuple[str, str]:
+    """(the text of a heredoc's word after `<<` at i, the word itself), by hand."""
+    j, n = i, len(command)
+    while j < n and command[j] in " \t":
+        j += 1
+    if j < n and command[j] in "'\"":
+        close = command.find(command[j], j + 1)
+        newline = command.find("\n", j + 1)
+        if close != -1 and (newline == -1 or close < newline):
+            return command[i : close + 1], command[j + 1 : close]
+        return "", ""
+    k = j + 1 if j < n and command[j] == "\\" else j
+    m = k
+    while m < n and command[m] in _HEREDOC_WORD_CHARS:
+        m += 1
+    return (command[i:m], command[k:m]) if m > k else ("", "")
+
+
+def _reference_body_end(command: str, i: int, word: str) -> int:
+    """Where the body that starts at i ends: after the line that is `word` alone."""
+    while i <= len(command):
+        nl = command.find("\n", i)
+        line = command[i:] if nl == -1 else command[i:nl]
+        if line.strip(" \t") == word:
+            return len(command) if nl == -1 else nl
+        if nl == -1:
+            return len(command)
+        i = nl + 1
+    return len(command)
 
 
 def reference_split_shell(command: str) -> list[tuple[str, str]]:
-    """The splitter's rules, one character at a time (the obvious, slow way)."""
+    """The splitter's rules, one character at a time (the obvious, slow way): operators
+    outside quotes split; a parenthesis inside a word, and the `)` closing it or closing
+    nothing, is a character; a heredoc's body is left out."""
     out: list[tuple[str, str]] = []
     buf: list[str] = []
     quote: str | None = None
+    parens: list[bool] = []
+    heredocs: list[str] = []
     i, n = 0, len(command)
     while i < n:
         ch = command[i]
@@ -858,10 +896,31 @@ def reference_split_shell(command: str) -> list[tuple[str, str]]:
             i += 2
             continue
         op = next((o for o in _REFERENCE_OPERATORS if command.startswith(o, i)), None)
+        if op in ("<<<", "<<-", "<<"):
+            buf.append(op)
+            i += len(op)
+            if op != "<<<":
+                text, word = _reference_heredoc_word(command, i)
+                buf.append(text)
+                i += len(text)
+                if word:
+                    heredocs.append(word)
+            continue
+        if op == "(" and "".join(buf)[-1:].strip():
+            parens.append(True)
+            op = None
+        elif op in ("(", "$("):
+            parens.append(False)
+        elif op == ")" and (not parens or parens.pop()):
+            op = None
         if op and not (op == "|" and buf and buf[-1].endswith(">")):
             out.append(("".join(buf), op))
             buf = []
             i += len(op)
+            if op == "\n":
+                for word in heredocs:
+                    i = _reference_body_end(command, i, word)
+                heredocs = []
             continue
         buf.append(ch)
         i += 1
@@ -869,7 +928,7 @@ def reference_split_shell(command: str) -> list[tuple[str, str]]:
     return out
 
 
-_SHELLISH = st.text(alphabet=st.sampled_from(list("ab >|&;()$`'\"\\\n-=")), max_size=40)
+_SHELLISH = st.text(alphabet=st.sampled_from(list("ab >|&;()$`'\"\\\n-=<\t")), max_size=40)
 
 
 @settings(max_examples=3000, deadline=None)

@@ -158,7 +158,9 @@ def test_cd_dir_becomes_the_working_directory() -> None:
         ("ERROR: file or directory not found: tests/nope.py", "invocation"),
         ('Tests: 8 passed, 8 total\nJest: "global" coverage threshold for lines (80%) not met: 71%',
          "coverage"),
-        ("   Compiling app v0.1.0", "exit"),
+        ("   Compiling app v0.1.0\nerror: could not compile `app`", "exit"),
+        # Nothing about the code at all: no verdict (design §2.21; this row said `exit`).
+        ("   Compiling app v0.1.0", "no_verdict"),
         ("FAILED tests/a.py::t - FileNotFoundError: [Errno 2] No such file or directory", "exit"),
     ],
 )  # fmt: skip

@@ -248,7 +248,9 @@ def test_the_bundle_stays_under_2000_characters_and_tells_only_what_it_shows() -
     long = "very long words " * 200
     findings = [replace(finding(subject=f"s{i}"), suggestion=long, evidence=long) for i in range(6)]
     runs = [
-        fail(OTHER, f"make target{i} " + "x" * 300, T0 + i, "Exit code 2\n" + long)
+        # (a make target is a check when its name says so, `make test3`, and a failure says
+        # what failed: an output with no error in it has no verdict, design §2.21)
+        fail(OTHER, f"make test{i} " + "x" * 300, T0 + i, "Exit code 2\nerror: " + long)
         for i in range(6)
     ]
     changes = [change(f"dir/{'d' * 80}/file{i}.py", T0 + 20_000 + i) for i in range(20)]

@@ -147,7 +147,9 @@ def test_exporting_an_unknown_session_says_so(store: Store) -> None:
 def test_payload_of_a_derived_failure_keeps_it_a_failure() -> None:
     ev = parse_payload(
         {"session_id": "s", "hook_event_name": "PostToolUse", "tool_name": "Bash",
-         "tool_input": {"command": "make"}, "tool_response": {"stdout": "x", "exitCode": 2}},
+         "tool_input": {"command": "make"},
+         # (an output with an error in it: one with none has no verdict, design §2.21)
+         "tool_response": {"stdout": "app.c:3: error: expected ';'", "exitCode": 2}},
         ts=T,
     )  # fmt: skip
     assert ev.event_type == "PostToolUseFailure" and ev.hook_event_name == "PostToolUse"

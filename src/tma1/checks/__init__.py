@@ -3,7 +3,8 @@
 A *check* is a build, test, lint or type-check run, recognised by its runner rather than
 its spelling. The modules, by concern: `normalize` (shell splitting, wrappers, output
 plumbing, `cd DIR &&`), `identity` (runner identity, scope and coverage), `outcome` (pass,
-fail, invocation error, coverage-only, interruption), `locations` (error locations and
+fail, invocation error, coverage-only, interruption), `verdict` (no verdict: what failed was
+not the code), `locations` (error locations and
 error lines), `testids` (failing and passing test ids).
 
 Every function is pure: the ingest path, the rules and replay agree on what a run says.
@@ -33,10 +34,12 @@ from tma1.checks.normalize import (
     split_shell,
 )
 from tma1.checks.outcome import (
+    NOT_CHECK_FAILURES,
     Outcome,
     failure_kind_of_exit,
     has_failure_markers,
     is_masked_failure,
+    masked_kind,
     outcome_of,
 )
 from tma1.checks.testids import (
@@ -47,8 +50,10 @@ from tma1.checks.testids import (
     reported_passing,
 )
 from tma1.checks.text import strip_ansi
+from tma1.checks.verdict import no_verdict
 
 __all__ = [
+    "NOT_CHECK_FAILURES",
     "Check",
     "Outcome",
     "check_of",
@@ -66,6 +71,8 @@ __all__ = [
     "is_masked_failure",
     "lines_in",
     "located_in",
+    "masked_kind",
+    "no_verdict",
     "normalise",
     "outcome_of",
     "refs",

@@ -12,32 +12,20 @@ from functools import lru_cache
 
 from tma1.checks.normalize import _PYTHON, VALUE_FLAGS, Invocation, _segments, normalise
 
-_RUNNER_HEAD = re.compile(
-    r"^(?:"
-    r"pytest|py\.test|tox|nox|unittest|mypy|pyright|ruff|flake8|pylint|"
-    r"python[\d.]*\s+manage\.py\s+test|"
-    r"go\s+(?:test|build|vet|run|install|generate)|golangci-lint|gotestsum|staticcheck|"
-    r"(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?(?:test|build|lint|typecheck|type-check|check|"
-    r"tsc|compile|ci|e2e|verify)[\w:.\-]*|npm\s+t|"
-    r"vitest|jest|mocha|tsc|eslint|playwright|cypress|ava|tap|node\s+--test|"
-    r"bun\s+test|deno\s+(?:test|check|lint)|"
-    r"cargo\s+(?:test|build|check|clippy|nextest|run)|rustc|"
-    r"make|gmake|cmake|ninja|meson|bazel|gcc|g\+\+|cc|c\+\+|clang\+?\+?|"
-    r"mvn|mvnw|gradle|gradlew|ant|sbt|"
-    r"rspec|rake|rails\s+test|phpunit|pest|composer\s+(?:test|run)|"
-    r"dotnet\s+(?:test|build)|swift\s+(?:test|build)|xcodebuild|mix\s+test|"
-    r"elixir|ctest|zig\s+(?:build|test)"
-    r")(?=$|\s|['\"])"
-)
+# Compilers run by hand: a build, though no check identity is kept for them.
+_COMPILER_HEAD = re.compile(r"^(?:gcc|g\+\+|cc|c\+\+|clang\+?\+?|meson)(?=$|\s)")
 
 
 @lru_cache(maxsize=4096)
 def runs_build_or_test(command: str) -> bool:
-    """True when some segment of the shell command runs a test runner or build tool.
+    """True when the shell command runs a check (`check_of`) or a compiler.
 
-    `grep FAIL build.log` or `cat out | grep error` never does: grep/cat are not runners.
+    `grep FAIL build.log`, `cat out | grep error`, `cargo run` or `./target/release/app`
+    never does: they check nothing (design §2.21).
     """
-    return any(_RUNNER_HEAD.match(seg) for seg in _segments(command))
+    if check_of(command) is not None:
+        return True
+    return any(_COMPILER_HEAD.match(seg) for seg in _segments(command))
 
 
 # --- checks: identity, scope, coverage (design §2.15) ---------------------------------------
@@ -97,8 +85,9 @@ _FINDINGS_RUNNER = re.compile(
 )
 # Subcommands that name the check: `cargo test`, `go vet`, `dotnet build`.
 _SUBCOMMAND_RUNNERS = {
-    "cargo": frozenset({"build", "check", "test", "clippy", "nextest", "run", "bench", "doc"}),
-    "go": frozenset({"build", "test", "vet", "run", "install", "generate"}),
+    # `cargo run` and `go run` run the program: no check (design §2.21).
+    "cargo": frozenset({"build", "check", "test", "clippy", "nextest", "bench", "doc"}),
+    "go": frozenset({"build", "test", "vet", "install", "generate"}),
     "dotnet": frozenset({"build", "test"}),
     "swift": frozenset({"build", "test"}),
     "zig": frozenset({"build", "test"}),
@@ -194,6 +183,95 @@ def _scope(args: Sequence[str]) -> tuple[str, ...]:
     return tuple(sorted(s for s in dict.fromkeys(scope) if not s.startswith("=")))
 
 
+# --- what is no check (design §2.21) ---------------------------------------------------
+#
+# A check is a build, test, lint, type-check or compile run. A project script is one only
+# when its name (or, like a make target, its first argument) says so; running the program,
+# asking a tool for its help or version, deploying, pushing or flashing checks nothing.
+
+# A word of a script's name or a task's target that says it checks: `build.sh`,
+# `run_tests.py`, `check-types.ts`, `typecheck`, `ci`, `pretest`, `make lint`
+# (not `latest`, `checkout` or `install_all`).
+_CHECK_WORD = re.compile(
+    r"^(?:(?:pre|post|re|unit|smoke|type|self|integration)?"
+    r"(?:build|test|check|lint|verify|compile|typecheck)(?:s|ing|er|ed)?|ci|tsc|vet|e2e)$"
+)
+# The words of a name: `runTests` is run + tests, `check-types` is check + types.
+# (`test2` is test + 2, `e2e` one word.)
+_NAME_WORDS = re.compile(r"[eE]2[eE]|[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+# Never a check, whatever else the name says: starting or serving the program, shipping it.
+_PROGRAM_NAME = re.compile(r"^(?:start|serve|dev|deploy|publish|release|push|flash|upload)")
+_MACHINE_WORDS = frozenset(
+    {"prereq", "prereqs", "prerequisite", "prerequisites", "env", "environment", "setup",
+     "deps", "dependencies", "health", "healthcheck", "status", "install", "tools",
+     "version", "versions", "updates", "update", "links", "ports"}
+)  # fmt: skip
+_SHIPPING = frozenset(
+    {"deploy", "push", "flash", "publish", "release", "upload", "install", "run", "start",
+     "serve", "dev", "preview", "watch", "clean", "fmt", "format", "generate", "docs"}
+)  # fmt: skip
+# Directories that hold built programs: `./target/release/app`, `./build/app`, `bin/srv`.
+_BUILT_DIRS = frozenset({"target", "build", "dist", "bin", "out", "release", "debug"})
+_TEMP_DIRS = ("/tmp/", "/var/tmp/", "/private/tmp/", "/var/folders/", "/private/var/folders/")
+_PATH_WORD = re.compile(r"[\w@%+=:,.~/-]+")
+_TASK_WORD = re.compile(r"[\w:.-]+")  # `./dev.sh test`, `./x.py check:types`
+_HELP_FLAGS = frozenset({"--help", "-h", "--version", "-V"})
+# Package managers' options whose value is a separate word (`pnpm --filter api test`).
+_PM_VALUE_FLAGS = frozenset({"--filter", "-F", "--workspace", "-w", "--cwd", "--dir", "-C"})
+
+
+def says_check(name: str) -> bool:
+    """A script's file name (or a task's name) says it checks: one of its words is
+    build, test, check, lint, verify, ci, compile or typecheck (`run_tests.sh`,
+    `check-types.ts`), and it does not start or ship the program (`start-test-server`)."""
+    stem = _SCRIPT_FILE.sub("", name.rsplit("/", 1)[-1])
+    if _PROGRAM_NAME.match(stem.lower()):
+        return False
+    words = [w.lower() for w in _NAME_WORDS.findall(stem)]
+    # `check-prerequisites.sh`, `check_env.py`, `healthcheck`: the machine, not the code.
+    if any(w in _MACHINE_WORDS for w in words):
+        return False
+    return any(_CHECK_WORD.match(w) for w in words)
+
+
+def _asks_for_help(rest: Sequence[str]) -> bool:
+    """`tool --help`, `tool --version`, `go help test`: the tool describes itself (an
+    option after `--` is the program's, not the tool's)."""
+    if rest[:1] in (["help"], ["version"]):
+        return True
+    for w in rest:
+        if w == "--":
+            return False
+        if w in _HELP_FLAGS:
+            return True
+    return False
+
+
+def _script_step(workdir: str, script: str, args: list[str]) -> Step | None:
+    """A project script run by its path: a check only when its name or its first
+    argument says so (`./build.sh`, `./dev.sh test`), never a built program."""
+    name = _clean_path(script)
+    base = name.rsplit("/", 1)[-1]
+    if not _PATH_WORD.fullmatch(name):
+        return None  # no path: a quoted text (a PowerShell here-string), a variable
+    if name.startswith(_TEMP_DIRS):
+        return None  # a throw-away script the agent wrote outside the project
+    if base in _ALIASED_RUNNERS:
+        # `./gradlew build`, `./node_modules/.bin/vitest run`, `bin/rails test`.
+        return _step(Invocation(workdir, (base, *args)))
+    dirs = name.split("/")[:-1]
+    if base == "manage.py" and args[:1] == ["test"]:
+        return Step(workdir, "manage.py test", _scope(args[1:]))
+    if not _SCRIPT_FILE.search(base) and any(d in _BUILT_DIRS for d in dirs):
+        return None  # a program the build made: running it checks nothing
+    first = next((a for a in args if not a.startswith("-")), "")
+    if says_check(base) or (
+        _TASK_WORD.fullmatch(first) and first not in _SHIPPING and says_check(first)
+    ):
+        return Step(workdir, f"script {name}", _scope(args))
+    return None
+
+
 def _step(inv: Invocation) -> Step | None:
     words = list(inv.words)
     workdir = inv.workdir
@@ -201,31 +279,47 @@ def _step(inv: Invocation) -> Step | None:
         return None
     base = words[0].rsplit("/", 1)[-1]
     rest = words[1:]
+    if _asks_for_help(rest):
+        return None
     # `npm --prefix web test`, `pnpm -C web test`, `make -C dir`: the directory moves.
     for flag in ("--prefix", "-C", "--dir", "--cwd"):
         if flag in rest[:-1] and base in (*_NODE_PMS, "make", "gmake"):
             i = rest.index(flag)
             workdir = posixpath.normpath(posixpath.join(workdir, rest[i + 1]))
             rest = rest[:i] + rest[i + 2 :]
+    if "/" in words[0] and base not in _ALIASED_RUNNERS and not _SCRIPT_INTERPRETERS.match(base):
+        # A project script or a program by its path: `./build.sh`, `./target/release/app`.
+        return _script_step(workdir, words[0], rest)
     if base in _NODE_PMS:
         if base == "bun" and rest[:1] == ["test"]:
             return Step(workdir, "bun test", _scope(rest[1:]))
+        while rest and rest[0].startswith("-"):
+            rest = rest[2:] if rest[0] in _PM_VALUE_FLAGS else rest[1:]
         if rest[:1] in (["run"], ["run-script"]):
             rest = rest[1:]
         elif rest[:1] == ["t"]:
             rest = ["test", *rest[1:]]
-        while rest and rest[0].startswith("-"):
-            rest = rest[1:]
         if not rest or not _CHECK_SCRIPT.match(rest[0]):
             return None
         return Step(workdir, f"npm run {rest[0]}", _scope(rest[1:]))
-    if base in _TASK_RUNNERS:
+    elif base in _TASK_RUNNERS:
         runner = _TASK_RUNNERS[base]
         targets = [w for w in rest if not w.startswith("-") and "=" not in w]
         if runner == "make" and any(w.startswith(("-n", "--dry-run")) for w in rest):
             return None
+        # No target: the default one (a build). Targets: one must say it checks, and
+        # none may ship or run the program (`make install`, `make run-uvicorn`).
+        # A target that is a file (`app.o`, `bin/server`) is built.
+        if targets and (
+            not any(t == "all" or "." in t or "/" in t or says_check(t) for t in targets)
+            or any(t in _SHIPPING for t in targets)
+        ):
+            return None
         return Step(workdir, " ".join([runner, *targets]), ())
-    if base in _SUBCOMMAND_RUNNERS:
+    elif base in _SUBCOMMAND_RUNNERS and (
+        # `node --test`, `deno test` are runners; `node scripts/check.mjs` runs a script.
+        not _SCRIPT_INTERPRETERS.match(base) or (rest[:1] and rest[0] in _SUBCOMMAND_RUNNERS[base])
+    ):
         sub = next((w for w in rest if not w.startswith("-") or w in ("--test", "--build")),
                    None)  # fmt: skip
         if sub is None or sub not in _SUBCOMMAND_RUNNERS[base]:
@@ -239,7 +333,7 @@ def _step(inv: Invocation) -> Step | None:
         if runner == "cmake --build":
             return Step(workdir, "cmake --build", ())
         return Step(workdir, runner, _scope(rest[i + 1 :]))
-    if base in _PLAIN_RUNNERS:
+    elif base in _PLAIN_RUNNERS:
         if base in ("prettier", "black", "isort") and not any(
             w in ("--check", "-c", "--diff", "--list-different", "-l") for w in rest
         ):
@@ -247,32 +341,37 @@ def _step(inv: Invocation) -> Step | None:
         runner = "pytest" if base == "py.test" else base
         if runner == "vitest" and rest[:1] in (["run"], ["related"]):
             rest = rest[1:]
-        if runner == "playwright" and rest[:1] == ["test"]:
+        if runner == "playwright":
+            if rest[:1] != ["test"]:
+                return None  # `playwright install`, `show-report`, `codegen`
             rest = rest[1:]
         return Step(workdir, runner, _scope(rest))
-    # A project script, by its path: `./build.sh`, `bash build.sh`, `python scripts/x.py`.
-    script: str | None = None
-    args: list[str] = []
-    if words[0].startswith("./") or (words[0].startswith("/") and _SCRIPT_FILE.search(words[0])):
-        script, args = words[0], rest
-    elif base in ("bash", "sh", "zsh", "node", "tsx", "ts-node", "ruby", "perl", "deno") or (
-        _PYTHON.match(base)
-    ):
+    # A project script run by its interpreter: `bash build.sh`, `python scripts/x.py`.
+    if _SCRIPT_INTERPRETERS.match(base):
         if base == "deno" and rest[:1] == ["run"]:
             rest = rest[1:]
         if _PYTHON.match(base) and rest[:1] == ["-m"] and len(rest) > 1:
-            # `python -m app.main`: the project's own module, by its name.
-            return Step(workdir, f"python -m {rest[1]}", _scope(rest[2:]))
+            # `python -m app.main` runs the program; `python -m scripts.check_types`, by
+            # its name, checks; `python -m json.tool`, `venv`, `pip` are tools.
+            module = rest[1]
+            if says_check(module.rsplit(".", 1)[-1]) and module.split(".")[0] not in _STDLIB_TOOLS:
+                return Step(workdir, f"python -m {module}", _scope(rest[2:]))
+            return None
         pos = [w for w in rest if not w.startswith("-")]
-        if pos and _SCRIPT_FILE.search(pos[0]) and not rest[0].startswith("-c"):
-            script = pos[0]
-            args = rest[rest.index(pos[0]) + 1 :]
-    if script is None:
-        return None
-    name = _clean_path(script)
-    if name.rsplit("/", 1)[-1] in ("gradlew", "mvnw"):
-        return _step(Invocation(workdir, (name.rsplit("/", 1)[-1], *args)))
-    return Step(workdir, f"script {name}", _scope(args))
+        if pos and _SCRIPT_FILE.search(pos[0]) and not rest[0].startswith(("-c", "-e")):
+            return _script_step(workdir, pos[0], rest[rest.index(pos[0]) + 1 :])
+    return None
+
+
+_SCRIPT_INTERPRETERS = re.compile(r"^(?:bash|sh|zsh|node|tsx|ts-node|ruby|perl|deno|python[\d.]*)$")
+# Runners also run by a path: the wrapper scripts and installed binaries of known tools.
+_ALIASED_RUNNERS = frozenset(
+    {"gradlew", "mvnw", "rails", "rspec", "rake", "pytest", "jest", "vitest", "tsc", "eslint",
+     "mocha", "phpunit", "pest", "playwright", "golangci-lint", "mypy", "ruff", "biome",
+     "vue-tsc", "svelte-check", "cargo", "go", "make", "ctest"}
+)  # fmt: skip
+# Standard-library modules whose names could read like checks (`python -m compileall`).
+_STDLIB_TOOLS = frozenset({"compileall", "py_compile", "doctest", "test"})
 
 
 @lru_cache(maxsize=4096)

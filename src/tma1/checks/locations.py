@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tma1.checks.text import LineTest, strip_ansi
+from tma1.checks.text import FRAMING, LineTest, strip_ansi, unframe
 
 # --- file:line references ------------------------------------------------------------
 
@@ -88,6 +88,7 @@ def _same_file(ref_path: str, path: str) -> bool:
 # linter diagnostics say the most (what and where); then a Python exception or assertion
 # detail; then a test runner's failure line; then any generic error wording.
 
+_RUFF_CODE = re.compile(r"^[A-Z]{1,6}\d{2,4} (?:\[\*\] )?[`A-Z]")
 _TIER_LOCATED = (
     re.compile(rf"^{_PATH}\(\d+,\d+\): error TS\d+: \S"),  # tsc
     re.compile(rf"^{_PATH}:\d+:\d+ - error TS\d+: \S"),  # tsc --pretty
@@ -95,6 +96,7 @@ _TIER_LOCATED = (
     re.compile(r"^error(?:\[E\d+\])?: (?!could not compile|aborting due|test failed)\S"),
     re.compile(rf"^{_PATH}:\d+:\d+: (?!warning:|note:)\S"),  # go build / vet / golangci
     re.compile(rf"^{_PATH}: line \d+, col \d+, Error - \S"),  # eslint compact
+    _RUFF_CODE,  # ruff's full format: `F401 [*] message`, its ` --> file:line` below
 )
 _PY_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::.*)?$")
 _TIER_DETAIL = (
@@ -145,14 +147,27 @@ _NOISE = re.compile(
     r"^(?:Exit code:? -?\d+|Command exited with non-zero status code -?\d+|"
     r"Process exited with code -?\d+|FAIL(?:ED)?|=+(?: [A-Za-z ]+ =+)?|-+|\^+|~+|"
     r"\[Request interrupted.*\]|"
-    r"> .*|(?:ok|\?)\s+\S+\s.*|npm ERR! (?:code|errno|path|syscall|A complete log).*)$"
+    r"> .*|(?:ok|\?)\s+\S+\s.*|npm ERR! (?:code|errno|path|syscall|A complete log).*|"
+    # A source excerpt under a diagnostic (ruff, rustc): the code, not the error.
+    r"\d*\s*\|(?:\s.*)?)$"
 )
 _LOG_LINE = re.compile(
     r"^(?:(?:stdout|stderr) \||(?:npm|yarn|pnpm) (?:warn|WARN|notice)\b|"
     r"\s*\"\w+\": |time=\S+ level=|"
-    r"\d{4}-\d\d-\d\dT\S+\s|\[\d\d:\d\d:\d\d\])"
+    r"\d{4}-\d\d-\d\dT\S+\s|\[\d\d:\d\d:\d\d\]|"
+    # uv setting up the environment before the tool runs.
+    r"(?:Using CPython|Creating virtual environment|Installed \d+ packages?|Resolved \d+ packages?|"
+    r"Prepared \d+ packages?|Uninstalled \d+ packages?|Audited \d+ packages?)\b|"
+    r"\s+Buil(?:t|ding) \S+ @ )"
 )
 _MAX_LINE = 300
+
+
+def _noise(line: str) -> bool:
+    """A stripped line no developer would quote: the agent's framing, separators, echoes."""
+    return bool(_NOISE.match(line) or FRAMING.match(line))
+
+
 # How many lines after a header or a reference still belong to its failure's report.
 _DETAIL_WINDOW = 20
 
@@ -202,8 +217,8 @@ def _rustc_location(lines: list[str], i: int) -> str:
 def error_line(output: str) -> str | None:
     """The line a developer would quote first, or the first non-blank line (the quote about
     one file's error: `error_line_of_file`)."""
-    raw = [ln.rstrip() for ln in strip_ansi(output).splitlines()]
-    lines = [ln for ln in raw if ln.strip() and not _NOISE.match(ln.strip())]
+    raw = [ln.rstrip() for ln in unframe(strip_ansi(output)).splitlines()]
+    lines = [ln for ln in raw if ln.strip() and not _noise(ln.strip())]
     if not lines:
         return None
     usable = [ln for ln in lines if not _LOG_LINE.match(ln)]
@@ -219,7 +234,7 @@ def error_line(output: str) -> str | None:
         return next((ln for p in patterns for ln in hits if p.search(ln)), None)
 
     if hit := tier(_TIER_LOCATED):
-        if hit.startswith("error"):
+        if hit.startswith("error") or _RUFF_CODE.match(hit):
             hit += _rustc_location(lines, lines.index(hit))
         return _cut(hit)
     if stylish := _eslint_stylish_errors(raw):
@@ -339,7 +354,7 @@ def error_line_of_file(output: str, path: str) -> str | None:
             for prev in reversed(raw[max(0, i - 3) : i]):
                 if prev.startswith("error"):
                     return _cut(f"{prev.strip()} {arrow}")
-    lines = [ln for ln in raw if ln.strip() and not _NOISE.match(ln.strip())]
+    lines = [ln for ln in raw if ln.strip() and not _noise(ln.strip())]
     if hit := _line_about_file(raw, lines, path, base):
         return _cut(hit)
     ref = located_in(output, path)

@@ -14,35 +14,80 @@ from functools import lru_cache
 
 def split_shell(command: str) -> list[tuple[str, str]]:
     """(simple command, the operator after it), split at `||`, `&&`, `|&`, `$(`, `|`, `;`,
-    `(`, `)`, newline and backquote, only outside quotes.
+    `(`, `)`, newline and backquote, only outside quotes (design §2.21).
 
-    An unbalanced quote keeps the rest of the line in one piece (agents' broken greps).
+    A parenthesis inside a word is part of it (`src/app/(group)/page.tsx` is a path, not a
+    subshell), and so is the `)` that closes it; a `)` that closes nothing is a character.
+    A heredoc's body (`cat > x.ts <<'EOF'` … `EOF`) is data, not commands: it is left out
+    (the `<<'EOF'` stays in its command). An unbalanced quote keeps the rest of the line in
+    one piece (agents' broken greps).
     """
     return list(_split_shell(command))
 
 
 # One token at a time: a quoted string (to its closing quote, or to the end of the line
-# when it has none), an escaped character, an operator, or a run of ordinary characters.
-# A regex step per token, not a Python step per character: Codex sends whole patches as
-# commands.
+# when it has none), an escaped character, an operator, a heredoc or here-string
+# operator, or a run of ordinary characters. A regex step per token, not a Python step per
+# character: Codex sends whole patches as commands (and a heredoc body is skipped in one
+# search). Not `shlex`: it has no heredocs and steps through every character in Python;
+# not a bash grammar (tree-sitter-bash): like bash, it takes `a/(b)/c` for a subshell.
 _SHELL_TOKEN = re.compile(
-    r"""'[^']*'?|"(?:\\.|[^"\\])*"?|\\.|(\|\||&&|\|&|\$\(|[|;()\n`])|[^'"\\|&;()$\n`]+|.""",
+    r"""'[^']*'?|"(?:\\.|[^"\\])*"?|\\.|(\|\||&&|\|&|\$\(|[|;()\n`])|(<<<|<<-?)|"""
+    r"""[^'"\\|&;()$\n`<]+|.""",
     re.DOTALL,
 )
+# The word that names a heredoc's end: quoted, escaped or bare.
+_HEREDOC_WORD = re.compile(r"""[ \t]*(?:'([^'\n]*)'|"([^"\n]*)"|\\?([\w.\-+/@%:,=~]+))""")
+
+
+@lru_cache(maxsize=256)
+def _heredoc_end(word: str) -> re.Pattern[str]:
+    # Bash wants the word alone on its line (after tabs, with `<<-`); agents indent it.
+    return re.compile(rf"^[ \t]*{re.escape(word)}[ \t]*$", re.MULTILINE)
 
 
 @lru_cache(maxsize=4096)
 def _split_shell(command: str) -> tuple[tuple[str, str], ...]:
     out: list[tuple[str, str]] = []
     buf: list[str] = []
-    for m in _SHELL_TOKEN.finditer(command):
+    parens: list[bool] = []  # open parentheses: True = inside a word, False = a subshell
+    heredocs: list[str] = []  # words whose bodies start after the next newline
+    pos, end = 0, len(command)
+    while pos < end:
+        m = _SHELL_TOKEN.match(command, pos)
+        if m is None:  # never: `.` matches any character
+            break
+        pos = m.end()
         op = m.group(1)
-        # `>|` is a redirect, not a pipe.
-        if op and not (op == "|" and buf and buf[-1].endswith(">")):
-            out.append(("".join(buf), op))
-            buf = []
-        else:
+        if m.group(2):  # `<<`, `<<-`: the word that ends the body follows
+            buf.append(m.group(2))
+            if m.group(2) != "<<<" and (w := _HEREDOC_WORD.match(command, pos)):
+                buf.append(w.group(0))
+                pos = w.end()
+                word = w.group(1) if w.group(1) is not None else w.group(2) or w.group(3)
+                if word:
+                    heredocs.append(word)
+            continue
+        if op == "(" and buf and buf[-1] and not buf[-1][-1].isspace():
+            parens.append(True)  # `(group)` inside a path, `arr=(a b)`, `<(cmd)`
+            op = None
+        elif op == "(" or op == "$(":
+            parens.append(False)
+        elif op == ")":
+            if not parens or parens.pop():
+                op = None  # closes a word's parenthesis, or nothing
+        elif op == "|" and buf and buf[-1].endswith(">"):
+            op = None  # `>|` is a redirect, not a pipe
+        if not op:
             buf.append(m.group(0))
+            continue
+        out.append(("".join(buf), op))
+        buf = []
+        if op == "\n":
+            for word in heredocs:  # each body in turn, up to its word's own line
+                body_end = _heredoc_end(word).search(command, pos)
+                pos = body_end.end() if body_end else end
+            heredocs.clear()
     out.append(("".join(buf), ""))
     return tuple(out)
 
@@ -228,7 +273,8 @@ VALUE_FLAGS = frozenset(
      "-timeout", "-count", "-tags", "--tags", "-coverprofile", "--coverage-provider",
      "--testTimeout", "--workspace-root", "--filter", "--prefix", "-C", "--dir"}
 )  # fmt: skip
-_REDIRECT_ALONE = re.compile(r"^(?:\d*|&)(?:>>?|<)&?$")  # `>` alone: its target follows
+# `>` alone: its target follows (`<<` alone: the heredoc's word; `<<<`: the string).
+_REDIRECT_ALONE = re.compile(r"^(?:\d*|&)(?:>>?|<<?-?|<<<)&?$")
 _REDIRECT_ATTACHED = re.compile(r"^(?:\d*|&)(?:>>?|<)")  # `2>&1`, `>out.txt`, `2>/dev/null`
 
 

@@ -8,7 +8,8 @@ from functools import lru_cache
 
 from tma1.checks.identity import check_of, runs_build_or_test
 from tma1.checks.normalize import split_shell
-from tma1.checks.text import _lowered, strip_ansi
+from tma1.checks.text import FRAMING, _lowered, strip_ansi
+from tma1.checks.verdict import no_verdict
 
 # --- failure markers of those tools ---------------------------------------------------
 
@@ -65,13 +66,19 @@ class Outcome(StrEnum):
     INVOCATION = "invocation"  # the check never ran: wrong directory, missing script, usage
     COVERAGE = "coverage"  # every test passed; a coverage threshold set the exit status
     INTERRUPTED = "interrupted"  # killed by the agent's own sandbox timeout: no verdict
+    # It ran, and said nothing about the code (design §2.21): the runner crashed on its
+    # environment, configuration it names is missing, the command was refused, or a
+    # post-processor piped after the check failed on its own.
+    NO_VERDICT = "no_verdict"
     NOT_A_CHECK = "not_a_check"
 
 
-# `failure_kind` values that are no failure of a check (stored as failed calls all the same).
+# `failure_kind` values that are no failure of a check (stored as failed calls all the same):
+# a run with one of them has no verdict — never in a streak, a finding or a failing list.
 NOT_CHECK_FAILURES = frozenset(
-    {Outcome.INVOCATION.value, Outcome.COVERAGE.value, Outcome.INTERRUPTED.value, "fixed"}
-)
+    {Outcome.INVOCATION.value, Outcome.COVERAGE.value, Outcome.INTERRUPTED.value,
+     Outcome.NO_VERDICT.value, "fixed"}
+)  # fmt: skip
 
 # The lines that say the check never ran. They must stand near the top of a short output:
 # a test that opens a missing file says "No such file or directory" too, deep in a trace.
@@ -87,6 +94,9 @@ _INVOCATION = re.compile(
     r"^ERROR: (?:file or directory not found|usage:|not found:)|"
     r"^No tests found|^No test files found|^no tests ran|^Unknown (?:command|option)|"
     r"^(?:Usage|usage): |Permission denied$|^go: cannot find main module|"
+    r"^Error: (?:unknown (?:flag|shorthand flag|command)|can't load config|No tests found)\b|"
+    r"^error: (?:unrecognized|unknown) (?:option|flag|argument)|"
+    r"\bis only accepted on the nightly compiler\b|"
     r"^error: could not find `Cargo\.toml`|^Could not find a declaration file|"
     r"^Error: Cannot find module '[^']*(?:jest|vitest|mocha|tsc|eslint)[^']*'$",
     re.MULTILINE,
@@ -111,12 +121,9 @@ _MAX_INVOCATION_LINES = 25
 
 
 def _meaningful(output: str) -> list[str]:
+    """The output's lines without blanks and the agent's framing (`Exit code: 1`, …)."""
     lines = (ln.strip() for ln in strip_ansi(output).splitlines())
-    return [
-        ln
-        for ln in lines
-        if ln and not _EXIT_LINE.match(ln) and ln not in ("Output:", "Error:", "stdout:", "stderr:")
-    ]
+    return [ln for ln in lines if ln and not FRAMING.match(ln)]
 
 
 def exit_code(output: str | None) -> int | None:
@@ -169,15 +176,17 @@ def fixed_everything(output: str | None) -> bool:
 
 
 def failure_kind_of_exit(command: str | None, output: str | None) -> str:
-    """The `failure_kind` of a shell call that exited non-zero (design §2.15): `exit` (a
-    failing check, or a failing command that is no check), `invocation`, `coverage`,
-    `interrupted` or `fixed`."""
+    """The `failure_kind` of a shell call that exited non-zero (design §2.15, §2.21):
+    `exit` (a failing check, or a failing command that is no check), `invocation`,
+    `no_verdict`, `coverage`, `interrupted` or `fixed`."""
     if is_interruption(output):
         return Outcome.INTERRUPTED.value
     if is_invocation_error(output):
         return Outcome.INVOCATION.value
     if is_coverage_only(output):
         return Outcome.COVERAGE.value
+    if command and runs_build_or_test(command) and no_verdict(command, output, exited=True):
+        return Outcome.NO_VERDICT.value
     if command and fixed_everything(output) and check_of(command) is not None:
         return "fixed"
     return "exit"
@@ -197,19 +206,34 @@ _TAIL_LINES = 15
 
 def is_masked_failure(command: str | None, output: str | None) -> bool:
     """A successful Bash whose output shows a test/build failure the pipeline hid (design
-    §2.8), for project scripts and make too (`./build.sh 2>&1 | tail -5` ending in
-    `could not compile`). Not: a fixer that fixed everything, a coverage-only exit."""
+    §2.8), for any check: a runner's failure markers anywhere in its output, and, after a
+    pipe, a failure in the output's last lines in a project script's or make's own words
+    (`make[1]: *** [all] Error 2`, `could not compile`, `3 failed`). Not: a fixer that
+    fixed everything, a coverage-only exit."""
     if not command or not output:
         return False
-    if runs_build_or_test(command) and has_failure_markers(output):
-        return not fixed_everything(output) and not is_coverage_only(output)
-    if not any(op in ("|", "|&") for _, op in split_shell(command)):
-        return False
     check = check_of(command)
-    if check is None or not any(s.runner.startswith(("script ", "make")) for s in check.steps):
+    if check is None and not runs_build_or_test(command):
+        return False
+    # A project script prints whatever its steps print, passing or not: only its last
+    # lines, after a pipe, are its verdict.
+    scripted = check is not None and all(s.runner.startswith("script ") for s in check.steps)
+    if not scripted and has_failure_markers(output):
+        return not fixed_everything(output) and not is_coverage_only(output)
+    if check is None or not any(op in ("|", "|&") for _, op in split_shell(command)):
         return False
     tail = "\n".join(strip_ansi(output).rstrip().splitlines()[-_TAIL_LINES:])
     return bool(_TAIL_MARKERS.search(tail)) and not fixed_everything(output)
+
+
+def masked_kind(command: str | None, output: str | None) -> str | None:
+    """The `failure_kind` of a successful shell call whose output a pipe hid a failure
+    in: `masked`, or `no_verdict` when what failed was not the code (design §2.21)."""
+    if not is_masked_failure(command, output):
+        return None
+    if no_verdict(command, output, exited=False):
+        return Outcome.NO_VERDICT.value
+    return "masked"
 
 
 def outcome_of(

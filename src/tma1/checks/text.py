@@ -15,6 +15,29 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text)
 
 
+# The agent's own framing around a command's output, never the tool's words (design
+# §2.21): Claude Code's `Exit code N`, Codex's `Exit code: N`, `Wall time: 1 seconds`,
+# `Output:`, and exec_command's `Chunk ID: …`, `Original token count: N`.
+FRAMING = re.compile(
+    r"^(?:Exit code:? -?\d+|Process exited with code -?\d+|"
+    r"Command exited with non-zero status code -?\d+|Wall time: [\d.]+ ?(?:seconds?|s|ms)|"
+    r"Chunk ID: \S+|Original token count: \d+|Process running with session ID \S+|"
+    r"Total output lines: \d+|Output:|Error:|stdout:|stderr:)\s*$"
+)
+# Codex's note on any command that failed inside its sandbox, whatever the cause: the
+# command's own output follows it (`…, exit code: 2, stdout: ====== ERRORS ======`).
+_SANDBOX_NOTE = re.compile(
+    r"^failed in sandbox(?: \w+)?(?: with execution error: sandbox denied exec error, "
+    r"exit code: -?\d+, stdout:)?:? ?|, stderr: ",
+    re.MULTILINE,
+)
+
+
+def unframe(text: str) -> str:
+    """`text` without the agent's sandbox note in front of the command's own output."""
+    return _SANDBOX_NOTE.sub("\n", text) if "failed in sandbox" in text else text
+
+
 def any_of(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str]:
     """One regex that matches where any of `patterns` would (IGNORECASE kept per part)."""
     parts = []

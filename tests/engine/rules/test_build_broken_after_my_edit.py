@@ -199,7 +199,8 @@ def test_python_traceback_suggestion_names_file_and_line() -> None:
         "    class User(Base):\n"
         "NameError: name 'Base' is not defined\n"
     )
-    [a] = run([edit(at(0), path), bash_fail(at(1), "python -m app.main", out)], at(2))
+    # A check script importing the app (`python -m app.main` runs the program: no check).
+    [a] = run([edit(at(0), path), bash_fail(at(1), "python scripts/check_imports.py", out)], at(2))
     assert 'models.py", line 27' in a.suggestion
     assert "NameError: name 'Base' is not defined" in a.suggestion
 

@@ -103,16 +103,16 @@ def test_p1_test_stuck_reads_a_later_pass_line_of_the_test_file() -> None:
 def test_p2_three_sub_agents_each_trying_a_broken_script_once_are_no_loop() -> None:
     out = 'Error: relation "users" does not exist\nmigration failed'
     events = [
-        sub(bash_fail(at(1), "./scripts/migrate.sh", out), "a1"),
-        sub(bash_fail(at(1.2), "./scripts/migrate.sh", out), "a2"),
-        sub(bash_fail(at(1.4), "./scripts/migrate.sh", out), "a3"),
+        sub(bash_fail(at(1), "./scripts/test-migrations.sh", out), "a1"),
+        sub(bash_fail(at(1.2), "./scripts/test-migrations.sh", out), "a2"),
+        sub(bash_fail(at(1.4), "./scripts/test-migrations.sh", out), "a3"),
     ]
     assert findings(events, at(2), Kind.REPEATED_FAILED_BUILD) == []
     # One lane failing three times is a loop, whatever the others do.
-    looping = [*events, *(sub(bash_fail(at(2 + i), "./scripts/migrate.sh", out), "a2")
+    looping = [*events, *(sub(bash_fail(at(2 + i), "./scripts/test-migrations.sh", out), "a2")
                           for i in (1, 2))]  # fmt: skip
     [a] = findings(looping, at(5), Kind.REPEATED_FAILED_BUILD)
-    assert a.subject == "script scripts/migrate.sh" and "sub-agent" in a.evidence
+    assert a.subject == "script scripts/test-migrations.sh" and "sub-agent" in a.evidence
 
 
 def test_p2_sub_agents_that_all_finished_green_leave_no_stale_findings() -> None:
