@@ -19,9 +19,9 @@ hook setups, interleaved run by run so that machine load falls on all of them al
   start any command hook);
 - noop-cat: a command hook `cat >/dev/null` (the floor for a hook that reads its event);
 - http: Claude Code's native `"type": "http"` hooks posting to the same `tma1 serve`
-  (`timeout` 1 s, the token as a literal header; SessionStart stays a command hook since
-  Claude Code sends no SessionStart over http). The product's `install --transport http`
-  is built elsewhere; this settings block is the bench's own.
+  (`timeout` 1 s, the key derived from the token as a literal header; SessionStart stays a
+  command hook since Claude Code sends no SessionStart over http). The product's
+  `install --transport http` is built elsewhere; this settings block is the bench's own.
 
 Claude Code's debug log gives each hook's duration ("Hooks: PreToolUse:Read [cmd]
 finished with status 0 (12ms)"); the script prints p50 and max per event and setup, and
@@ -47,6 +47,8 @@ sys.path.insert(0, str(ROOT / "tests" / "agents"))
 
 from agentkit import Rig  # noqa: E402
 from fakemodel import FakeModel, Text, Tool  # noqa: E402
+
+from tma1.token import http_hook_key  # noqa: E402
 
 EVENTS = (
     "PreToolUse",
@@ -84,7 +86,7 @@ def settings_hooks(setup: str, rig: Rig, tma1_hooks: dict[str, Any]) -> dict[str
         "type": "http",
         # transport=http: answers in JSON only, which http hooks require (i14-product)
         "url": f"{rig.url}/api/hooks?transport=http",
-        "headers": {"X-TMA1-Token": token},
+        "headers": {"X-TMA1-Token": http_hook_key(token)},
         "timeout": 1,
     }
     out = {e: group(http) for e in EVENTS if e != "SessionStart"}

@@ -35,6 +35,7 @@ from tma1.engine.stored import StoreWindows
 from tma1.engine.window import RuleConfig
 from tma1.events import FileChange, HookEvent, parse_payload
 from tma1.store import Store
+from tma1.token import hook_headers
 
 PROJECT = "/bench/project"
 SIZES = (100, 1_000, 5_000)
@@ -235,7 +236,7 @@ def bench_round_trip(db_url: str, tmp: Path, requests: int) -> None:
     try:
         for _ in range(300):
             try:
-                httpx.get(f"{url}/api/health", timeout=1)
+                httpx.get(f"{url}/api/ping", timeout=1).raise_for_status()
                 break
             except httpx.HTTPError:
                 time.sleep(0.1)
@@ -244,7 +245,10 @@ def bench_round_trip(db_url: str, tmp: Path, requests: int) -> None:
         ping: list[float] = []
         hook: list[float] = []
         digests = 0
-        with httpx.Client(base_url=url, headers={"X-TMA1-Token": token}, timeout=10) as c:
+        def fresh(request: httpx.Request) -> None:  # a fresh nonce per hook post
+            request.headers.update(hook_headers(token))
+
+        with httpx.Client(base_url=url, event_hooks={"request": [fresh]}, timeout=10) as c:
             for _ in range(30):  # warm-up
                 c.get("/api/ping")
             cpu0 = _proc_cpu(proc.pid)

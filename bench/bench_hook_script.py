@@ -9,7 +9,7 @@ fork to the exit:
   behind it (set up over HTTP, untimed), so the answer is a `<tma1-context>` digest;
 - Stop block: a Stop in a fresh session with three failures of one command;
 - server down: the script against a port nobody listens on (connection refused);
-- wedged server: a socket that accepts and never answers (the 0.5 s cap).
+- wedged server: a socket that accepts and never answers (the cap, TMA1_HOOK_TIMEOUT: 2 s).
 
 Both variants of the script are timed (`--flavor`): bash over /dev/tcp (what install
 writes where /bin/bash has it) and POSIX sh + curl. Baselines from the same run: plain
@@ -42,6 +42,7 @@ import httpx
 
 from tma1.adapters.hookscript import write_script
 from tma1.config import Settings
+from tma1.token import hook_headers
 
 
 def free_port() -> int:
@@ -98,7 +99,7 @@ def main() -> None:
     try:
         for _ in range(300):
             try:
-                if httpx.get(f"{url}/api/health", timeout=1, trust_env=False).is_success:
+                if httpx.get(f"{url}/api/ping", timeout=1, trust_env=False).is_success:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
@@ -125,7 +126,10 @@ def main() -> None:
         }
         hook = hooks[flavors[0]]
         hook_env = {**env}  # the script's baked-in port and data dir apply
-        http = httpx.Client(base_url=url, headers={"X-TMA1-Token": token}, trust_env=False)
+        def fresh(request: httpx.Request) -> None:  # a fresh nonce per hook post
+            request.headers.update(hook_headers(token))
+
+        http = httpx.Client(base_url=url, event_hooks={"request": [fresh]}, trust_env=False)
 
         def post(payload: dict[str, object]) -> str:
             return http.post("/api/hooks", content=json.dumps(payload)).text
@@ -261,7 +265,7 @@ def main() -> None:
             row(f"{f} hook: digest", fig["digest"], base, "UserPromptSubmit → <tma1-context>")
             row(f"{f} hook: Stop block", fig["stop"], base, "Stop → blocked")
             row(f"{f} hook: server down", fig["down"], base, "refused → empty, exit 0")
-            row(f"{f} hook: wedged server", fig["wedged"], base, "never answers → 0.5 s cap")
+            row(f"{f} hook: wedged server", fig["wedged"], base, "never answers → the 2 s cap")
             ok = stats(fig["down"])["max"] < 600
             print(
                 f"{f}: server down, max {stats(fig['down'])['max']:.1f} ms: "

@@ -5,7 +5,11 @@
 2. idle CPU of watching a 20,000-file repository: process CPU time (all threads) over an
    idle period, as % of one core (target ≤ 1 %);
 3. tailing throughput: MB/s of transcript consumed by the tailer, store inserts included
-   (target ≥ 50 MB/s), and the cost of the bounded inline slice on the hook path.
+   (target ≥ 50 MB/s), and the cost of the bounded inline slice on the hook path;
+4. watch set-up (issue 31): the longest any other thread waits for the GIL while a
+   project is scanned and watched (a 1 ms ticker thread's worst gap), for a project at the
+   directory budget beside 40,000 node_modules directories, one over it, and /sys; and
+   the same tree watched the old way (watchfiles' recursive watch of the root).
 
 Usage: .venv/bin/python bench/bench_sensors.py [--writes 100] [--files 20000] [--idle 20]
 """
@@ -57,6 +61,7 @@ def make_repo(root: Path, files: int) -> Path:
 
 class Sensor:
     def __init__(self, tmp: Path) -> None:
+        tmp.mkdir(parents=True, exist_ok=True)  # Store.open makes no parent directory
         self.store = Store.open(f"sqlite:///{tmp / 'bench.db'}")
         self.stored = threading.Event()
         self.sensor = FileSensor(
@@ -207,13 +212,87 @@ def bench_tailing(tmp: Path, target_mb: int) -> None:
     store.close()
 
 
+class Ticker:
+    """A thread that wakes every 1 ms: its worst gap is the longest the GIL was held."""
+
+    def __init__(self) -> None:
+        self.gaps: list[float] = []
+        self._halt = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        last = time.perf_counter()
+        while not self._halt.is_set():
+            time.sleep(0.001)
+            now = time.perf_counter()
+            self.gaps.append(now - last)
+            last = now
+
+    def __enter__(self) -> Ticker:
+        self._thread.start()
+        time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._halt.set()
+        self._thread.join()
+
+    def worst_ms(self) -> float:
+        return max(self.gaps) * 1000
+
+
+def bench_setup(tmp: Path, budget: int) -> None:
+    from watchfiles._rust_notify import RustNotify
+
+    root = tmp / "setup"
+    for i in range(200):
+        for j in range(200):
+            (root / "node_modules" / f"p{i}" / f"d{j}").mkdir(parents=True)
+    side = int((budget - 2) ** 0.5)
+    for i in range(side):
+        for j in range(side):
+            (root / "src" / f"m{i}" / f"s{j}").mkdir(parents=True)
+    over = tmp / "over"
+    for i in range(budget + 1):
+        (over / f"m{i // 100}" / f"s{i % 100}").mkdir(parents=True)
+    for name, project in (("at budget", root), ("over budget", over), ("/sys", Path("/sys"))):
+        s = Sensor(tmp / f"setup-db-{name.replace('/', '').replace(' ', '-')}")
+        s.sensor.settings = Settings(data_dir=tmp / "data", watch_max_dirs=budget)
+        try:
+            with Ticker() as t:
+                t0 = time.perf_counter()
+                s.sensor.ensure_watch(str(project))
+                live = s.sensor.wait_settled(str(project), 120)
+                wall = time.perf_counter() - t0
+            w = s.sensor.watches.get(str(project))
+            why = s.sensor.unwatched.get(str(project))
+            what = f"{len(w.dirs)} dirs watched" if live and w else f"not watched ({why})"
+            print(
+                f"set-up {name}: {what} in {wall * 1000:.0f} ms; "
+                f"worst GIL wait of another thread {t.worst_ms():.0f} ms"
+            )
+        finally:
+            s.sensor.stop()
+            s.store.close()
+    with Ticker() as t:
+        t0 = time.perf_counter()
+        notify = RustNotify([str(root)], False, False, 300, True, True)
+        wall = time.perf_counter() - t0
+    notify.close()
+    print(
+        f"set-up the old way (recursive watch of the root): {wall * 1000:.0f} ms; "
+        f"worst GIL wait of another thread {t.worst_ms():.0f} ms"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--writes", type=int, default=100)
     ap.add_argument("--files", type=int, default=20_000)
     ap.add_argument("--idle", type=float, default=20.0)
     ap.add_argument("--tail-mb", type=int, default=64)
-    ap.add_argument("--only", choices=("latency", "idle", "churn", "tailing"))
+    ap.add_argument("--budget", type=int, default=Settings().watch_max_dirs)
+    ap.add_argument("--only", choices=("latency", "idle", "churn", "tailing", "setup"))
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="tma1-bench-") as d:
         tmp = Path(d)
@@ -225,6 +304,8 @@ def main() -> None:
             bench_git_churn(tmp, args.files)
         if args.only in (None, "tailing"):
             bench_tailing(tmp, args.tail_mb)
+        if args.only in (None, "setup"):
+            bench_setup(tmp, args.budget)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 -- wrk script for bench/bench_hooks.py: every request a distinct hook event, the same mix
 -- as the Python clients' payload() (Read/Edit/Bash; PreToolUse and PostToolUse
 -- alternating, PostToolUse with a tool_response), tool_use_id "wrk-<thread>-<n>" so the
--- rows can be counted afterwards.
+-- rows can be counted afterwards. It posts as Claude Code's native http hooks do
+-- (?transport=http with the key derived from the token, args[1]): wrk cannot hash a fresh
+-- nonce per request as the hook script does.
 local counter = 0
 local thread_id = 0
 local ok, other = 0, 0
@@ -36,7 +38,7 @@ function request()
     '"tool_input":%s,"cwd":"/repo","tool_use_id":"wrk-%d-%d"%s}',
     id, counter % 8, post and "PostToolUse" or "PreToolUse", tool, input, id, counter,
     post and post_fields or "")
-  return wrk.format("POST", "/api/hooks", nil, body)
+  return wrk.format("POST", "/api/hooks?transport=http", nil, body)
 end
 
 function response(status, headers, body)

@@ -25,7 +25,7 @@ from tma1.config import Settings
 from tma1.server.app import create_app
 from tma1.service import Service, build_service
 from tma1.store import Store
-from tma1.token import ensure_token
+from tma1.token import ensure_token, hook_headers
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -172,9 +172,14 @@ class LiveServer:
     def store(self) -> Store:
         return self.service.store
 
-    def client(self, **kw: object) -> httpx.Client:
+    def client(self, *, token: str | None = None, **kw: object) -> httpx.Client:
+        """A client of the read API: it sends the token (another `token`, or "" for none,
+        to test the refusals)."""
         kw.setdefault("verify", LOOPBACK_TLS)
-        return httpx.Client(base_url=self.url, timeout=10, **kw)  # type: ignore[arg-type]
+        given = self.token if token is None else token
+        headers = {"X-TMA1-Token": given} if given else {}
+        headers.update(kw.pop("headers", None) or {})  # type: ignore[call-overload]
+        return httpx.Client(base_url=self.url, timeout=10, headers=headers, **kw)  # type: ignore[arg-type]
 
     def hook(
         self, payload: object, *, params: dict[str, str] | None = None, token: str | None = None
@@ -182,12 +187,13 @@ class LiveServer:
         import json
 
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        # As the hook script posts: a fresh nonce and its keyed hash, never the token.
         return httpx.post(
             f"{self.url}/api/hooks",
             content=body,
             params=params,
             headers={
-                "X-TMA1-Token": self.token if token is None else token,
+                **hook_headers(self.token if token is None else token),
                 "Content-Type": "application/json",
             },
             timeout=10,

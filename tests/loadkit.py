@@ -66,7 +66,13 @@ class ServeProcess:
         port: int | None = None,
         env: dict[str, str] | None = None,
         timeout: float = 60.0,
+        log_dir: Path | None = None,
+        watch: bool = False,
+        nofile: tuple[int, int] | None = None,
     ) -> ServeProcess:
+        """`log_dir`: where the server's log goes (default: the data dir). `nofile`: the
+        child's (soft, hard) limit on open files, as a service manager would start it
+        (systemd's default soft limit is 1,024)."""
         data_dir.mkdir(parents=True, exist_ok=True)
         port = port or free_port()
         child_env = {
@@ -79,14 +85,26 @@ class ServeProcess:
         if database_url:
             child_env["TMA1_DATABASE_URL"] = database_url
         child_env.update(env or {})
-        log_path = data_dir / f"serve-{port}-{int(time.time() * 1000)}.log"
+        log_path = (log_dir or data_dir) / f"serve-{port}-{int(time.time() * 1000)}.log"
+
+        def limits() -> None:
+            if nofile is not None:
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
+
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "tma1.cli", "serve", "--port", str(port), "--no-watch"],
+                [
+                    sys.executable,
+                    *("-m", "tma1.cli", "serve", "--port", str(port)),
+                    *(() if watch else ("--no-watch",)),
+                ],
                 env=child_env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=str(data_dir),
+                preexec_fn=limits if nofile is not None else None,
             )
         sp = cls(
             proc=proc, port=port, data_dir=data_dir, database_url=database_url, log_path=log_path
@@ -97,7 +115,7 @@ class ServeProcess:
                 raise RuntimeError(f"tma1 serve exited with {proc.returncode}:\n{sp.log_tail()}")
             try:
                 if (
-                    httpx.get(f"{sp.url}/api/health", timeout=2, verify=LOOPBACK_TLS).status_code
+                    httpx.get(f"{sp.url}/api/ping", timeout=2, verify=LOOPBACK_TLS).status_code
                     == 200
                 ):
                     break
@@ -126,7 +144,12 @@ class ServeProcess:
         return None
 
     def health(self) -> dict[str, Any]:
-        return httpx.get(f"{self.url}/api/health", timeout=10, verify=LOOPBACK_TLS).json()  # type: ignore[no-any-return]
+        return httpx.get(  # type: ignore[no-any-return]
+            f"{self.url}/api/health",
+            headers={"X-TMA1-Token": self.token},
+            timeout=10,
+            verify=LOOPBACK_TLS,
+        ).json()
 
     def kill9(self) -> None:
         if self.proc.poll() is None:
@@ -220,7 +243,10 @@ class PrivatePostgres:
 
 
 def hook_headers(token: str) -> dict[str, str]:
-    return {"X-TMA1-Token": token, "Content-Type": "application/json"}
+    """One hook request's headers: a fresh nonce and its keyed hash, as the script sends."""
+    from tma1.token import hook_headers as auth
+
+    return {**auth(token), "Content-Type": "application/json"}
 
 
 def agent_turn(session: str, marker: str, step: int, cwd: str) -> list[dict[str, Any]]:

@@ -100,8 +100,14 @@ def stuck_session(live: LiveServer, *agents: Agent) -> None:
         )
 
 
-def mcp_env(port: int, **extra: str) -> dict[str, str]:
-    env = {"TMA1_HOST": "127.0.0.1", "TMA1_PORT": str(port), "PYTHONUNBUFFERED": "1"}
+def mcp_env(port: int | LiveServer, **extra: str) -> dict[str, str]:
+    """`tma1 mcp`'s environment: a LiveServer's port and data dir (the token is there), or
+    a bare port (no server, or a stranger: no token either)."""
+    env = {"PYTHONUNBUFFERED": "1", "TMA1_HOST": "127.0.0.1"}
+    if isinstance(port, LiveServer):
+        env["TMA1_DATA_DIR"] = str(port.settings.data_dir)
+        port = port.port
+    env["TMA1_PORT"] = str(port)
     if "PYTHONPATH" in os.environ:
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     env.update(extra)

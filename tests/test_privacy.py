@@ -15,6 +15,8 @@ import httpx
 import pytest
 from trustkit import clean_env, run, serving
 
+from tma1.token import hook_headers
+
 
 def _mode(p: Path) -> int:
     return stat.S_IMODE(p.stat().st_mode)
@@ -30,7 +32,7 @@ def _post(url: str, data: Path) -> None:
             "prompt": "secret",
             "cwd": "/tmp",
         },
-        headers={"X-TMA1-Token": token},
+        headers=hook_headers(token),
         timeout=10,
         trust_env=False,
     )

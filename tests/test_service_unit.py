@@ -139,6 +139,7 @@ def test_install_then_uninstall_is_byte_identical(home: Path, existing: str) -> 
     assert su.is_ours(unit.read_bytes())
     assert stat.S_IMODE(unit.stat().st_mode) == 0o644
     assert "Restart=on-failure" in text
+    assert "LimitNOFILE=65536" in text  # issue 31: 1,024 files were too few
     assert "WantedBy=default.target" in text
     exec_start = next(ln for ln in text.splitlines() if ln.startswith("ExecStart="))
     # the absolute entry point of the tma1 that ran install (this venv's), then `serve`
@@ -385,6 +386,7 @@ def test_launchd_agent_written_validated_and_removed(home: Path) -> None:
     assert Path(doc["ProgramArguments"][0]).is_absolute()
     assert doc["KeepAlive"] == {"SuccessfulExit": False}  # restarted when it fails
     assert doc["RunAtLoad"] is True
+    assert doc["SoftResourceLimits"] == {"NumberOfFiles": 8192}  # issue 31
     log = home / "Library" / "Logs" / "tma1" / "tma1.log"
     assert doc["StandardOutPath"] == doc["StandardErrorPath"] == str(log)
     assert log.parent.is_dir()  # launchd does not make the directory

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 
-import httpx
 import pytest
 from conftest import LiveServer
 
@@ -29,10 +28,10 @@ def test_unknown_events_are_refused_not_stored(
     with caplog.at_level(logging.WARNING, logger="tma1.hooks"):
         r = live.hook({**payload, "cwd": "/tmp/somewhere"}, params=params)
     assert (r.status_code, r.content) == (200, b"")
-    health = httpx.get(f"{live.url}/api/health").json()
+    health = live.client().get("/api/health").json()
     assert health["rejected"] == {reason: 1}
     assert health["rows"]["tma1_hook_events"] == 0
-    sessions = httpx.get(f"{live.url}/api/sessions").json()
+    sessions = live.client().get("/api/sessions").json()
     listed = sessions.get("sessions", sessions) if isinstance(sessions, dict) else sessions
     assert listed == []
     lines = [r for r in caplog.records if r.name == "tma1.hooks"]
@@ -45,6 +44,6 @@ def test_known_sources_and_events_are_still_stored(live: LiveServer) -> None:
         assert r.status_code == 200
     for name in ("SubagentStart", "SubagentStop", "Notification", "PreCompact", "SessionEnd"):
         assert live.hook({"session_id": "ok", "hook_event_name": name}).status_code == 200
-    health = httpx.get(f"{live.url}/api/health").json()
+    health = live.client().get("/api/health").json()
     assert health["rejected"] == {}
     assert health["rows"]["tma1_hook_events"] == 9

@@ -39,6 +39,15 @@ class Served:
     proc: subprocess.Popen[bytes]
     url: str
     port: int
+    data_dir: Path | None = None
+
+    def get(self, path: str, **kw: object) -> httpx.Response:
+        """A read with the server's token (reads need it: issue 31)."""
+        data_dir = self.data_dir or Path.home() / ".tma1"
+        token = (data_dir / "hook-token").read_text(encoding="ascii").strip()
+        return httpx.get(  # type: ignore[arg-type]
+            f"{self.url}{path}", headers={"X-TMA1-Token": token}, trust_env=False, timeout=10, **kw
+        )
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -56,7 +65,9 @@ def wait_up(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> dic
         if proc.poll() is not None:
             raise AssertionError(f"server exited early ({proc.returncode})")
         try:
-            return httpx.get(f"{url}/api/health", timeout=1, trust_env=False).json()
+            r = httpx.get(f"{url}/api/ping", timeout=1, trust_env=False)
+            r.raise_for_status()
+            return {}
         except httpx.HTTPError:
             time.sleep(0.05)
     raise AssertionError("server did not come up")
@@ -72,7 +83,12 @@ def serving(env: dict[str, str], *extra: str, port: int | None = None) -> Iterat
         stdout=log,
         stderr=log,
     )
-    served = Served(proc, f"http://127.0.0.1:{port}", port)
+    served = Served(
+        proc,
+        f"http://127.0.0.1:{port}",
+        port,
+        Path(env["TMA1_DATA_DIR"]) if "TMA1_DATA_DIR" in env else None,
+    )
     try:
         wait_up(served.url, proc)
         yield served

@@ -31,6 +31,8 @@ class Settings:
     # None: half the model's context window when known, else the default (design §2.12).
     context_pressure_threshold: int | None = None
     max_watched_projects: int = 32
+    # Directories (not ignored) one project may have and still be watched (docs/sensors.md).
+    watch_max_dirs: int = 5_000
     # Off in tests that drive the engine without a filesystem; on for `tma1 serve`.
     watch_files: bool = True
     # The hook path's wait for the insert's commit, and the outage queue (tma1.ingest).
@@ -121,6 +123,7 @@ ENV_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "TMA1_DISABLE_INJECTION": ("disable_injection", _bool),
     "TMA1_CONTEXT_PRESSURE_THRESHOLD": ("context_pressure_threshold", _whole(1, 100_000_000)),
     "TMA1_MAX_WATCHED_PROJECTS": ("max_watched_projects", _whole(0, 10_000)),
+    "TMA1_WATCH_MAX_DIRS": ("watch_max_dirs", _whole(1, 1_000_000)),
     "TMA1_HOOK_DB_BUDGET_MS": ("hook_db_budget_ms", _whole(10, 60_000)),
     "TMA1_INGEST_QUEUE_MAX": ("ingest_queue_max", _whole(0, 10_000_000)),
 }

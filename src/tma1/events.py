@@ -30,6 +30,26 @@ from tma1.textcap import json_text as json_text
 
 TOOL_INPUT_CAP = 8 * 1024
 TOOL_RESULT_CAP = 16 * 1024
+# Every other text a hook names freely is capped too (docs/reliability.md, "Field caps"):
+# a path at PATH_MAX, a command at 16 KB, a list's items at 64 K characters together, and
+# the indexed `project` key at 1 KB (PostgreSQL's btree holds an entry of at most 2,704
+# bytes; `key_text` keeps two long projects apart by a hash).
+PATH_CAP = 4096
+COMMAND_CAP = 16 * 1024
+SUMMARY_CAP = 4096
+LIST_CAP = 64 * 1024
+KEY_CAP = 1024
+FIELD_CAPS = {
+    "tool_input": TOOL_INPUT_CAP,
+    "tool_result": TOOL_RESULT_CAP,
+    "tool_file_path": PATH_CAP,
+    "tool_command": COMMAND_CAP,
+    "tool_error_summary": SUMMARY_CAP,
+    "cwd": PATH_CAP,
+    "transcript_path": PATH_CAP,
+}
+LIST_FIELDS = ("tool_files", "test_ids", "passed_test_ids")
+CUT_MARK = "…[truncated]"
 COMMAND_PREFIX_LEN = 60
 
 WRITE_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit", "apply_patch"})
@@ -360,7 +380,9 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
     tool_input: dict[str, Any] = (
         {"command": tool_input_raw} if isinstance(tool_input_raw, str) else tool_input_raw or {}
     )
-    cwd = payload.get("cwd")
+    # Capped before anything reads them: a 10 MB cwd must not be walked up for a `.git`
+    # (and cached), nor a 10 MB transcript path stat'ed.
+    cwd = cap_text(payload.get("cwd"), PATH_CAP)
     ev = HookEvent(
         ts=ts,
         session_id=payload["session_id"].strip(),
@@ -372,7 +394,7 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
         tool_input=capped_text(tool_input_raw, TOOL_INPUT_CAP),
         cwd=cwd,
         project=project_for(cwd) if cwd else None,
-        transcript_path=payload.get("transcript_path"),
+        transcript_path=cap_text(payload.get("transcript_path"), PATH_CAP),
         permission_mode=payload.get("permission_mode"),
         duration_ms=int(duration) if duration is not None else None,
         agent_id=_short_str(payload.get("agent_id")),
@@ -393,10 +415,11 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
             tool_input.get("file_path") or tool_input.get("notebook_path") or tool_input.get("path")
         )
         if isinstance(fp, str) and fp:
-            ev.tool_file_path = fp
-            ev.tool_files = [fp]
+            ev.tool_file_path = cap_text(fp, PATH_CAP) or fp
+            ev.tool_files = [ev.tool_file_path]
         if tool_name in SHELL_TOOLS or (tool_name is None and "command" in tool_input):
-            ev.tool_command = shell_script(tool_input.get("command", tool_input.get("cmd")))
+            script = shell_script(tool_input.get("command", tool_input.get("cmd")))
+            ev.tool_command = cap_text(script, COMMAND_CAP)
             ev.tool_command_prefix = command_prefix(ev.tool_command)
 
     # Result and failure derivation (design §2.8).
@@ -454,6 +477,17 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
         if ranges is not None:
             note_edited_lines(ev, ranges)
     return ev
+
+
+def was_cut(ev: HookEvent) -> bool:
+    """Whether a field of `ev` was cut to its cap (`FIELD_CAPS`, the metadata cap)."""
+    if isinstance(ev.metadata, dict) and ev.metadata.get("_truncated"):
+        return True
+    for name in FIELD_CAPS:
+        value = getattr(ev, name)
+        if isinstance(value, str) and value.endswith(CUT_MARK):
+            return True
+    return False
 
 
 def note_edited_lines(ev: HookEvent, ranges: list[tuple[int, int]]) -> None:

@@ -35,6 +35,12 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 MAX_WORKERS = 32
 GROUP_COMMIT_MAX = 64
 DRAIN_S = 10.0
+# A worker on one group of hooks for longer than this is stuck (a read that never
+# returns): `health` says so, and the server's status is no longer "ok". Nothing on the
+# path legitimately takes this long: the database's own waits end within 10 s (SQLite's
+# busy timeout) or time out; PostgreSQL's statement timeout is 60 s but the pool's
+# connect timeout is 10 s.
+STUCK_AFTER_S = 30.0
 
 
 @dataclass(slots=True, eq=False)
@@ -90,6 +96,8 @@ class Ingest:
         self._last_error = ""
         self._inflight = 0  # hooks between submit and their answer (insert + `after`)
         self._workers = 0
+        # Worker thread id -> when it took its current group (monotonic s).
+        self._busy: dict[int, float] = {}
         self._jobs: SimpleQueue[list[_LoopJob] | None] = SimpleQueue()
         # Hooks submitted on an event loop in one turn of it, handed to the workers
         # together (one wake-up of a worker, not one per hook): loop -> jobs.
@@ -108,6 +116,8 @@ class Ingest:
     def _admit(self, event: HookEvent) -> bool:
         """Scrub `event` and take a worker slot; False: it went to the queue instead."""
         scrub(event)
+        if event.metadata.get("truncated"):  # cut by the parser or by scrub, never dropped
+            self.counters.inc("ingest.fields_cut")
         with self._lock:
             direct = self._down_since is None and self._inflight < MAX_WORKERS and not self._stopped
             if direct:
@@ -121,6 +131,12 @@ class Ingest:
             self.counters.inc("ingest.bypassed")
             self.queue.put(event)
         return direct
+
+    def take_back(self, event: HookEvent) -> None:
+        """Queue (and journal) an event answered by a process that died before keeping it
+        (`Service`'s spool of big bodies): the flusher writes it."""
+        scrub(event)
+        self.queue.put(event)
 
     def submit(self, event: HookEvent) -> bool:
         """True when the event is committed now; False when it was queued or dropped.
@@ -162,7 +178,10 @@ class Ingest:
             if job.state != _PENDING:
                 return  # committed in time: its answer is on the way
             job.state = _EXPIRED
-        self.queue.keep(job.event)  # answered without a commit: keep it safe
+            # Answered without a commit: keep it safe — under the lock, so that a commit
+            # settling now finds it journalled and marks it done (else it stayed pending
+            # and was replayed at every start).
+            self.queue.keep(job.event)
         self.counters.inc("ingest.budget_exceeded")
         self._trip(f"insert took longer than {self.budget_s * 1000:.0f} ms")
         if not job.fut.done():
@@ -182,6 +201,8 @@ class Ingest:
                     item = self._jobs.get()
                     if item is None:
                         return
+                    with self._lock:
+                        self._busy[threading.get_ident()] = time.monotonic()
                     while True:
                         jobs.extend(item)
                         if len(jobs) >= GROUP_COMMIT_MAX:
@@ -200,9 +221,9 @@ class Ingest:
             except BaseException:  # never leave the in-flight count wrong
                 log.exception("ingest worker failed on a group of %d hooks", len(jobs))
             finally:
-                if jobs:
-                    with self._lock:
-                        self._inflight -= len(jobs)
+                with self._lock:
+                    self._busy.pop(threading.get_ident(), None)
+                    self._inflight -= len(jobs)
                 # Then one hand-back per loop for the whole group: a hook that has its
                 # answer is no longer in flight. A closed loop has nobody waiting.
                 for loop, batch in answers.items():
@@ -275,6 +296,7 @@ class Ingest:
             self.queue.put(event)
         else:
             self.counters.inc("ingest.rejected_by_db")
+            self.queue.written([event])  # journalled when it outlived its budget: done
             log.error(
                 "the database refused an event of session %s (dropped): %s",
                 event.session_id,
@@ -373,7 +395,9 @@ class Ingest:
 
     def health(self) -> dict[str, object]:
         queue = self.queue.health()
+        now = time.monotonic()
         with self._lock:
+            busy = [now - t for t in self._busy.values()]
             state = {
                 "database_available": self._down_since is None,
                 "down_for_s": 0.0
@@ -381,6 +405,9 @@ class Ingest:
                 else round(time.monotonic() - self._down_since, 3),
                 **queue,
                 "inflight": self._inflight,
+                "workers": self._workers,
+                "stuck_workers": sum(1 for b in busy if b > STUCK_AFTER_S),
+                "longest_busy_s": round(max(busy, default=0.0), 3),
                 "budget_ms": round(self.budget_s * 1000),
                 "last_error": self._last_error,
             }
@@ -399,6 +426,12 @@ class Ingest:
             "rejected_by_db",
             "lost_at_shutdown",
             "recovered_from_journal",
+            "fields_cut",  # events with a field cut to its cap (stored, marked `truncated`)
+            "spilled",  # queued on disk only: the in-memory queue was full
+            "dropped_disk_full",  # neither memory nor the journal could take it
+            "not_durable",  # answered while the journal could not be written (kept in memory)
+            "journal_unreadable",  # journal lines found cut at start (their events lost)
+            "recovered_from_spool",  # big bodies answered, then written after a restart
         ):
             state[key] = counts.get(key, 0)
         return state

@@ -1,7 +1,9 @@
 """The outage queue of the hook path (tma1.ingest, policy 3–7): events the database could
 not take yet, kept in time order in a bounded deque, written back by a flusher thread with
 exponential backoff, and — when there is a journal (tma1.journal) — kept on disk until
-they are written, so a `kill -9` during an outage loses nothing the queue accepted.
+they are written, so a `kill -9` during an outage loses nothing the queue accepted. Past
+the deque's bound the journal alone holds them (spilled), read back in order once the
+deque has drained: the disk, not memory, bounds an outage.
 """
 
 from __future__ import annotations
@@ -64,24 +66,45 @@ class OutageQueue:
 
     def put(self, event: HookEvent) -> None:
         size = _size(event)
+        outcome = "queued"
         with self._lock:
+            journal = self.journal
             # Events the flusher holds count too: they are still only in memory.
             pending = len(self._queue) + self._flushing
             full = pending >= self.max_events or self._queued_bytes + size > self.max_bytes
-            if not full:
-                if self.journal is not None:
-                    self.journal.append(event)  # before the hook is answered
+            if journal is not None and journal.has(event):
+                full = False  # journalled already (answered over budget): it stays in memory
+            elif journal is not None and (full or journal.spilled()):
+                # Full, or spilled events are waiting (time order): on disk only.
+                outcome = "spilled" if journal.spill(event) else "dropped_disk_full"
+                if outcome == "spilled":
+                    self._wake_flusher_locked()
+            if outcome == "queued" and full:
+                outcome = "dropped_queue_full"
+            elif outcome == "queued":
+                # Before the hook is answered.
+                if journal is not None and not journal.append(event):
+                    outcome = "queued_not_durable"
                 self._enqueue_locked([(event, size)])
-        if full:
-            self.counters.inc("ingest.dropped_queue_full")
-            log.error("ingest queue full: dropped an event of session %s", event.session_id)
-        else:
-            self.counters.inc("ingest.queued")
+        if outcome == "queued_not_durable":  # in memory, not on disk: a crash loses it
+            self.counters.inc("ingest.not_durable")
+            outcome = "queued"
+        self.counters.inc(f"ingest.{outcome}")
+        if outcome.startswith("dropped"):
+            n = self.counters.get(f"ingest.{outcome}")
+            if n == 1 or n % 1000 == 0:  # a full disk must not fill the log as well
+                why = "the data dir's disk is full" if "disk" in outcome else "the queue is full"
+                log.error(
+                    "%s: dropped an event of session %s (%d dropped so far)",
+                    why,
+                    event.session_id,
+                    n,
+                )
 
     def keep(self, event: HookEvent) -> None:
         """Journal `event` (once): its hook is answered before it is committed."""
-        if self.journal is not None:
-            self.journal.append(event)
+        if self.journal is not None and not self.journal.append(event):
+            self.counters.inc("ingest.not_durable")
 
     def written(self, events: Sequence[HookEvent]) -> None:
         """These events are in the database: the journal need not keep them."""
@@ -93,6 +116,9 @@ class OutageQueue:
         lazily, so an Ingest that is never started — in-process callers — still recovers)."""
         self._queue.extend(batch)
         self._queued_bytes += sum(size for _, size in batch)
+        self._wake_flusher_locked()
+
+    def _wake_flusher_locked(self) -> None:
         self._wake.notify()
         if self._flusher is None or not self._flusher.is_alive():
             self._flusher = threading.Thread(
@@ -112,9 +138,9 @@ class OutageQueue:
         backoff = BACKOFF_MIN_S
         while True:
             with self._lock:
-                while not self._queue and not self._stopping.is_set():
+                while not self._queue and not self._spilled() and not self._stopping.is_set():
                     self._wake.wait(timeout=1.0)
-                if not self._queue:
+                if not self._queue and not self._spilled():
                     return
             if self.flush_once():
                 backoff = BACKOFF_MIN_S
@@ -127,6 +153,18 @@ class OutageQueue:
     def flush_once(self) -> bool:
         """Write one batch from the queue. False on an outage (the batch goes back)."""
         with self._lock:
+            if len(self._queue) < FLUSH_BATCH and self._spilled():
+                # The deque has drained down: read the oldest spilled events back (behind
+                # what it holds, which is older).
+                assert self.journal is not None
+                lost_before = self.journal.unreadable
+                loaded = self.journal.unspill(FLUSH_BATCH)
+                if self.journal.unreadable > lost_before:
+                    self.counters.inc(
+                        "ingest.journal_unreadable", self.journal.unreadable - lost_before
+                    )
+                self._queue.extend((e, _size(e)) for e in loaded)
+                self._queued_bytes += sum(_size(e) for e in loaded)
             n = min(FLUSH_BATCH, len(self._queue))
             batch = [self._queue.popleft() for _ in range(n)]
             self._flushing += n  # its bytes stay counted until it is written or dropped
@@ -167,17 +205,23 @@ class OutageQueue:
             self.on_written(stored)
         return settled > 0
 
+    def _spilled(self) -> int:
+        return self.journal.spilled() if self.journal is not None else 0
+
     def start(self) -> None:
         """Put the journal's pending events (answered during an outage before a crash)
-        back on the queue, first."""
+        back on the queue, first: as many as the queue holds, the rest stay spilled."""
         self._stopping.clear()
         if self.journal is None:
             return
-        recovered = self.journal.recover()
-        if recovered:
+        recovered = self.journal.recover(keep_in_memory=self.max_events)
+        spilled = self.journal.spilled()
+        if self.journal.unreadable:
+            self.counters.inc("ingest.journal_unreadable", self.journal.unreadable)
+        if recovered or spilled:
             with self._lock:
                 self._enqueue_locked([(event, _size(event)) for event in recovered])
-            self.counters.inc("ingest.recovered_from_journal", len(recovered))
+            self.counters.inc("ingest.recovered_from_journal", len(recovered) + spilled)
 
     def stop_flusher(self, timeout: float) -> None:
         """End the flusher (within `timeout`); `flush_once` still writes."""
@@ -189,14 +233,14 @@ class OutageQueue:
             flusher.join(timeout=timeout)
 
     def queued(self) -> int:
-        """Events waiting in the queue (not those the flusher is writing)."""
+        """Events waiting in the queue or spilled (not those the flusher is writing)."""
         with self._lock:
-            return len(self._queue)
+            return len(self._queue) + self._spilled()
 
     def pending(self) -> int:
-        """Events only in memory: queued or being written."""
+        """Events not written yet: queued, spilled or being written."""
         with self._lock:
-            return len(self._queue) + self._flushing
+            return len(self._queue) + self._flushing + self._spilled()
 
     def discard(self) -> int:
         """Empty the queue and close the journal: the events lost (left, and not journalled)."""
@@ -221,6 +265,7 @@ class OutageQueue:
         with self._lock:
             return {
                 "queue_depth": len(self._queue) + self._flushing,
+                "spilled_pending": self._spilled(),  # on disk only, read back in order
                 "queue_bytes": self._queued_bytes,
                 "queue_max_events": self.max_events,
                 "queue_max_bytes": self.max_bytes,

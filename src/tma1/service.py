@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tma1 import __version__
 from tma1.clock import Clock, SystemClock
@@ -33,9 +34,10 @@ from tma1.events import (
     mark_exit_failure,
     note_edited_lines,
     parse_payload,
+    was_cut,
 )
 from tma1.ingest import Ingest
-from tma1.journal import JOURNAL_FILE, Journal
+from tma1.journal import JOURNAL_FILE, SPOOL_DIR, Journal, Spool
 from tma1.sensors import Sensors, codex_exit
 from tma1.store import Store
 
@@ -47,7 +49,6 @@ log = logging.getLogger("tma1.hooks")
 MAX_BODY_BYTES = 64 * 1024 * 1024
 # Bodies above this are decoded on a worker thread, not on the server's event loop.
 LARGE_BODY_BYTES = 1024 * 1024
-_CUT_MARK = "…[truncated]"
 
 # The hook events Claude Code and Codex send (docs/agent-protocols.md). Anything else
 # ("Banana", a probe, a typo) is refused and counted, never stored: it would make junk
@@ -102,11 +103,15 @@ class Service:
     # Apart: a Codex that records command ends but no patch diffs (older than 0.17) must
     # not make every patch wait out the bound.
     _patch_waits: codex_exit.WaitPolicy = field(default_factory=codex_exit.WaitPolicy)
+    # Where a hook body over LARGE_BODY_BYTES waits on disk from its answer until its event
+    # is committed or journalled (`tma1 serve`; None: in-process callers, replay).
+    spool: Spool | None = None
 
     # --- lifecycle -------------------------------------------------------------------
 
     def start(self) -> None:
         self.ingest.start()
+        self._take_back_held()
         self.delivery.start()
         self.sensors.start()
         self._purger = threading.Thread(target=self._purge_loop, name="tma1-purge", daemon=True)
@@ -145,8 +150,38 @@ class Service:
         self.counters.inc(f"rejected.{reason}")
         log.warning("hook payload rejected (%s): %s", reason, detail)
 
+    async def hold_body(self, body: bytes, source: str | None) -> Path | None:
+        """Keep a big hook `body` on disk before it is answered (None: no spool, or the
+        disk would not take it — counted as `ingest.not_durable`)."""
+        if self.spool is None:
+            return None
+        held = await asyncio.to_thread(self.spool.put, body, source)
+        if held is None:
+            self.counters.inc("ingest.not_durable")
+        return held
+
+    def _take_back_held(self) -> None:
+        """The big bodies a killed server had answered but not kept as events: parsed and
+        queued (journalled) now, then their files removed."""
+        if self.spool is None or not isinstance(self.ingest, Ingest):
+            return
+        for held in self.spool.held():
+            read = self.spool.read(held)
+            event = self._event_from_body(*read) if read is not None else None
+            if event is not None:
+                self.ingest.take_back(event)
+                self.counters.inc("ingest.recovered_from_spool")
+            else:
+                log.error("a kept hook body could not be read back (lost): %s", held)
+            self.spool.remove(held)
+
     async def handle_hook_async(
-        self, body: bytes, *, source: str | None = None, envelope: str | None = None
+        self,
+        body: bytes,
+        *,
+        source: str | None = None,
+        envelope: str | None = None,
+        held: Path | None = None,
     ) -> str:
         """Store the event, then answer with what the agent should hear: awaited on the
         server's event loop. Never raises.
@@ -172,6 +207,10 @@ class Service:
             self.counters.inc("errors.internal")
             log.exception("hook handling failed; answering empty")
             return ""
+        finally:
+            # Committed, journalled or refused by now: the body's copy has done its work.
+            if held is not None and self.spool is not None:
+                self.spool.remove(held)
 
     async def _from_rollout(self, event: HookEvent) -> None:
         """What a Codex hook leaves out, read from its rollout (tma1.sensors.codex_exit;
@@ -208,7 +247,7 @@ class Service:
             self.reject("invalid_json", str(exc)[:200])
             return None
         event = self._event_from_payload(payload, source)
-        if event is not None and _was_cut(event):
+        if event is not None and was_cut(event):
             # Its big fields were cut to the caps: say so, and how big the event was.
             event.metadata["truncated"] = True
             event.metadata["original_bytes"] = len(body)
@@ -270,7 +309,10 @@ class Service:
         outage queue's late writes)."""
         for event in events:
             self.counters.inc("events.stored")
-            self.delivery.invalidate(event.session_id)
+            if event.hook_event_name == "SessionEnd":
+                self.delivery.forget(event.session_id)  # nothing of it stays cached
+            else:
+                self.delivery.invalidate(event.session_id)
             self.sensors.on_event(event)  # never raises: it counts and logs its own failures
 
     # --- health ----------------------------------------------------------------------
@@ -284,8 +326,11 @@ class Service:
         ingest = self.ingest.health()
         if not ingest["database_available"]:
             db_ok = False
+        # A hook worker that never came back (a read that blocks for good) stops the
+        # engine's answers while everything else looks well: not "ok".
+        stuck = bool(ingest.get("stuck_workers"))
         return {
-            "status": "ok" if db_ok else "degraded",
+            "status": "ok" if db_ok and not stuck else "degraded",
             "version": __version__,
             "database": self.store.dialect,
             "uptime_s": round(time.monotonic() - self.started_at, 3),
@@ -299,14 +344,6 @@ class Service:
             "injection": not self.settings.disable_injection,
             "ingest": ingest,
         }
-
-
-def _was_cut(event: HookEvent) -> bool:
-    return bool(
-        (event.tool_result and event.tool_result.endswith(_CUT_MARK))
-        or (event.tool_input and event.tool_input.endswith(_CUT_MARK))
-        or event.metadata.get("_truncated")
-    )
 
 
 def build_service(
@@ -355,4 +392,6 @@ def build_service(
     )
     if live is not None:
         live.on_stored = service._notify_stored  # the outage queue's late writes
+        if journal:
+            service.spool = Spool(settings.data_dir / SPOOL_DIR)
     return service

@@ -155,6 +155,11 @@ def render_systemd(argv: Sequence[str], environment: Mapping[str, str]) -> str:
         ),
         "Restart=on-failure",
         "RestartSec=5",
+        # Every hook and dashboard request is a connection: systemd's default soft limit
+        # (1,024 open files) was used up by 1,100 idle connections from another local user
+        # (issue 31). systemd lowers this to the user manager's hard limit where that is
+        # smaller; `tma1 serve` raises its soft limit to its hard one itself, too.
+        "LimitNOFILE=65536",
         "",
         "[Install]",
         "WantedBy=default.target",
@@ -173,6 +178,9 @@ def render_launchd(argv: Sequence[str], environment: Mapping[str, str], log_path
         "KeepAlive": {"SuccessfulExit": False},
         "ThrottleInterval": 5,
         "ProcessType": "Background",
+        # launchd's default soft limit is 256 open files; each hook is a connection
+        # (issue 31; `tma1 serve` also raises its soft limit to the hard one).
+        "SoftResourceLimits": {"NumberOfFiles": 8192},
         "StandardOutPath": str(log_path),
         "StandardErrorPath": str(log_path),
     }

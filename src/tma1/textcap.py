@@ -5,6 +5,7 @@ the store.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -30,6 +31,42 @@ def cap_text(text: str | None, limit: int) -> str | None:
     marker = "…[truncated]"
     cut = data[: max(0, limit - len(marker.encode()))]
     return cut.decode("utf-8", "ignore") + marker
+
+
+KEY_MARK = "…#"
+
+
+def key_text(text: str, limit: int) -> str:
+    """`text` when it fits in `limit` UTF-8 bytes; else its head, cut to fit, with `KEY_MARK`
+    and 16 hex digits of its SHA-256: an indexed key (a project) must fit the index, and
+    two long keys that share their head must stay two keys."""
+    if len(text) * 4 <= limit:
+        return text
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    head = data[: max(0, limit - len(KEY_MARK.encode()) - len(digest))]
+    return head.decode("utf-8", "ignore") + KEY_MARK + digest
+
+
+def cap_list(items: list[Any], item_limit: int, total_limit: int) -> list[Any]:
+    """`items` (strings, as paths and test ids) each cut to `item_limit` bytes, ending with
+    the item that reaches `total_limit` bytes together; `items` itself when nothing is cut."""
+    total = 0
+    out: list[Any] = []
+    changed = False
+    for item in items:
+        if isinstance(item, str):
+            kept = cap_text(item, item_limit) or ""
+            changed = changed or kept is not item
+            total += len(kept)
+        else:
+            kept = item
+        if total > total_limit:
+            return [*out, "…[truncated]"]
+        out.append(kept)
+    return out if changed else items
 
 
 # One encoder: json.dumps with any option builds a new JSONEncoder per call.

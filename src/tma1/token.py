@@ -1,10 +1,34 @@
-"""The hook secret: 32 random bytes, hex, in `$TMA1_DATA_DIR/hook-token`, mode 0600."""
+"""The hook secret (32 random bytes, hex, in `$TMA1_DATA_DIR/hook-token`, mode 0600) and
+everything derived from it.
+
+The hook script never sends the token itself (docs/hooks.md, "Who is on the other end"):
+it sends a fresh nonce and a keyed hash of it, and prints an answer only when the answer
+carries the server's keyed hash of the same nonce and of the answer. Keyed hashes are plain
+SHA-256 over a fixed layout with the token inside, because that is what the script can
+compute with the tools every machine has (`sha256sum`, `shasum -a 256`, `openssl dgst`);
+every variable part is length-delimited or of a fixed alphabet, so the length extension a
+bare SHA-256 allows yields no message the server or the script would accept.
+
+Clients of the read API send the token as `X-TMA1-Token`; the dashboard gets a session
+cookie in exchange for a one-time login code (`login_url`).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
+import re
 import secrets
+import time
 from pathlib import Path
+
+PROTOCOL = "tma1-hook-v2"
+# `<seconds>[.<fraction>]-<unique>`: the time lets the server refuse an old nonce (a replay
+# of a request a squatter on the port recorded) without remembering every nonce forever.
+NONCE_RE = re.compile(r"^([0-9]{9,12})(?:\.[0-9]{1,9})?-[0-9A-Za-z]{1,64}$")
+LOGIN_TTL_S = 24 * 3600
+SESSION_TTL_S = 30 * 24 * 3600
 
 
 def ensure_token(path: Path) -> str:
@@ -28,3 +52,81 @@ def ensure_token(path: Path) -> str:
     finally:
         tmp.unlink(missing_ok=True)
     return path.read_text(encoding="ascii").strip()
+
+
+def _sha256(*lines: str | bytes) -> str:
+    """SHA-256 (hex) of the lines, each ended by a newline: what the script's
+    `printf '%s\\n' a b c | sha256sum` (or bash's here-string) hashes."""
+    h = hashlib.sha256()
+    for line in lines:
+        h.update(line.encode("utf-8") if isinstance(line, str) else line)
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def new_nonce(now: float | None = None) -> str:
+    return f"{time.time() if now is None else now:.6f}-{secrets.token_hex(12)}"
+
+
+def request_auth(token: str, nonce: str) -> str:
+    """What a hook request carries as `X-TMA1-Auth` with its `X-TMA1-Nonce`."""
+    return _sha256(PROTOCOL, "request", token, nonce)
+
+
+def response_sig(token: str, nonce: str, body: bytes) -> str:
+    """The `X-TMA1-Sig` of an answer: proves to the script that whoever answered holds the
+    token, for this very request and this very body (its length first: no extension)."""
+    return _sha256(PROTOCOL, "response", token, nonce, str(len(body)), body)
+
+
+def hook_headers(token: str, nonce: str | None = None) -> dict[str, str]:
+    """The auth headers of one hook request (the script's, for Python clients)."""
+    n = nonce or new_nonce()
+    return {"X-TMA1-Nonce": n, "X-TMA1-Auth": request_auth(token, n)}
+
+
+def http_hook_key(token: str) -> str:
+    """The static header of Claude Code's native http hooks (`install --transport http`):
+    derived, so that whoever captures it can post hook events but read nothing."""
+    return _sha256(PROTOCOL, "http", token)
+
+
+def _mac(token: str, purpose: str, value: str) -> str:
+    return hmac.new(token.encode(), f"{purpose}\n{value}".encode(), hashlib.sha256).hexdigest()
+
+
+def login_code(token: str, now: float | None = None) -> str:
+    """A login code for the dashboard, valid once for LOGIN_TTL_S: any process holding the
+    token can mint one (`tma1 serve`, `tma1 doctor`), the server checks it statelessly."""
+    ts = str(int(time.time() if now is None else now))
+    return f"{ts}.{_mac(token, 'login', ts)[:40]}"
+
+
+def session_value(token: str, now: float | None = None) -> str:
+    """The dashboard's cookie value: a timestamp and its MAC (not the token)."""
+    ts = str(int(time.time() if now is None else now))
+    return f"{ts}.{_mac(token, 'session', ts)}"
+
+
+def _stamped_ok(token: str, purpose: str, value: str, ttl: float, now: float, cut: int) -> bool:
+    ts, _, mac = value.partition(".")
+    if not ts.isdigit() or len(ts) > 12 or not mac:
+        return False
+    if not -60 <= now - int(ts) <= ttl:
+        return False
+    want = _mac(token, purpose, ts)[:cut] if cut else _mac(token, purpose, ts)
+    return hmac.compare_digest(mac.encode(), want.encode())
+
+
+def login_code_ok(token: str, code: str, now: float | None = None) -> bool:
+    t = time.time() if now is None else now
+    return _stamped_ok(token, "login", code, LOGIN_TTL_S, t, 40)
+
+
+def session_ok(token: str, value: str, now: float | None = None) -> bool:
+    t = time.time() if now is None else now
+    return _stamped_ok(token, "session", value, SESSION_TTL_S, t, 0)
+
+
+def login_url(base: str, token: str) -> str:
+    return f"{base}/?login={login_code(token)}"

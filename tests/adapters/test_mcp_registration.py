@@ -273,11 +273,15 @@ def test_command_is_this_installation_by_absolute_path(tmp_path: Path) -> None:
 # --- through the CLI, and the registered command really serving -----------------------------
 
 
-def _tma1(home: Path, *args: str, port: int | None = None) -> subprocess.CompletedProcess[str]:
+def _tma1(
+    home: Path, *args: str, port: int | None = None, data_dir: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TMA1_", "CLAUDE_", "CODEX_"))}
     env["HOME"] = str(home)
     if port is not None:
         env["TMA1_PORT"] = str(port)
+    if data_dir is not None:
+        env["TMA1_DATA_DIR"] = str(data_dir)
     # The console script, as a user runs it: the registration must name it.
     return subprocess.run(
         [str(VENV_TMA1), *args], env=env, capture_output=True, text=True, timeout=120
@@ -292,7 +296,9 @@ def test_cli_install_registers_a_working_server_and_uninstall_round_trips(
     (home / ".codex").mkdir(parents=True)
     (home / ".claude.json").write_text(CLAUDE_JSON, encoding="utf-8")
     (home / ".codex" / "config.toml").write_text(CODEX_TOML, encoding="utf-8")
-    r = _tma1(home, "install", "--adapter", "all", port=live.port)
+    # the live server's data dir: the registered server reads its token there
+    data_dir = live.settings.data_dir
+    r = _tma1(home, "install", "--adapter", "all", port=live.port, data_dir=data_dir)
     assert r.returncode == 0, r.stderr
     claude = json.loads((home / ".claude.json").read_text(encoding="utf-8"))["mcpServers"]["tma1"]
     codex = tomlkit.parse((home / ".codex" / "config.toml").read_text()).unwrap()
@@ -300,7 +306,10 @@ def test_cli_install_registers_a_working_server_and_uninstall_round_trips(
     assert claude["command"] == codex["command"] == str(VENV_TMA1.resolve())
     assert claude["args"] == codex["args"] == ["mcp"]
     # The live server is on a non-default port: the agents must be told, in env.
-    assert claude["env"] == codex["env"] == {"TMA1_PORT": str(live.port)}
+    assert claude["env"] == codex["env"] == {
+        "TMA1_PORT": str(live.port),
+        "TMA1_DATA_DIR": str(data_dir.absolute()),
+    }
 
     proj = make_project(tmp_path / "proj")
     post(live, event("reg-1", proj, "SessionStart", source="startup"))

@@ -254,7 +254,7 @@ class Rig:
                 raise AssertionError(f"tma1 serve exited: {self.serve_log()}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                    s.sendall(b"GET /api/health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+                    s.sendall(b"GET /api/ping HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
                     return s.recv(12).startswith(b"HTTP/1.1 200")
             except OSError:
                 return False

@@ -230,3 +230,25 @@ def test_a_sub_agent_s_tool_calls_arrive_with_its_agent_id(rig: Rig, model: Fake
     assert parents and all(
         not (e["metadata"].get("agent_id") or e.get("agent_id")) for e in parents
     )
+
+
+def test_the_http_transport_still_blocks_the_stop(rig: Rig, model: FakeModel) -> None:
+    """`install --transport http` (issue 31: a header derived from the token, not the
+    token): Claude Code's native http hooks still post every tool event and get the Stop
+    block back."""
+    _ready(rig)
+    rig.tma1("install", "--adapter", AGENT, "--port", str(rig.port), "--transport", "http")
+    settings = (rig.home / ".claude" / "settings.json").read_text()
+    token = (rig.data_dir / "hook-token").read_text().strip()
+    assert '"type": "http"' in settings and token not in settings
+    model.script = [
+        *[Tool("Bash", {"command": "./build.sh", "description": "build"})] * 3,
+        Text("I am stopping here."),
+        Text("Stopping anyway."),
+    ]
+    run = rig.claude(model.url, "make the build pass")
+    assert run.returncode == 0, run.stderr[-2000:]
+    failures = [e for e in rig.events() if e["hook_event_name"] == "PostToolUseFailure"]
+    assert len(failures) == 3
+    _before, after = _after(model, Text("I am stopping here."))
+    assert "repeated_failed_build" in after.split("I am stopping here.", 1)[1]

@@ -105,7 +105,8 @@ def test_a_session_started_in_a_project_another_session_broke_is_told_so(
     first = model.main_requests()[before].conversation
     assert "tma1 (session startup): what this session should know." in first
     assert "Checks failing in this project" in first
-    assert f"broken by session {breaker[:8]} (claude-code); 1 failing run" in first
+    # It never passed here: the breaker ran it last, it did not break it (design §2.21).
+    assert f"(last run in session {breaker[:8]} (claude-code); 1 failing run)" in first
     assert "Still unresolved" not in first  # the newcomer has no findings of its own
     assert _emits(rig, newcomer) == []  # project state is told, not emitted
 

@@ -37,6 +37,7 @@ def test_a_codex_session_in_a_project_another_session_broke_is_told_so(
     assert run.returncode == 0, run.stderr[-3000:]
     first = model.main_requests()[before].conversation
     assert "tma1 (session startup): what this session should know." in first
-    assert f"broken by session {breaker[:8]} (claude-code); 1 failing run" in first
+    # It never passed here: the breaker ran it last, it did not break it (design §2.21).
+    assert f"(last run in session {breaker[:8]} (claude-code); 1 failing run)" in first
     starts = [e for e in rig.events() if e["hook_event_name"] == "SessionStart"]
     assert starts[-1]["agent_source"] == "codex"

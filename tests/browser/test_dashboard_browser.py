@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from conftest import LiveServer, start_live_server
 
@@ -18,6 +17,7 @@ from tma1.config import Settings
 from tma1.engine.anomaly import stable_key
 from tma1.events import HookEvent, parse_payload
 from tma1.store import Store
+from tma1.token import login_code
 
 CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = Path(__file__).resolve().parent.parent / "screenshots"
@@ -270,9 +270,18 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
+def login(ctx: Any, srv: LiveServer) -> None:
+    """Open the one-time login URL in this browser context, as the user opens the one
+    `tma1 serve` prints (its session cookie then rides on every page and API call)."""
+    r = ctx.request.get(f"{srv.url}/?login={login_code(srv.token)}")
+    assert r.ok and r.url == srv.url + "/", r.url
+    assert any(c["name"] == "tma1_session" and c["httpOnly"] for c in ctx.cookies())
+
+
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
+def page(browser: Any, server: LiveServer) -> Iterator[Any]:
     ctx = browser.new_context(viewport={"width": 1360, "height": 900}, color_scheme="light")
+    login(ctx, server)
     pg = ctx.new_page()
     errors: list[str] = []
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -295,7 +304,7 @@ def shot(pg: Any, name: str, *, top: bool = False) -> None:
 
 def api_count(server: LiveServer, **params: str) -> int:
     """What the emit log holds now (other tests in this module add emits)."""
-    r = httpx.get(f"{server.url}/api/anomalies", params={"limit": "200", **params})
+    r = server.client().get("/api/anomalies", params={"limit": "200", **params})
     return len(r.json()["emits"])
 
 
@@ -409,7 +418,7 @@ def test_tp_click_persists_across_reload(server: LiveServer, page: Any) -> None:
     )
     # Clicking the button must not toggle the row open.
     assert row.get_attribute("aria-expanded") == "false"
-    api = httpx.get(f"{server.url}/api/anomalies", params={"kind": "repeated_failed_build"}).json()
+    api = server.client().get("/api/anomalies", params={"kind": "repeated_failed_build"}).json()
     assert (api["emits"][0]["label"], api["emits"][0]["label_source"]) == ("tp", "human")
     page.reload()
     row = page.locator(f'tr.emit[data-id="{emit_id}"]')
@@ -427,7 +436,7 @@ def test_tp_click_persists_across_reload(server: LiveServer, page: Any) -> None:
         "id => document.querySelector(`tr.emit[data-id='${id}']`).dataset.label === ''",
         arg=emit_id,
     )
-    api = httpx.get(f"{server.url}/api/anomalies", params={"kind": "repeated_failed_build"}).json()
+    api = server.client().get("/api/anomalies", params={"kind": "repeated_failed_build"}).json()
     assert api["emits"][0]["label"] is None
 
 
@@ -523,6 +532,7 @@ def test_empty_state_explains_how_to_wire_an_agent(browser: Any, tmp_path: Path)
     )
     srv = start_live_server(settings)
     ctx = browser.new_context(viewport={"width": 1360, "height": 700})
+    login(ctx, srv)
     pg = ctx.new_page()
     errors: list[str] = []
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -575,11 +585,12 @@ def assert_no_sideways_scroll(pg: Any) -> None:
 
 
 @pytest.fixture
-def sized(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+def sized(browser: Any, server: LiveServer, request: pytest.FixtureRequest) -> Iterator[Any]:
     """A page at the width given by the test's `width` parameter (dark for 390 px)."""
     width = request.node.callspec.params["width"]
     scheme = "dark" if width == 390 else "light"
     ctx = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
+    login(ctx, server)
     pg = ctx.new_page()
     errors: list[str] = []
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -693,7 +704,7 @@ def test_timeline_shows_sub_agent_lane_and_a_page_long_event_list(
 
 
 def _label_of(server: LiveServer, emit_id: int) -> dict[str, Any]:
-    emits = httpx.get(f"{server.url}/api/anomalies", params={"limit": "500"}).json()["emits"]
+    emits = server.client().get("/api/anomalies", params={"limit": "500"}).json()["emits"]
     [e] = [e for e in emits if e["id"] == emit_id]
     return e
 
@@ -763,7 +774,7 @@ def test_label_with_a_note_from_the_timeline(server: LiveServer, page: Any) -> N
 def test_next_unlabelled_queue(server: LiveServer, page: Any) -> None:
     page.goto(server.url + "/")
     page.wait_for_selector("#emits-body tr.emit")
-    todo = httpx.get(f"{server.url}/api/anomalies/sample", params={"n": "3"}).json()["emits"]
+    todo = server.client().get("/api/anomalies/sample", params={"n": "3"}).json()["emits"]
     assert len(todo) == 3
     page.click("#review-next")
     review = page.locator("#review")
@@ -866,7 +877,7 @@ def test_sessions_page_and_search(server: LiveServer, page: Any) -> None:
 
 def _all_sessions(server: LiveServer) -> int:
     """Sessions the store holds now (other tests of this module may add some)."""
-    got = httpx.get(f"{server.url}/api/sessions", params={"limit": "1000"}).json()
+    got = server.client().get("/api/sessions", params={"limit": "1000"}).json()
     assert len(got) >= SEEDED["sessions"]
     return len(got)
 
@@ -879,6 +890,7 @@ def test_gates_tab_says_so_when_the_server_is_down(browser: Any, tmp_path: Path)
     )
     srv = start_live_server(settings)
     ctx = browser.new_context(viewport={"width": 800, "height": 700})
+    login(ctx, srv)
     pg = ctx.new_page()
     errors: list[str] = []
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -945,10 +957,12 @@ def _seed_loop(server: LiveServer, sid: str, cwd: str) -> None:
     server.service.delivery.invalidate(sid)
 
 
-def _open(browser: Any, width: int) -> tuple[Any, Any, list[str]]:
-    """A fresh page at `width` (dark at 390 px) and the console errors it collects."""
+def _open(browser: Any, width: int, srv: LiveServer) -> tuple[Any, Any, list[str]]:
+    """A fresh page at `width` (dark at 390 px), logged in, and the console errors it
+    collects."""
     scheme = "dark" if width == 390 else "light"
     ctx = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
+    login(ctx, srv)
     pg = ctx.new_page()
     errors: list[str] = []
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -968,16 +982,16 @@ def test_session_preview_shows_a_muted_kind_as_muted(server: LiveServer, browser
     kind, proj, sid = "repeated_failed_build", "/home/dev/muted-proj", "5e1d0c2b-muted-session"
     _seed_loop(server, sid, proj)
     mutes = server.settings.data_dir / MUTES_FILE
-    api = httpx.get(f"{server.url}/api/anomalies/preview", params={"session_id": sid}).json()
+    api = server.client().get("/api/anomalies/preview", params={"session_id": sid}).json()
     assert [f["kind"] for f in api["findings"]] == [kind], api
 
     until = SystemClock().now_ms() + 3_600_000
     add_mute(mutes, Mute(kind=kind, project=proj, until_ms=until, since_ms=1))
     try:
-        listed = httpx.get(f"{server.url}/api/mutes").json()["mutes"]
+        listed = server.client().get("/api/mutes").json()["mutes"]
         assert listed == [{"kind": kind, "project": proj, "until": until, "since": 1}]
         for width in (1360, 390):
-            ctx, pg, errors = _open(browser, width)
+            ctx, pg, errors = _open(browser, width, server)
             pg.goto(f"{server.url}/#sessions/{sid}")
             item = _preview_item(pg, kind)
             assert item.get_attribute("data-muted") == "1"
@@ -1000,8 +1014,8 @@ def test_session_preview_shows_a_muted_kind_as_muted(server: LiveServer, browser
     finally:
         remove_mute(mutes, kind, proj)
 
-    assert httpx.get(f"{server.url}/api/mutes").json()["mutes"] == []
-    ctx, pg, errors = _open(browser, 1360)
+    assert server.client().get("/api/mutes").json()["mutes"] == []
+    ctx, pg, errors = _open(browser, 1360, server)
     pg.goto(f"{server.url}/#sessions/{sid}")
     item = _preview_item(pg, kind)
     assert item.get_attribute("data-muted") == "0"
@@ -1019,3 +1033,26 @@ def test_session_preview_has_a_quiet_empty_state(server: LiveServer, page: Any) 
     page.wait_for_selector("#preview-panel .pv-empty")
     assert "Nothing pending" in page.inner_text("#preview-panel")
     assert page.locator("#preview-panel li.preview-item").count() == 0
+
+
+def test_without_logging_in_the_page_says_how_and_shows_no_data(
+    browser: Any, server: LiveServer
+) -> None:
+    """Issue 31: the shell loads for anyone, its data only for the login URL's cookie; the
+    URL itself leaves the address bar once used."""
+    ctx = browser.new_context(viewport={"width": 1360, "height": 900})
+    try:
+        pg = ctx.new_page()
+        pg.goto(server.url + "/#anomalies")
+        banner = pg.locator("#login-needed")
+        banner.wait_for(state="visible")
+        assert "tma1 doctor" in banner.inner_text() and "login" in banner.inner_text()
+        assert pg.locator("#emits-body tr.emit").count() == 0
+        shot(pg, "login-needed")
+        # the printed URL, opened in this browser: logged in, on the clean URL
+        pg.goto(f"{server.url}/?login={login_code(server.token)}")
+        assert pg.url == server.url + "/"
+        pg.wait_for_selector("#emits-body tr.emit")
+        assert pg.locator("#login-needed").is_hidden()
+    finally:
+        ctx.close()

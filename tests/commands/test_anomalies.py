@@ -6,7 +6,6 @@ import json
 import re
 import subprocess
 
-import httpx
 from conftest import LiveServer, tma1_cmd
 from gateseed import Session, emit_row
 
@@ -146,10 +145,10 @@ def test_cli_labels_while_the_server_runs(live: LiveServer) -> None:
     url = live.settings.effective_database_url
     out = _run(url, "label", "1", "tp", "--note", "from the terminal")
     assert out.returncode == 0, out.stderr
-    emit = httpx.get(f"{live.url}/api/anomalies").json()["emits"][0]
+    emit = live.client().get("/api/anomalies").json()["emits"][0]
     assert (emit["label"], emit["label_note"]) == ("tp", "from the terminal")
     # …and a label from the dashboard's API shows in the CLI.
-    r = httpx.post(f"{live.url}/api/anomalies/1/label", json={"label": "fp"})
+    r = live.client().post("/api/anomalies/1/label", json={"label": "fp"})
     assert r.status_code == 200
     js = json.loads(_run(url, "anomalies", "--json").stdout)
     assert js["emits"][0]["label"] == "fp"

@@ -223,3 +223,38 @@ def test_what_an_agent_cannot_be_told_is_listed_once_its_hooks_are_in(
     limits = [ln for ln in out.splitlines() if ln[6:24].rstrip() == "gemini limit"]
     assert limits and all(ln.startswith("warn") for ln in limits)
     assert any("&lt;tma1-context&gt;" in ln for ln in limits), limits
+
+
+def test_doctor_prints_a_login_url_that_logs_in_once(home: Path, tmp_path: Path) -> None:
+    import httpx
+
+    env = _env(home, tmp_path / "data")
+    assert run(env, "install", "--adapter", "claude-code").returncode == 0
+    with serving(env, port=int(env["TMA1_PORT"])) as srv:
+        res = _doctor(env)
+        line = _line(res.stdout, "dashboard")
+        assert line.startswith("ok") and "one-time" in line
+        url = line.split("open ", 1)[1].split(" ", 1)[0]
+        assert url.startswith(srv.url + "/?login=")
+        with httpx.Client(trust_env=False, follow_redirects=True) as browser:
+            assert browser.get(f"{srv.url}/api/sessions").status_code == 401
+            assert browser.get(url).url == srv.url + "/"
+            assert browser.get(f"{srv.url}/api/sessions").status_code == 200
+    assert res.returncode == 0, res.stdout
+
+
+def test_an_older_hook_script_is_outdated_with_its_fix(home: Path, tmp_path: Path) -> None:
+    """A script from before issue 31 sends the token itself, which the server refuses now:
+    doctor names it and the fix, and install puts it right."""
+    env = _env(home, tmp_path / "data")
+    assert run(env, "install", "--adapter", "claude-code").returncode == 0
+    script = tmp_path / "data" / "hooks" / script_name("claude-code")
+    old = script.read_text().replace("X-TMA1-Nonce", "X-TMA1-Token").replace("X-TMA1-Auth", "X")
+    script.write_text(old)
+    res = _doctor(env)
+    line = _line(res.stdout, "hooks claude-code")
+    assert line.startswith("FAIL") and "hook script outdated" in line
+    assert "fix: run `tma1 install --adapter claude-code`" in line
+    assert res.returncode == 1
+    assert run(env, "install", "--adapter", "claude-code").returncode == 0
+    assert "installed and current" in _line(_doctor(env).stdout, "hooks claude-code")

@@ -12,6 +12,8 @@ import pytest
 from conftest import tma1_cmd
 from installkit import USER_SETTINGS, env_for, snapshot, tma1, write_settings
 
+from tma1.token import http_hook_key
+
 CLAUDE_EVENTS = {
     "PreToolUse",
     "PostToolUse",
@@ -370,7 +372,8 @@ def test_claude_code_hooks_fork_a_capped_worker_only_where_a_session_begins_or_e
 
 def test_http_transport_round_trip(home: Path) -> None:
     """`--transport http`: every event but SessionStart as Claude Code's native http hook
-    (JSON answers, a 1 s timeout, the token as a literal header), SessionStart as the
+    (JSON answers, a 1 s timeout, a key derived from the token as a literal header: never
+    the token, which Claude Code would hand to any listener on the port), SessionStart as the
     command hook; reinstalling either way replaces in place; uninstall gives the bytes back."""
     original = USER_SETTINGS
     path = write_settings(home, original)
@@ -392,11 +395,12 @@ def test_http_transport_round_trip(home: Path) -> None:
         assert h == {
             "type": "http",
             "url": "http://127.0.0.1:14999/api/hooks?transport=http&hook=tma1-hook-claude-code.sh",
-            "headers": {"X-TMA1-Token": token},
+            "headers": {"X-TMA1-Token": http_hook_key(token)},
             "timeout": 1,
         }
+    assert token not in path.read_text()
     assert [e for e, _ in our_handlers(doc, "tma1-hook-claude-code.sh")] == ["SessionStart"]
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # it holds the token now (was 0644)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # it holds the hook key now (was 0644)
     # The user's own handlers are where they were.
     assert doc["hooks"]["Stop"][0]["hooks"] == [{"type": "command", "command": "notify-send done"}]
     assert doc["hooks"]["PreToolUse"][0]["matcher"] == "Bash"

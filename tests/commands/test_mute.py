@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 from conftest import free_port
-from trustkit import clean_env, run, serving
+from trustkit import Served, clean_env, run, serving
 
 from tma1.adapters.hookscript import script_name
 from tma1.engine.mutes import Mute
@@ -60,33 +59,31 @@ def _fail(sid: str, cwd: Path, n: int) -> dict[str, Any]:
     )
 
 
-def _emits(url: str, sid: str, want: int) -> list[dict[str, Any]]:
+def _emits(srv: Served, sid: str, want: int) -> list[dict[str, Any]]:
     """The session's emit rows, once `want` are there (the writer is asynchronous) or the
     deadline passed."""
     deadline = time.monotonic() + 10
     while True:
-        rows = httpx.get(
-            f"{url}/api/anomalies", params={"session_id": sid}, trust_env=False, timeout=10
-        ).json()
+        rows = srv.get("/api/anomalies", params={"session_id": sid}).json()
         rows = rows.get("emits", rows) if isinstance(rows, dict) else rows
         if len(rows) >= want or time.monotonic() > deadline:
             return rows
         time.sleep(0.1)
 
 
-def _preview(url: str, sid: str) -> list[dict[str, Any]]:
-    r = httpx.get(
-        f"{url}/api/anomalies/preview", params={"session_id": sid}, trust_env=False, timeout=10
-    )
+def _preview(srv: Served, sid: str) -> list[dict[str, Any]]:
+    r = srv.get("/api/anomalies/preview", params={"session_id": sid})
     return [f for f in r.json()["findings"] if f["kind"] == KIND]
 
 
-def _mcp_text(url: str, sid: str, cwd: Path) -> str:
+def _mcp_text(srv: Served, sid: str, cwd: Path) -> str:
     from tma1.mcp.api import Tma1Api
     from tma1.mcp.server import Tools
 
     async def go() -> str:
-        api = Tma1Api(url)
+        assert srv.data_dir is not None
+        token = (srv.data_dir / "hook-token").read_text().strip()
+        api = Tma1Api(srv.url, token=token)
         try:
             result = await Tools(api, cwd=str(cwd)).get_anomalies(sid)
         finally:
@@ -116,23 +113,23 @@ def test_muted_kind_is_shown_but_never_delivered_until_unmuted(tmp_path: Path) -
         for n in range(3):
             _hook(script, env, _fail("m1", proj, n))
         assert _hook(script, env, _ev("m1", proj, "Stop")) == ""
-        shown = _preview(srv.url, "m1")
+        shown = _preview(srv, "m1")
         assert shown and all(f["muted"] and not f["would_deliver"] for f in shown), shown
         assert shown[0]["decision"] == "muted" and shown[0]["muted_project"] == str(proj)
-        assert "Muted in" in _mcp_text(srv.url, "m1", proj)
+        assert "Muted in" in _mcp_text(srv, "m1", proj)
         # Another project is not muted: the same loop blocks its Stop.
         for n in range(3):
             _hook(script, env, _fail("o1", other, n))
         assert _blocks(_hook(script, env, _ev("o1", other, "Stop")))
-        assert [e["kind"] for e in _emits(srv.url, "o1", 1)] == [KIND]
-        assert _emits(srv.url, "m1", 0) == []
+        assert [e["kind"] for e in _emits(srv, "o1", 1)] == [KIND]
+        assert _emits(srv, "m1", 0) == []
 
         unmuted = run(env, "unmute", KIND, "--project", str(proj))
         assert unmuted.returncode == 0, unmuted.stderr
         answer = _hook(script, env, _ev("m1", proj, "Stop"))
         assert _blocks(answer), answer
-        assert [e["kind"] for e in _emits(srv.url, "m1", 1)] == [KIND]
-        assert not _preview(srv.url, "m1")[0]["muted"]
+        assert [e["kind"] for e in _emits(srv, "m1", 1)] == [KIND]
+        assert not _preview(srv, "m1")[0]["muted"]
 
 
 def test_unmute_of_what_is_not_muted_says_so(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from tma1.clock import ManualClock
 from tma1.config import Settings
 from tma1.events import parse_payload
 from tma1.service import build_service
+from tma1.token import hook_headers
 
 
 def _env(data_dir: Path, **extra: str) -> dict[str, str]:
@@ -32,7 +33,7 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 20) 
         if proc.poll() is not None:
             raise AssertionError(f"server exited early: {proc.communicate()}")
         try:
-            return httpx.get(f"{url}/api/health", timeout=1).json()
+            return httpx.get(f"{url}/api/ping", timeout=1).raise_for_status() and {}
         except httpx.HTTPError:
             time.sleep(0.1)
     raise AssertionError("server did not become healthy")
@@ -65,11 +66,11 @@ def test_serve_stores_events_and_stops_cleanly(served: tuple, sig: signal.Signal
     assert len(token) == 64 and int(token, 16) >= 0
     r = httpx.post(
         f"{url}/api/hooks",
-        headers={"X-TMA1-Token": token},
+        headers=hook_headers(token),
         content=b'{"session_id": "s", "hook_event_name": "SessionStart"}',
     )
     assert r.status_code == 200
-    health = httpx.get(f"{url}/api/health").json()
+    health = httpx.get(f"{url}/api/health", headers={"X-TMA1-Token": token}).json()
     assert health["rows"]["tma1_hook_events"] == 1 and health["database"] == "sqlite"
     proc.send_signal(sig)
     # uvicorn re-raises the signal after its graceful shutdown, so the process may end

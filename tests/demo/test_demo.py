@@ -75,12 +75,16 @@ def test_demo_keep_leaves_the_dashboard_up_until_ctrl_c(stop_with: signal.Signal
             if "press Ctrl-C" in line:
                 break
         out = "".join(lines)
-        url = re.search(r"Dashboard: (http://127\.0\.0\.1:\d+)/", out)
+        url = re.search(r"Dashboard: (http://127\.0\.0\.1:\d+)/(\?login=\S+)", out)
         assert url, out
-        assert httpx.get(url.group(1) + "/api/health", timeout=5, trust_env=False).is_success
-        page = httpx.get(url.group(1) + "/", timeout=5, trust_env=False)  # the printed URL
-        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-        emits = httpx.get(url.group(1) + "/api/anomalies", timeout=5, trust_env=False).json()
+        health = httpx.get(url.group(1) + "/api/health", timeout=5, trust_env=False)
+        assert health.status_code == 401  # no data without logging in
+        # the printed URL, opened as a browser does: it logs in, and lands on the dashboard
+        with httpx.Client(timeout=5, trust_env=False, follow_redirects=True) as browser:
+            page = browser.get(url.group(1) + "/" + url.group(2))
+            assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+            assert str(page.url) == url.group(1) + "/"
+            emits = browser.get(url.group(1) + "/api/anomalies").json()
         assert {e["kind"] for e in emits["emits"]} == {k.value for k in Kind}
         proc.send_signal(stop_with)
         assert proc.wait(timeout=30) == 0

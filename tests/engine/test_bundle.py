@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from enginekit import PROJECT, bash_fail, bash_ok
 
+from tma1.checks.outcome import NOT_CHECK_FAILURES
 from tma1.clock import MINUTE_MS
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.bundle import (
@@ -113,15 +115,33 @@ def test_a_check_is_open_when_its_newest_run_failed_and_closed_by_a_later_pass()
 
 
 def test_checks_part_names_who_broke_it() -> None:
-    runs = [fail(OTHER, "./build.sh", T0), fail(OTHER, "./build.sh", T0 + 1_000)]
+    runs = [
+        ok(ME, "./build.sh", T0 - 1_000),  # it passed: a session that fails it after broke it
+        fail(OTHER, "./build.sh", T0),
+        fail(OTHER, "./build.sh", T0 + 1_000),
+    ]
     b = build_bundle(inp(source="startup", runs=runs))
     assert b.parts == ("checks",)
     assert "`./build.sh` fails since" in b.text
     assert f"broken by session {OTHER[:8]} (claude-code); 2 failing runs" in b.text
     assert "src/app.py:3: error: name 'x' is not defined" in b.text
     assert b.findings == ()  # project state, not a finding of this session: nothing to emit
-    mine = build_bundle(inp(runs=[fail(ME, "./build.sh", T0)]))
+    mine = build_bundle(inp(runs=[ok(OTHER, "./build.sh", T0 - 1), fail(ME, "./build.sh", T0)]))
     assert "broken by this session; 1 failing run" in mine.text
+
+
+def test_a_check_that_never_passed_is_failing_since_not_broken_by() -> None:
+    # Held-out recordings, turn 3: "broken by session X" where X was only the first to run a
+    # check that had never passed (design §2.21). Who ran it last is what is known.
+    runs = [fail(OTHER, "./build.sh", T0), fail(ME, "./build.sh", T0 + 1_000)]
+    b = build_bundle(inp(source="startup", session_id="third-33333333", runs=runs))
+    assert "broken by" not in b.text
+    assert "`./build.sh` failing since " in b.text
+    assert f"(last run in session {ME[:8]} (claude-code); 2 failing runs)" in b.text
+    [check] = open_checks(runs, T0 + 2_000)
+    assert (check.passed_before, check.broken_by, check.last_session) == (False, OTHER, ME)
+    mine = build_bundle(inp(runs=runs))
+    assert "(last run in this session; 2 failing runs)" in mine.text
 
 
 def test_an_invocation_error_is_no_verdict_on_a_check() -> None:
@@ -283,8 +303,8 @@ def test_compact_instructions_name_what_is_open_whether_or_not_told_this_epoch()
     told = {finding_key(f): T0 + MINUTE_MS}  # told already: the summary must still keep it
     text = compact_instructions(inp(findings=[f], runs=runs, told=told))
     assert text.startswith("tma1, which monitors this session, reports these problems")
-    assert f.suggestion in text and "`npm test` fails since" in text
-    assert "`./build.sh` fails" not in text  # named by the finding: once
+    assert f.suggestion in text and "`npm test` failing since" in text
+    assert "`./build.sh` fail" not in text  # named by the finding: once
     assert OPEN_TAG not in text  # plain instructions for the summariser, not agent context
     assert len(compact_instructions(inp(findings=[f] * 9, runs=runs), max_chars=400)) < 400
     # Nothing open (or only context pressure, which the compaction answers): nothing to ask.
@@ -304,3 +324,31 @@ def test_files_a_standing_external_change_finding_names_are_not_listed_twice() -
     assert "other.py (modified)" in b.text and "notes.txt (modified)" not in b.text
     only = build_bundle(inp(findings=[ext], last_event_ts=last, changes=changes[:1]))
     assert only.parts == ("findings",)
+
+
+# --- turn 3: only open checks with a verdict, not stale, blamed only on a break --------------
+
+RUSTC = "error[E0425]: cannot find value `cfg` in this scope\n --> src/main.rs:12:5\n"
+
+
+def test_a_cargo_check_a_later_cargo_build_passed_is_not_listed() -> None:
+    # Held-out recordings: `cargo check` listed as failing an hour after a `cargo build` of
+    # the same crate passed (design §2.21).
+    runs = [fail(OTHER, "cargo check", T0, RUSTC), ok(OTHER, "cargo build --release", T0 + 60_000)]
+    assert open_checks(runs, T0 + 90 * MINUTE_MS) == []
+    assert build_bundle(inp(source="startup", runs=runs)).text == ""
+
+
+def test_a_check_a_later_wider_failure_superseded_is_told_as_that_one() -> None:
+    other = "error[E0308]: mismatched types\n --> src/db.rs:40:9\n"
+    runs = [fail(OTHER, "cargo check", T0, RUSTC), fail(OTHER, "cargo build", T0 + 1_000, other)]
+    assert [c.key for c in open_checks(runs, T0 + 2_000)] == ["cargo build"]
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_CHECK_FAILURES - {"fixed"}))
+def test_runs_with_no_verdict_are_never_listed(kind: str) -> None:
+    # The contract with checks/: a failure_kind in NOT_CHECK_FAILURES is no verdict.
+    crash = replace(fail(OTHER, "npx vitest run", T0, "Module.createRequire is not a function"),
+                    failure_kind=kind)  # fmt: skip
+    assert open_checks([crash], T0 + 1_000) == []
+    assert build_bundle(inp(source="startup", runs=[crash])).text == ""

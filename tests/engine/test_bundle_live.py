@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from conftest import LiveServer, start_live_server
-from enginekit import PROJECT, bash_fail, payload, prompt, stop
+from enginekit import PROJECT, bash_fail, bash_ok, payload, prompt, stop
 
 from tma1.clock import MINUTE_MS, ManualClock
 from tma1.engine.bundle import BUNDLE_MAX_CHARS
@@ -64,7 +64,9 @@ def edit(sid: str, path: str) -> list[dict[str, Any]]:
 
 
 def break_build(live: LiveServer, clock: ManualClock, sid: str) -> None:
-    """The agent edits src/app.py, then ./build.sh fails three times on it."""
+    """./build.sh passes; the agent edits src/app.py, then ./build.sh fails three times on
+    it (the session broke it: it passed before, design §2.21)."""
+    post(live, clock, bash_ok(sid, BUILD, "built"))
     for p in edit(sid, APP):
         post(live, clock, p)
     for _ in range(3):

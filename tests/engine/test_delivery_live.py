@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
 from conftest import LiveServer, start_live_server
 from enginekit import bash_fail, bash_ok, payload, prompt, stop
 
@@ -257,9 +256,8 @@ def test_disable_injection_answers_empty_but_stores_events(
             assert post(srv, clock, bash_fail(sid, BUILD, BUILD_OUT)) == ""
         assert post(srv, clock, stop(sid)) == ""
         assert srv.store.counts()["tma1_hook_events"] == 4
-        assert httpx.get(f"{srv.url}/api/anomalies/preview", params={"session_id": sid}).json()[
-            "findings"
-        ][0]["would_deliver"]
+        preview = srv.client().get("/api/anomalies/preview", params={"session_id": sid}).json()
+        assert preview["findings"][0]["would_deliver"]
     finally:
         srv.stop()
 

@@ -24,7 +24,7 @@ def test_get_session_bundle_previews_without_emitting(live: LiveServer, tmp_path
             "unknown": await s.call_tool("get_session_bundle", {"session_id": "nope"}),
         }
 
-    got = with_mcp(proj / "src", mcp_env(live.port), body)
+    got = with_mcp(proj / "src", mcp_env(live), body)
     res = got["resume"]
     assert not res.is_error, text_of(res)
     data = res.structured_content

@@ -69,7 +69,7 @@ def test_lists_tools_and_calls_each(live: LiveServer, tmp_path: Path) -> None:
         out["no_emit"] = await s.call_tool("dismiss_anomaly", {"id": 999_999, "reason": "x"})
         return out
 
-    got = with_mcp(proj / "src", mcp_env(live.port), body)
+    got = with_mcp(proj / "src", mcp_env(live), body)
     assert got["tools"] == TOOL_NAMES
 
     res = got["anomalies"]
@@ -136,7 +136,7 @@ def test_human_label_keeps_precedence_over_the_agents(live: LiveServer, tmp_path
     async def body(s: ClientSession) -> Any:
         return await s.call_tool("dismiss_anomaly", {"id": emit["id"], "reason": "noise"})
 
-    res = with_mcp(proj, mcp_env(live.port), body)
+    res = with_mcp(proj, mcp_env(live), body)
     assert not res.is_error, text_of(res)
     [after] = _emits(live, "s1")
     assert (after["label"], after["label_source"]) == ("tp", "human")
@@ -158,7 +158,7 @@ def test_twenty_previews_leave_the_next_digest_and_stop_unchanged(
     async def body(s: ClientSession) -> list[Any]:
         return [await s.call_tool("get_anomalies", {}) for _ in range(20)]
 
-    results = with_mcp(a, mcp_env(live.port), body)
+    results = with_mcp(a, mcp_env(live), body)
     assert all(not r.is_error for r in results)
     previews = [r.structured_content["findings"] for r in results]
     assert all(p == previews[0] for p in previews)  # asking changed nothing it reports

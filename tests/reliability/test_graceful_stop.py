@@ -31,7 +31,10 @@ def finding_agent(
 ) -> None:
     """New session after new session: three failures of one command, then a Stop."""
     n = 0
-    with httpx.Client(base_url=srv.url, timeout=10, headers=hook_headers(srv.token)) as c:
+    def fresh(request: httpx.Request) -> None:  # a hook takes a fresh nonce per request
+        request.headers.update(hook_headers(srv.token))
+
+    with httpx.Client(base_url=srv.url, timeout=10, event_hooks={"request": [fresh]}) as c:
         while not halt.is_set():
             session = f"{prefix}-{n}"
             n += 1

@@ -1,7 +1,7 @@
 """Hostile requests on a live server, on both backends.
 
-- A foreign web origin, a non-loopback Host (DNS rebinding) or a missing/wrong token is
-  refused, and nothing is stored.
+- A foreign web origin, a non-loopback Host (DNS rebinding) or a missing/wrong token (the
+  hook script's keyed proof of it) is refused, and nothing is stored.
 - SQL meta characters and path traversal strings in every field are stored verbatim,
   read back equal (from the database and through the API), and do nothing else.
 """
@@ -19,6 +19,7 @@ from conftest import LOOPBACK_TLS, LiveServer
 from sqlalchemy import select
 
 from tma1.store.schema import ALL_TABLES, hook_events
+from tma1.token import hook_headers
 
 VALID = {"session_id": "sec", "hook_event_name": "SessionStart", "cwd": "/tmp"}
 
@@ -48,7 +49,7 @@ def raw_post(live: LiveServer, headers: dict[str, str], body: object = VALID) ->
     ],
 )
 def test_foreign_origin_is_refused_and_nothing_stored(live: LiveServer, origin: str) -> None:
-    r = raw_post(live, {"X-TMA1-Token": live.token, "Origin": origin})
+    r = raw_post(live, {**hook_headers(live.token), "Origin": origin})
     assert r.status_code == 403
     # Reads are refused too: a foreign page must not read the emit log or sessions.
     for path in ("/api/anomalies", "/api/sessions", "/api/health"):
@@ -57,7 +58,7 @@ def test_foreign_origin_is_refused_and_nothing_stored(live: LiveServer, origin: 
 
 
 def test_cross_site_fetch_metadata_is_refused(live: LiveServer) -> None:
-    r = raw_post(live, {"X-TMA1-Token": live.token, "Sec-Fetch-Site": "cross-site"})
+    r = raw_post(live, {**hook_headers(live.token), "Sec-Fetch-Site": "cross-site"})
     assert r.status_code == 403
     assert_nothing_stored(live)
 
@@ -76,7 +77,7 @@ def test_cross_site_fetch_metadata_is_refused(live: LiveServer) -> None:
 )
 def test_non_loopback_host_is_refused_even_with_the_token(live: LiveServer, host: str) -> None:
     host = host.format(port=live.port)
-    r = raw_post(live, {"X-TMA1-Token": live.token, "Host": host})
+    r = raw_post(live, {**hook_headers(live.token), "Host": host})
     assert r.status_code == 403, (host, r.text)
     assert live.client().get("/api/anomalies", headers={"Host": host}).status_code == 403
     assert_nothing_stored(live)
@@ -95,7 +96,7 @@ def test_missing_or_wrong_token_is_refused(live: LiveServer, token: str | None) 
     elif token == "TOKEN_SPACE":
         token = live.token + " x"
     if token is not None:
-        headers["X-TMA1-Token"] = token
+        headers.update(hook_headers(token))  # the hook script's proof, keyed with `token`
     r = raw_post(live, headers)
     assert r.status_code == 403
     # The token also cannot ride in the query string or a cookie.
@@ -115,9 +116,9 @@ def test_missing_or_wrong_token_is_refused(live: LiveServer, token: str | None) 
 def test_the_right_token_from_loopback_is_accepted(live: LiveServer) -> None:
     # The control for the refusals above: the same request with the right headers stores.
     for host in ("127.0.0.1", f"127.0.0.1:{live.port}", f"localhost:{live.port}"):
-        r = raw_post(live, {"X-TMA1-Token": live.token, "Host": host})
+        r = raw_post(live, {**hook_headers(live.token), "Host": host})
         assert r.status_code == 200
-    r = raw_post(live, {"X-TMA1-Token": live.token, "Origin": live.url})
+    r = raw_post(live, {**hook_headers(live.token), "Origin": live.url})
     assert r.status_code == 200
     assert live.store.counts()["tma1_hook_events"] == 4
 

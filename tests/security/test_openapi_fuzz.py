@@ -1,8 +1,10 @@
 """Schemathesis over /openapi.json of a live `tma1 serve`: no request makes it answer 5xx.
 
-The CLI runs as a subprocess against the real server (with the hook token, so the fuzzed
-requests reach the handlers rather than the 403), a bounded number of examples per
-operation and a fixed seed (TMA1_FUZZ_SEED overrides it to explore further).
+The CLI runs as a subprocess against the real server (with the token, so the fuzzed
+requests reach the read handlers rather than the 401; the hook path takes a fresh nonce
+per request instead, so it answers these 403, and its bodies are fuzzed by
+tests/server/test_routes_hooks_property.py), a bounded number of examples per operation
+and a fixed seed (TMA1_FUZZ_SEED overrides it to explore further).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from conftest import LiveServer, require_sessions
 from sqlalchemy import select
 
 from tma1.store.schema import hook_events
+from tma1.token import hook_headers
 
 
 def rows(live: LiveServer) -> list[dict[str, Any]]:
@@ -94,7 +95,7 @@ def test_bad_input_is_200_empty_nothing_stored_and_counted(
     r = live.hook(body)
     assert r.status_code == 200 and r.content == b""
     assert rows(live) == []
-    health = httpx.get(f"{live.url}/api/health").json()
+    health = live.client().get("/api/health").json()
     assert health["rejected"] == {reason: 1}
     assert health["rows"]["tma1_hook_events"] == 0
 
@@ -115,7 +116,7 @@ def test_body_over_the_hard_limit_is_refused_quietly(
     r = live.hook(big)
     assert r.status_code == 200 and r.content == b""
     assert rows(live) == []
-    assert httpx.get(f"{live.url}/api/health").json()["rejected"] == {"body_too_large": 1}
+    assert live.client().get("/api/health").json()["rejected"] == {"body_too_large": 1}
     # A good event right after is stored: nothing lost, the connection pool is fine.
     assert live.hook({"session_id": "s", "hook_event_name": "Stop"}).status_code == 200
     assert len(rows(live)) == 1
@@ -138,7 +139,7 @@ def test_odd_but_valid_encodings_are_kept(live: LiveServer) -> None:
 def test_health_reports_version_database_uptime_and_counts(live: LiveServer) -> None:
     live.hook({"session_id": "s", "hook_event_name": "SessionStart"})
     live.hook(b"nope")
-    h = httpx.get(f"{live.url}/api/health").json()
+    h = live.client().get("/api/health").json()
     assert h["version"] and h["database"] in ("sqlite", "postgresql")
     assert h["uptime_s"] >= 0
     assert h["rows"]["tma1_hook_events"] == 1
@@ -152,10 +153,14 @@ def test_real_claude_code_hook_payloads_are_stored(live: LiveServer) -> None:
     if not files:
         pytest.skip("no hook payload logs")
     expected = []
-    with httpx.Client(base_url=live.url, headers={"X-TMA1-Token": live.token}) as client:
+    with httpx.Client(base_url=live.url) as client:
         for f in files:
             for record in json.loads(f.read_text()):
-                r = client.post("/api/hooks", content=json.dumps(record).encode())
+                r = client.post(
+                    "/api/hooks",
+                    content=json.dumps(record).encode(),
+                    headers=hook_headers(live.token),
+                )
                 assert r.status_code == 200
                 expected.append(record)
     stored = rows(live)
@@ -187,7 +192,7 @@ def test_nul_characters_do_not_lose_the_event(live: LiveServer) -> None:
     [row] = rows(live)
     assert row["session_id"] == "s\ufffdx"
     assert row["tool_result"] == "a\ufffdb"
-    h = httpx.get(f"{live.url}/api/health").json()
+    h = live.client().get("/api/health").json()
     assert h["errors"] == {}
 
 
@@ -209,12 +214,14 @@ def test_a_streamed_body_is_read_whole_and_the_answer_is_plain_http(
         for i in range(0, len(data), size):
             yield data[i : i + size]
 
-    headers = {"X-TMA1-Token": live.token, "Content-Type": "application/json"}
+    def headers() -> dict[str, str]:  # a fresh nonce per request
+        return {**hook_headers(live.token), "Content-Type": "application/json"}
+
     # Chunked transfer encoding: the server receives the body in many ASGI messages.
     r = httpx.post(
         f"{live.url}/api/hooks?source=codex&source=claude-code",
         content=chunks(payload, 7_000),
-        headers=headers,
+        headers=headers(),
         timeout=10,
     )
     assert (r.status_code, r.content) == (200, b"")
@@ -229,26 +236,27 @@ def test_a_streamed_body_is_read_whole_and_the_answer_is_plain_http(
     big = json.dumps({"session_id": "s", "hook_event_name": "Stop", "x": "z" * 1_100_000})
     with httpx.Client(timeout=10) as client:
         r = client.post(
-            f"{live.url}/api/hooks", content=chunks(big.encode(), 64_000), headers=headers
+            f"{live.url}/api/hooks", content=chunks(big.encode(), 64_000), headers=headers()
         )
         assert (r.status_code, r.content) == (200, b"")
         r = client.post(
             f"{live.url}/api/hooks?source=codex",
             content=json.dumps({"session_id": "s-after", "hook_event_name": "Stop"}),
-            headers=headers,
+            headers=headers(),
         )
         assert r.status_code == 200
     assert [row["session_id"] for row in rows(live)] == ["s-chunked", "s-after"]
     assert rows(live)[1]["agent_source"] == "codex"
-    health = httpx.get(f"{live.url}/api/health").json()
+    health = live.client().get("/api/health").json()
     assert health["rejected"] == {"body_too_large": 1}
 
 
 def test_a_body_cut_off_by_the_client_is_no_event(live: LiveServer) -> None:
     # The hook script's time cap can end an upload half-way: what arrived is not an event.
+    auth = "".join(f"{k}: {v}\r\n" for k, v in hook_headers(live.token).items())
     head = (
         f"POST /api/hooks HTTP/1.1\r\nHost: 127.0.0.1:{live.port}\r\n"
-        f"X-TMA1-Token: {live.token}\r\nContent-Type: application/json\r\n"
+        f"{auth}Content-Type: application/json\r\n"
         "Transfer-Encoding: chunked\r\n\r\n"
     ).encode()
     part = b'{"session_id": "s-cut", "hook_event_name": "Stop"'
@@ -258,7 +266,7 @@ def test_a_body_cut_off_by_the_client_is_no_event(live: LiveServer) -> None:
     deadline = time.monotonic() + 10
     rejected: dict[str, int] = {}
     while time.monotonic() < deadline:
-        rejected = httpx.get(f"{live.url}/api/health").json()["rejected"]
+        rejected = live.client().get("/api/health").json()["rejected"]
         if rejected:
             break
         time.sleep(0.05)

@@ -11,7 +11,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 from conftest import free_port
 from trustkit import clean_env, run, serving
@@ -72,13 +71,13 @@ def test_5_and_60_megabyte_bodies_are_stored_cut_and_marked(tmp_path: Path) -> N
             res = _fire(script, env, body)
             assert (res.returncode, res.stderr) == (0, b"")
             rows = _wait_rows(data / "tma1.db", sid, 1)
-            assert len(rows) == 1, (sid, httpx.get(f"{srv.url}/api/health").json())
+            assert len(rows) == 1, (sid, srv.get("/api/health").json())
             result, meta = rows[0]
             assert result is not None and result.endswith("…[truncated]")
             assert len(result.encode()) <= 16 * 1024
             marks = json.loads(meta or "{}")
             assert marks["truncated"] is True and marks["original_bytes"] == len(body)
-        health = httpx.get(f"{srv.url}/api/health", trust_env=False).json()
+        health = srv.get("/api/health").json()
         assert health["rejected"] == {}
 
 
@@ -94,7 +93,7 @@ def test_a_body_over_the_hard_limit_is_refused_and_counted(tmp_path: Path) -> No
         assert (res.returncode, res.stdout, res.stderr) == (0, b"", b"")
         deadline = time.monotonic() + 30
         while True:
-            health = httpx.get(f"{srv.url}/api/health", trust_env=False).json()
+            health = srv.get("/api/health").json()
             if health["rejected"] or time.monotonic() > deadline:
                 break
             time.sleep(0.1)

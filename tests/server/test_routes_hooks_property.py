@@ -6,9 +6,8 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-from conftest import LOOPBACK_TLS, PG_URL, LiveServer, _fresh_pg_database, start_live_server
+from conftest import PG_URL, LiveServer, _fresh_pg_database, start_live_server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -83,7 +82,7 @@ def _post(server: LiveServer, body: bytes) -> None:
 
 
 def _counters_add_up(server: LiveServer) -> None:
-    h = httpx.get(f"{server.url}/api/health", verify=LOOPBACK_TLS).json()
+    h = server.client().get("/api/health").json()
     assert h["errors"].get("internal", 0) == 0
     assert h["requests"] == h["events_stored"] + sum(
         v for k, v in h["rejected"].items() if k != "bad_token"

@@ -51,15 +51,21 @@ def http_handler(settings: Settings, token: str) -> dict[str, Any]:
 
     `?transport=http` makes the server answer JSON only (Claude Code rejects any other
     body). The URL names the script file too: that is how install recognises its own
-    entry, whatever the host or port. The token is written literally, not through
+    entry, whatever the host or port. The header is written literally, not through
     `allowedEnvVars`: a `$VAR` header works only when every Claude Code process has that
-    variable, and a hook without it is refused (403), an error shown on every event."""
+    variable, and a hook without it is refused (403), an error shown on every event.
+
+    The header is a key derived from the token, not the token: Claude Code sends it to
+    whatever listens on the port and shows whatever that answers (it cannot check who
+    answers), so a stranger on the port could learn this key and post hook events with
+    it, but read nothing (docs/hooks.md, "Who is on the other end")."""
     from tma1.mcp.api import base_url
+    from tma1.token import http_hook_key
 
     return {
         "type": "http",
         "url": f"{base_url(settings)}/api/hooks?transport=http&hook={script_name(NAME)}",
-        "headers": {"X-TMA1-Token": token},
+        "headers": {"X-TMA1-Token": http_hook_key(token)},
         "timeout": HTTP_TIMEOUT_S,
     }
 

@@ -47,9 +47,11 @@ def exec_form(script: Path, *, stdin_closes: bool = False) -> dict[str, Any]:
     """The hook's command in Claude Code's exec form (`command` + `args`): the agent spawns
     the script itself, with no `/bin/sh -c` before it — 1 ms of every hook at p50 in
     Claude Code's own timing, against the shell form `LC_ALL=C exec '<script>'`
-    (docs/benchmarks.md). With `stdin_closes` (events on which the agent closes the hook's
-    stdin once the event is written) the bash script serves the event without forking a
-    worker to bound it; the sh + curl one ignores the flag."""
+    (docs/benchmarks.md). `stdin_closes` marks the events on which the agent closes the
+    hook's stdin once the event is written; the bash script once served those without
+    forking a worker, but a connect(2) cannot be bounded without one (issue 31: the cap is
+    wall-clock in every mode), so both scripts now ignore it. Kept so that installs stay
+    as they are."""
     return {"command": str(script), "args": ["--stdin-closes"] if stdin_closes else []}
 
 
@@ -88,8 +90,26 @@ def bash_usable() -> bool:
     return r.returncode == 0 or "No such file" not in r.stderr
 
 
+# SHA-256 of stdin, hex first on the line (`hex  -`, `hex *stdin`): the keyed hashes the
+# script sends and checks (tma1.token). Looked up once, at install, and written in with
+# its absolute path: no PATH search on the agent's path, and no PATH the agent sets can
+# put another program there.
+HASHERS = (("sha256sum",), ("shasum", "-a", "256"), ("openssl", "dgst", "-sha256", "-r"))
+
+
+def sha256_command() -> str:
+    import shutil
+
+    for name, *args in HASHERS:
+        found = shutil.which(name)
+        if found:
+            return shlex.join([found, *args])
+    return "sha256sum"  # none here: the server refuses the hooks, `tma1 doctor` says so
+
+
 def render_script(settings: Settings, agent: str, flavor: str | None = None) -> str:
     values = {
+        "@@SHA256@@": sha256_command(),
         "@@AGENT@@": agent,
         "@@HOST@@": shlex.quote(settings.host),
         "@@PORT@@": shlex.quote(str(settings.port)),

@@ -49,7 +49,8 @@ def mcp_command(settings: Settings, argv0: str | None = None) -> McpCommand:
 
     Agents start MCP servers with their own PATH (Codex with a minimal environment), so
     a bare `tma1` might find another installation or nothing. A non-default server address
-    is passed in `env` for the same reason.
+    is passed in `env` for the same reason, and a non-default data dir: the token that
+    every read needs is there.
     """
     argv0 = sys.argv[0] if argv0 is None else argv0
     script = Path(argv0)
@@ -64,6 +65,9 @@ def mcp_command(settings: Settings, argv0: str | None = None) -> McpCommand:
         env.append(("TMA1_HOST", settings.host))
     if settings.port != DEFAULT_PORT:
         env.append(("TMA1_PORT", str(settings.port)))
+    data_dir = settings.data_dir.expanduser().absolute()
+    if data_dir != (Path.home() / ".tma1").absolute():
+        env.append(("TMA1_DATA_DIR", str(data_dir)))
     return McpCommand(command=command, args=args, env=tuple(env))
 
 

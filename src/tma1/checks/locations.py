@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
 from tma1.checks.text import FRAMING, LineTest, strip_ansi, unframe
+from tma1.textmemo import text_cache
 
 # --- file:line references ------------------------------------------------------------
 
@@ -41,7 +41,7 @@ def refs(output: str) -> list[Ref]:
 
 
 # A rule asks about the same few outputs for every file it considers.
-@lru_cache(maxsize=256)
+@text_cache(maxsize=256)
 def _refs(output: str) -> tuple[Ref, ...]:
     seen: dict[tuple[str, int], Ref] = {}
 
@@ -211,9 +211,9 @@ def _rustc_location(lines: list[str], i: int) -> str:
 
 
 # Asked again about the same failure at every detection while it stays recent (and live,
-# about the same text read back each time): outputs are capped at 16 KB, so the cache
-# holds at most about 4 MB.
-@lru_cache(maxsize=256)
+# about the same text read back each time): a text over 4,096 characters is keyed by
+# its digest (tma1.textmemo), so the cache never holds a whole big output.
+@text_cache(maxsize=256)
 def error_line(output: str) -> str | None:
     """The line a developer would quote first, or the first non-blank line (the quote about
     one file's error: `error_line_of_file`)."""
@@ -320,7 +320,7 @@ def _error_text(output: str) -> str:
     return "\n".join(kept)
 
 
-@lru_cache(maxsize=256)
+@text_cache(maxsize=256)
 def error_locations(output: str) -> tuple[Ref, ...]:
     """`file:line` of the output's error lines (compiler, linter, test stack frames)."""
     if not _MAYBE_REF.search(output) and 'File "' not in output:

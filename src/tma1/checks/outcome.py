@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from functools import lru_cache
 
 from tma1.checks.identity import check_of, runs_build_or_test
 from tma1.checks.normalize import split_shell
 from tma1.checks.text import FRAMING, _lowered, strip_ansi
 from tma1.checks.verdict import no_verdict
+from tma1.textmemo import text_cache
 
 # --- failure markers of those tools ---------------------------------------------------
 
@@ -40,7 +40,7 @@ _GUARDED_MARKERS: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
 )
 
 
-@lru_cache(maxsize=1024)
+@text_cache(maxsize=1024)
 def has_failure_markers(output: str) -> bool:
     """The output carries a test/build tool's failure marker (`0 failed` is not one)."""
     text = strip_ansi(output)

@@ -4,7 +4,8 @@ Checks, in order: the server (up? which version?), each agent's hooks (installed
 current, judged by the adapters' own install plans: a hook is current when `tma1 install`
 would change nothing), whether Codex trusts them, what an installed agent cannot be told
 (its hooks have no channel for it), whether the hook token matches the server's, whether
-a user service keeps tma1 running, and where the data lives (size, private modes).
+a user service keeps tma1 running, where the data lives (size, private modes), and which
+projects the file watcher leaves out, and why.
 
 Exit 0 when nothing needs fixing, 1 otherwise. Lines are `ok`, `warn` (worth knowing,
 not broken), `FAIL` (needs fixing; carries `fix: …`) or `?` (cannot tell; not a failure).
@@ -69,9 +70,47 @@ def diagnose(settings: Settings, env: Mapping[str, str] | None = None) -> list[C
     checks = [server]
     checks += check_hooks(settings, env)
     checks.append(check_token(settings, up=health is not None))
+    if health:
+        checks.append(check_dashboard(settings))
     checks.append(check_service(env, up=health is not None))
+    if health is not None:
+        checks.append(check_ingest(health))
     checks += check_data(settings, health)
+    checks += check_watcher(health)
     return checks
+
+
+# Counters of `/api/health`'s ingest section that each stand for hook events lost.
+_LOSSES = (
+    ("dropped_disk_full", "the data dir's disk was full"),
+    ("dropped_queue_full", "the outage queue was full"),
+    ("rejected_by_db", "refused by the database"),
+    ("lost_at_shutdown", "lost at shutdown"),
+    ("journal_unreadable", "unreadable in the journal"),
+)
+
+
+def check_ingest(health: dict[str, Any]) -> Check:
+    """One line: hook events lost since the server started (every drop is counted), or a
+    hook worker that never came back."""
+    ingest = health.get("ingest")
+    if not isinstance(ingest, dict):
+        return Check(WARN, "ingest", "the server reports no ingest counters")
+    if ingest.get("stuck_workers"):
+        return Check(
+            FAIL,
+            "ingest",
+            f"{ingest['stuck_workers']} hook worker(s) stuck for "
+            f"{ingest.get('longest_busy_s', '?')} s: the engine may not answer",
+            "see the server's log; restart the server",
+        )
+    lost = {k: int(ingest.get(k) or 0) for k, _ in _LOSSES}
+    total = sum(lost.values())
+    if not total:
+        return Check(OK, "ingest", "no hook event lost since the server started")
+    parts = ", ".join(f"{lost[k]} {why}" for k, why in _LOSSES if lost[k])
+    fix = "free space in the data dir" if lost["dropped_disk_full"] else "see the server's log"
+    return Check(WARN, "ingest", f"{total} hook events lost since the server started: {parts}", fix)
 
 
 # --- server ---------------------------------------------------------------------------
@@ -84,8 +123,17 @@ def check_server(settings: Settings) -> tuple[Check, dict[str, Any] | None]:
     from tma1.mcp.api import base_url
 
     url = base_url(settings)
+    token = read_token(settings.token_path)
     try:
-        resp = httpx.get(f"{url}/api/health", timeout=2.0, trust_env=False)
+        resp = httpx.get(
+            f"{url}/api/health",
+            headers={"X-TMA1-Token": token} if token else None,
+            timeout=2.0,
+            trust_env=False,
+        )
+        if resp.status_code in (401, 403):
+            # Up, but this data dir's token is not its: the token check says what to do.
+            return Check(FAIL, "server", f"running at {url} but refuses this data dir's token"), {}
         resp.raise_for_status()
         health = resp.json()
         if not isinstance(health, dict):
@@ -104,10 +152,13 @@ def check_server(settings: Settings) -> tuple[Check, dict[str, Any] | None]:
     version = str(health.get("version", "?"))
     detail = f"running at {url} (tma1 {version}, database {health.get('database', '?')})"
     if health.get("status") != "ok":
+        ingest = health.get("ingest")
+        db_down = not isinstance(ingest, dict) or not ingest.get("database_available", False)
+        why = "the database is unavailable" if db_down else "see the ingest line below"
         check = Check(
             FAIL,
             "server",
-            f"{detail} but degraded: the database is unavailable",
+            f"{detail} but degraded: {why}",
             "see the server's log; events are kept and written when the database is back",
         )
     elif version != __version__:
@@ -167,6 +218,18 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
             )
             continue
         installed_any = True
+        if script.path.exists() and b"X-TMA1-Nonce" not in script.path.read_bytes():
+            # An older tma1's script sends the token itself, which the server now refuses.
+            out.append(
+                Check(
+                    FAIL,
+                    name,
+                    f"hook script outdated: {script.path} sends the token to whatever "
+                    "listens on the port, and the server refuses it",
+                    f"run {install}",
+                )
+            )
+            continue
         if stale:
             out.append(
                 Check(
@@ -297,11 +360,11 @@ def check_token(settings: Settings, *, up: bool) -> Check:
         return Check(UNKNOWN, "hook token", f"cannot compare with the server ({exc})")
     if resp.status_code == 200:
         return Check(OK, "hook token", f"{path} matches the server's")
-    if resp.status_code == 403:
+    if resp.status_code in (401, 403):
         return Check(
             FAIL,
             "hook token",
-            f"{path} does not match the server's: every hook is refused (403)",
+            f"{path} does not match the server's: every hook and read is refused",
             "restart `tma1 serve` with the same data dir as the hooks "
             f"(TMA1_DATA_DIR={settings.data_dir})",
         )
@@ -310,6 +373,19 @@ def check_token(settings: Settings, *, up: bool) -> Check:
         "hook token",
         f"the server cannot check tokens (HTTP {resp.status_code}); restart it with this tma1",
     )
+
+
+def check_dashboard(settings: Settings) -> Check:
+    """A fresh one-time login URL for the dashboard (the server answers its data only to
+    the token or a session cookie, which this URL gets the browser)."""
+    from tma1.mcp.api import base_url
+    from tma1.token import login_url
+
+    token = read_token(settings.token_path)
+    if not token:
+        return Check(UNKNOWN, "dashboard", "no token here to log in with")
+    url = login_url(base_url(settings), token)
+    return Check(OK, "dashboard", f"open {url} (a one-time login URL, valid for 24 h)")
 
 
 # --- data -----------------------------------------------------------------------------
@@ -371,4 +447,46 @@ def check_data(settings: Settings, health: dict[str, Any] | None) -> list[Check]
         )
     elif os.name == "posix":
         out.append(Check(OK, "data privacy", "data dir 0700, database files 0600"))
+    return out
+
+
+# --- file watcher ---------------------------------------------------------------------
+
+UNWATCHED_SHOWN = 10
+_WATCH_FIXES = {
+    "over budget": "add its generated directories to .gitignore, or raise "
+    "TMA1_WATCH_MAX_DIRS and restart `tma1 serve`",
+    "limit": "raise TMA1_MAX_WATCHED_PROJECTS, or wait until a watched project is idle for 2 h",
+    "failed": "see the server's log; tma1 tries again after 10 min",
+}
+
+
+def check_watcher(health: dict[str, Any] | None) -> list[Check]:
+    """One line on the file watcher, then one per project it does not watch (from
+    GET /api/health): refused (a pseudo-filesystem, the root, the home directory), over
+    the directory budget, past the project limit, or failed."""
+    sensors = (health or {}).get("sensors")
+    if not isinstance(sensors, dict):
+        return []
+    if not sensors.get("watch_files"):
+        return [Check(OK, "file watcher", "off (tma1 serve --no-watch)")]
+    files = sensors.get("files")
+    files = files if isinstance(files, dict) else {}
+    unwatched = files.get("unwatched")
+    unwatched = unwatched if isinstance(unwatched, dict) else {}
+    summary = f"watching {files.get('watched', 0)} project(s)"
+    if not unwatched:
+        return [Check(OK, "file watcher", summary)]
+    out = [Check(WARN, "file watcher", f"{summary}; not watching {len(unwatched)}")]
+    for project, why in list(unwatched.items())[:UNWATCHED_SHOWN]:
+        why = why if isinstance(why, dict) else {}
+        reason, detail = str(why.get("reason", "?")), str(why.get("detail", ""))
+        out.append(
+            Check(
+                WARN, "not watched", f"{project}: {reason}: {detail}", _WATCH_FIXES.get(reason, "")
+            )
+        )
+    if len(unwatched) > UNWATCHED_SHOWN:
+        more = len(unwatched) - UNWATCHED_SHOWN
+        out.append(Check(WARN, "not watched", f"and {more} more (GET /api/health)"))
     return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from pathlib import Path
 
 log = logging.getLogger("tma1.mcp")
 
@@ -25,6 +26,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--host", help="tma1 server address (TMA1_HOST, default 127.0.0.1)")
     p.add_argument("--port", type=int, help="tma1 server port (TMA1_PORT, default 14318)")
     p.add_argument(
+        "--data-dir", type=Path, help="where the token is (TMA1_DATA_DIR, default ~/.tma1)"
+    )
+    p.add_argument(
         "--session-id",
         help="always answer about this session (default: the newest in the working directory)",
     )
@@ -34,7 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     import anyio
 
-    from tma1.commands._args import cli_settings, setup_logging
+    from tma1.commands._args import cli_settings, read_token, setup_logging
     from tma1.mcp.api import Tma1Api, base_url
     from tma1.mcp.server import build_server
 
@@ -45,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     url = base_url(settings)
     cwd = os.getcwd()
     log.info("tma1 mcp: asking %s; sessions resolve from %s", url, cwd)
-    api = Tma1Api(url)
+    api = Tma1Api(url, token=read_token(settings.token_path))
     server = build_server(api, cwd=cwd, pinned_session=args.session_id)
 
     async def serve() -> None:

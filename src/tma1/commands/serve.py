@@ -66,11 +66,21 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
     def listening() -> None:  # said once the socket listens, never before
+        from tma1.mcp.api import base_url
+        from tma1.token import login_url
+
         log.info(
             "tma1 serving on http://%s:%d (database: %s)",
             settings.host,
             settings.port,
             service.store.dialect,
+        )
+        # The dashboard answers its data only to a session cookie, which this one-time
+        # URL gets the browser (as Jupyter does); `tma1 doctor` prints a fresh one.
+        print(
+            f"tma1: dashboard: open {login_url(base_url(settings), token)} "
+            "(one-time login URL, valid for 24 h; `tma1 doctor` prints a fresh one)",
+            flush=True,
         )
 
     try:

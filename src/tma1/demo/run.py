@@ -180,7 +180,7 @@ def _run(out: Out, root: Path, server: DemoServer, *, keep: bool, started: float
         out.line(out.red(f"Not delivered: {', '.join(missing)} (server log: {server.log_tail()})"))
     else:
         out.line(out.green("All six kinds reached the agent."))
-    out.line(f"Dashboard: {out.bold(server.url + '/')}")
+    out.line(f"Dashboard: {out.bold(server.login_url())}  {out.dim('(a one-time login URL)')}")
     if keep:
         out.line(
             "The server keeps running for the dashboard; press Ctrl-C to stop it "

@@ -81,7 +81,7 @@ class DemoServer:
         def healthy() -> bool:
             if proc.poll() is not None:
                 raise DemoError(f"tma1 serve exited early:\n{self.log_tail()}")
-            return httpx.get(f"{self.url}/api/health", timeout=1, trust_env=False).is_success
+            return httpx.get(f"{self.url}/api/ping", timeout=1, trust_env=False).is_success
 
         if not wait_for(healthy, timeout):
             raise DemoError(f"tma1 serve did not answer within {timeout:.0f} s:\n{self.log_tail()}")
@@ -92,8 +92,23 @@ class DemoServer:
         except OSError:
             return ""
 
+    def token(self) -> str:
+        return (self.data_dir / "hook-token").read_text(encoding="ascii").strip()
+
+    def login_url(self) -> str:
+        from tma1.token import login_url
+
+        return login_url(self.url, self.token())
+
     def get(self, path: str, **params: Any) -> Any:
-        r = httpx.get(f"{self.url}{path}", params=params, timeout=10, trust_env=False)
+        token = self.token()
+        r = httpx.get(
+            f"{self.url}{path}",
+            params=params,
+            headers={"X-TMA1-Token": token},
+            timeout=10,
+            trust_env=False,
+        )
         r.raise_for_status()
         return r.json()
 

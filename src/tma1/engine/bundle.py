@@ -21,12 +21,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from tma1.checks import covers, error_line
+from tma1.checks import error_line
 from tma1.clock import MINUTE_MS
 from tma1.engine.anomaly import Anomaly, Channel, Kind, delivery_order
 from tma1.engine.checkruns import check_runs
 from tma1.engine.digest import CLOSE_TAG, OPEN_TAG, clip, listed, numbered_item
 from tma1.engine.rules._support import clock_time
+from tma1.engine.supersession import supersedes
 from tma1.engine.window import SessionWindow
 from tma1.events import FileChange, HookEvent
 from tma1.paths import display_path
@@ -70,12 +71,17 @@ class OpenCheck:
 
     key: str  # the check's identity (`tma1.checks.Check.identity`)
     command: str  # the newest failing run's command, as typed
-    since: int  # the first failure after the last pass: when it broke
+    since: int  # the first failure after the last pass (or the first seen): when it broke
     last_failure: int
     failures: int  # failing runs since it broke
     broken_by: str  # the session of the first failure after the last pass
     broken_by_agent: str
     error: str | None  # the newest failure's telling error line
+    # A covering run passed before the first failure: only then did a session *break* it
+    # (design §2.21); otherwise it is failing since its first run seen, no one's breakage.
+    passed_before: bool = True
+    last_session: str = ""  # the session of the newest failing run
+    last_agent: str = ""
 
     @property
     def item_key(self) -> str:
@@ -89,7 +95,10 @@ def open_checks(runs: Sequence[HookEvent], now: int, project: str | None = None)
     coverage-only exits and interruptions are no verdict. Newest-broken first.
 
     `since`/`broken_by` are those of the first failure no covering pass closed: when, and
-    by which session, the check broke."""
+    by which session, the check broke — a break only when a covering run passed before it
+    (`passed_before`, design §2.21). Closing and supersession are `engine.supersession`'s:
+    a passing `cargo build` closes `cargo check`; a failing run that a later failing wider
+    run with other errors superseded is not told."""
     # The checks' own reading of a run list (a window of no session: every session's runs).
     cr = check_runs(SessionWindow(session_id="", project=project, events=list(runs)), now)
     found = cr.runs
@@ -99,8 +108,10 @@ def open_checks(runs: Sequence[HookEvent], now: int, project: str | None = None)
         # on the way are the streak; its first is when (and by whom) the check broke.
         at = next(i for i in range(len(found) - 1, -1, -1) if found[i] is last)
         streak = [last]
+        passed_before = False
         for r in reversed(found[:at]):
-            if r.passed and covers(r.check, last.check):
+            if r.passed and supersedes(r.check, last.check):
+                passed_before = True
                 break
             if r.failed and r.check.identity == ident:
                 streak.append(r)
@@ -115,6 +126,9 @@ def open_checks(runs: Sequence[HookEvent], now: int, project: str | None = None)
                 broken_by=first.event.session_id,
                 broken_by_agent=first.event.agent_source,
                 error=last.event.tool_error_summary or error_line(last.event.tool_result or ""),
+                passed_before=passed_before,
+                last_session=last.event.session_id,
+                last_agent=last.event.agent_source,
             )
         )
     out.sort(key=lambda c: (-c.last_failure, c.key))
@@ -203,14 +217,22 @@ def _code(text: str, limit: int) -> str:
     return "`" + clip(text, limit).replace("`", "'") + "`"
 
 
+def _session_name(sid: str, agent: str, session_id: str) -> str:
+    return "this session" if sid == session_id else f"session {_short(sid)} ({agent})"
+
+
 def _check_line(c: OpenCheck, session_id: str) -> str:
-    who = (
-        "broken by this session"
-        if c.broken_by == session_id
-        else f"broken by session {_short(c.broken_by)} ({c.broken_by_agent})"
-    )
     runs = "1 failing run" if c.failures == 1 else f"{c.failures} failing runs"
-    head = f"- {_code(c.command, 100)} fails since {clock_time(c.since)} ({who}; {runs})"
+    if c.passed_before:
+        who = "broken by " + _session_name(c.broken_by, c.broken_by_agent, session_id)
+        head = f"- {_code(c.command, 100)} fails since {clock_time(c.since)} ({who}; {runs})"
+    else:
+        # It never passed here: whoever ran it first did not break it (design §2.21).
+        last = _session_name(c.last_session or c.broken_by, c.last_agent, session_id)
+        head = (
+            f"- {_code(c.command, 100)} failing since {clock_time(c.since)} "
+            f"(last run in {last}; {runs})"
+        )
     if c.error:
         head += f": {_code(c.error, 140)}"
     return clip(head, _CHECK_CHARS)

@@ -1,20 +1,28 @@
 """The session's check runs (design §2.15, §2.16), shared by the three build/test rules.
 
 A *run* is a shell call that ran a check (`tma1.checks.check_of`), with its outcome and
-its lane (the sub-agent that ran it, "" for the main agent). Invocation errors,
-coverage-only exits and sandbox interruptions are runs with no verdict: they neither
-fail a check nor pass it. A failing run is *closed* once a later run (any lane: a build
-is project state) passes a check that covers it.
+its lane (the sub-agent that ran it, "" for the main agent). Runs whose `failure_kind` is in
+`tma1.checks.outcome.NOT_CHECK_FAILURES` (invocation errors, coverage-only exits, sandbox
+interruptions, runs with no verdict) neither fail a check nor pass it. A failing run is
+*closed* once a later run (any lane: a build is project state) passes a check that
+supersedes it (`engine.supersession`: `cargo build` closes `cargo check`), once each step
+of a chained check (`lint && build && test`) passed since in some run, or once every
+test id it failed on passed in a later re-run of exactly those ids. It is *superseded*
+when a later failing run of another, wider check of its toolchain says different errors:
+what it said is stale, and it is no longer an open check of its own (design §2.21).
 
 Built once per (window, now) and kept in the window's memo: the three rules ask the same.
 """
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tma1.checks import Check, Outcome, check_of, covers, outcome_of, relative_workdir
+from tma1.checks import Check, Outcome, check_of, outcome_of
+from tma1.checks.identity import Step
+from tma1.engine.supersession import errors_of, ids_passed_since, supersedes
 from tma1.engine.window import SessionWindow
 from tma1.events import SHELL_TOOLS, HookEvent
 
@@ -34,6 +42,9 @@ class Run:
 class CheckRuns:
     runs: list[Run]  # ts ascending, at or before `now`
     closed_ids: set[int]  # id() of the failing runs' events that a later pass covers
+    # id() of the failing runs a later failing run of a wider check, with other errors, made
+    # stale (design §2.21)
+    superseded_ids: set[int]
     # Open checks (design §2.15: "a check is open until a covering run passes"): identity →
     # its newest failing run that no later covering pass closed. A later pass of a narrower
     # scope (one file of a failing suite) leaves the suite open.
@@ -43,23 +54,80 @@ class CheckRuns:
         """A later run passed a check that covers this one (in any lane)."""
         return id(run.event) in self.closed_ids
 
+    def superseded(self, run: Run) -> bool:
+        """A later failing run of a wider check of the same toolchain said other errors."""
+        return id(run.event) in self.superseded_ids
 
-_covers = lru_cache(maxsize=8192)(covers)
-_check = lru_cache(maxsize=8192)(check_of)
+
+_covers = supersedes
 
 
-def _closed(runs: list[Run]) -> set[int]:
-    """The failing runs a later pass covers. Newest to oldest, against the distinct checks
-    that passed later: a session re-runs a handful of checks, so this is about O(runs)
-    (comparing each failure with every later pass was quadratic on long sessions)."""
+def _closed(runs: list[Run]) -> tuple[set[int], set[int]]:
+    """The failing runs a later pass covers (closed), and those a later failing wider run
+    with other errors superseded. Newest to oldest, against the distinct checks that ran
+    later: a session re-runs a handful of checks, so this is about O(runs) (comparing each
+    failure with every later run was quadratic on long sessions)."""
     closed: set[int] = set()
+    superseded: set[int] = set()
     passed_later: dict[Check, None] = {}
+    reruns: dict[Check, Run] = {}  # later passing runs with a scope: re-runs of test ids
+    failed_later: dict[Check, Run] = {}  # the oldest later failing run of each check
     for r in reversed(runs):
         if r.passed:
             passed_later.setdefault(r.check, None)
-        elif r.failed and any(_covers(p, r.check) for p in passed_later):
-            closed.add(id(r.event))
-    return closed
+            if any(s.scope for s in r.check.steps) or r.event.passed_test_ids:
+                reruns[r.check] = r
+        elif r.failed:
+            if (
+                any(_covers(p, r.check) for p in passed_later)
+                or (
+                    # `lint && build && test`: each step passed since, in runs of its own
+                    len(r.check.steps) > 1
+                    and all(
+                        any(_covers(p, Check((st,))) for p in passed_later) for st in r.check.steps
+                    )
+                )
+                or (
+                    r.event.test_ids
+                    and ids_passed_since(
+                        r.check, r.event.test_ids, ((c, p.event) for c, p in reruns.items())
+                    )
+                )
+            ):
+                closed.add(id(r.event))
+            elif any(
+                c.identity != r.check.identity
+                and _covers(c, r.check)
+                and errors_of(f.event) != errors_of(r.event)
+                for c, f in failed_later.items()
+            ):
+                superseded.add(id(r.event))
+            failed_later[r.check] = r
+    return closed, superseded
+
+
+@lru_cache(maxsize=8192)
+def _check_in(command: str, cwd: str | None, project: str | None) -> Check | None:
+    """The command's check, each step's directory relative to the session's project, or
+    absolute when outside it. Claude Code's hook `cwd` follows the shell's `cd`, so
+    `cd /tmp/kit && pytest` (cwd: the project) and a later `pytest` (cwd: /tmp/kit) are
+    runs in one directory, whichever of them the project is."""
+    check = check_of(command)
+    if check is None or not cwd or not project:
+        return check
+    base, root = cwd.replace("\\", "/"), project.replace("\\", "/").rstrip("/")
+    steps = []
+    for st in check.steps:
+        if st.workdir.startswith("~"):
+            steps.append(st)
+            continue
+        where = posixpath.normpath(posixpath.join(base, st.workdir or "."))
+        if where == root:
+            where = ""
+        elif where.startswith(root + "/"):
+            where = where[len(root) + 1 :]
+        steps.append(Step(where, st.runner, st.scope))
+    return Check(tuple(dict.fromkeys(steps)))
 
 
 def run_of(ev: HookEvent, project: str | None) -> Run | None:
@@ -68,7 +136,7 @@ def run_of(ev: HookEvent, project: str | None) -> Run | None:
         return None
     if ev.event_type not in ("PostToolUse", "PostToolUseFailure"):
         return None
-    check = _check(ev.tool_command, relative_workdir(ev.cwd, ev.project or project))
+    check = _check_in(ev.tool_command, ev.cwd, project or ev.project)
     if check is None:
         return None
     outcome = outcome_of(ev.tool_command, ev.event_type, ev.tool_success, ev.failure_kind)
@@ -94,9 +162,10 @@ def check_runs(window: SessionWindow, now: int) -> CheckRuns:
         for e in window.events
         if e.ts <= now and e.tool_command and (r := run_of(e, window.project)) is not None
     ]
-    closed = _closed(runs)
-    open_failures = {r.check.identity: r for r in runs if r.failed and id(r.event) not in closed}
-    found = CheckRuns(runs, closed, open_failures)
+    closed, superseded = _closed(runs)
+    gone = closed | superseded
+    open_failures = {r.check.identity: r for r in runs if r.failed and id(r.event) not in gone}
+    found = CheckRuns(runs, closed, superseded, open_failures)
     window.memo.clear()  # one `now` at a time: the detector asks about the present
     window.memo[key] = found
     return found

@@ -333,6 +333,12 @@ class Delivery:
     def invalidate(self, session_id: str) -> None:
         self.detector.invalidate(session_id)
 
+    def forget(self, session_id: str) -> None:
+        """The session ended (SessionEnd): drop its cached window and detection. Its
+        suppression and bundle state stay (small, and a resumed session must not be told
+        again what it was told; they idle out after 24 h)."""
+        self.detector.forget(session_id)
+
     def invalidate_project(self, project: str) -> None:
         self.detector.invalidate_project(project)
 

@@ -19,7 +19,7 @@ from tma1.engine.anomaly import Anomaly
 from tma1.engine.ports import WindowSource
 from tma1.engine.rules import RULES, SPECS
 from tma1.engine.spec import Rule
-from tma1.engine.window import RuleConfig, SessionWindow
+from tma1.engine.window import CHANGES_WINDOW_MS, RuleConfig, SessionWindow
 
 log = logging.getLogger("tma1.engine")
 
@@ -27,7 +27,8 @@ CACHE_TTL_MS = 30_000
 # How long an invalidation mark must outlive any detection that was running when it came.
 _DROP_MARK_TTL_MS = 5 * 60_000
 _SWEEP_EVERY_MS = 60_000
-_IDLE_MS = 24 * 3600_000
+# Past the longest window (a project's changes: 90 min) nothing of an idle session is read.
+_IDLE_MS = CHANGES_WINDOW_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +176,14 @@ class Detector:
             self._epoch += 1
             self._cache.pop(session_id, None)
             self._dropped[session_id] = (self._epoch, self.clock.now_ms())
+
+    def forget(self, session_id: str) -> None:
+        """The session ended: nothing of it stays cached here or in the window source (a
+        detection still running may not cache its result either, as after `invalidate`)."""
+        self.invalidate(session_id)
+        with self._lock:
+            self._session_project.pop(session_id, None)
+        self.source.forget(session_id)
 
     def invalidate_project(self, project: str) -> None:
         with self._lock:

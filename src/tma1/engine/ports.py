@@ -24,6 +24,9 @@ class WindowSource(Protocol):
 
     def window(self, session_id: str, now: int) -> SessionWindow: ...
 
+    def forget(self, session_id: str) -> None:
+        """The session ended: drop what is held for it (a later window is read afresh)."""
+
     def health(self) -> dict[str, object]: ...
 
 

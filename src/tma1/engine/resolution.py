@@ -14,17 +14,19 @@ a finding re-emits only on evidence newer than the resolving event.
 | external_modified_during_session  | none: the rule's 30-minute window decays it            |
 | context_pressure                  | none: one-shot per context epoch; a compaction re-arms |
 
-A check is fixed when a run that covers it passes — however spelled, in any lane (design
-§2.15); any other successful shell (an `ls`) resolves nothing. The rules put the failing
-check in `finding.extra["check"]`. A masked failure (design §2.8) has `tool_success`
-False, so it never resolves anything. Each rule declares its check in its `RuleSpec`.
+A check is fixed when a run that covers it passes — however spelled, in any lane, or a
+wider run of its toolchain (`cargo build` for `cargo check`; design §2.15, §2.21); any
+other successful shell (an `ls`) resolves nothing. The rules put the failing check in
+`finding.extra["check"]`. A masked failure (design §2.8) has `tool_success` False, so it
+never resolves anything. Each rule declares its check in its `RuleSpec`.
 """
 
 from __future__ import annotations
 
-from tma1.checks import Check, covers, files_read_by, reported_passing
+from tma1.checks import Check, files_read_by, reported_passing
 from tma1.engine.anomaly import Anomaly
 from tma1.engine.checkruns import run_of
+from tma1.engine.supersession import supersedes
 from tma1.engine.window import SessionWindow
 from tma1.events import READ_TOOLS, HookEvent
 from tma1.paths import norm_path
@@ -67,7 +69,7 @@ def covering_pass(finding: Anomaly, window: SessionWindow, since_ts: int) -> int
     for ev in window.events:
         if ev.ts > since_ts and ev.is_shell and ev.is_success and ev.tool_command:
             run = run_of(ev, window.project)
-            if run is not None and run.passed and covers(run.check, check):
+            if run is not None and run.passed and supersedes(run.check, check):
                 latest = ev.ts
     return latest
 

@@ -37,7 +37,9 @@ FULL_RELOAD_MS = 10 * 60_000  # a backstop only: hook events are never updated i
 ID_LOOKBACK = 256
 _HELD_IDLE_MS = 10 * 60_000
 _SWEEP_EVERY_MS = 60_000
-_IDLE_MS = 24 * 3600_000
+# A session's start and epoch are remembered while it may still be detected on (the longest
+# window); after that they are read again, as after a restart.
+_IDLE_MS = CHANGES_WINDOW_MS
 # Context epochs (`_context_epoch`): rows the transcript tailer writes late carry an older ts, so a
 # look at what is new reaches this far back; a full look every FULL_RELOAD_MS bounds a miss.
 EPOCH_LATE_MS = 10 * 60_000
@@ -178,6 +180,15 @@ class StoreWindows:
         if held.events and held.events[-1].ts > now:
             return [e for e in held.events if e.ts <= now]
         return list(held.events)
+
+    def forget(self, session_id: str) -> None:
+        """The session ended (SessionEnd): its window, start and epoch are only a cache of
+        the store, and holding every ended session's hour until it idles out made memory
+        grow with history (issue 31). A resumed session is read afresh."""
+        with self._lock:
+            self._held.pop(session_id, None)
+            self._epochs.pop(session_id, None)
+            self._first_ts.pop(session_id, None)
 
     def _maybe_sweep(self, now: int) -> None:
         """Bound what is remembered (called with the lock held)."""

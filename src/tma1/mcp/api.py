@@ -53,13 +53,21 @@ def _detail(response: httpx.Response) -> str | None:
 
 
 class Tma1Api:
-    """One AsyncClient per MCP server process; loopback only, proxies from env ignored."""
+    """One AsyncClient per MCP server process; loopback only, proxies from env ignored.
+    `token`: the hook token (the server refuses every read without it)."""
 
-    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self, url: str, *, token: str | None = None, timeout: float = DEFAULT_TIMEOUT_S
+    ) -> None:
         self.url = url.rstrip("/")
         # trust_env=False: an HTTP(S)_PROXY in the agent's environment must not route
         # loopback calls through a proxy (which would also see the Host check fail).
-        self._client = httpx.AsyncClient(base_url=self.url, timeout=timeout, trust_env=False)
+        self._client = httpx.AsyncClient(
+            base_url=self.url,
+            timeout=timeout,
+            trust_env=False,
+            headers={"X-TMA1-Token": token} if token else None,
+        )
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -112,8 +120,12 @@ class Tma1Api:
             raise Tma1NotFound(detail)
         if detail is None:
             detail = response.text.strip()[:300]
-        if status == 403:
-            raise Tma1Error(f"tma1 at {self.url} refused {method} {path}: {detail}")
+        if status in (401, 403):
+            raise Tma1Error(
+                f"tma1 at {self.url} refused {method} {path}: {detail}. `tma1 mcp` sends the "
+                "token in $TMA1_DATA_DIR/hook-token: give this MCP server the data dir the "
+                "server uses (TMA1_DATA_DIR, or --data-dir)"
+            )
         if status == 422:
             raise Tma1Error(f"tma1 rejected the request: {detail}")
         raise Tma1Error(f"tma1 at {self.url} failed on {method} {path} (HTTP {status}): {detail}")

@@ -5,7 +5,7 @@ Both formats seen in the wild:
 - current: `{timestamp, type, payload}` lines — `session_meta`, `turn_context`,
   `response_item` (`function_call` / `custom_tool_call` / `local_shell_call` and their
   `*_output`, `message`), `event_msg` (`user_message`, `token_count`, `turn_aborted`,
-  `task_complete`), `compacted`;
+  `task_complete`, `agent_message`, `item_completed` of an `AgentMessage`), `compacted`;
 - legacy (Codex CLI ≤ 0.2x): a header `{id, timestamp, instructions, git}`, then bare
   response items and `{"record_type": "state"}` lines, with no timestamps: the items get
   a synthetic timeline from the header's time (stated in the output).
@@ -15,7 +15,9 @@ What Codex would have sent its hooks (docs/agent-protocols.md), with `?source=co
 shell calls (tool `Bash`, `tool_input.command` the script) and `apply_patch` (tool
 `apply_patch`, `tool_input.command` the patch), a string `tool_response`
 `"Exit code: N\\nOutput:\\n…"` (Codex fires PostToolUse for non-zero exits too), and
-`Stop` at the end of each turn that was not aborted. `update_plan` fires no hook.
+`Stop` at the end of each turn that was not aborted, carrying the turn's last agent
+message as `last_assistant_message` (as the live Codex Stop payload does: the handed-back
+reading of a Stop needs it). `update_plan` fires no hook.
 `token_count` → occupancy = `last_token_usage.input_tokens` (design §2.12), through the
 live tailer's own parser (`sensors.transcripts.parse_codex_usage_lines`).
 """
@@ -275,6 +277,10 @@ def _convert_current(records: Records, out: Converted) -> None:
             elif ptype == "agent_message":
                 msg = p.get("message")
                 ro.said(ts, seq, origin, msg if isinstance(msg, str) else None)
+            elif ptype == "item_completed" and obj(p.get("item")).get("type") == "AgentMessage":
+                # Codex ≥ 0.17x: the turn's items as they complete; an agent message is the
+                # Stop's `last_assistant_message` even where no `message` item follows.
+                ro.said(ts, seq, origin, _message_text(obj(p.get("item")).get("content")))
         elif rtype == "response_item":
             ro.response_item(p, ts, seq, origin, line, prompts=not has_user_events)
     ro.close_turn()

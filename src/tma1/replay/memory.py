@@ -101,6 +101,9 @@ class MemoryWindows:
             epoch_start_ts=self._compacted.get(session_id),
         )
 
+    def forget(self, session_id: str) -> None:
+        pass  # these events are the replay's store, not a cache of it
+
     def health(self) -> dict[str, object]:
         return {"held_windows": len(self._events)}
 

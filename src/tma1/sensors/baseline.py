@@ -74,6 +74,19 @@ def tracked_hashes(root: str) -> list[tuple[str, str]] | None:
     return out
 
 
+def tracked_trees(root: str, dirs: list[str]) -> set[str]:
+    """Those of `dirs` (absolute, under `root`) that the HEAD commit has as directories:
+    one `git ls-tree` naming each, so its output stays as short as the question."""
+    if not dirs:
+        return set()
+    rels = [os.path.relpath(d, root) for d in dirs]
+    listing = git(root, "ls-tree", "-d", "--name-only", "-z", "HEAD", "--", *rels)
+    if listing is None:
+        return set()
+    found = {os.fsdecode(n) for n in listing.split(b"\0") if n}
+    return {d for d, rel in zip(dirs, rels, strict=True) if rel.replace(os.sep, "/") in found}
+
+
 def dirty_paths(root: str) -> list[str] | None:
     """The files `git status` lists as modified or untracked under `root`; None when git
     cannot tell."""

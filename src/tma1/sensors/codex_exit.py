@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from tma1.editlines import WHOLE_FILE, diff_ranges
 from tma1.events import EDITED_LINES, HookEvent
+from tma1.sensors.transcripts import open_regular
 
 T = TypeVar("T")
 
@@ -226,8 +227,11 @@ def _call_lines(
     `MAX_LINE_BYTES`): a command item holds the whole output after its id, so a long one
     names the call only near its start. A line still being written is not read."""
     needle = json.dumps(call_id).encode("utf-8")
+    f = open_regular(path)  # never a FIFO: the read runs on the server's event loop
+    if f is None:
+        return
     try:
-        with open(path, "rb") as f:
+        with f:
             size = os.fstat(f.fileno()).st_size
             start = max(0, size - tail_bytes)
             f.seek(start)

@@ -8,12 +8,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import tempfile
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Any
 
 from tma1.clock import MINUTE_MS, SECOND_MS, Clock
 from tma1.config import Settings
@@ -27,7 +27,8 @@ from tma1.sensors.baseline import (
     file_signature,
     tracked_hashes,
 )
-from tma1.sensors.ignore import IgnoreMatcher
+from tma1.sensors.ignore import VENDORED_DIRS, IgnoreMatcher
+from tma1.sensors.scope import FAILED, LIMIT, MISSING, OVER_BUDGET, Refusal, plan, refusal_by_name
 from tma1.store import Store
 
 log = logging.getLogger("tma1.sensors.files")
@@ -41,8 +42,17 @@ RECENT_MAX = 20_000
 STEP_MS = 30
 DEBOUNCE_MS = 1_600
 TIMEOUT_MS = 5_000
-# A failed watch (no such directory, inotify limit) is retried after this long.
+# A failed watch (no such directory, inotify limit) or one over budget is retried after
+# this long (on the project's next event); a refused one never is.
 RETRY_MS = 10 * MINUTE_MS
+# New directories are added by re-opening the watch, which holds the GIL ~10-20 µs per
+# directory (watchfiles adds the inotify watches without releasing it): at most once a
+# second, and never more than 1/REOPEN_DUTY of the time. What is written in a new
+# directory meanwhile is found by listing it.
+REOPEN_MIN_MS = 1_000
+REOPEN_DUTY = 20
+# Projects remembered as not watched, with why (health, doctor, the dashboard).
+UNWATCHED_KEEP = 200
 # A file's mtime stands in for the write time when it is this recent (attribution only).
 WRITTEN_AT_MAX_MS = 10 * SECOND_MS
 
@@ -62,7 +72,13 @@ class _Pending:
 
 
 class ProjectWatch:
-    """A watcher thread for one project root. `known` is the content baseline."""
+    """A watcher thread for one project root. `known` is the content baseline.
+
+    Everything slow happens on the thread, never on the hook's path: the refusals and the
+    budgeted scan (`sensors.scope`), git's listing, the watch itself. One inotify watch per
+    directory that is not ignored (non-recursive: watchfiles' recursive walk holds the GIL
+    and enters `node_modules`); a new directory is added by re-opening the watch.
+    """
 
     def __init__(self, sensor: FileSensor, project: str, now: int) -> None:
         self.sensor = sensor
@@ -71,9 +87,14 @@ class ProjectWatch:
         self.stop_event = threading.Event()
         self.ready = threading.Event()
         self.failed: str | None = None
-        self.git = os.path.exists(os.path.join(project, ".git"))  # a dir, or a worktree's file
+        self.state = "starting"  # → scanning → watching (or gone, with its reason)
+        self.git = False
         extra = (str(sensor.settings.data_dir.expanduser().absolute()),)
-        self.ignore = IgnoreMatcher(project, extra_ignored_dirs=extra)
+        self.ignore = IgnoreMatcher(project, extra_ignored_dirs=extra, vendored=VENDORED_DIRS)
+        self.dirs: set[str] = set()  # the directories watched
+        self.new_dirs: set[str] = set()  # seen created since the watch was (re)opened
+        self._opened_at = 0.0  # time.monotonic() of the last (re-)open
+        self._reopen_gap_s = REOPEN_MIN_MS / 1000
         self.known: dict[str, str] = {}
         self.known_dirs: set[str] = set()  # directories holding known files
         self.written_at: dict[str, int] = {}  # this batch's mtimes (ms), for attribution
@@ -87,46 +108,116 @@ class ProjectWatch:
     # --- thread ------------------------------------------------------------------------
 
     def _run(self) -> None:
-        from watchfiles._rust_notify import RustNotify
-
+        notify: Any = None
         try:
-            notify = RustNotify(
-                [self.project],
-                False,
-                bool(os.environ.get("WATCHFILES_FORCE_POLLING")),
-                300,
-                True,
-                True,
-            )
-        except Exception as exc:
-            self.failed = f"{type(exc).__name__}: {exc}"
-            self.sensor.counters.inc("errors.watch")
-            log.warning("cannot watch %s: %s", self.project, self.failed)
-            self.ready.set()
-            return
-        try:
+            verdict = self._setup()
+            if verdict is None:
+                notify = self._open()
+            if notify is None:
+                if verdict is not None:
+                    self.sensor.give_up(self, verdict)
+                return
             # The watch is live before the baseline is primed: a change made meanwhile is
             # queued in notify and compared once priming is done.
             try:
                 self._prime()
             except Exception:
                 log.exception("priming the baseline of %s failed; going on without", self.project)
+            self.state = "watching"
             self.ready.set()
-            log.info("watching %s (%d files in the baseline)", self.project, len(self.known))
+            log.info(
+                "watching %s (%d directories, %d files in the baseline)",
+                self.project,
+                len(self.dirs),
+                len(self.known),
+            )
             while not self.stop_event.is_set():
-                raw = notify.watch(DEBOUNCE_MS, STEP_MS, TIMEOUT_MS, self.stop_event)
+                wait = round(self._reopen_gap_s * 1000) if self.new_dirs else TIMEOUT_MS
+                raw = notify.watch(DEBOUNCE_MS, STEP_MS, wait, self.stop_event)
                 if raw == "stop":
                     break
-                if isinstance(raw, str):
-                    continue
-                try:
-                    self.process(raw)
-                except Exception:
-                    self.sensor.counters.inc("errors.watch")
-                    log.exception("processing changes of %s failed", self.project)
+                if not isinstance(raw, str):
+                    self._process_safely(raw)
+                if self.new_dirs and time.monotonic() - self._opened_at >= self._reopen_gap_s:
+                    notify = self._reopen(notify)
+                    if notify is None:
+                        return
+        except Exception as exc:
+            self.sensor.give_up(self, Refusal(FAILED, f"{type(exc).__name__}: {exc}"))
+            log.exception("watching %s failed", self.project)
         finally:
             self.ready.set()
-            notify.close()
+            if notify is not None:
+                notify.close()
+
+    def _setup(self) -> Refusal | None:
+        """Why this project is not to be watched (None: `dirs` holds what to watch)."""
+        self.state = "scanning"
+        found = plan(self.project, self.ignore, self.sensor.settings.watch_max_dirs)
+        if isinstance(found, Refusal):
+            return found
+        self.sensor.counters.inc("files.scanned_dirs", len(found.dirs))
+        self.git = os.path.exists(os.path.join(self.project, ".git"))  # or a worktree's file
+        self.dirs = set(found.dirs)
+        return None
+
+    def _open(self) -> Any:
+        """A non-recursive watch of every directory in `dirs` (None: failed, given up)."""
+        from watchfiles._rust_notify import RustNotify
+
+        polling = bool(os.environ.get("WATCHFILES_FORCE_POLLING"))
+        for attempt in (1, 2):
+            started = time.monotonic()
+            try:
+                notify = RustNotify(sorted(self.dirs), False, polling, 300, False, True)
+            except FileNotFoundError:
+                if attempt == 2:
+                    raise
+                # A directory went away since it was listed: drop the gone ones.
+                self.dirs = {d for d in self.dirs if os.path.isdir(d)}
+                continue
+            self._opened_at = time.monotonic()
+            cost = self._opened_at - started
+            self._reopen_gap_s = max(REOPEN_MIN_MS / 1000, REOPEN_DUTY * cost)
+            return notify
+        return None  # pragma: no cover (the loop returns or raises)
+
+    def _reopen(self, old: Any) -> Any:
+        """Watch the directories created since: a new watch over old and new ones (the
+        old one's last changes are read first), then the new ones listed again to catch
+        what was written in them before their watch existed."""
+        fresh = {d for d in self.new_dirs if os.path.isdir(d)}
+        self.new_dirs = set()
+        dirs = {d for d in self.dirs if os.path.isdir(d)} | fresh
+        limit = self.sensor.settings.watch_max_dirs
+        if len(dirs) > limit:
+            old.close()
+            self.sensor.give_up(
+                self,
+                Refusal(
+                    OVER_BUDGET,
+                    f"grew past {limit:,} directories that are not ignored "
+                    "(TMA1_WATCH_MAX_DIRS); ignore the generated ones in .gitignore or "
+                    "raise the budget",
+                ),
+            )
+            return None
+        self.dirs = dirs
+        notify = self._open()
+        raw = old.watch(DEBOUNCE_MS, STEP_MS, STEP_MS, None)
+        old.close()
+        if not isinstance(raw, str):
+            self._process_safely(raw)
+        self._process_safely({(CHANGE_ADDED, d) for d in fresh})
+        self.sensor.counters.inc("files.reopened")
+        return notify
+
+    def _process_safely(self, raw: set[tuple[int, str]]) -> None:
+        try:
+            self.process(raw)
+        except Exception:
+            self.sensor.counters.inc("errors.watch")
+            log.exception("processing changes of %s failed", self.project)
 
     def _prime(self) -> None:
         if not self.git:
@@ -169,6 +260,7 @@ class ProjectWatch:
             if (
                 CHANGE_ADDED in by_path[path]
                 and os.path.isdir(path)
+                and not os.path.islink(path)
                 and not self.ignore.ignored(path, is_dir=True)
             ):
                 for sub in self._walk(path):
@@ -199,8 +291,12 @@ class ProjectWatch:
             parent = os.path.dirname(parent)
 
     def _walk(self, top: str, limit: int = 5_000) -> list[str]:
+        """The files below a created directory; the directories met that have no watch
+        yet go to `new_dirs` (watched from the next re-open)."""
         found: list[str] = []
         for dirpath, dirnames, filenames in os.walk(top):
+            if dirpath not in self.dirs:
+                self.new_dirs.add(dirpath)
             dirnames[:] = [
                 d
                 for d in dirnames
@@ -256,8 +352,9 @@ class FileSensor:
     on_project_change: Callable[[str], None]
     attribution: Attribution = field(default_factory=Attribution)
     watches: dict[str, ProjectWatch] = field(default_factory=dict)
-    _failed: dict[str, int] = field(default_factory=dict)
-    _refused: set[str] = field(default_factory=set)
+    # Projects not watched, with why and since when (ms); the newest UNWATCHED_KEEP.
+    unwatched: dict[str, tuple[Refusal, int]] = field(default_factory=dict)
+    _missing: dict[str, int] = field(default_factory=dict)  # no such directory, since (ms)
     _recent: deque[_Pending] = field(default_factory=deque)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _recent_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -272,6 +369,10 @@ class FileSensor:
             self._claim(iv)
 
     def ensure_watch(self, project: str) -> ProjectWatch | None:
+        """Start watching `project` unless it is watched, refused or waiting for a retry.
+        On the hook's path: no filesystem access here, the watch's thread does it all."""
+        if not os.path.isabs(project):
+            return None
         now = self.clock.now_ms()
         with self._lock:
             w = self.watches.get(project)
@@ -281,50 +382,70 @@ class FileSensor:
                     return w
                 # The watch died: forget it and retry after RETRY_MS.
                 del self.watches[project]
-                self._failed[project] = now
+                self._note_unwatched(project, Refusal(FAILED, w.failed or "stopped"), now)
                 return None
-            if not self._watchable(project, now):
+            missing_at = self._missing.get(project)
+            if missing_at is not None and now - missing_at < RETRY_MS:
+                return None
+            known = self.unwatched.get(project)
+            if (
+                known is not None
+                and known[0].reason != LIMIT
+                and (known[0].permanent or now - known[1] < RETRY_MS)
+            ):
+                return None
+            verdict = refusal_by_name(project)
+            if verdict is not None:
+                self._note_unwatched(project, verdict, now)
                 return None
             if len(self.watches) >= self.settings.max_watched_projects:
-                self._refuse(
+                limit = self.settings.max_watched_projects
+                self._note_unwatched(
                     project,
-                    "not watching %s: already watching %d projects, the limit "
-                    "(TMA1_MAX_WATCHED_PROJECTS=%d); external changes there go unseen "
-                    "until a watched project is idle for 2 h",
-                    len(self.watches),
-                    self.settings.max_watched_projects,
+                    Refusal(
+                        LIMIT,
+                        f"already watching {len(self.watches)} projects, the limit "
+                        f"(TMA1_MAX_WATCHED_PROJECTS={limit}); external changes there go "
+                        "unseen until a watched project is idle for 2 h",
+                    ),
+                    now,
                 )
                 self.counters.inc("files.refused")
                 return None
-            self._refused.discard(project)
+            self.unwatched.pop(project, None)
             w = ProjectWatch(self, project, now)
             self.watches[project] = w
         self.counters.inc("files.watches_started")
         w.thread.start()
         return w
 
-    def _watchable(self, project: str, now: int) -> bool:
-        failed_at = self._failed.get(project)
-        if failed_at is not None and now - failed_at < RETRY_MS:
-            return False
-        if not os.path.isabs(project) or not os.path.isdir(project):
-            return False
-        # A cwd outside any repository makes its own project; `/` or a home directory
-        # would mean watching a whole disk.
-        real = os.path.realpath(project)
-        too_wide = {os.path.realpath(p) for p in (os.sep, Path.home(), tempfile.gettempdir())}
-        if real in too_wide:
-            self._refuse(
-                project, "not watching %s: the filesystem root, a home or the temp directory"
-            )
-            return False
-        return True
+    def give_up(self, w: ProjectWatch, why: Refusal) -> None:
+        """`w`'s thread found the project refused, over budget or unwatchable."""
+        w.failed = f"{why.reason}: {why.detail}"
+        w.state = why.reason
+        if why.reason == FAILED:
+            self.counters.inc("errors.watch")
+        with self._lock:
+            if self.watches.get(w.project) is w:
+                del self.watches[w.project]
+            if why.reason == MISSING:
+                # Quietly: replays and other machines' paths are no problem to list.
+                self._missing[w.project] = self.clock.now_ms()
+                while len(self._missing) > UNWATCHED_KEEP:
+                    del self._missing[next(iter(self._missing))]
+            else:
+                self._note_unwatched(w.project, why, self.clock.now_ms())
+        w.ready.set()
 
-    def _refuse(self, project: str, reason: str, *args: object) -> None:
-        """Log why `project` goes unwatched, once until it is watched."""
-        if project not in self._refused:
-            self._refused.add(project)
-            log.warning(reason, project, *args)
+    def _note_unwatched(self, project: str, why: Refusal, now: int) -> None:
+        """Remember (for health) and log, once per reason, why `project` goes unwatched."""
+        before = self.unwatched.pop(project, None)
+        self.unwatched[project] = (why, now)
+        while len(self.unwatched) > UNWATCHED_KEEP:
+            del self.unwatched[next(iter(self.unwatched))]
+        if before is None or before[0].reason != why.reason:
+            self.counters.inc("files.unwatched")
+            log.warning("not watching %s: %s: %s", project, why.reason, why.detail)
 
     # --- watcher thread path --------------------------------------------------------------
 
@@ -399,9 +520,14 @@ class FileSensor:
     # --- housekeeping ---------------------------------------------------------------------
 
     def reap(self) -> list[str]:
-        """Stop watches idle for 2 h; prune old intervals. Returns the projects stopped."""
+        """Stop watches idle for 2 h; prune old intervals and verdicts on projects not
+        watched (a hook naming one again notes it again). Returns the projects stopped."""
         now = self.clock.now_ms()
         self.attribution.prune(now)
+        with self._lock:
+            for project, (_why, since) in list(self.unwatched.items()):
+                if now - since >= IDLE_STOP_MS:
+                    del self.unwatched[project]
         with self._recent_lock:
             self._trim_recent(now)
         stopped: list[ProjectWatch] = []
@@ -426,21 +552,37 @@ class FileSensor:
             w = self.watches.get(project)
         return bool(w and w.ready.wait(timeout) and w.failed is None)
 
+    def wait_settled(self, project: str, timeout: float = 10.0) -> bool:
+        """Wait until `project`'s watch is live or given up; True when it is live."""
+        with self._lock:
+            w = self.watches.get(project)
+        if w is not None:
+            w.ready.wait(timeout)
+        return self.wait_ready(project, 0)
+
     def health(self) -> dict[str, object]:
         with self._lock:
             projects = {
                 p: {
                     "ready": w.ready.is_set(),
+                    "state": w.state,
                     "failed": w.failed,
+                    "directories": len(w.dirs),
                     "baseline_files": len(w.known),
                     "last_event_ms": w.last_event_ms,
                 }
                 for p, w in self.watches.items()
             }
+            unwatched = {
+                p: {"reason": why.reason, "detail": why.detail, "since_ms": since}
+                for p, (why, since) in self.unwatched.items()
+            }
         return {
             "watched": len(projects),
             "limit": self.settings.max_watched_projects,
+            "max_dirs": self.settings.watch_max_dirs,
             "projects": projects,
+            "unwatched": unwatched,
             "intervals": self.attribution.size(),
             "changes": self.counters.get("files.changes"),
         }

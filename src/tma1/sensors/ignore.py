@@ -31,6 +31,32 @@ _EDITOR_PATTERNS = [
 ]
 EDITOR_SPEC = GitIgnoreSpec.from_lines(_EDITOR_PATTERNS)
 
+# Dependency, virtualenv, cache and build-output trees: the watcher skips them by name,
+# ignored by git or not, unless git tracks them (`IgnoreMatcher.keep`). They hold no edit
+# worth reporting, and one `node_modules` can hold tens of thousands of directories.
+VENDORED_DIRS = frozenset(
+    {
+        "node_modules",
+        "bower_components",
+        ".venv",
+        "venv",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+        ".nox",
+        "target",
+        "dist",
+        "build",
+        ".next",
+        ".nuxt",
+        ".gradle",
+        ".terraform",
+        ".cache",
+    }
+)
+
 
 def is_editor_temp(basename: str) -> bool:
     return EDITOR_SPEC.match_file(basename)
@@ -81,13 +107,24 @@ class IgnoreMatcher:
     """`ignored(abs_path)` for one project root. Thread-safe; `.gitignore` specs are cached
     and reloaded when `invalidate(path)` is told that an ignore file changed."""
 
-    def __init__(self, root: str, *, extra_ignored_dirs: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        root: str,
+        *,
+        extra_ignored_dirs: tuple[str, ...] = (),
+        vendored: frozenset[str] = frozenset(),
+    ) -> None:
         self.root = os.path.normpath(root)
         self.extra = tuple(os.path.normpath(d) for d in extra_ignored_dirs)
+        # Directory names ignored wherever they are (VENDORED_DIRS for the watcher; none
+        # where git's own answer is wanted), and the ones kept anyway (tracked by git).
+        self.vendored = vendored
+        self._kept: frozenset[str] = frozenset()  # dir rels
         self._lock = threading.Lock()
         self._specs: dict[str, GitIgnoreSpec | None] = {}  # dir rel ("" = root) → spec
         self._dir_cache: dict[str, bool] = {}  # dir rel → ignored
-        self._root_excludes = _read_spec(Path(self.root) / ".git" / "info" / "exclude")
+        # Read on first use (on the watcher's thread, not the hook's path).
+        self._root_excludes: GitIgnoreSpec | bool | None = False
 
     def invalidate(self, abs_path: str) -> bool:
         """Forget cached answers when `abs_path` is an ignore file. True if it was one."""
@@ -97,8 +134,26 @@ class IgnoreMatcher:
         with self._lock:
             self._specs.clear()
             self._dir_cache.clear()
-            self._root_excludes = _read_spec(Path(self.root) / ".git" / "info" / "exclude")
+            self._root_excludes = False
         return True
+
+    def keep(self, abs_dirs: set[str]) -> None:
+        """Directories named as vendored that git tracks: judged by the ignore files only,
+        and everything below them too."""
+        kept = {os.path.relpath(d, self.root).replace(os.sep, "/") for d in abs_dirs}
+        with self._lock:
+            self._kept = frozenset(kept)
+            self._dir_cache.clear()
+
+    def _vendored(self, parts: list[str]) -> bool:
+        if parts[-1] not in self.vendored:
+            return False
+        return not any("/".join(parts[: i + 1]) in self._kept for i in range(len(parts)))
+
+    def _excludes(self) -> GitIgnoreSpec | None:
+        if self._root_excludes is False:
+            self._root_excludes = _read_spec(Path(self.root) / ".git" / "info" / "exclude")
+        return self._root_excludes if isinstance(self._root_excludes, GitIgnoreSpec) else None
 
     def _spec(self, dir_rel: str) -> GitIgnoreSpec | None:
         if dir_rel not in self._specs:
@@ -114,7 +169,7 @@ class IgnoreMatcher:
         checks = [
             (self._spec("/".join(parts[:depth])), "/".join(parts[depth:]) + suffix)
             for depth in reversed(range(len(parts)))
-        ] + [(self._root_excludes, "/".join(parts) + suffix)]
+        ] + [(self._excludes(), "/".join(parts) + suffix)]
         for spec, sub in checks:
             verdict = _verdict(spec, sub) if spec is not None else None
             if verdict is not None:
@@ -126,7 +181,11 @@ class IgnoreMatcher:
         cached = self._dir_cache.get(key)
         if cached is not None:
             return cached
-        if parts[-1] == ".git" or (len(parts) > 1 and self._dir_ignored(parts[:-1])):
+        if (
+            parts[-1] == ".git"
+            or (len(parts) > 1 and self._dir_ignored(parts[:-1]))
+            or self._vendored(parts)
+        ):
             result = True
         else:
             result = self._decide(parts, True)

@@ -7,14 +7,16 @@ import errno
 import functools
 import logging
 import socket
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.responses import Response
 from starlette.routing import Route
 
 from tma1 import __version__
@@ -25,7 +27,7 @@ from tma1.server import (
     routes_hooks,
     routes_sessions,
 )
-from tma1.server.security import LocalOnlyMiddleware
+from tma1.server.security import COOKIE, LocalOnlyMiddleware, TokenMiddleware
 from tma1.service import Service
 
 log = logging.getLogger("tma1.server")
@@ -34,7 +36,7 @@ STATIC_DIR = Path(__file__).parent / "static"
 
 
 def create_app(service: Service, *, hook_token: str | None) -> FastAPI:
-    """`hook_token` None disables the token check (only for in-process tests)."""
+    """`hook_token` None disables the token checks (only for in-process tests)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -56,6 +58,8 @@ def create_app(service: Service, *, hook_token: str | None) -> FastAPI:
     )
     app.state.service = service
     app.state.hook_token = hook_token
+    # Outermost last: the Host/Origin check runs first, then the token check.
+    app.add_middleware(TokenMiddleware, token=hook_token)
     app.add_middleware(LocalOnlyMiddleware)
     # The agent's path: a plain ASGI endpoint, first in the routing table (it answers
     # with ASGI messages; FastAPI's request and response classes cost more than storing
@@ -82,9 +86,36 @@ def create_app(service: Service, *, hook_token: str | None) -> FastAPI:
     for module in (routes_hooks, routes_anomalies, routes_gates, routes_sessions, routes_agent):
         app.include_router(module.router)
 
+    used_codes: dict[str, float] = {}
+
     @app.get("/", include_in_schema=False)
-    def index() -> FileResponse:
-        return FileResponse(STATIC_DIR / "index.html")
+    def index(request: Request) -> Response:
+        """The dashboard's shell (no data in it). `?login=CODE` (the one-time URL `tma1
+        serve` and `tma1 doctor` print) trades the code for a session cookie and sends
+        the browser on to the clean URL, so the code leaves the address bar."""
+        code = request.query_params.get("login")
+        if code is None or hook_token is None:
+            return FileResponse(STATIC_DIR / "index.html")
+        from tma1.token import LOGIN_TTL_S, login_code_ok, session_value
+
+        now = time.time()
+        for old in [c for c, t in used_codes.items() if t < now - LOGIN_TTL_S]:
+            del used_codes[old]
+        if code in used_codes or not login_code_ok(hook_token, code, now):
+            log.warning("dashboard login refused: a used, expired or foreign login code")
+            # The page itself says what to do when its API calls come back 401.
+            return FileResponse(STATIC_DIR / "index.html", status_code=401)
+        used_codes[code] = now
+        resp = RedirectResponse("/", status_code=303)
+        resp.set_cookie(
+            COOKIE,
+            session_value(hook_token, now),
+            max_age=30 * 24 * 3600,
+            path="/",
+            httponly=True,
+            samesite="strict",
+        )
+        return resp
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app
@@ -143,7 +174,10 @@ def run_server(
     log_level: str = "info",
     on_listening: Callable[[], None] | None = None,
 ) -> None:
+    from tma1.server.connections import protocol_class, raise_nofile
+
     check_port_free(host, port)
+    raise_nofile()
     app = create_app(service, hook_token=hook_token)
     config = uvicorn.Config(
         app,
@@ -158,6 +192,11 @@ def run_server(
         server_header=False,
         date_header=False,
         timeout_graceful_shutdown=5,
+        # A connection idle after an answer closes in 5 s; one that never sends a request
+        # head (or drips it) in connections.HEAD_TIMEOUT_S, and is the first to go when
+        # descriptors run short (server/connections.py).
+        timeout_keep_alive=5,
+        http=protocol_class(),
     )
     server = _Server(config, on_listening)
     # uvicorn logs why it could not start (a bind that lost a race with another process),

@@ -9,11 +9,20 @@ from collections.abc import Iterator
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 
+# SQLSTATE classes of a refused row, whatever exception class the driver files them under:
+# psycopg raises "index row size exceeds btree maximum" (54000) as an OperationalError,
+# which is no outage — retried, it would hold the breaker open for good.
+_REFUSED_CLASSES = ("22", "23", "54")
+
 
 def is_transient(exc: BaseException) -> bool:
     """An outage (retry later) as opposed to a row the database refuses (never retry)."""
-    if isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated:
-        return True
+    if isinstance(exc, sa_exc.DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        state = getattr(exc.orig, "sqlstate", None)
+        if isinstance(state, str) and state[:2] in _REFUSED_CLASSES:
+            return False
     return isinstance(
         exc,
         sa_exc.OperationalError

@@ -247,3 +247,18 @@ def test_the_window_read_keeps_a_stops_final_message(store: Store) -> None:
     stop, prompt = store.window_events("sess-main", 0)
     assert stop.metadata["last_assistant_message"] == ZOQORE_1412
     assert prompt.metadata == {}  # the lean read: only a Stop's metadata
+
+
+# codex/ocodex-rollout-2025-08-24-legacy-format.jsonl, the Stop at 15:39:38 (excerpt): the
+# cargo test run failed on tests the sandbox forbids (PTY, TCP bind); the agent said so.
+OCODEX_1539 = (
+    "Build and tests\n- Formatted and built core.\n- Ran cargo test -p codex-core; most "
+    "tests passed. A few environment/sandbox-restricted tests fail in this CLI (PTY and TCP "
+    "bind are not permitted here), which is expected and unrelated to this feature. On your "
+    "machine, they should pass."
+)
+
+
+def test_failures_named_as_environmental_and_unrelated_hand_back() -> None:
+    assert hands_back(OCODEX_1539, check_terms(check_of("cargo test -p codex-core")))  # type: ignore[arg-type]
+    assert not hands_back("Make sure the tests don't fail before merging.", PYTEST)

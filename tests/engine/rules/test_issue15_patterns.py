@@ -319,9 +319,14 @@ def test_miss_stopping_right_after_the_edit_broke_the_build_blocks() -> None:
     assert (high.severity, high.channel) == (Severity.HIGH, Channel.STOP_BLOCK)
     assert "src/main.rs:12" in high.suggestion and "cannot find value" in high.suggestion
     # Edited again after the failure and never re-ran: its newest run says nothing of the
-    # current code, so the Stop is not blocked for it.
+    # current code — an unverified fix (design §2.22, turn 3: before, the Stop was silent).
     later = [*events, edit(at(1.5), main_rs), event("Stop", at(2))]
-    assert findings(later, at(2), Kind.BUILD_BROKEN_AFTER_MY_EDIT) == []
+    [unverified] = findings(later, at(2), Kind.BUILD_BROKEN_AFTER_MY_EDIT)
+    assert (unverified.severity, unverified.channel) == (Severity.HIGH, Channel.STOP_BLOCK)
+    assert unverified.suggestion.startswith("Re-run `cargo build`: it failed at ")
+    assert "on errors in src/main.rs, which you changed since" in unverified.suggestion
+    # Before the Stop it is still the agent's fix in progress: nothing (pattern 7).
+    assert findings(later[:-1], at(2), Kind.BUILD_BROKEN_AFTER_MY_EDIT) == []
 
 
 def test_lanes_reach_the_rules_from_the_hook_payload() -> None:

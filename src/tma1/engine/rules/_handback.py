@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from functools import lru_cache
 
 from tma1.checks import Check, check_of
 from tma1.engine.window import SessionWindow
+from tma1.textmemo import text_cache
 
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 _CLAUSES = re.compile(
@@ -76,8 +76,10 @@ _STRONG = re.compile(
     r"|\b(?:could\s*n[o']t|can\s*n[o']t|cannot|unable\s+to|did\s*n[o']t|was\s*n[o']t\s+able\s+to)"
     r"\s+(?:\w+\s+)?(?:fix|resolve|get|make|solve|finish)"
     r"|\bpre-?existing\s+(?:\w+\s+){0,3}?(?:errors?|failures?|issues?|problems?|bugs?|breakage)"
-    r"|\b(?:errors?|failures?|fails|failing)\b[^.\n]{0,60}"
-    r"\b(?:pre-?existing|not\s+caused\s+by|outside\s+(?:of\s+)?(?:my|our|the|this))\b"
+    # (a dot inside a word, `src/types.ts`, does not end the sentence)
+    r"|\b(?:errors?|failures?|fails?|failing)\b(?:[^.\n]|\.(?=\S)){0,80}"
+    r"\b(?:pre-?existing|not\s+caused\s+by|outside\s+(?:of\s+)?(?:my|our|the|this)"
+    r"|unrelated\s+to\s+(?:my|our|the|this))\b"
     r"|\bleft\s+(?:to\s+fix|failing|broken|open|unfixed)\b|\bneeds?\s+(?:fixing|to\s+be\s+fixed)"
     r"|\b(?:I'?m|I\s+am|I'?ll|I\s+will)\s+(?:now\s+)?(?:fixing|cleaning|working\s+on|fix|clean|address)"
     r"|\b(?:does\s*n[o']t|does\s+not|won'?t|will\s+not)\s+(?:yet\s+)?(?:compile|build|pass|type-?check)",
@@ -86,7 +88,7 @@ _STRONG = re.compile(
 # Failure words that say something fails *now*. A bare "errors" does not: "the build
 # errors were caused by X" describes what the agent fixed.
 _WEAK = re.compile(
-    r"\b(?:fails|failing|broken|breaks|is\s+red)\b"
+    r"\b(?:fails|failing|broken|breaks|is\s+red)\b|\b(?:tests|checks|builds|specs)\s+fail\b"
     r"|\b(?:there\s+(?:are|is)|has|have|with|shows?|reports?|hit)\s+(?:still\s+)?"
     r"(?:\d+|some|several|many|a\s+few|a\s+(?:big\s+)?(?:cluster|bunch|number|lot)\s+of)\s+"
     r"(?:\w+\s+){0,2}(?:errors?|failures?|problems?)\b",
@@ -184,7 +186,7 @@ def _same_tool(runner: str, terms: frozenset[str]) -> bool:
     return low in terms or bool(words & terms)
 
 
-@lru_cache(maxsize=1024)
+@text_cache(maxsize=1024)
 def hands_back(message: str | None, terms: frozenset[str]) -> bool:
     """The final message says the check named by `terms` still fails (see the module)."""
     if not message or not terms:

@@ -24,20 +24,26 @@ edit of the named file: stopping with a build the agent just broke is the harm t
 channel exists for (on recorded sessions agents announced success right then). A check
 the agent edited again after its newest failure is not re-told until it runs again: the
 agent is visibly fixing it (pattern 7), and its newest run no longer says the current
-code fails (at a Stop too: the design's "a check the agent never re-ran after its edit
-counts only if its newest run came after that edit").
+code fails — until it stops without re-running it (below).
+
+At a Stop (design §2.22, turn 3) it also blocks, once and whatever the count, on a *fresh
+break* (a compile or test check run after the session's last edit, in this turn, failing
+with a verdict and not with errors it had before the session's first edit) and on an
+*unverified fix* (a check whose newest run failed naming a file the session edited after
+it, with no covering run since: "re-run X: it failed at T on errors in F, which you
+changed since") — unless the final message hands it back, or the newest attempt had no
+verdict (`stop_findings`).
 """
 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
-from tma1.checks import error_line_of_file, lines_in, located_in
+from tma1.checks import error_line, error_line_of_file, lines_in, located_in
 from tma1.checks.locations import _error_text
 from tma1.editlines import near
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
-from tma1.engine.checkruns import Run, at_stop, check_runs
+from tma1.engine.checkruns import CheckRuns, Run, at_stop, check_runs
 from tma1.engine.resolution import covering_pass
 from tma1.engine.rules._handback import check_terms, handed_back
 from tma1.engine.rules._support import (
@@ -53,9 +59,11 @@ from tma1.engine.rules._support import (
     visible,
 )
 from tma1.engine.spec import RuleSpec
+from tma1.engine.supersession import errors_of, supersedes
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import EDITED_LINES, WRITE_TOOLS
 from tma1.paths import display_path, norm_path
+from tma1.textmemo import text_cache
 
 _DIGITS = re.compile(r"\d+")
 HIGH_AT = 3
@@ -67,8 +75,19 @@ NEAR_LINES = 3
 def build_broken_after_my_edit(
     window: SessionWindow, now: int, config: RuleConfig
 ) -> list[Anomaly]:
-    since = now - RULE_WINDOW_MS
     runs = check_runs(window, now)
+    if not runs.open_failures:
+        return []
+    stopping = at_stop(window, now)
+    found = _located(window, now, runs, stopping)
+    if stopping:
+        found += stop_findings(window, now, runs, found)
+    return found
+
+
+def _located(window: SessionWindow, now: int, runs: CheckRuns, stopping: bool) -> list[Anomaly]:
+    """The rule proper: open checks failing at a place in a file the session edited."""
+    since = now - RULE_WINDOW_MS
     open_checks = {i: r for i, r in runs.open_failures.items() if r.ts >= since}
     if not open_checks:
         return []
@@ -80,7 +99,6 @@ def build_broken_after_my_edit(
                 edit_times.setdefault(norm_path(f, window.project), []).append(call.ts)
     if not edit_times:
         return []
-    stopping = at_stop(window, now)
     wrote: dict[str, list[tuple[int, int]] | None] | None = None  # asked for lint runs only
     found = []
     for ident, newest in open_checks.items():
@@ -119,7 +137,10 @@ def build_broken_after_my_edit(
             if r.failed and r.check.identity == ident and r.ts >= first_edit
             and not runs.closed(r)
         ]  # fmt: skip
-        found.append(_finding(window, ident, newest, hit, streak, stopping, fresh[hit[0]]))
+        # A re-run with no verdict since (refused, crashed on its environment): a block
+        # cannot make it pass (design §2.22).
+        blocks = stopping and not attempted_since(runs, newest)
+        found.append(_finding(window, ident, newest, hit, streak, blocks, fresh[hit[0]]))
     return found
 
 
@@ -172,7 +193,7 @@ def _said_before(runs: list[Run], ident: str, first_edit: int, path: str) -> fro
     return frozenset(said)
 
 
-@lru_cache(maxsize=2048)
+@text_cache(maxsize=2048)
 def _file_lines(output: str, path: str) -> frozenset[str]:
     """The output's error lines about `path`, numbers blanked (edits move line numbers)."""
     name = basename(path)
@@ -244,11 +265,159 @@ def _finding(
     )
 
 
+# --- the Stop that matters (design §2.22) ----------------------------------------------------
+
+
+def stop_findings(
+    window: SessionWindow, now: int, runs: CheckRuns, found: list[Anomaly]
+) -> list[Anomaly]:
+    """At a Stop, whatever the failure count (each once: only what this turn did counts):
+
+    - a *fresh break*: a check run after the session's last edit, in this turn, whose
+      newest run failed with a verdict, and not with the errors it already had before the
+      session's first edit (pre-existing) or at an earlier Stop — not a linter or type
+      checker, which lists every file's findings, old ones too: for those the rule's
+      located reading above decides (issue 15's pattern 4: a lint run listing files the
+      agent never touched is not its failure);
+    - an *unverified fix*: a check whose newest run failed naming a file the session
+      edited after that run (in this turn), with no run of a covering check since.
+
+    A check whose newest attempt had no verdict (the sandbox refused it, the runner crashed
+    on its environment) is left alone: the agent tried, and a block cannot make it pass.
+    A final message that hands the check back (`_handback`) is the user's answer already.
+    `found`: the rule's own findings at this Stop — their checks, and an unverified fix
+    of files a failing check already names, are told there."""
+    events = visible(window.events, now)
+    calls = [c for c in edits(events) if any(is_source(f) for f in c.files)]
+    if not calls:
+        return []
+    stops = [e.ts for e in events if e.hook_event_name == "Stop" and e.ts < now]
+    turn = max(stops, default=-1)
+    first_edit, last_edit = calls[0].ts, calls[-1].ts
+    edited: dict[str, int] = {}  # source file → the session's last edit of it
+    touched: list[tuple[int, frozenset[str]]] = []  # each edit's time and source files
+    for c in calls:
+        paths = frozenset(norm_path(f, window.project) for f in c.files if is_source(f))
+        touched.append((c.ts, paths))
+        edited.update(dict.fromkeys(paths, c.ts))
+    told = {a.subject for a in found}
+    told_files = {f for a in found for f in a.related_files}
+    out: list[Anomaly] = []
+    # Fresh breaks first: an unverified fix of a file a fresh failure names is told there.
+    for ident, newest in sorted(runs.open_failures.items(), key=lambda kv: -kv[1].ts):
+        if ident in told or attempted_since(runs, newest):
+            continue
+        output = newest.event.tool_result or ""
+        if newest.ts > last_edit and newest.ts > turn:
+            if _pre_existing(runs, newest, max(first_edit, turn)):
+                continue
+            if newest.check.lints:
+                # A linter lists every file's findings, old ones too: which are the edit's
+                # is the rule's own located reading (near the edit, not said before).
+                continue
+            files = [p for p in edited if located_in(output, p)]
+            pattern = "fresh"
+        else:
+            files = [p for p, t in edited.items() if t > newest.ts and located_in(output, p)]
+            if not files:
+                continue
+            # Once: a Stop since the first such edit already had this to say.
+            fixed_from = min(t for t, paths in touched if t > newest.ts and paths & set(files))
+            if any(t > fixed_from for t in stops) or set(files) <= told_files:
+                continue
+            pattern = "unverified"
+        terms = check_terms(newest.check, files, newest.event.tool_error_summary)
+        if handed_back(window, now, newest.ts, terms):
+            continue
+        out.append(_stop_finding(window, ident, newest, files, pattern, edited, last_edit))
+        told_files.update(files)
+    return out
+
+
+def attempted_since(runs: CheckRuns, newest: Run) -> bool:
+    """A run of a check covering `newest`'s came after it — with no verdict, since a pass
+    would have closed it and a failure would be the newest (a sandbox refusal, a crash)."""
+    return any(r.ts > newest.ts and supersedes(r.check, newest.check) for r in runs.runs)
+
+
+def _pre_existing(runs: CheckRuns, newest: Run, before: int) -> bool:
+    """Runs of the same check failed before `before` with every error the newest run
+    reports: before the session's first edit (it found the check broken), or before this
+    turn began (it stopped over these errors already: a block is for a fresh break, once)."""
+    earlier = [
+        r
+        for r in runs.runs
+        if r.failed and r.ts < before and r.check.identity == newest.check.identity
+    ]
+    if not earlier:
+        return False
+    said = frozenset().union(*(errors_of(r.event) for r in earlier))
+    return errors_of(newest.event) <= said
+
+
+def _stop_finding(
+    window: SessionWindow,
+    ident: str,
+    newest: Run,
+    files: list[str],
+    pattern: str,
+    edited: dict[str, int],
+    last_edit: int,
+) -> Anomaly:
+    output = newest.event.tool_result or ""
+    command = quote(newest.event.tool_command or ident, 100)
+    shown = ", ".join(display_path(f, window.project) for f in files[:3]) + (
+        f" and {len(files) - 3} more" if len(files) > 3 else ""
+    )
+    failed_at = clock_time(newest.ts)
+    if pattern == "fresh":
+        err = (error_line_of_file(output, files[0]) if files else None) or (
+            newest.event.tool_error_summary or error_line(output)
+        )
+        said = f": {quote(err, 140)}" if err else "."
+        evidence = (
+            f"The check {quote(ident, 80)} failed at {failed_at}, after your last edit "
+            f"({clock_time(last_edit)}), and you are stopping with it failing{said}"
+        )
+        fix = (
+            f"Fix what {quote(err, 120)} points at"
+            if err
+            else f"Read what {command} reports, fix it"
+        )
+        suggestion = f"{fix}, then re-run {command} before you stop."
+        evidence_ts = newest.ts
+    else:
+        evidence = (
+            f"The newest run of {quote(ident, 80)} failed at {failed_at} on errors in {shown}; "
+            f"you changed {'it' if len(files) == 1 else 'them'} since (last at "
+            f"{clock_time(max(edited[f] for f in files))}) and the check has not run again."
+        )
+        suggestion = (
+            f"Re-run {command}: it failed at {failed_at} on errors in {shown}, "
+            "which you changed since."
+        )
+        evidence_ts = max(edited[f] for f in files)
+    return Anomaly(
+        kind=Kind.BUILD_BROKEN_AFTER_MY_EDIT.value,
+        severity=Severity.HIGH.value,
+        channel=Channel.STOP_BLOCK.value,
+        evidence=evidence,
+        suggestion=suggestion,
+        related_files=tuple(files),
+        subject=ident,
+        last_evidence_ts=evidence_ts,
+        session_id=window.session_id,
+        extra={"check": newest.check, "stop": pattern},
+    )
+
+
 SPEC = RuleSpec(
     kind=Kind.BUILD_BROKEN_AFTER_MY_EDIT.value,
     run=build_broken_after_my_edit,
     channels=frozenset({Channel.USER_PROMPT_SUBMIT.value, Channel.STOP_BLOCK.value}),
-    severity="medium; high at 3+ failing runs, or at a Stop right after the edit broke it",
+    severity=(
+        "medium; high at 3+ failing runs, or at a Stop over a fresh break or an unverified fix"
+    ),
     resolution=covering_pass,
     follow_action="a Read of a related file",
 )

@@ -141,8 +141,20 @@
 
   // --- network -----------------------------------------------------------------------
 
+  // Every API call goes through here: the server answers data only to a session cookie
+  // (set by the one-time login URL `tma1 serve` and `tma1 doctor` print), and a 401/403
+  // says so on the page rather than as a broken view.
+  async function api(path, init) {
+    const r = await fetch(path, init);
+    if (r.status === 401 || r.status === 403) {
+      $("login-needed").hidden = false;
+      setStatus(false, "not logged in");
+    }
+    return r;
+  }
+
   async function getJSON(path) {
-    const r = await fetch(path, { headers: { Accept: "application/json" } });
+    const r = await api(path, { headers: { Accept: "application/json" } });
     if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
     return r.json();
   }
@@ -241,7 +253,7 @@
   }
 
   async function postLabel(emit, label, note) {
-    const r = await fetch(`/api/anomalies/${encodeURIComponent(emit.id)}/label`, {
+    const r = await api(`/api/anomalies/${encodeURIComponent(emit.id)}/label`, {
       method: "POST",
       headers: { "Content-Type": "application/json", Accept: "application/json" },
       body: JSON.stringify({ label, source: "human", note: note || null }),
@@ -1165,7 +1177,7 @@
     if (state.sessionId) {
       const sid = state.sessionId;
       const [r, preview] = await Promise.all([
-        fetch(`/api/sessions/${encodeURIComponent(sid)}`),
+        api(`/api/sessions/${encodeURIComponent(sid)}`),
         getJSON(`/api/anomalies/preview?session_id=${encodeURIComponent(sid)}`).catch((err) => ({ error: String(err.message || err) })),
       ]);
       state.lastPreview = preview;
@@ -1194,11 +1206,36 @@
     renderSessions(await getJSON(`/api/sessions?${q}`));
   }
 
+  // --- projects the file watcher leaves out (GET /api/health) ------------------------------
+
+  const WATCH_POLL_MS = 30000;
+  const UNWATCHED_SHOWN = 20;
+  let unwatchedAt = 0;
+
+  async function refreshUnwatched() {
+    if (Date.now() - unwatchedAt < WATCH_POLL_MS) return;
+    unwatchedAt = Date.now();
+    try {
+      const files = ((await getJSON("/api/health")).sensors || {}).files || {};
+      const entries = Object.entries(files.unwatched || {});
+      const list = $("unwatched-list");
+      clear(list);
+      for (const [project, why] of entries.slice(0, UNWATCHED_SHOWN)) {
+        list.append(el("li", null, el("code", { text: project }), ` — ${why.reason}: ${why.detail}`));
+      }
+      if (entries.length > UNWATCHED_SHOWN) list.append(el("li", { text: `and ${entries.length - UNWATCHED_SHOWN} more (tma1 doctor)` }));
+      $("unwatched").hidden = entries.length === 0;
+    } catch (_err) {
+      // the poll below reports connectivity
+    }
+  }
+
   // --- refresh loop ------------------------------------------------------------------------
 
   async function refresh() {
     if (state.busy) return;
     state.busy = true;
+    refreshUnwatched();
     try {
       if (state.tab === "anomalies") await refreshAnomalies();
       else if (state.tab === "gates") await refreshGates();

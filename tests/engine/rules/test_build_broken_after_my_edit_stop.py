@@ -1,0 +1,232 @@
+"""The Stop that matters (design §2.22): `build_broken_after_my_edit` at a Stop.
+
+On held-out recordings (turn 3) tma1 let agents stop with a build they had just broken
+(3 of 6 blocked), and twelve other Stops over a failing check were rightly silent. Each
+pattern is a scripted session after those recordings (`rulekit`: real payloads through
+the real parser). The blocking ones failed on the turn-2 rule (it blocked at a Stop only
+on an error located in a file the session edited, with the newest run after that edit);
+the silent ones must stay silent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from rulekit import at, bash_fail, bash_masked, bash_ok, edit, event, src, window
+
+from tma1.checks.outcome import NOT_CHECK_FAILURES
+from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
+from tma1.engine.rules import RULES
+from tma1.engine.window import RuleConfig
+from tma1.events import HookEvent
+
+CFG = RuleConfig()
+API = src("src/api/client.ts")
+GEN = src("src/generated/types.ts")
+TSC_OUT = (
+    "> app@1.0.0 build\n> tsc -p tsconfig.json && vite build\n\n"
+    "src/generated/types.ts(41,3): error TS2322: Type 'string' is not assignable to type "
+    "'number'.\n\nFound 1 error in src/generated/types.ts:41\n"
+)
+
+
+def stop(ts: int, message: str) -> HookEvent:
+    return event("Stop", ts, stop_hook_active=False, last_assistant_message=message)
+
+
+def at_stop(events: list[HookEvent], message: str, when: float = 20) -> list[Anomaly]:
+    """What the build/test rules say at a Stop carrying `message`: the stop-block findings."""
+    w = window([*events, stop(at(when), message)])
+    kinds = (Kind.BUILD_BROKEN_AFTER_MY_EDIT, Kind.REPEATED_FAILED_BUILD, Kind.TEST_STUCK)
+    found = [a for k in kinds for a in RULES[k.value](w, at(when), CFG)]
+    return [a for a in found if a.channel == Channel.STOP_BLOCK]
+
+
+def build_kinds(found: list[Anomaly]) -> list[str]:
+    return [a.kind for a in found]
+
+
+# --- fresh breaks: block whatever the failure count --------------------------------------
+
+
+def test_a_build_failing_twice_after_the_edit_blocks_at_the_first_stop() -> None:
+    # Held-out pattern 1: `npm run build` failed twice on a type error in regenerated
+    # types; the agent wrote "successfully implemented" and stopped. tma1 blocked only at
+    # the third failure (repeated_failed_build): the error is in a file it never edited.
+    events = [
+        edit(at(0), API),
+        bash_ok(at(1), "npm run gen:types", "wrote src/generated/types.ts"),
+        bash_fail(at(2), "npm run build", TSC_OUT),
+        bash_fail(at(4), "npm run build 2>&1 | tail -20", TSC_OUT),
+    ]
+    [a] = at_stop(events, "I have successfully implemented the typed client.")
+    assert (a.kind, a.severity, a.subject) == (
+        Kind.BUILD_BROKEN_AFTER_MY_EDIT,
+        Severity.HIGH,
+        "npm run build",
+    )
+    assert "you are stopping with it failing" in a.evidence
+    assert (
+        "error TS2322" in a.suggestion and "re-run `npm run build 2>&1 | tail -20`" in a.suggestion
+    )
+    # One failure is enough ("whatever the failure count").
+    assert build_kinds(at_stop(events[:3], "Done.")) == [Kind.BUILD_BROKEN_AFTER_MY_EDIT]
+
+
+MAKE_TAIL = (
+    "cc -O2 -o bin/server obj/main.o obj/net.o -lpthread\n"
+    "/usr/bin/ld: obj/net.o: in function `serve':\n"
+    "net.c:(.text+0x1a4): undefined reference to `tls_accept'\n"
+    "collect2: error: ld returned 1 exit status\n"
+    "make[2]: *** [Makefile:31: bin/server] Error 1\n"
+    "make[1]: *** [Makefile:12: all] Error 2\n"
+)
+
+
+def test_a_piped_make_ending_in_error_blocks_a_status_working_stop() -> None:
+    # Held-out pattern 2: `make -j4 2>&1 | tail -30` ended in `make[2]: *** [...] Error 1`
+    # (a masked failure, design §2.8) and the agent said "Status: Working".
+    events = [
+        edit(at(0), src("src/tls.c")),
+        bash_masked(at(2), "make -j4 2>&1 | tail -30", MAKE_TAIL),
+    ]
+    [a] = at_stop(events, "Status: Working. The TLS listener is wired in.")
+    assert (a.kind, a.subject) == (Kind.BUILD_BROKEN_AFTER_MY_EDIT, "make")
+    assert "ld returned 1 exit status" in a.suggestion
+
+
+# --- unverified fixes ---------------------------------------------------------------------
+
+SCRIPT_OUT = (
+    "building web bundle…\n"
+    "src/widgets/chart.ts:14:7 - error TS2304: Cannot find name 'Series'.\n"
+    "build failed\n"
+)
+
+
+def test_a_fix_never_rerun_blocks_even_when_a_narrower_build_passed() -> None:
+    # Held-out pattern 3: a project build script failed with errors in the agent's new
+    # file; the agent rewrote the file, ran a narrower build that passed, and stopped.
+    chart = src("src/widgets/chart.ts")
+    events = [
+        edit(at(0), chart, tool="Write"),
+        bash_fail(at(1), "./scripts/build.sh", SCRIPT_OUT),
+        edit(at(3), chart, tool="Write"),
+        bash_ok(at(4), "npx tsc --noEmit src/widgets/chart.ts", ""),
+    ]
+    [a] = at_stop(events, "Rewrote the chart widget; it type-checks now.")
+    assert (a.severity, a.subject) == (Severity.HIGH, "script scripts/build.sh")
+    assert a.suggestion.startswith("Re-run `./scripts/build.sh`: it failed at ")
+    assert a.suggestion.endswith("on errors in src/widgets/chart.ts, which you changed since.")
+    assert a.related_files == (chart,)
+
+
+def test_an_unverified_fix_blocks_once() -> None:
+    chart = src("src/widgets/chart.ts")
+    events = [
+        edit(at(0), chart),
+        bash_fail(at(1), "./scripts/build.sh", SCRIPT_OUT),
+        edit(at(3), chart),
+        stop(at(5), "Fixed the chart."),
+        event("UserPromptSubmit", at(8), prompt="and the legend?"),
+        edit(at(9), chart),
+    ]
+    # The Stop at 5 had this to say (blocked or not); the next one does not say it again.
+    assert at_stop(events[:4], "Fixed the chart.", when=5)
+    assert at_stop(events, "Legend added.") == []
+
+
+# --- stays silent ---------------------------------------------------------------------------
+
+
+def test_silent_when_the_final_message_says_it_still_fails() -> None:
+    events = [edit(at(0), API), bash_fail(at(2), "npm run build", TSC_OUT)]
+    said = "The build still fails on a type error in the generated types; I need the schema."
+    assert at_stop(events, said) == []
+    why = "`npm run build` fails because the generated types are stale: run the generator."
+    assert at_stop(events, why) == []
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_CHECK_FAILURES - {"fixed"}))
+def test_silent_when_the_newest_run_is_no_verdict(kind: str) -> None:
+    # The contract with checks/: every failure_kind in NOT_CHECK_FAILURES (invocation
+    # errors, coverage-only exits, interruptions, runs with no verdict: the runner crashed
+    # on its environment, the sandbox refused) is no failure of the check.
+    out = f"{API}:3:1 TypeError: Module.createRequire is not a function"
+    crashes = [
+        replace(bash_fail(at(i), "npx vitest run", out), failure_kind=kind) for i in (2, 3, 4)
+    ]
+    # Nor do three of them make a loop (repeated_failed_build) or a stuck test.
+    assert at_stop([edit(at(0), API), *crashes], "Implemented and tested.") == []
+
+
+def test_silent_when_the_runner_is_missing_or_the_sandbox_refuses() -> None:
+    # No verdict as the parser classifies it today: the runner not found; a sandbox
+    # "Permission denied" with no output of the check.
+    missing = bash_fail(at(2), "npx vitest run", "sh: 1: vitest: not found", code=127)
+    refused = bash_fail(at(2), "./scripts/build.sh", "bash: ./scripts/build.sh: Permission denied")
+    for run in (missing, refused):
+        assert run.failure_kind != "exit"
+        assert at_stop([edit(at(0), API), run], "All done.") == []
+
+
+def test_silent_when_the_rerun_after_the_fix_had_no_verdict() -> None:
+    # The agent fixed the file and tried again; the sandbox refused the re-run. A block
+    # cannot make it pass (the turn-2 rule blocked here: the failure named the file).
+    chart = src("src/widgets/chart.ts")
+    events = [
+        edit(at(0), chart),
+        bash_fail(at(1), "./scripts/build.sh", SCRIPT_OUT),
+        bash_fail(at(3), "./scripts/build.sh", "bash: ./scripts/build.sh: Permission denied"),
+    ]
+    assert at_stop(events, "Fixed the chart types.") == []
+    assert at_stop(events[:2], "Fixed the chart types.")  # without the re-run: it blocks
+
+
+def test_silent_when_the_failure_was_there_before_the_first_edit() -> None:
+    # Named pre-existing by the agent, or provably so: the same errors before any edit.
+    before = bash_fail(at(0), "npm run build", TSC_OUT)
+    events = [before, edit(at(1), API), bash_fail(at(3), "npm run build", TSC_OUT)]
+    assert at_stop(events, "Added retries to the client.") == []
+    fresh = [events[0], events[1], bash_fail(at(3), "npm run build", SCRIPT_OUT)]
+    assert build_kinds(at_stop(fresh, "Added retries.")) == [Kind.BUILD_BROKEN_AFTER_MY_EDIT]
+    named = "Done. The build's type error in src/generated/types.ts is pre-existing, not mine."
+    assert at_stop(events[1:], named) == []
+
+
+PYTEST_OUT = (
+    "src/pricing.py:31: in total\n    return sum(i.price for i in items) * rate\n"
+    "E   TypeError: unsupported operand type(s) for *: 'int' and 'NoneType'\n"
+    "FAILED tests/test_pricing.py::test_total - TypeError: unsupported operand\n"
+    "1 failed, 12 passed in 0.40s\n"
+)
+
+
+def test_silent_when_the_failing_test_passed_when_rerun_alone() -> None:
+    pricing = src("src/pricing.py")
+    events = [
+        edit(at(0), pricing),
+        bash_fail(at(2), "pytest -q", PYTEST_OUT),
+        bash_ok(at(4), "pytest -q tests/test_pricing.py::test_total", "1 passed in 0.05s"),
+    ]
+    assert at_stop(events, "Pricing fixed; tests pass.") == []
+    assert at_stop(events[:2], "Pricing fixed; tests pass.")  # not re-run: it blocks
+
+
+def test_silent_when_it_stopped_over_the_same_errors_before() -> None:
+    # templar-373740ff.chat.json (session 5e052a87): `go test -short ./internal/monitoring`
+    # failed the same way before the 19:19 Stop and again at 19:24; the 19:49 Stop must not
+    # block on it (the window no longer held the first failures, 18:46). Once is enough.
+    pkg_fail = "FAIL\tgithub.com/conneroisu/templar/internal/monitoring\t3.136s\n"
+    events = [
+        edit(at(0), src("internal/server/server.go")),
+        bash_fail(at(1), "go test -short ./internal/monitoring", pkg_fail),
+        stop(at(2), "CI is green again."),
+        edit(at(4), src("internal/plugins/integration_test.go")),
+        bash_fail(at(5), "go test -short ./internal/monitoring", pkg_fail.replace("3.136", "3.2")),
+    ]
+    assert at_stop(events[:2], "CI is green again.", when=2)  # the first Stop: blocked
+    assert at_stop(events, "Done.") == []
+    other = bash_fail(at(5), "go test -short ./internal/monitoring", "--- FAIL: TestAlertManager\n")
+    assert at_stop([*events[:4], other], "Done.")  # new errors: a fresh break
