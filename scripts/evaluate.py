@@ -163,6 +163,15 @@ def render(
     if headlines:
         w("## Figures")
         w("")
+        judged_emits = [
+            labels[k]["label"] for r, e in all_emits if (k := emit_key(r.key, e)) in labels
+        ]
+        w(
+            f"- Emits (one-session replays): **{judged_emits.count('tp')} of "
+            f"{len(judged_emits)} labelled true positives** "
+            f"({pct(judged_emits.count('tp'), len(judged_emits))}), "
+            f"{len(all_emits) - len(judged_emits)} unlabelled."
+        )
         for line in headlines:
             w(f"- {line}")
         w("")
