@@ -176,7 +176,10 @@ def render(
         "that the final message does not hand back (design §2.22); stay silent when the "
         "final message says it failed, when the failure is no verdict about the code "
         "(environment crash, sandbox refusal, usage error), when the command is no check, "
-        "or when the failure was there before the session's edits."
+        "or when the failure was there before the session's edits. A Stop whose newest "
+        "check-like run passed while another check stayed open (an unverified fix of an "
+        "older failure) is not in this table: its block is an emit above, its silence a "
+        "miss (*Stop with an open check naming an edited file*)."
     )
     w("")
     tally: Counter[str] = Counter()
