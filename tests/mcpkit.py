@@ -121,12 +121,14 @@ def with_mcp(
     *,
     command: str = sys.executable,
     args: tuple[str, ...] = ("-m", "tma1.cli", "mcp"),
+    stderr_to: Path | None = None,
 ) -> T:
-    """Start `tma1 mcp` as a subprocess, initialise a client session, run `body`."""
+    """Start `tma1 mcp` as a subprocess, initialise a client session, run `body`; its
+    stderr goes to `stderr_to` (default: nowhere)."""
 
     async def main() -> T:
         params = StdioServerParameters(command=command, args=list(args), env=dict(env), cwd=cwd)
-        with open(os.devnull, "w") as errlog:
+        with open(stderr_to or os.devnull, "w") as errlog:
             async with (
                 stdio_client(params, errlog=errlog) as (read, write),
                 ClientSession(read, write) as session,

@@ -18,6 +18,7 @@ from gateseed import emit_row
 from trustkit import clean_env, run
 
 from tma1.clock import SystemClock
+from tma1.events import parse_payload
 from tma1.store import Store
 
 
@@ -265,3 +266,79 @@ def test_label_clear_says_what_it_cleared_and_what_remains(tmp_path: Path) -> No
     assert "fp" in run(env, "anomalies").stdout  # the agent's label still shows
     res = run(env, "label", "1", "clear", "--source", "agent")
     assert res.stdout.strip() == "emit 1: the agent label is cleared; it has no label now"
+
+
+# --- issue 28.8 --------------------------------------------------------------------------
+
+
+def test_a_real_head_pipeline_ends_the_demo_like_every_other_command(tmp_path: Path) -> None:
+    """`tma1 demo | head -1` exited 1 where `anomalies | head` exits 141 (SIGPIPE's)."""
+    env = clean_env(tmp_path, tmp_path / "data")
+    cmd = " ".join(tma1_cmd("demo")) + " | head -1; echo \"status=${PIPESTATUS[0]}\""
+    res = subprocess.run(
+        ["bash", "-c", cmd], env=env, capture_output=True, text=True, timeout=120
+    )
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("tma1 demo") and lines[-1] == "status=141", res.stdout
+    assert _errors(res) == []
+
+
+def test_an_unknown_session_says_the_others_have_anomalies(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    _seed(data, n=3)
+    env = clean_env(tmp_path, data)
+    res = run(env, "anomalies", "--session", "nope")
+    assert res.returncode == 0
+    assert res.stdout.strip() == "no anomalies for session nope; 3 in other sessions"
+    res = run(env, "anomalies", "--kind", "stale_file_view")
+    assert res.stdout.strip() == "no anomalies match --kind stale_file_view; 3 in the emit log"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _seed(empty, n=0)
+    res = run(clean_env(tmp_path, empty), "anomalies", "--session", "nope")
+    assert res.stdout.startswith("no anomalies emitted yet")
+
+
+def test_export_and_replay_share_one_rule_for_an_existing_file(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    store = Store.open(f"sqlite:///{data / 'tma1.db'}")
+    store.insert_event(parse_payload({"session_id": "s1", "hook_event_name": "Stop"}, ts=1))
+    store.close()
+    env = clean_env(tmp_path, data)
+    out = tmp_path / "session.jsonl"
+    out.write_text("mine\n")
+    refused = run(env, "export", "--session", "s1", "--out", str(out))
+    _one_line(refused, 2, f"--out {out} exists", "--force")
+    assert out.read_text() == "mine\n"  # untouched
+    forced = run(env, "export", "--session", "s1", "--out", str(out), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert '"session_id": "s1"' in out.read_text()
+
+    db = tmp_path / "replay.db"
+    db.write_text("old")
+    refused = run(env, "replay", str(out), "--db", str(db))
+    _one_line(refused, 2, f"--db {db} exists", "--force")
+    assert db.read_text() == "old"
+    forced = run(env, "replay", str(out), "--db", str(db), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert db.read_bytes().startswith(b"SQLite format 3")
+
+
+def test_a_setting_is_validated_only_by_the_commands_that_use_it(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    _seed(data, n=1)
+    env = clean_env(tmp_path, data, TMA1_PORT="nope")
+    listed = run(env, "anomalies")  # reads the database, never the port
+    assert listed.returncode == 0 and "test_stuck" in listed.stdout, listed.stderr
+    _one_line(run(env, "serve", "--no-watch"), 2, "TMA1_PORT='nope'")
+
+
+def test_an_unknown_option_prints_that_commands_usage(tmp_path: Path) -> None:
+    res = run(clean_env(tmp_path, tmp_path / "data"), "serve", "--bogus")
+    assert res.returncode == 2
+    assert res.stderr.startswith("usage: tma1 serve ")
+    assert "tma1 serve: error: unrecognized arguments: --bogus" in res.stderr
+    assert not (tmp_path / "data").exists()

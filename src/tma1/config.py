@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -129,12 +129,20 @@ ENV_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
 }
 
 
-def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+DATA_VARS = ("TMA1_DATA_DIR", "TMA1_DATABASE_URL")
+
+
+def load_settings(
+    env: Mapping[str, str] | None = None, *, only: Collection[str] | None = None
+) -> Settings:
+    """The settings the environment gives. `only`: read (and validate) just these
+    variables, the rest at their defaults — a command that never listens must not fail
+    on a bad TMA1_PORT it does not use."""
     env = os.environ if env is None else env
     return Settings(
         **{
             field_name: parse(var, env[var])
             for var, (field_name, parse) in ENV_SETTINGS.items()
-            if env.get(var)
+            if env.get(var) and (only is None or var in only)
         }
     )

@@ -40,6 +40,7 @@ from tma1.ingest import Ingest
 from tma1.journal import JOURNAL_FILE, SPOOL_DIR, Journal, Spool
 from tma1.sensors import Sensors, codex_exit
 from tma1.store import Store
+from tma1.store.connection import database_identity
 
 log = logging.getLogger("tma1.hooks")
 
@@ -132,17 +133,26 @@ class Service:
             self.purge_once()
 
     def purge_once(self) -> dict[str, int]:
-        cutoff = self.clock.now_ms() - self.settings.data_ttl_seconds * 1000
+        """Apply the TTL, counted back from the newest event (tma1.store.retention): an
+        old database opened again keeps everything. Whatever goes is said, with counts."""
+        from tma1.store import retention
+
         try:
-            removed = self.store.purge(cutoff)
+            done = retention.purge(self.store, self.settings.data_ttl_seconds * 1000)
         except Exception:
             log.exception("purge failed; will retry in an hour")
             return {}
         finally:
             self.counters.inc("purge_runs")
-        if any(removed.values()):
-            log.info("purged rows older than the TTL: %s", removed)
-        return removed
+        if done.total:
+            logging.getLogger("tma1.retention").warning(
+                "retention: removed %d rows older than %s (TMA1_DATA_TTL counted back from "
+                "the newest event): %s; labelled emits and their sessions kept",
+                done.total,
+                _day(done.cutoff),
+                ", ".join(f"{n} {t.removeprefix('tma1_')}" for t, n in done.rows.items() if n),
+            )
+        return done.rows
 
     # --- the hook path ---------------------------------------------------------------
 
@@ -333,6 +343,9 @@ class Service:
             "status": "ok" if db_ok and not stuck else "degraded",
             "version": __version__,
             "database": self.store.dialect,
+            # Which data this server keeps (`tma1 doctor` compares it with its own).
+            "data_dir": str(self.settings.data_dir.expanduser().absolute()),
+            "database_url": database_identity(self.settings.effective_database_url),
             "uptime_s": round(time.monotonic() - self.started_at, 3),
             "rows": rows,
             "requests": self.counters.get("requests"),
@@ -342,8 +355,18 @@ class Service:
             "engine": self.delivery.health(),
             "sensors": self.sensors.health(),
             "injection": not self.settings.disable_injection,
+            "retention": {
+                "ttl_s": self.settings.data_ttl_seconds,
+                "purge_runs": self.counters.get("purge_runs"),
+            },
             "ingest": ingest,
         }
+
+
+def _day(ts_ms: int | None) -> str:
+    if ts_ms is None:
+        return "?"
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ts_ms / 1000))
 
 
 def build_service(

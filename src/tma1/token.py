@@ -15,11 +15,13 @@ cookie in exchange for a one-time login code (`login_url`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
 import re
 import secrets
+import stat
 import time
 from pathlib import Path
 
@@ -32,10 +34,12 @@ SESSION_TTL_S = 30 * 24 * 3600
 
 
 def ensure_token(path: Path) -> str:
-    """Read the token, creating it (atomically, 0600) when absent."""
+    """Read the token, creating it (atomically, 0600) when absent; an existing token
+    readable by others (made by hand, or by an older tma1) is tightened to 0600."""
     try:
         token = path.read_text(encoding="ascii").strip()
         if token:
+            _private(path)
             return token
     except FileNotFoundError:
         pass
@@ -130,3 +134,19 @@ def session_ok(token: str, value: str, now: float | None = None) -> bool:
 
 def login_url(base: str, token: str) -> str:
     return f"{base}/?login={login_code(token)}"
+
+
+def _private(path: Path) -> None:
+    """chmod down to 0600 a file of ours that is more open; another user's is left alone."""
+    with contextlib.suppress(OSError):
+        st = path.stat()
+        if stat.S_IMODE(st.st_mode) & 0o077 and st.st_uid == os.getuid():
+            os.chmod(path, stat.S_IMODE(st.st_mode) & 0o600)
+
+
+def data_dir_tag(data_dir: Path) -> str:
+    """What `/api/ping` says of the server's data dir without the token: a hash, so that
+    `tma1 doctor` holding another data dir's token (a typo, a second install) can tell
+    that the server keeps other data, while a stranger learns at most whether a guess is
+    right."""
+    return hashlib.sha256(str(data_dir.expanduser().absolute()).encode()).hexdigest()[:16]

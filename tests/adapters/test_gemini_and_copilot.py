@@ -139,17 +139,28 @@ def test_malformed_settings_are_refused_and_left_untouched(
     assert snapshot(home) == before
 
 
-def test_all_takes_gemini_and_copilot_only_where_their_directory_exists(home: Path) -> None:
+def test_all_takes_each_agent_only_where_it_is_found(home: Path, tmp_path: Path) -> None:
+    """Issue 28.4: `all` wired Codex (and so `doctor` failed on its trust) on machines
+    without it. An agent counts as found by its config directory or its command on PATH."""
     settings = load_settings()
-    names = [a.name for a in get_adapters("all", settings, {"HOME": str(home)})]
-    assert names == ["claude-code", "codex"]
+    bare = {"HOME": str(home), "PATH": str(tmp_path / "empty-bin")}
+    (home / ".claude").mkdir(exist_ok=True)
+    assert [a.name for a in get_adapters("all", settings, bare)] == ["claude-code"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "codex"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    with_codex = {**bare, "PATH": str(bin_dir)}
+    assert [a.name for a in get_adapters("all", settings, with_codex)] == ["claude-code", "codex"]
     (home / ".gemini").mkdir()
     (home / ".copilot").mkdir()
-    names = [a.name for a in get_adapters("all", settings, {"HOME": str(home)})]
+    names = [a.name for a in get_adapters("all", settings, with_codex)]
     assert names == ["claude-code", "codex", "gemini", "copilot"]
-    r = tma1(home, "install", "--adapter", "all")
+    r = tma1(home, "install", "--adapter", "all", PATH=f"{bin_dir}:/usr/bin:/bin")
     assert r.returncode == 0, r.stderr
     assert _path(home, "gemini").exists() and _path(home, "copilot").exists()
+    assert (home / ".codex" / "hooks.json").exists()
     assert tma1(home, "uninstall", "--adapter", "all").returncode == 0
     assert not _path(home, "gemini").exists()
 

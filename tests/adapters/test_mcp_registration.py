@@ -294,6 +294,7 @@ def test_cli_install_registers_a_working_server_and_uninstall_round_trips(
 ) -> None:
     home = tmp_path / "home"
     (home / ".codex").mkdir(parents=True)
+    (home / ".claude").mkdir()  # both agents are on this machine: `all` takes them
     (home / ".claude.json").write_text(CLAUDE_JSON, encoding="utf-8")
     (home / ".codex" / "config.toml").write_text(CODEX_TOML, encoding="utf-8")
     # the live server's data dir: the registered server reads its token there

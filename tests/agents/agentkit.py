@@ -126,6 +126,7 @@ class Rig:
     root: Path
     home: Path = field(init=False)
     codex_home: Path = field(init=False)
+    tmp: Path = field(init=False)
     data_dir: Path = field(init=False)
     project: Path = field(init=False)
     port: int = field(default_factory=free_port)
@@ -143,7 +144,11 @@ class Rig:
         self.codex_home = self.home / ".codex"
         self.data_dir = self.root / "tma1-data"
         self.project = self.root / "proj"
-        for d in (self.home, self.codex_home, self.data_dir):
+        # The agents' temp files (Claude Code's /tmp/claude-<uid>/<project>/ among them)
+        # stay in the test's directory, removed with it, not in the system's temp dir.
+        self.tmp = self.root / "tmp"
+        # ~/.claude and ~/.codex: both agents are "on this machine" for `install --adapter all`.
+        for d in (self.home, self.home / ".claude", self.codex_home, self.data_dir, self.tmp):
             d.mkdir(parents=True, exist_ok=True)
         self._make_project()
 
@@ -156,6 +161,7 @@ class Rig:
             env["TMA1_HOOK_DB_BUDGET_MS"] = str(int(self.patience_s * 1000))  # serve's
         env.update(
             HOME=str(self.home),
+            TMPDIR=str(self.tmp),
             CODEX_HOME=str(self.codex_home),
             TMA1_DATA_DIR=str(self.data_dir),
             XDG_CONFIG_HOME=str(self.home / ".config"),

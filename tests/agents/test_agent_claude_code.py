@@ -4,7 +4,10 @@ watched by a real `tma1 serve` through the hooks a real `tma1 install` wrote."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -252,3 +255,17 @@ def test_the_http_transport_still_blocks_the_stop(rig: Rig, model: FakeModel) ->
     assert len(failures) == 3
     _before, after = _after(model, Text("I am stopping here."))
     assert "repeated_failed_build" in after.split("I am stopping here.", 1)[1]
+
+
+def test_claude_code_leaves_no_temp_dir_in_the_system_temp(rig: Rig, model: FakeModel) -> None:
+    """Issue 28.12: each run left /tmp/claude-<uid>/<project>/ behind; the rig points the
+    agents' TMPDIR into the test's own directory."""
+    _ready(rig)
+    system = Path(tempfile.gettempdir()) / f"claude-{os.getuid()}"
+    slug = re.sub(r"[^A-Za-z0-9]", "-", str(rig.project))
+    model.script = [Tool("Bash", {"command": "true", "description": "nothing"}), Text("Done.")]
+    run = rig.claude(model.url, "run true")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert model.remaining() == 0
+    assert not (system / slug).exists()
+    assert (rig.tmp / f"claude-{os.getuid()}").is_dir()

@@ -104,3 +104,56 @@ def test_tma1_down_the_run_completes_and_nothing_of_tma1_reaches_the_model(
     assert not re.search(r"tma1:", text), text[-3000:]
     assert "hook" not in (run.stdout + run.stderr).lower(), run.stderr[-3000:]
     assert rig.events() == []  # nothing stored behind the server's back
+
+
+SUB_PROMPT = "List the files in src and say what app.py does."
+
+
+def test_the_session_bundle_is_told_once_not_on_every_turn_nor_to_sub_agents(
+    rig: Rig, model: FakeModel
+) -> None:
+    """Issue 28.10: Copilot CLI is reported (github/copilot-cli#4665) to repeat a
+    sessionStart hook's additional context on every turn and into sub-agents. On the
+    pinned binary it does not: the bundle is put before the first prompt of the run, once;
+    a sub-agent's requests do not carry it; a resumed session's next turn does not get it
+    again. So the bundle rides on Copilot's sessionStart as on the other agents'."""
+    _ready(rig)
+    # A first session breaks the build: the next session in this project has a bundle.
+    model.script = [*[_sh("./build.sh")] * 3, Text("broken"), Text("still broken")]
+    assert rig.copilot(model.url, "build it").returncode == 0
+    seen = len(model.requests)
+    task = {"description": "look around", "prompt": SUB_PROMPT, "agent_type": "explore"}
+    model.script = [Tool("task", {**task, "name": "looker"}), _sh("true"), Text("ok")]
+    second = rig.copilot(model.url, "read the notes")
+    assert second.returncode == 0, second.stderr[-3000:]
+    run = model.requests[seen:]
+    sub = [
+        r for r in run if SUB_PROMPT in r.conversation and "read the notes" not in r.conversation
+    ]
+    main = [r for r in run if "read the notes" in r.conversation]
+    assert sub and len(main) >= 2, [r.reply for r in run]
+    # The main agent: one bundle in every request of the run (the history holds it once).
+    assert [r.conversation.count("<tma1-context>") for r in main] == [1] * len(main)
+    assert "./build.sh" in main[0].conversation.split("</tma1-context>")[0]
+    # The sub-agent: none.
+    assert [r.conversation.count("tma1-context") for r in sub] == [0] * len(sub)
+
+    assert "(session new)" in main[0].conversation
+
+    # Turn 2, a resumed session: the first bundle is not told again. Copilot puts the
+    # newest sessionStart context (here the resume's, if tma1 had anything to add) at the
+    # head of the conversation, in place of the earlier one: one block at most.
+    (session,) = {
+        e["session_id"]
+        for e in rig.events()
+        if e["metadata"].get("initial_prompt") == "read the notes"
+    }
+    seen = len(model.requests)
+    model.script = [Text("again")]
+    third = rig.copilot(model.url, "and now?", f"--resume={session}")
+    assert third.returncode == 0, third.stderr[-3000:]
+    turn2 = [r for r in model.requests[seen:] if "and now?" in r.conversation]
+    assert turn2, [r.reply for r in model.requests[seen:]]
+    for r in turn2:
+        assert r.conversation.count("<tma1-context>") <= 1, r.conversation[-3000:]
+        assert "(session new)" not in r.conversation, r.conversation[-3000:]

@@ -11,6 +11,7 @@ from conftest import start_live_server
 
 from tma1.clock import SystemClock
 from tma1.config import Settings
+from tma1.token import login_code
 
 CHROMIUM = Path("/usr/bin/chromium")
 XSS = "/proc/<img src=x onerror=window.__xss=1>"
@@ -39,7 +40,10 @@ def test_unwatched_projects_are_listed_with_their_reason(tmp_path: Path) -> None
             browser = p.chromium.launch(
                 executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"]
             )
-            pg: Any = browser.new_page()
+            ctx = browser.new_context()
+            # Reads need the session cookie the one-time login URL gives (issue 31).
+            assert ctx.request.get(f"{srv.url}/?login={login_code(srv.token)}").ok
+            pg: Any = ctx.new_page()
             pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             pg.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
             pg.goto(f"{srv.url}/#anomalies")

@@ -166,6 +166,9 @@ def test_anomalies_filters_by_channel_and_the_budget_counts_bundle_emits(
     store.insert_emits([told, retold])
     js = json.loads(_run(db_url, "anomalies", "--channel", "session_start", "--json").stdout)
     assert [(e["channel"], e["ts"]) for e in js["emits"]] == [("session_start", retold_ts)]
+    # The dashboard's name for the channel selects the same (issue 28.9).
+    named = json.loads(_run(db_url, "anomalies", "--channel", "session-bundle", "--json").stdout)
+    assert named == js
     bad = _run(db_url, "anomalies", "--channel", "nope")
     assert bad.returncode == 2 and "session_start" in bad.stderr  # the choices are listed
     gates = json.loads(_run(db_url, "gates", "--json", "--days", "1").stdout)

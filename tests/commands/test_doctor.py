@@ -5,18 +5,30 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 from conftest import free_port
 from trustkit import clean_env, run, serving, trust_all
 
 from tma1.adapters.hookscript import script_name
+from tma1.events import parse_payload
+from tma1.store import Store
+from tma1.token import hook_headers
 
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     h = tmp_path / "home"
-    (h / ".claude").mkdir(parents=True)
+    # Claude Code has run here: its config dir holds something of its own (a config dir
+    # holding only what tma1 wrote is an agent that is not on this machine).
+    (h / ".claude" / "projects").mkdir(parents=True)
     return h
+
+
+def _agent_ran(config_dir: Path) -> None:
+    """The agent's config dir, with a file of the agent's own in it."""
+    config_dir.mkdir(exist_ok=True)
+    (config_dir / "version.json").write_text("{}")
 
 
 def _line(out: str, name: str) -> str:
@@ -81,8 +93,9 @@ def test_hooks_missing_names_the_install_command(home: Path, tmp_path: Path) -> 
 
 def test_each_agent_is_looked_for_in_its_own_config_dir(home: Path, tmp_path: Path) -> None:
     """Gemini CLI here, Claude Code not: Gemini's missing hooks are the problem."""
+    (home / ".claude" / "projects").rmdir()
     (home / ".claude").rmdir()
-    (home / ".gemini").mkdir()
+    _agent_ran(home / ".gemini")
     res = _doctor(_env(home, tmp_path / "data"))
     claude = _line(res.stdout, "hooks claude-code")
     assert claude.startswith("ok") and f"no {home / '.claude'}" in claude
@@ -145,7 +158,7 @@ def test_codex_untrusted_is_a_failure(home: Path, tmp_path: Path, monkeypatch) -
     from tma1.commands import doctor
     from tma1.config import Settings
 
-    (home / ".codex").mkdir()
+    _agent_ran(home / ".codex")
     env = _env(home, tmp_path / "data")
     assert run(env, "install", "--adapter", "codex").returncode == 0
     settings = Settings(data_dir=tmp_path / "data", port=int(env["TMA1_PORT"]))
@@ -201,7 +214,7 @@ def test_service_line_says_whether_something_keeps_tma1_running(
 def test_codex_trust_is_read_from_codex_s_own_records(home: Path, tmp_path: Path) -> None:
     """The real `trust_state`: a fresh install is untrusted (Codex would run none of the
     hooks); once Codex's trust records hold each handler's hash, the line is ok."""
-    (home / ".codex").mkdir()
+    _agent_ran(home / ".codex")
     env = _env(home, tmp_path / "data")
     assert run(env, "install", "--adapter", "codex").returncode == 0
     res = _doctor(env)
@@ -214,7 +227,7 @@ def test_codex_trust_is_read_from_codex_s_own_records(home: Path, tmp_path: Path
 def test_what_an_agent_cannot_be_told_is_listed_once_its_hooks_are_in(
     home: Path, tmp_path: Path
 ) -> None:
-    (home / ".gemini").mkdir()
+    _agent_ran(home / ".gemini")
     env = _env(home, tmp_path / "data")
     before = _doctor(env).stdout
     assert "gemini limit" not in before
@@ -258,3 +271,99 @@ def test_an_older_hook_script_is_outdated_with_its_fix(home: Path, tmp_path: Pat
     assert res.returncode == 1
     assert run(env, "install", "--adapter", "claude-code").returncode == 0
     assert "installed and current" in _line(_doctor(env).stdout, "hooks claude-code")
+
+
+def test_a_server_with_another_data_dir_is_a_failure_not_a_reinstall(
+    home: Path, tmp_path: Path
+) -> None:
+    """Issue 28.3: doctor once said "ok data … N events" for a data dir that does not
+    exist, because the events were the running server's, kept elsewhere."""
+    served_data = tmp_path / "data"
+    env = _env(home, served_data)
+    assert run(env, "install", "--adapter", "claude-code").returncode == 0
+    typo = tmp_path / "typo"
+    with serving(env, port=int(env["TMA1_PORT"])) as srv:
+        for i in range(3):
+            httpx.post(
+                f"{srv.url}/api/hooks",
+                headers=hook_headers((served_data / "hook-token").read_text().strip()),
+                content=json.dumps({"session_id": f"s{i}", "hook_event_name": "Stop"}),
+                timeout=5,
+            )
+        mine = run(env, "doctor")
+        res = run(env, "doctor", "--data-dir", str(typo))
+    assert _line(mine.stdout, "server data").startswith("ok")
+    assert "3 events" in _line(mine.stdout, "data")
+    assert res.returncode == 1
+    line = _line(res.stdout, "server data")
+    # Without the server's token (it is in the other data dir) doctor cannot read its
+    # health; its /api/ping says by a hash that the data dir is not this one.
+    assert line.startswith("FAIL") and f"not {typo}" in line, res.stdout
+    assert "tma1 doctor --data-dir" in line
+    assert "events" not in _line(res.stdout, "data")
+    assert "tma1 install" not in res.stdout, res.stdout
+    assert "Traceback" not in res.stderr
+
+
+def test_doctor_shows_the_database_size_and_what_the_ttl_would_remove(
+    home: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    env = _env(home, data)
+    data.mkdir(mode=0o700)
+    store = Store.open(f"sqlite:///{data / 'tma1.db'}")
+    day = 86_400_000
+    for ago in (100, 90, 20, 0):
+        store.insert_event(
+            parse_payload({"session_id": "s", "hook_event_name": "Stop"}, ts=10**12 - ago * day)
+        )
+    store.close()
+    res = run(env, "doctor")
+    data_line = _line(res.stdout, "data")
+    assert "4 events" in data_line and "KiB with its WAL" in data_line
+    line = _line(res.stdout, "retention")
+    assert line.startswith("ok") and "TMA1_DATA_TTL 60 days" in line
+    assert "would remove 2 rows" in line and "2 hook_events" in line
+    short = run({**env, "TMA1_DATA_TTL": "200d"}, "doctor")
+    assert "removes nothing now" in _line(short.stdout, "retention")
+
+
+def test_an_agent_wired_but_absent_is_reported_absent_not_failing(
+    home: Path, tmp_path: Path
+) -> None:
+    """Issue 28.4: an older `install --adapter all` wired Codex on a machine without it;
+    doctor then failed on "codex trust" forever."""
+    env = {**_env(home, tmp_path / "data"), "PATH": f"{tmp_path / 'no-bin'}:/usr/bin:/bin"}
+    assert run(env, "install", "--adapter", "claude-code").returncode == 0
+    assert run(env, "install", "--adapter", "codex").returncode == 0  # makes ~/.codex
+    with serving(env, port=int(env["TMA1_PORT"])):
+        res = run(env, "doctor")
+    line = _line(res.stdout, "hooks codex")
+    assert line.startswith("warn") and "Codex is not on this machine" in line, res.stdout
+    assert "tma1 uninstall --adapter codex" in line
+    assert "codex trust" not in res.stdout
+    assert "ok    hooks gemini" in res.stdout and "Gemini CLI not found" in res.stdout
+    assert not [ln for ln in res.stdout.splitlines() if ln.startswith("FAIL")], res.stdout
+
+
+def test_the_server_data_line_compares_data_dir_and_database(tmp_path: Path) -> None:
+    """In process, on /api/health answers: the same data, another data dir, the same data
+    dir with another database (a team PostgreSQL), and an older server that does not say."""
+    from tma1.commands import doctor
+    from tma1.config import Settings
+    from tma1.store.connection import database_identity
+
+    mine = Settings(data_dir=tmp_path / "d")
+    same = {
+        "data_dir": str(tmp_path / "d"),
+        "database_url": database_identity(mine.effective_database_url),
+    }
+    assert doctor.check_same_data(mine, None) is None
+    assert doctor.check_same_data(mine, same).status == doctor.OK
+    other_dir = doctor.check_same_data(mine, {**same, "data_dir": "/srv/tma1"})
+    assert other_dir.status == doctor.FAIL and "--data-dir /srv/tma1" in other_dir.fix
+    pg = "postgresql+psycopg://team:***@db.local/tma1"
+    other_db = doctor.check_same_data(mine, {**same, "database_url": pg})
+    assert other_db.status == doctor.FAIL and pg in other_db.message
+    assert "TMA1_DATABASE_URL" in other_db.fix
+    assert doctor.check_same_data(mine, {"status": "ok"}).status == doctor.UNKNOWN

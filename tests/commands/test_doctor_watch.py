@@ -11,12 +11,14 @@ import httpx
 from conftest import free_port, tma1_cmd
 from trustkit import Served, clean_env, run, wait_up
 
+from tma1.token import hook_headers
+
 
 def _post(url: str, token: str, cwd: Path | str) -> None:
     r = httpx.post(
         f"{url}/api/hooks",
         json={"session_id": f"s-{cwd}", "hook_event_name": "UserPromptSubmit", "cwd": str(cwd)},
-        headers={"X-TMA1-Token": token},
+        headers=hook_headers(token),
         timeout=10,
         trust_env=False,
     )
@@ -44,7 +46,9 @@ def test_doctor_lists_unwatched_projects_with_their_reason(tmp_path: Path) -> No
             _post(served.url, token, cwd)
         deadline = time.monotonic() + 30
         while True:
-            files = httpx.get(f"{served.url}/api/health", trust_env=False).json()["sensors"]
+            files = httpx.get(
+                f"{served.url}/api/health", headers={"X-TMA1-Token": token}, trust_env=False
+            ).json()["sensors"]
             files = files["files"]
             if str(tree) in files["unwatched"] and files["projects"].get(str(small), {}).get(
                 "ready"

@@ -209,6 +209,7 @@ def test_malformed_file_is_refused_and_left_untouched(home: Path, bad: str) -> N
 
 def test_dry_run_prints_a_diff_and_writes_nothing(home: Path) -> None:
     write_settings(home, USER_SETTINGS)
+    (home / ".codex").mkdir()  # Codex is on this machine: `all` takes it
     before = snapshot(home)
     r = tma1(home, "install", "--adapter", "all", "--dry-run")
     assert r.returncode == 0, r.stderr
@@ -421,3 +422,36 @@ def test_http_transport_round_trip(home: Path) -> None:
     r = tma1(home, "uninstall")
     assert r.returncode == 0, r.stderr
     assert path.read_bytes() == original.encode()
+
+
+def test_all_skips_agents_not_on_this_machine_and_says_so(home: Path, tmp_path: Path) -> None:
+    """Issue 28.4: `all` means the agents found here (config dir or command on PATH)."""
+    write_settings(home, USER_SETTINGS)
+    path = f"{tmp_path / 'no-agents-bin'}:/usr/bin:/bin"
+    r = tma1(home, "install", "--adapter", "all", PATH=path)
+    assert r.returncode == 0, r.stderr
+    skipped = [ln for ln in r.stdout.splitlines() if ln.startswith("skipped ")]
+    assert [ln.split(":")[0] for ln in skipped] == [
+        "skipped Codex",
+        "skipped Gemini CLI",
+        "skipped GitHub Copilot CLI",
+    ], r.stdout
+    assert "`codex` on PATH" in skipped[0] and "--adapter codex" in skipped[0]
+    assert not (home / ".codex").exists()
+    assert not (home / ".gemini").exists() and not (home / ".copilot").exists()
+    assert "tma1-hook-claude-code.sh" in (home / ".claude" / "settings.json").read_text()
+
+
+def test_dry_run_shows_only_tma1_s_lines_not_a_comma_added_to_the_user_s(home: Path) -> None:
+    """Issue 28.9: the user's last key gains a comma when tma1's entries follow it; the
+    diff showed that as the user's line changed (-/+)."""
+    write_settings(home, '{\n  "model": "opus"\n}\n')
+    r = tma1(home, "install", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    diff = [ln[4:] for ln in r.stdout.splitlines() if ln.startswith("    ")]
+    start = diff.index(f"--- {home / '.claude' / 'settings.json'}")
+    hunk = diff[start : diff.index(f"+++ {home / '.claude.json'}") - 1]
+    assert [ln for ln in hunk[2:] if ln.startswith("-")] == [], hunk
+    assert '   "model": "opus",' in hunk  # the user's line: context, as it will read
+    added = "\n".join(ln[1:] for ln in hunk[3:] if ln.startswith("+"))
+    assert "tma1-hook-claude-code.sh" in added and "model" not in added

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from conftest import free_port
 from trustkit import Served, clean_env, run, serving
 
@@ -133,6 +134,7 @@ def test_muted_kind_is_shown_but_never_delivered_until_unmuted(tmp_path: Path) -
 
 
 def test_unmute_of_what_is_not_muted_says_so(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir(mode=0o700)
     env = clean_env(tmp_path, tmp_path / "data")
     res = run(env, "unmute", KIND)
     assert res.returncode == 1
@@ -147,9 +149,25 @@ def test_timed_mute_ends_by_itself(tmp_path: Path) -> None:
     m = Mute(kind=KIND, project=None, until_ms=1_000)
     assert m.matches(KIND, "/any", 999)
     assert not m.matches(KIND, "/any", 1_000)
+    (tmp_path / "data").mkdir(mode=0o700)
     res = run(clean_env(tmp_path, tmp_path / "data"), "mute", KIND, "--for", "2h")
     assert res.returncode == 0 and "until 20" in res.stdout
     bad = run(clean_env(tmp_path, tmp_path / "data"), "mute", KIND, "--for", "soon")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "--for='soon' is not a duration" in bad.stderr
     assert (tmp_path / "data" / "mutes.json").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("args", [("mute", KIND), ("mute",), ("unmute", KIND)])
+def test_a_data_dir_that_does_not_exist_is_refused_not_created(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """Issue 28.5: a mistyped --data-dir made a directory and a mutes.json no server reads."""
+    typo = tmp_path / "tma1-typo"
+    res = run(clean_env(tmp_path, tmp_path / "data"), *args, "--data-dir", str(typo))
+    assert res.returncode == 2
+    assert res.stderr.strip() == (
+        f"tma1: configuration error: no tma1 data dir at {typo}: check --data-dir "
+        "(TMA1_DATA_DIR); `tma1 serve` creates it on first start"
+    )
+    assert not typo.exists() and res.stdout == ""

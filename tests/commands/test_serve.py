@@ -18,6 +18,7 @@ from tma1.clock import ManualClock
 from tma1.config import Settings
 from tma1.events import parse_payload
 from tma1.service import build_service
+from tma1.store import Store
 from tma1.token import hook_headers
 
 
@@ -124,3 +125,149 @@ def test_migrations_run_at_startup_and_purge_drops_old_rows(tmp_path: Path) -> N
     removed = service.purge_once()
     assert removed["tma1_hook_events"] == 1
     assert store.counts()["tma1_hook_events"] == 1
+
+
+def test_serving_an_old_database_keeps_everything(tmp_path: Path) -> None:
+    """The TTL counts back from the newest event: a database last written 90 days ago
+    (a backup, a laptop back from holiday) loses nothing when served again."""
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    day = 86_400_000
+    now = int(time.time() * 1000)
+    store = Store.open(f"sqlite:///{data / 'tma1.db'}")
+    for ago in (150, 120, 90):
+        store.insert_event(
+            parse_payload({"session_id": f"s{ago}", "hook_event_name": "Stop"}, ts=now - ago * day)
+        )
+    store.close()
+    port = free_port()
+    proc = subprocess.Popen(
+        tma1_cmd("serve", "--port", str(port), "--no-watch"),
+        env=_env(data),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_healthy(url, proc)
+        auth = {"X-TMA1-Token": (data / "hook-token").read_text().strip()}
+        health: dict = {}
+        deadline = time.monotonic() + 15  # the first purge runs a second after the start
+        while health.get("retention", {}).get("purge_runs", 0) < 1:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+            health = httpx.get(f"{url}/api/health", headers=auth, timeout=2).json()
+        assert health["rows"]["tma1_hook_events"] == 3
+        assert health["retention"]["purge_runs"] >= 1
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    assert "retention" not in err and "purged" not in err
+
+
+def _start(data: Path, port: int, **env: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        tma1_cmd("serve", "--port", str(port), "--no-watch"),
+        env=_env(data, **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_second_server_on_the_same_data_dir_refuses_naming_the_first(
+    tmp_path: Path, db_url: str
+) -> None:
+    """Issue 28.2: two servers on one data dir (two watchers, two journals) ran side by
+    side. The data dir is locked whatever the database, PostgreSQL included."""
+    data = tmp_path / "data"
+    first_port, second_port = free_port(), free_port()
+    first = _start(data, first_port, TMA1_DATABASE_URL=db_url)
+    try:
+        _wait_healthy(f"http://127.0.0.1:{first_port}", first)
+        second = subprocess.run(
+            tma1_cmd("serve", "--port", str(second_port), "--no-watch"),
+            env=_env(data, TMA1_DATABASE_URL=db_url),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert second.returncode == 1
+        lines = second.stderr.strip().splitlines()
+        assert len(lines) == 1, second.stderr
+        assert f"pid {first.pid}, port {first_port}" in lines[0]
+        assert str(data) in lines[0] and "--data-dir" in lines[0]
+        assert first.poll() is None  # the first one is untouched
+    finally:
+        _end(first)
+    # Stopped cleanly, the first leaves the data dir free for the next.
+    again = _start(data, second_port, TMA1_DATABASE_URL=db_url)
+    try:
+        _wait_healthy(f"http://127.0.0.1:{second_port}", again)
+    finally:
+        _end(again)
+
+
+def test_a_crashed_servers_lock_file_does_not_block_a_restart(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    port = free_port()
+    crashed = _start(data, port)
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}", crashed)
+        assert f"pid={crashed.pid}" in (data / "serve.lock").read_text()
+    finally:
+        crashed.kill()  # SIGKILL: no clean-up ran, the file still names it
+        crashed.wait()
+    assert f"pid={crashed.pid}" in (data / "serve.lock").read_text()
+    port = free_port()
+    restarted = _start(data, port)
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}", restarted)
+        assert f"pid={restarted.pid} port={port}" in (data / "serve.lock").read_text()
+    finally:
+        _end(restarted)
+
+
+def test_an_existing_open_token_is_tightened_at_start(tmp_path: Path) -> None:
+    """Issue 28.7: the README says an older install is tightened when serve starts."""
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    token = data / "hook-token"
+    token.write_text("ab" * 32 + "\n")
+    token.chmod(0o644)
+    port = free_port()
+    proc = _start(data, port)
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}", proc)
+    finally:
+        _end(proc)
+    assert stat.S_IMODE(token.stat().st_mode) == 0o600
+    assert token.read_text() == "ab" * 32 + "\n"  # the same token: the hooks still match
+
+
+def test_a_start_logs_no_alembic_plugin_noise(tmp_path: Path) -> None:
+    """Issue 28.12: seven `alembic.runtime.plugins` INFO lines at every start. The
+    upgrades a first start runs are still said."""
+    data = tmp_path / "data"
+    for run_no in (1, 2):
+        port = free_port()
+        proc = _start(data, port)
+        try:
+            _wait_healthy(f"http://127.0.0.1:{port}", proc)
+        finally:
+            _end(proc)
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        assert "alembic.runtime.plugins" not in err and "Context impl" not in err, err
+        assert ("Running upgrade" in err) == (run_no == 1), err
+        assert "tma1 serving on" in err

@@ -6,7 +6,7 @@ from __future__ import annotations
 from gateseed import Session
 
 from tma1.gates import DAY_MS, live
-from tma1.store import Store
+from tma1.store import Store, retention
 
 NOW = 1_700_000_000_000
 F = "/repo/a.py"
@@ -62,7 +62,7 @@ def test_cache_resets_when_rows_under_the_floor_disappear(store: Store) -> None:
     assert cached == fresh and _stale(cached) == (2, 1)
     assert live._follow_cache(store, 7, 5).floor == 2  # both settled (older than a day)
     # The purge takes the old emit away; the cache notices and recomputes.
-    store.purge(NOW - 2 * DAY_MS - 1)
+    retention.purge_before(store, NOW - 2 * DAY_MS - 1)
     cached, fresh = _both(store)
     assert cached == fresh and _stale(cached) == (1, 0)
 

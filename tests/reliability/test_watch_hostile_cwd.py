@@ -94,7 +94,6 @@ async def _phase(srv: ServeProcess, trigger_cwd: str, normal_cwd: str) -> dict[s
         base_url=srv.url,
         timeout=REQUEST_TIMEOUT_S,
         verify=LOOPBACK_TLS,
-        headers=hook_headers(srv.token),
         limits=limits,
     ) as c:
         normal = f"normal-{uuid.uuid4().hex[:8]}"
@@ -102,15 +101,21 @@ async def _phase(srv: ServeProcess, trigger_cwd: str, normal_cwd: str) -> dict[s
         hooks: list[asyncio.Task[float]] = []
         start = time.perf_counter()
         trigger = asyncio.create_task(
-            c.post("/api/hooks", json=hook(f"t-{uuid.uuid4().hex[:8]}", trigger_cwd))
+            c.post(
+                "/api/hooks",
+                json=hook(f"t-{uuid.uuid4().hex[:8]}", trigger_cwd),
+                headers=hook_headers(srv.token),  # a fresh nonce per hook, as the script
+            )
         )
         for k in range(int(WINDOW_S / PING_EVERY_S)):
             await asyncio.sleep(max(0.0, start + k * PING_EVERY_S - time.perf_counter()))
             pings.append(asyncio.create_task(_timed(lambda: c.get("/api/ping"))))
             if k % round(HOOK_EVERY_S / PING_EVERY_S) == 0:
-                body = hook(normal, normal_cwd)
+                body, auth = hook(normal, normal_cwd), hook_headers(srv.token)
                 hooks.append(
-                    asyncio.create_task(_timed(lambda b=body: c.post("/api/hooks", json=b)))
+                    asyncio.create_task(
+                        _timed(lambda b=body, h=auth: c.post("/api/hooks", json=b, headers=h))
+                    )
                 )
         done = await asyncio.gather(*pings, *hooks)
         await asyncio.gather(trigger, return_exceptions=True)

@@ -21,6 +21,14 @@ def agent_dir(env: Mapping[str, str] | None, var: str, default: str) -> Path:
     return Path(base).expanduser() if base else home / default
 
 
+def _span(start: int, length: int) -> str:
+    """A hunk's range as unified diffs write it (1-based; an empty range names the line
+    before it)."""
+    if length == 1:
+        return str(start + 1)
+    return f"{start + (1 if length else 0)},{length}"
+
+
 class InstallError(RuntimeError):
     """A file cannot be changed safely; the message names it and says what to do."""
 
@@ -92,16 +100,33 @@ class FileChange:
         return "update"
 
     def diff(self) -> str:
+        """A unified diff of the change. A line whose only change is a trailing comma (the
+        user's last entry, now followed by tma1's) is shown as context, not as a line of
+        theirs that tma1 changed: the diff shows tma1's lines."""
         old = (self.before or b"").decode("utf-8", "replace").splitlines(keepends=True)
         new = (self.after or b"").decode("utf-8", "replace").splitlines(keepends=True)
-        lines = difflib.unified_diff(
-            old,
-            new,
-            fromfile="/dev/null" if self.before is None else str(self.path),
-            tofile="/dev/null" if self.after is None else str(self.path),
-        )
+
+        def key(line: str) -> str:
+            return line.rstrip().removesuffix(",")
+
+        matcher = difflib.SequenceMatcher(None, [key(x) for x in old], [key(x) for x in new])
+        out: list[str] = []
+        for group in matcher.get_grouped_opcodes(3):
+            if not out:
+                out += [
+                    f"--- {'/dev/null' if self.before is None else self.path}\n",
+                    f"+++ {'/dev/null' if self.after is None else self.path}\n",
+                ]
+            (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
+            out.append(f"@@ -{_span(i1, i2 - i1)} +{_span(j1, j2 - j1)} @@\n")
+            for tag, a1, a2, b1, b2 in group:
+                if tag == "equal":
+                    out += [" " + ln for ln in new[b1:b2]]
+                    continue
+                out += ["-" + ln for ln in old[a1:a2]]
+                out += ["+" + ln for ln in new[b1:b2]]
         return "".join(
-            ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines
+            ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in out
         )
 
     def report(self, *, dry_run: bool) -> str:

@@ -9,7 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tma1.config import ConfigError, Settings, load_settings, validate_database_url
+from tma1.config import (
+    DATA_VARS,
+    ConfigError,
+    Settings,
+    load_settings,
+    validate_database_url,
+)
 
 if TYPE_CHECKING:
     from tma1.store import Store
@@ -55,6 +61,13 @@ def read_token(path: Path) -> str | None:
         return None
 
 
+def check_new_file(flag: str, path: Path | None, *, force: bool) -> None:
+    """One rule for every file a command writes (`export --out`, `replay --db`): an
+    existing file is refused, unless `--force` says to overwrite it."""
+    if path is not None and path.exists() and not force:
+        raise ConfigError(f"{flag} {path} exists; give a new file, or add --force to overwrite it")
+
+
 def add_database_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", type=Path, help="data directory (TMA1_DATA_DIR, ~/.tma1)")
     p.add_argument("--database-url", help="SQLAlchemy URL (TMA1_DATABASE_URL)")
@@ -62,7 +75,7 @@ def add_database_options(p: argparse.ArgumentParser) -> None:
 
 def database_url(args: argparse.Namespace) -> str:
     """The database these options (or the environment, or the defaults) name."""
-    settings = load_settings().with_overrides(
+    settings = load_settings(only=DATA_VARS).with_overrides(
         data_dir=args.data_dir,
         database_url=validate_database_url("--database-url", args.database_url)
         if args.database_url

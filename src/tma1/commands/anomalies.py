@@ -28,7 +28,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--session", help="only this session id")
     p.add_argument("--kind", choices=gates.KINDS, help="only this kind")
     p.add_argument("--severity", choices=gates.SEVERITIES, help="only this severity")
-    p.add_argument("--channel", choices=gates.CHANNELS, help="only emits delivered on this channel")
+    p.add_argument(
+        "--channel",
+        type=_channel,
+        metavar="CHANNEL",
+        help="only emits delivered on this channel: "
+        + ", ".join(f"{name} ({api})" for api, name in CHANNEL_NAMES.items())
+        + ", by the dashboard's name or the API's",
+    )
     p.add_argument("--limit", type=whole_number(1, 10_000), default=50, help="rows (default 50)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_database_options(p)
@@ -39,9 +46,25 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="print the three validation gates (budget, follow-rate, precision)",
         description="Print kind × gate with value, target and pass/fail.",
     )
-    g.add_argument("--days", type=whole_number(1, 365), default=gates.DEFAULT_DAYS)
-    g.add_argument("--budget", type=whole_number(0, 100_000), default=gates.DEFAULT_BUDGET)
-    g.add_argument("--window", type=whole_number(1, 100), default=gates.DEFAULT_WINDOW)
+    g.add_argument(
+        "--days",
+        type=whole_number(1, 365),
+        default=gates.DEFAULT_DAYS,
+        help=f"the last N UTC days (default {gates.DEFAULT_DAYS})",
+    )
+    g.add_argument(
+        "--budget",
+        type=whole_number(0, 100_000),
+        default=gates.DEFAULT_BUDGET,
+        help=f"emits per kind per day the budget gate allows (default {gates.DEFAULT_BUDGET})",
+    )
+    g.add_argument(
+        "--window",
+        type=whole_number(1, 100),
+        default=gates.DEFAULT_WINDOW,
+        help="tool calls after an emit in which a follow action counts "
+        f"(default {gates.DEFAULT_WINDOW})",
+    )
     g.add_argument(
         "--strict",
         action="store_true",
@@ -57,11 +80,40 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Label an emit TP or FP, or clear its label (feeds the precision gate).",
     )
     lab.add_argument("id", type=whole_number(1, 2**63 - 1), help="emit id (see `tma1 anomalies`)")
-    lab.add_argument("label", choices=("tp", "fp", "clear"))
+    lab.add_argument(
+        "label",
+        choices=("tp", "fp", "clear"),
+        help="tp: a true positive, fp: a false one, clear: remove this source's label",
+    )
     lab.add_argument("--note", help="why")
-    lab.add_argument("--source", choices=gates.LABEL_SOURCES, default="human")
+    lab.add_argument(
+        "--source",
+        choices=gates.LABEL_SOURCES,
+        default="human",
+        help="whose verdict: human (default; the precision gate) or agent (reported beside it)",
+    )
     add_database_options(lab)
     lab.set_defaults(func=run_label)
+
+
+# The channels by the names the dashboard shows (its Channel filter, the preview's "via").
+CHANNEL_NAMES = {
+    "user_prompt_submit": "prompt-digest",
+    "stop_block": "stop-block",
+    "post_tool_use": "tool-result",
+    "session_start": "session-bundle",
+}
+
+
+def _channel(raw: str) -> str:
+    by_name = {name: api for api, name in CHANNEL_NAMES.items()}
+    key = raw.strip().lower().replace(" ", "-")
+    if key in CHANNEL_NAMES:
+        return key
+    if key in by_name:
+        return by_name[key]
+    named = ", ".join(f"{name} ({api})" for api, name in CHANNEL_NAMES.items())
+    raise argparse.ArgumentTypeError(f"{raw!r} is not a channel; use one of {named}")
 
 
 def text_table(headers: list[str], rows: list[list[str]]) -> str:
@@ -100,6 +152,7 @@ def run_anomalies(args: argparse.Namespace) -> int:
             severity=args.severity,
             channel=args.channel,
         )
+        total = 0 if emits else store.counts()["tma1_anomaly_emits"]
     finally:
         store.close()
     if args.json:
@@ -107,7 +160,7 @@ def run_anomalies(args: argparse.Namespace) -> int:
         print()
         return 0
     if not emits:
-        print("no anomalies emitted yet (wire an agent: tma1 install --adapter claude-code)")
+        print(_none_found(args, total))
         return 0
     rows = [
         [
@@ -123,6 +176,26 @@ def run_anomalies(args: argparse.Namespace) -> int:
     ]
     print(text_table(["ID", "TIME (UTC)", "KIND", "SEV", "SESSION", "LABEL", "EVIDENCE"], rows))
     return 0
+
+
+def _none_found(args: argparse.Namespace, total: int) -> str:
+    """Why the list is empty: nothing emitted at all, or nothing these filters match."""
+    if not total:
+        return "no anomalies emitted yet (wire an agent: tma1 install --adapter claude-code)"
+    filters = [
+        f"--{name} {value}"
+        for name, value in (
+            ("kind", args.kind),
+            ("severity", args.severity),
+            ("channel", args.channel),
+        )
+        if value
+    ]
+    if args.session and not filters:
+        return f"no anomalies for session {args.session}; {total} in other sessions"
+    if args.session:
+        filters.insert(0, f"--session {args.session}")
+    return f"no anomalies match {' '.join(filters)}; {total} in the emit log"
 
 
 def run_gates(args: argparse.Namespace) -> int:

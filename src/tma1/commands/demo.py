@@ -13,7 +13,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "Start a tma1 server on a temporary data dir and a temporary git project, play a "
             "scripted Claude Code session through the real hook script, and show what the "
             "agent was told for each of the six kinds, then the dashboard URL and the gates. "
-            "Takes about ten seconds; touches nothing outside a temporary directory."
+            "Takes a few seconds (it says how long); touches nothing outside a temporary "
+            "directory."
         ),
     )
     p.add_argument(

@@ -17,26 +17,21 @@ import argparse
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from tma1.commands._args import cli_settings, read_token
+from tma1.commands.doctor_health import (
+    FAIL,
+    OK,
+    UNKNOWN,
+    WARN,
+    Check,
+    check_ingest,
+    check_watcher,
+)
 from tma1.config import Settings
-
-OK, WARN, FAIL, UNKNOWN = "ok", "warn", "FAIL", "?"
-
-
-@dataclass(frozen=True)
-class Check:
-    status: str
-    name: str
-    message: str
-    fix: str = ""
-
-    def line(self) -> str:
-        text = f"{self.status:<4}  {self.name:<18} {self.message}"
-        return f"{text} — fix: {self.fix}" if self.fix else text
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -68,6 +63,9 @@ def run(args: argparse.Namespace) -> int:
 def diagnose(settings: Settings, env: Mapping[str, str] | None = None) -> list[Check]:
     server, health = check_server(settings)
     checks = [server]
+    same = check_same_data(settings, health)
+    if same is not None:
+        checks.append(same)
     checks += check_hooks(settings, env)
     checks.append(check_token(settings, up=health is not None))
     if health:
@@ -75,42 +73,47 @@ def diagnose(settings: Settings, env: Mapping[str, str] | None = None) -> list[C
     checks.append(check_service(env, up=health is not None))
     if health is not None:
         checks.append(check_ingest(health))
-    checks += check_data(settings, health)
+    checks += check_data(settings)
     checks += check_watcher(health)
+    if same is not None and same.status == FAIL:
+        # Judged against a data dir the server does not use, the hooks look stale and the
+        # token missing; a reinstall would not help: the fix is the one the mismatch names.
+        checks = [replace(c, fix=same.fix) if "tma1 install" in c.fix else c for c in checks]
     return checks
 
 
-# Counters of `/api/health`'s ingest section that each stand for hook events lost.
-_LOSSES = (
-    ("dropped_disk_full", "the data dir's disk was full"),
-    ("dropped_queue_full", "the outage queue was full"),
-    ("rejected_by_db", "refused by the database"),
-    ("lost_at_shutdown", "lost at shutdown"),
-    ("journal_unreadable", "unreadable in the journal"),
-)
+def check_same_data(settings: Settings, health: dict[str, Any] | None) -> Check | None:
+    """Whether the server that answers keeps the data this command looks at (its data dir
+    and database, from /api/health); None when no server answers."""
+    from tma1.store.connection import database_identity
 
-
-def check_ingest(health: dict[str, Any]) -> Check:
-    """One line: hook events lost since the server started (every drop is counted), or a
-    hook worker that never came back."""
-    ingest = health.get("ingest")
-    if not isinstance(ingest, dict):
-        return Check(WARN, "ingest", "the server reports no ingest counters")
-    if ingest.get("stuck_workers"):
+    if health is None:
+        return None
+    name = "server data"
+    if not health:  # it refused this data dir's token: ask its ping which data dir it keeps
+        return _other_data_dir(settings, name)
+    theirs_dir, theirs_db = health.get("data_dir"), health.get("database_url")
+    if not isinstance(theirs_dir, str) or not isinstance(theirs_db, str):
+        return Check(UNKNOWN, name, "the server does not say which data it keeps (an older tma1)")
+    mine_dir = str(settings.data_dir.expanduser().absolute())
+    mine_db = database_identity(settings.effective_database_url)
+    if theirs_dir == mine_dir and theirs_db == mine_db:
+        return Check(OK, name, f"the server keeps this data dir ({mine_dir})")
+    if theirs_dir != mine_dir:
         return Check(
             FAIL,
-            "ingest",
-            f"{ingest['stuck_workers']} hook worker(s) stuck for "
-            f"{ingest.get('longest_busy_s', '?')} s: the engine may not answer",
-            "see the server's log; restart the server",
+            name,
+            f"the server keeps other data: data dir {theirs_dir}, not {mine_dir}",
+            f"check that server with `tma1 doctor --data-dir {theirs_dir}`, or restart "
+            f"`tma1 serve` with TMA1_DATA_DIR={mine_dir}",
         )
-    lost = {k: int(ingest.get(k) or 0) for k, _ in _LOSSES}
-    total = sum(lost.values())
-    if not total:
-        return Check(OK, "ingest", "no hook event lost since the server started")
-    parts = ", ".join(f"{lost[k]} {why}" for k, why in _LOSSES if lost[k])
-    fix = "free space in the data dir" if lost["dropped_disk_full"] else "see the server's log"
-    return Check(WARN, "ingest", f"{total} hook events lost since the server started: {parts}", fix)
+    return Check(
+        FAIL,
+        name,
+        f"the server keeps other data: database {theirs_db}, not {mine_db}",
+        f"check that server with TMA1_DATABASE_URL set to its database, or restart "
+        f"`tma1 serve` with TMA1_DATABASE_URL={mine_db}",
+    )
 
 
 # --- server ---------------------------------------------------------------------------
@@ -178,14 +181,14 @@ def check_server(settings: Settings) -> tuple[Check, dict[str, Any] | None]:
 
 def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> list[Check]:
     """One line per agent: hooks installed and current, missing, or stale."""
-    from tma1.adapters import get_adapters, jsonhooks
+    from tma1.adapters import EXECUTABLES, found_on_machine, get_adapters, jsonhooks
     from tma1.adapters.files import InstallError
     from tma1.adapters.registration import InstallState, ScriptRegistration
 
     state = InstallState.load(settings.data_dir)
     out: list[Check] = []
     installed_any = False
-    for adapter in get_adapters("all", settings, env):
+    for adapter in get_adapters("every", settings, env):
         name = f"hooks {adapter.name}"
         install = f"`tma1 install --adapter {adapter.name}`"
         hooks = adapter.hooks
@@ -201,12 +204,14 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
         except InstallError as exc:
             out.append(Check(FAIL, name, str(exc), f"repair the file, then run {install}"))
             continue
+        config_dir = hooks.path.parent  # the agent's own config directory
+        absent = (
+            f"{adapter.title} not found: no {config_dir}, no "
+            f"`{EXECUTABLES[adapter.name]}` on PATH"
+        )
         if ours == 0:
-            config_dir = hooks.path.parent  # the agent's own config directory
-            if not config_dir.is_dir():
-                out.append(
-                    Check(OK, name, f"not installed ({adapter.title} not found: no {config_dir})")
-                )
+            if not found_on_machine(adapter, env):
+                out.append(Check(OK, name, f"not installed ({absent})"))
                 continue
             out.append(
                 Check(
@@ -214,6 +219,19 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
                     name,
                     f"not installed in {hooks.path}: {adapter.title} sends tma1 nothing",
                     install,
+                )
+            )
+            continue
+        if not found_on_machine(adapter, env, besides_ours=True):
+            # Wired by an older `install --adapter all` where the agent never ran: nothing
+            # to fix for tma1 (Codex trust included), only something to tidy.
+            out.append(
+                Check(
+                    WARN,
+                    name,
+                    f"installed, but {adapter.title} is not on this machine ({config_dir} "
+                    f"holds only tma1's files, no `{EXECUTABLES[adapter.name]}` on PATH)",
+                    f"`tma1 uninstall --adapter {adapter.name}` if you do not use it",
                 )
             )
             continue
@@ -399,7 +417,7 @@ def _size(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
-def check_data(settings: Settings, health: dict[str, Any] | None) -> list[Check]:
+def check_data(settings: Settings) -> list[Check]:
     data_dir = settings.data_dir
     out: list[Check] = []
     if not data_dir.exists():
@@ -422,14 +440,17 @@ def check_data(settings: Settings, health: dict[str, Any] | None) -> list[Check]
         ]
     files = [data_dir / n for n in ("tma1.db", "tma1.db-wal", "tma1.db-shm")]
     total = sum(p.stat().st_size for p in files if p.exists())
+    db_line, retention = check_database(settings)
     where = (
         settings.database_url.split("@")[-1]
         if settings.database_url
         else f"{files[0]} ({_size(total)} with its WAL)"
     )
-    rows = (health or {}).get("rows")
-    events = f", {rows.get('tma1_hook_events', '?')} events" if isinstance(rows, dict) else ""
-    out.append(Check(OK, "data", f"database {where}{events}; data dir {data_dir}"))
+    out.append(
+        Check(db_line.status, "data", f"database {where}{db_line.message}; data dir {data_dir}")
+    )
+    if retention is not None:
+        out.append(retention)
     loose = []
     for p, shown in [(data_dir, str(data_dir)), *((f, f.name) for f in files if f.exists())]:
         mode = stat.S_IMODE(p.stat().st_mode)
@@ -450,43 +471,77 @@ def check_data(settings: Settings, health: dict[str, Any] | None) -> list[Check]
     return out
 
 
-# --- file watcher ---------------------------------------------------------------------
+def _other_data_dir(settings: Settings, name: str) -> Check | None:
+    import httpx
 
-UNWATCHED_SHOWN = 10
-_WATCH_FIXES = {
-    "over budget": "add its generated directories to .gitignore, or raise "
-    "TMA1_WATCH_MAX_DIRS and restart `tma1 serve`",
-    "limit": "raise TMA1_MAX_WATCHED_PROJECTS, or wait until a watched project is idle for 2 h",
-    "failed": "see the server's log; tma1 tries again after 10 min",
-}
+    from tma1.mcp.api import base_url
+    from tma1.token import data_dir_tag
+
+    try:
+        tag = httpx.get(f"{base_url(settings)}/api/ping", timeout=2.0, trust_env=False).headers
+    except httpx.HTTPError:
+        return None
+    mine = settings.data_dir.expanduser().absolute()
+    if tag.get("X-TMA1-Data-Dir") in (None, data_dir_tag(mine)):
+        return None  # the same data dir with another token: the token line says so
+    known = Settings().data_dir.expanduser().absolute()  # the default data dir
+    theirs = str(known) if tag.get("X-TMA1-Data-Dir") == data_dir_tag(known) else None
+    return Check(
+        FAIL,
+        name,
+        f"the server keeps other data: data dir {theirs or 'another one'}, not {mine}",
+        f"check that server with `tma1 doctor --data-dir {theirs or 'ITS_DATA_DIR'}`, or "
+        f"restart `tma1 serve` with TMA1_DATA_DIR={mine}",
+    )
 
 
-def check_watcher(health: dict[str, Any] | None) -> list[Check]:
-    """One line on the file watcher, then one per project it does not watch (from
-    GET /api/health): refused (a pseudo-filesystem, the root, the home directory), over
-    the directory budget, past the project limit, or failed."""
-    sensors = (health or {}).get("sensors")
-    if not isinstance(sensors, dict):
-        return []
-    if not sensors.get("watch_files"):
-        return [Check(OK, "file watcher", "off (tma1 serve --no-watch)")]
-    files = sensors.get("files")
-    files = files if isinstance(files, dict) else {}
-    unwatched = files.get("unwatched")
-    unwatched = unwatched if isinstance(unwatched, dict) else {}
-    summary = f"watching {files.get('watched', 0)} project(s)"
-    if not unwatched:
-        return [Check(OK, "file watcher", summary)]
-    out = [Check(WARN, "file watcher", f"{summary}; not watching {len(unwatched)}")]
-    for project, why in list(unwatched.items())[:UNWATCHED_SHOWN]:
-        why = why if isinstance(why, dict) else {}
-        reason, detail = str(why.get("reason", "?")), str(why.get("detail", ""))
-        out.append(
-            Check(
-                WARN, "not watched", f"{project}: {reason}: {detail}", _WATCH_FIXES.get(reason, "")
-            )
-        )
-    if len(unwatched) > UNWATCHED_SHOWN:
-        more = len(unwatched) - UNWATCHED_SHOWN
-        out.append(Check(WARN, "not watched", f"and {more} more (GET /api/health)"))
-    return out
+def check_database(settings: Settings) -> tuple[Check, Check | None]:
+    """This command's own database, read-only: its events and size (the "data" line's
+    tail), and what the TTL would remove from it now (tma1.store.retention)."""
+    from tma1.commands._args import open_store
+    from tma1.config import ConfigError
+    from tma1.privacy import sqlite_path
+    from tma1.store import retention
+
+    url = settings.effective_database_url
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        return Check(OK, "data", ", none yet (`tma1 serve` creates it)"), None
+    try:
+        store = open_store(url)
+    except ConfigError as exc:
+        return Check(FAIL, "data", f": {exc}"), None
+    try:
+        events = store.counts()["tma1_hook_events"]
+        size = retention.database_bytes(store)
+        seen = retention.preview(store, settings.data_ttl_seconds * 1000)
+    except Exception as exc:
+        return Check(UNKNOWN, "data", f": cannot read it ({type(exc).__name__})"), None
+    finally:
+        store.close()
+    sized = f", {_size(size)}" if size is not None and settings.database_url else ""
+    ttl = _days(settings.data_ttl_seconds)
+    if seen.cutoff is None or not seen.total:
+        what = "removes nothing now"
+    else:
+        parts = ", ".join(f"{n} {t.removeprefix('tma1_')}" for t, n in seen.rows.items() if n)
+        what = f"would remove {seen.total} rows older than {_day(seen.cutoff)}: {parts}"
+    line = Check(
+        OK,
+        "retention",
+        f"TMA1_DATA_TTL {ttl}, counted back from the newest event "
+        f"({_day(seen.newest_ts)}): {what}; labelled emits and their sessions are kept",
+    )
+    return Check(OK, "data", f"{sized}, {events} events"), line
+
+
+def _days(seconds: int) -> str:
+    return f"{seconds / 86_400:g} days" if seconds >= 86_400 else f"{seconds} s"
+
+
+def _day(ts_ms: int | None) -> str:
+    import time
+
+    if ts_ms is None:
+        return "none yet"
+    return time.strftime("%Y-%m-%d", time.gmtime(ts_ms / 1000))

@@ -25,8 +25,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "Claude Code's hooks in ~/.claude/settings.json and its MCP server in "
             "~/.claude.json; Codex's hooks in ~/.codex/hooks.json and its MCP server in "
             "~/.codex/config.toml; Gemini CLI's hooks in ~/.gemini/settings.json; Copilot CLI's "
-            "in ~/.copilot/settings.json (`all` takes these two only where their directory "
-            "exists). Only tma1's entries change (your own keep their bytes); "
+            "in ~/.copilot/settings.json. `all`: the agents found on this machine (their "
+            "config directory, or their command on PATH), saying which it skipped. Only "
+            "tma1's entries change (your own keep their bytes); "
             "a file's first change leaves a FILE.tma1-backup of it as it was. Running it "
             "again replaces tma1's entries in place. See --dry-run for the exact diff.",
         ),
@@ -66,7 +67,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _run(args: argparse.Namespace, *, installing: bool) -> int:
-    from tma1.adapters import get_adapters
+    from tma1.adapters import EXECUTABLES, get_adapters
     from tma1.adapters.files import InstallError
     from tma1.adapters.registration import InstallState, plan_all
     from tma1.token import ensure_token
@@ -82,6 +83,18 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
             else ensure_token(settings.token_path)
         )
     adapters = get_adapters(args.adapter, settings, transport=transport, token=token)
+    if args.adapter == "all":
+        skipped = [
+            a for a in get_adapters("every", settings) if a.name not in {b.name for b in adapters}
+        ]
+        for a in skipped:
+            print(
+                f"skipped {a.title}: not found on this machine (no {a.hooks.path.parent}, no "
+                f"`{EXECUTABLES[a.name]}` on PATH); `--adapter {a.name}` wires it anyway"
+            )
+        if not adapters:
+            print("tma1: no agent found on this machine: nothing to do", file=sys.stderr)
+            return 1
     state = InstallState.load(settings.data_dir)
     try:
         plans = [(a, plan_all(a.registrations, state, installing=installing)) for a in adapters]

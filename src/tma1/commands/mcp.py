@@ -19,8 +19,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="run the MCP server over stdio (agents start this themselves)",
         description=(
             "Serve the tma1 MCP tools (get_anomalies, get_session_state, get_external_changes, "
-            "dismiss_anomaly, confirm_anomaly) over stdio. It talks to the running tma1 at "
-            "TMA1_HOST:TMA1_PORT; `tma1 install` registers it with Claude Code and Codex."
+            "get_session_bundle, dismiss_anomaly, confirm_anomaly) over stdio. It talks to the "
+            "running tma1 at TMA1_HOST:TMA1_PORT; `tma1 install` registers it with Claude Code "
+            "and Codex."
         ),
     )
     p.add_argument("--host", help="tma1 server address (TMA1_HOST, default 127.0.0.1)")
@@ -45,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
     settings = cli_settings(args)
     setup_logging(settings.log_level)  # stderr; never stdout
     # The SDK logs every request at INFO: noise in the agent's MCP log.
-    logging.getLogger("mcp").setLevel(max(logging.WARNING, logging.getLogger().level))
+    quiet = max(logging.WARNING, logging.getLogger().level)
+    logging.getLogger("mcp").setLevel(quiet)
+    logging.getLogger("httpx").setLevel(quiet)  # a line per request to the server: the same
     url = base_url(settings)
     cwd = os.getcwd()
     log.info("tma1 mcp: asking %s; sessions resolve from %s", url, cwd)

@@ -56,8 +56,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def _path(args: argparse.Namespace) -> Path:
     from tma1.engine.mutes import MUTES_FILE
 
-    settings = load_settings().with_overrides(data_dir=args.data_dir)
-    return settings.data_dir.expanduser() / MUTES_FILE
+    settings = load_settings(only=("TMA1_DATA_DIR",)).with_overrides(data_dir=args.data_dir)
+    data_dir = settings.data_dir.expanduser()
+    if not data_dir.is_dir():
+        # A mistyped --data-dir must not become a new directory no server reads.
+        raise ConfigError(
+            f"no tma1 data dir at {data_dir}: check --data-dir (TMA1_DATA_DIR); "
+            "`tma1 serve` creates it on first start"
+        )
+    return data_dir / MUTES_FILE
 
 
 def _project(raw: str | None) -> str | None:
@@ -81,7 +88,6 @@ def _describe(kind: str, project: str | None, until: int | None) -> str:
 
 def run_mute(args: argparse.Namespace) -> int:
     from tma1.engine.mutes import Mute, add_mute, read_mutes
-    from tma1.privacy import prepare_data_dir
 
     path = _path(args)
     now = SystemClock().now_ms()
@@ -97,7 +103,6 @@ def run_mute(args: argparse.Namespace) -> int:
         return 0
     until = now + parse_duration("--for", args.duration) * 1000 if args.duration else None
     project = _project(args.project)
-    prepare_data_dir(path.parent)
     add_mute(path, Mute(kind=args.kind, project=project, until_ms=until, since_ms=now))
     print(
         f"muted {_describe(args.kind, project, until)}: still computed and shown as muted, "

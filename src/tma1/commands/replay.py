@@ -19,9 +19,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tma1.commands._args import add_database_options, database_url, open_store, whole_number
+from tma1.commands._args import (
+    add_database_options,
+    check_new_file,
+    database_url,
+    open_store,
+    whole_number,
+)
 from tma1.commands.anomalies import one_line, text_table
-from tma1.config import ConfigError
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,7 +38,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "every delivery and a summary (emits per kind, budget per day, follow-rate). "
             "Inputs are detected by content: tma1 event logs (tma1 export), Claude Code "
             "transcripts (JSONL or JSON array), hook payload logs and stream-json output "
-            "(claude -p --output-format stream-json --verbose), Codex rollouts. "
+            "(claude -p --output-format stream-json --verbose), Codex rollouts, Gemini CLI "
+            "chat files (~/.gemini/tmp/<project>/chats/session-*.jsonl) and Copilot CLI "
+            "session logs (~/.copilot/session-state/<id>/events.jsonl). "
             "Directories are read recursively."
         ),
     )
@@ -48,8 +55,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--db",
         type=Path,
-        help="keep the replay's SQLite database in FILE (must not exist; default: temporary)",
+        help="keep the replay's SQLite database in FILE (a new file, or --force; "
+        "default: temporary)",
     )
+    p.add_argument("--force", action="store_true", help="overwrite an existing --db file")
     p.add_argument("--bodies", action="store_true", help="print every delivery body in full")
     p.set_defaults(func=run_replay)
 
@@ -60,7 +69,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "as tma1's JSONL event log.",
     )
     e.add_argument("--session", required=True, help="session id")
-    e.add_argument("--out", type=Path, help="output file (default: standard output)")
+    e.add_argument("--out", type=Path, help="output file, a new one (default: standard output)")
+    e.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     add_database_options(e)
     e.set_defaults(func=run_export)
 
@@ -73,8 +83,10 @@ def run_replay(args: argparse.Namespace) -> int:
 
     from tma1.replay.driver import replay_paths
 
-    if args.db is not None and args.db.exists():
-        raise ConfigError(f"--db {args.db} exists; give a new file (replay starts from empty)")
+    check_new_file("--db", args.db, force=args.force)
+    if args.db is not None and args.db.exists():  # --force: replay starts from empty
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            args.db.with_name(args.db.name + suffix).unlink(missing_ok=True)
     # The engine logs each rejected or odd payload; the report says it once, at the end.
     logging.getLogger("tma1").setLevel(logging.ERROR)
     result = replay_paths(args.paths, threshold=args.threshold, db=args.db)
@@ -230,6 +242,7 @@ def render_text(result: Any, *, full_bodies: bool = False) -> str:
 def run_export(args: argparse.Namespace) -> int:
     from tma1.replay.export import SessionNotFound, export_session
 
+    check_new_file("--out", args.out, force=args.force)
     url = database_url(args)
     with closing(open_store(url)) as store:  # an existing database, read-only, or a ConfigError
         try:

@@ -3,13 +3,57 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import logging
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from tma1.config import load_settings
+from tma1.config import Settings, load_settings
 
 log = logging.getLogger("tma1")
+
+# One server per data dir (its file watcher, outage journal and suppression state are the
+# data dir's, whichever database it uses): an flock on this file, which holds the pid and
+# port of the server that has it. The kernel drops the lock when the process dies, so a
+# file left by a crash never blocks a restart.
+LOCK_FILE = "serve.lock"
+
+
+class DataDirInUse(RuntimeError):
+    pass
+
+
+@contextlib.contextmanager
+def data_dir_lock(data_dir: Path, port: int) -> Iterator[None]:
+    """Hold the data dir's lock while the block runs, or raise DataDirInUse naming the
+    server that holds it."""
+    path = data_dir / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = dict(
+                part.split("=", 1)
+                for part in os.pread(fd, 256, 0).decode("ascii", "replace").split()
+                if "=" in part
+            )
+            raise DataDirInUse(
+                f"another tma1 serve (pid {holder.get('pid', '?')}, port "
+                f"{holder.get('port', '?')}) is using the data dir {data_dir}; stop it, or "
+                "give this one another --data-dir (TMA1_DATA_DIR)"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid={os.getpid()} port={port}\n".encode("ascii"), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)  # said nothing stale; the lock goes with the descriptor
+    finally:
+        os.close(fd)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,9 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from tma1.commands._args import check_port, setup_logging
     from tma1.config import validate_database_url
     from tma1.privacy import check_loopback_host, prepare_data_dir
-    from tma1.server.app import PortInUseError, check_port_free, run_server
-    from tma1.service import build_service
-    from tma1.token import ensure_token
+    from tma1.server.app import PortInUseError, check_port_free
 
     settings = load_settings()
     check_port(args.port)
@@ -55,6 +97,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"tma1: {exc}", file=sys.stderr)
         return 1
     prepare_data_dir(settings.data_dir)  # 0700, writable, or a ConfigError naming the fix
+    try:
+        with data_dir_lock(settings.data_dir, settings.port):
+            return _serve(settings)
+    except DataDirInUse as exc:
+        print(f"tma1: {exc}", file=sys.stderr)
+        return 1
+
+
+def _serve(settings: Settings) -> int:
+    from tma1.server.app import PortInUseError, run_server
+    from tma1.service import build_service
+    from tma1.token import ensure_token
+
     token = ensure_token(settings.token_path)
     try:
         service = build_service(settings, journal=True)  # events of an outage survive kill -9

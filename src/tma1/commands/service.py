@@ -71,7 +71,7 @@ def _platform(args: argparse.Namespace) -> su.Platform:
 
 
 def _data_dir(given: str | Path | None) -> Path:
-    return Path(given or load_settings().data_dir).expanduser().absolute()
+    return Path(given or load_settings(only=("TMA1_DATA_DIR",)).data_dir).expanduser().absolute()
 
 
 def _run_steps(steps: list[su.Step], runner: su.Runner) -> bool:

@@ -105,10 +105,8 @@ def run_demo(*, keep: bool = False, port: int | None = None, stream: TextIO | No
         except KeyboardInterrupt:
             out.line("\nstopped.")
             return 130
-        except BrokenPipeError:  # `tma1 demo | head`: the reader left; stop quietly
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            return 1
+        # A BrokenPipeError (`tma1 demo | head`) goes on to the command line's handler,
+        # which every command shares: quiet, exit 141 as SIGPIPE would.
         finally:
             server.stop()
 

@@ -79,9 +79,13 @@ def create_app(service: Service, *, hook_token: str | None) -> FastAPI:
     def health() -> JSONResponse:
         return JSONResponse(service.health())
 
+    from tma1.token import data_dir_tag
+
+    ping_headers = {"X-TMA1-Data-Dir": data_dir_tag(service.settings.data_dir)}
+
     @app.get("/api/ping", summary="A trivial endpoint (benchmarks compare against it)")
     async def ping() -> PlainTextResponse:
-        return PlainTextResponse("")
+        return PlainTextResponse("", headers=ping_headers)
 
     for module in (routes_hooks, routes_anomalies, routes_gates, routes_sessions, routes_agent):
         app.include_router(module.router)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from tma1.storable import storable_text
@@ -102,11 +104,26 @@ def _pg_str_dumpers() -> tuple[type, type]:
     return _Binary, _Text
 
 
+def database_identity(url: str) -> str:
+    """The database a URL names, comparable across processes and safe to show: a SQLite
+    file's absolute path, a server URL without its password."""
+    from tma1.privacy import sqlite_path
+
+    path = sqlite_path(url)
+    if path is not None:
+        return "sqlite:///" + str(path.expanduser().absolute())
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url.split("@")[-1]
+
+
 def run_migrations(engine: Engine) -> None:
     """Upgrade to head. On PostgreSQL an advisory lock serialises concurrent starters
     (two `tma1 serve` on one team database must not both create the tables)."""
     # Imported here: alembic costs every `tma1` command ~0.3 s of start-up, and only a
     # command that opens the database for writing migrates.
+    _quiet_alembic()  # before the import: alembic sets its plugins up on import
     from alembic import command
     from alembic.config import Config
 
@@ -120,6 +137,21 @@ def run_migrations(engine: Engine) -> None:
         command.upgrade(cfg, "head")
 
 
+class _OnlyUpgrades(logging.Filter):
+    """Alembic's migration log says which upgrades ran (worth a line); not, at every start,
+    which implementation and DDL mode it picked."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno > logging.INFO or record.getMessage().startswith("Running ")
+
+
+@functools.cache
+def _quiet_alembic() -> None:
+    # Seven "setup plugin …" lines at every start, whatever the log level asked for.
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    logging.getLogger("alembic.runtime.migration").addFilter(_OnlyUpgrades())
+
+
 @contextlib.contextmanager
 def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
     """SQLite's counterpart of the advisory lock: flock on a file beside the database."""
@@ -127,13 +159,26 @@ def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
     if not path or path == ":memory:" or path.startswith("file:"):
         yield
         return
-    fd = os.open(f"{path}.migrate-lock", os.O_RDWR | os.O_CREAT, 0o600)
-    with os.fdopen(fd, "a+b") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    lock = f"{path}.migrate-lock"
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        # The holder before us removed the file once done: lock the one there now.
+        os.close(fd)
+    try:
+        yield
+    finally:
+        # Removed while still held, so no empty lock file stays beside the database; a
+        # starter waiting on this one sees it gone and locks afresh (the loop above).
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+        os.close(fd)
 
 
 def _scratch_ddl(dialect: Any) -> list[str]:

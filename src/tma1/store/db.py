@@ -20,7 +20,6 @@ from sqlalchemy import (
     bindparam,
     case,
     create_engine,
-    delete,
     event,
     func,
     insert,
@@ -48,7 +47,6 @@ from tma1.store.events import (
 from tma1.store.schema import (
     ALL_TABLES,
     anomaly_emits,
-    anomaly_labels,
     external_changes,
     hook_events,
     messages,
@@ -401,20 +399,6 @@ class Store:
                 t.name: int(conn.execute(select(func.count()).select_from(t)).scalar_one())
                 for t in ALL_TABLES
             }
-
-    def purge(self, before_ts: int) -> dict[str, int]:
-        """Delete rows older than `before_ts`; labels go with their emits."""
-        removed: dict[str, int] = {}
-        with self._engine.begin() as conn:
-            old_emits = select(anomaly_emits.c.id).where(anomaly_emits.c.ts < before_ts)
-            removed[anomaly_labels.name] = conn.execute(
-                delete(anomaly_labels).where(anomaly_labels.c.emit_id.in_(old_emits))
-            ).rowcount
-            for table in (hook_events, external_changes, messages, anomaly_emits):
-                removed[table.name] = conn.execute(
-                    delete(table).where(table.c.ts < before_ts)
-                ).rowcount
-        return removed
 
     def rows(self, q: Executable, params: Mapping[str, Any] | None = None) -> Sequence[Any]:
         """The rows of one read, on a pooled connection of its own."""

@@ -823,6 +823,10 @@
       el("p", { class: "muted small", text: String(err.message || err) }),
     );
     box.hidden = false;
+    // Only this message: an empty-state line beside it ("nothing has gone wrong") would
+    // claim what a server we cannot reach cannot tell.
+    const empty = $(`${tab}-empty`);
+    if (empty) empty.hidden = true;
   }
 
   function hideOffline(tab) {
@@ -1096,7 +1100,8 @@
   }
 
   function previewItem(f) {
-    return el("li", { class: `preview-item${f.muted ? " is-muted" : ""}`, dataset: { kind: f.kind, muted: f.muted ? "1" : "0" } },
+    const held = !f.would_deliver && !f.muted;
+    return el("li", { class: `preview-item${f.muted ? " is-muted" : ""}${held ? " is-held" : ""}`, dataset: { kind: f.kind, muted: f.muted ? "1" : "0", held: held ? "1" : "0" } },
       el("div", { class: "pv-head" },
         el("span", { class: `sev sev-${f.severity}`, text: f.severity }),
         el("span", { class: "pv-kind", text: humanKind(f.kind) }),
@@ -1119,7 +1124,18 @@
     } else if (!preview.findings.length) {
       box.append(el("p", { class: "pv-empty muted", text: "Nothing pending: the next hook would add nothing." }));
     } else {
-      box.append(el("ul", { class: "preview-list" }, preview.findings.map(previewItem)));
+      // What tma1 would tell (or, muted, would tell but for the mute), apart from what it
+      // holds back: a held finding is not something tma1 "would say next".
+      const told = preview.findings.filter((f) => f.would_deliver || f.muted);
+      const held = preview.findings.filter((f) => !f.would_deliver && !f.muted);
+      box.append(told.length
+        ? el("ul", { class: "preview-list" }, told.map(previewItem))
+        : el("p", { class: "pv-empty muted", text: "Nothing to tell: every pending finding is held back." }));
+      if (held.length) {
+        box.append(
+          el("div", { class: "pv-held-title muted small", text: `Held back — tma1 will not say ${held.length === 1 ? "this" : "these"} now:` }),
+          el("ul", { class: "preview-list held-list" }, held.map(previewItem)));
+      }
     }
     return box;
   }
