@@ -1,22 +1,30 @@
 #!/usr/bin/env python3
 """Generate docs/evaluation.md: the six rules replayed over the real sessions in
-../shared/data/sessions, with a reviewed TP/FP judgement of every emit.
+../shared/data/sessions and ../shared/data/sessions-batch3, with a reviewed judgement of
+every emit, every session bundle item and every Stop whose newest check failed.
 
-    .venv/bin/python scripts/evaluate.py            # write docs/evaluation.md
-    .venv/bin/python scripts/evaluate.py --context  # print each unlabelled emit in context
-    .venv/bin/python scripts/evaluate.py --check    # exit 1 when the doc is out of date
+    .venv/bin/python scripts/evaluate.py                    # write docs/evaluation.md
+    .venv/bin/python scripts/evaluate.py --context          # unlabelled emits in context
+    .venv/bin/python scripts/evaluate.py --context-bundles  # unjudged bundle items
+    .venv/bin/python scripts/evaluate.py --context-stops    # unjudged Stops
+    .venv/bin/python scripts/evaluate.py --check            # exit 1 when out of date
 
-Every session is replayed on its own (the engine's state is per session; a session that
-continues across two files is one session) with `tma1.replay`: the live hook path, a
-virtual clock, default settings. Hook payload logs have no timestamps and are replayed
-separately on their synthetic timeline. The judgements live in
-scripts/evaluation_labels.json, keyed `session|stable_key|ts`: a human reads the
-session around the emit and writes `tp`/`fp` and a one-line reason. Emits without a
-label are listed as unlabelled; labels whose emit no longer happens are listed too, so
-a rule change shows up as a diff of this document. The *misses* — loops in the corpus
-(a check failing 3+ times, a test failing in 3+ runs, a Stop with an open check naming
-an edited file, the context past the threshold) that no emit addressed — are computed
-(`find_misses`) and judged in scripts/evaluation_misses.json.
+A corpus folder that is absent is left out. Every session is replayed on its own (the
+engine's state is per session; a session that continues across two files is one
+session) with `tma1.replay`: the live hook path, a virtual clock, default settings. Hook
+payload logs have no timestamps and are replayed separately on their synthetic timeline.
+The emit judgements live in scripts/evaluation_labels.json, keyed
+`session|stable_key|ts`: a human reads the session around the emit and writes `tp`/`fp`
+and a one-line reason. Emits without a label are listed as unlabelled; labels whose emit
+no longer happens are listed too, so a rule change shows up as a diff of this document.
+The *misses* — loops in the corpus that no emit addressed — are computed
+(`evaluation.misses`) and judged in scripts/evaluation_misses.json.
+
+Then the transcript sessions of each repository are replayed together into one engine
+(`evaluation.corpus.replay_projects`): every item of every SessionStart bundle
+(`evaluation.bundles`, judged in scripts/evaluation_bundle_items.json) and every Stop at
+which the session's newest check-like run had failed (`evaluation.stops`, judged in
+scripts/evaluation_stops.json: block or silent, and why) are tabled with those judgements.
 """
 
 from __future__ import annotations
@@ -24,315 +32,48 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
-from tma1.replay import driver  # noqa: E402
-from tma1.replay.driver import iso  # noqa: E402
-from tma1.replay.formats import CLAUDE_HOOKLOG  # noqa: E402
-from tma1.replay.model import HOOK, USAGE, Converted, ReplayItem  # noqa: E402
+from evaluation import bundles, stops  # noqa: E402
+from evaluation.corpus import (  # noqa: E402
+    SessionRun,
+    collect,
+    emit_key,
+    emits_differ,
+    md,
+    pct,
+    print_context,
+    replay,
+    replay_projects,
+    short,
+)
+from evaluation.misses import render_misses  # noqa: E402
 
-SESSIONS = REPO.parent / "shared" / "data" / "sessions"
+from tma1.replay.driver import iso  # noqa: E402
+from tma1.replay.model import HOOK, USAGE, Converted  # noqa: E402
+
+SESSIONS = (
+    REPO.parent / "shared" / "data" / "sessions",
+    REPO.parent / "shared" / "data" / "sessions-batch3",
+)
 DOC = REPO / "docs" / "evaluation.md"
 LABELS = Path(__file__).resolve().parent / "evaluation_labels.json"
 MISSES = Path(__file__).resolve().parent / "evaluation_misses.json"
+BUNDLE_ITEMS = Path(__file__).resolve().parent / "evaluation_bundle_items.json"
+STOPS = Path(__file__).resolve().parent / "evaluation_stops.json"
 PRECISION_TARGET = 0.70
 # Issue 15's acceptance: overall, per build/test kind, labelled emits.
 ISSUE15_TARGETS = (0.85, 0.80, 40)
 FOLLOW_TARGET = 0.30
 BUDGET = 5
-
-
-@dataclass
-class SessionRun:
-    session_id: str
-    group: str  # "transcripts" | "hook log"
-    files: list[str]
-    agent: str
-    items: list[ReplayItem]
-    synthetic: bool
-    deliveries: list[Any] = field(default_factory=list)
-    emits: list[dict[str, Any]] = field(default_factory=list)
-    summary: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        return f"hooklog:{self.session_id}" if self.group == "hook log" else self.session_id
-
-
-def emit_key(session_key: str, emit: dict[str, Any]) -> str:
-    return f"{session_key}|{emit['stable_key']}|{iso(int(emit['ts']))}"
-
-
-def collect(root: Path) -> list[SessionRun]:
-    inputs, problems = driver.load([root])
-    for p in problems:
-        print(f"evaluate: {p}", file=sys.stderr)
-    runs: list[SessionRun] = []
-    for group, convs in (
-        ("transcripts", [c for c in inputs if c.format != CLAUDE_HOOKLOG]),
-        ("hook log", [c for c in inputs if c.format == CLAUDE_HOOKLOG]),
-    ):
-        if not convs:
-            continue
-        items, _ = driver.merge_items(convs)
-        by_session: dict[str, list[ReplayItem]] = defaultdict(list)
-        for item in items:
-            by_session[item.session_id].append(item)
-        files_of: dict[str, set[str]] = defaultdict(set)
-        synthetic: set[str] = set()
-        for conv in convs:
-            for item in conv.items:
-                files_of[item.session_id].add(Path(conv.path).name)
-                if conv.synthetic_time:
-                    synthetic.add(item.session_id)
-        for sid, its in by_session.items():
-            agent = "codex" if any(i.source == "codex" for i in its) else "claude-code"
-            runs.append(
-                SessionRun(
-                    session_id=sid,
-                    group=group,
-                    files=sorted(files_of[sid]),
-                    agent=agent,
-                    items=its,
-                    synthetic=sid in synthetic,
-                )
-            )
-    runs.sort(key=lambda r: (r.group != "transcripts", r.items[0].ts, r.session_id))
-    return runs
-
-
-def replay(run: SessionRun) -> None:
-    deliveries, emits, summary, _ = driver.replay_items(run.items)
-    run.deliveries, run.emits, run.summary = deliveries, emits, summary
-
-
-# --- misses: where an agent looped and tma1 said nothing ---------------------------------------
-
-LOOP = 3
-LOOP_WINDOW_MS = 30 * 60 * 1000
-
-
-def _events_of(run: SessionRun) -> list[Any]:
-    from tma1.events import parse_payload
-
-    out = []
-    for it in run.items:
-        if it.kind == HOOK and it.payload is not None:
-            out.append(parse_payload(it.payload, ts=it.ts, source=it.source or "claude-code"))
-    return out
-
-
-def _streaks(times: list[int]) -> list[list[int]]:
-    """Maximal runs of `times` (ascending) with LOOP or more within LOOP_WINDOW_MS."""
-    best: list[list[int]] = []
-    i = 0
-    for j in range(len(times)):
-        while times[j] - times[i] > LOOP_WINDOW_MS:
-            i += 1
-        if j - i + 1 >= LOOP:
-            if best and best[-1][-1] >= times[i]:
-                best[-1] = sorted(set(best[-1]) | set(times[i : j + 1]))
-            else:
-                best.append(times[i : j + 1])
-    return best
-
-
-def find_misses(run: SessionRun) -> list[dict[str, Any]]:
-    """The loops in `run` that no emit addressed: a check failing LOOP+ times in one lane
-    within 30 min, a test failing in LOOP+ runs, a Stop with an open check whose failure
-    names a file the session edited, the context past the threshold in an epoch. Each
-    carries the facts; whether tma1 should have spoken is the judgement in
-    scripts/evaluation_misses.json."""
-    from tma1.checks import error_locations
-    from tma1.engine.checkruns import _closed, run_of
-    from tma1.engine.context import context_threshold
-    from tma1.engine.rules._support import edits
-    from tma1.events import absolutize
-    from tma1.paths import norm_path
-
-    events = _events_of(run)
-    if not events:
-        return []
-    project = next((e.project for e in events if e.project), None)
-    runs = [r for e in events if (r := run_of(e, project)) is not None]
-    emitted = defaultdict(list)  # (kind, subject) -> ts
-    for e in run.emits:
-        emitted[(e["kind"], e["stable_key"].split("|", 2)[2])].append(int(e["ts"]))
-
-    def said(kinds: tuple[str, ...], subject: str, first: int, last: int) -> bool:
-        return any(
-            first <= t <= last + LOOP_WINDOW_MS
-            for k in kinds
-            for t in emitted.get((k, subject), [])
-        )
-
-    out: list[dict[str, Any]] = []
-    build_kinds = ("repeated_failed_build", "build_broken_after_my_edit")
-
-    # 1. a check failing LOOP+ times in one lane
-    # Failures since the check last passed (any lane): a pass ends a streak.
-    by: dict[tuple[str, str], list[list[int]]] = defaultdict(lambda: [[]])
-    for r in runs:
-        if r.passed:
-            for (ident, _lane), seqs in by.items():
-                if ident == r.check.identity and seqs[-1]:
-                    seqs.append([])
-        elif r.failed:
-            by[(r.check.identity, r.lane)][-1].append(r.ts)
-    for (ident, lane), times in sorted(
-        (k, t) for k, seqs in by.items() for t in seqs if len(t) >= LOOP
-    ):
-        for s in _streaks(times):
-            out.append({
-                "what": "check failed 3+ times", "subject": ident, "lane": lane, "n": len(s),
-                "first": s[0], "last": s[-1], "said": said(build_kinds, ident, s[0], s[-1]),
-            })  # fmt: skip
-    # 2. a test failing in LOOP+ runs (any lane, as test_stuck counts per lane: say which)
-    tests: dict[tuple[str, str], list[list[int]]] = defaultdict(lambda: [[]])
-    for r in runs:
-        if r.failed:
-            for tid in dict.fromkeys(r.event.test_ids):
-                tests[(tid, r.lane)][-1].append(r.ts)
-        for tid in r.event.passed_test_ids or []:
-            for (t, _lane), seqs in tests.items():
-                if t == tid and seqs[-1]:
-                    seqs.append([])
-    for (tid, lane), times in sorted(
-        (k, t) for k, seqs in tests.items() for t in seqs if len(t) >= LOOP
-    ):
-        for s in _streaks(times):
-            out.append({
-                "what": "test failed in 3+ runs", "subject": tid, "lane": lane, "n": len(s),
-                "first": s[0], "last": s[-1], "said": said(("test_stuck",), tid, s[0], s[-1]),
-            })  # fmt: skip
-    # 3. a Stop with an open check whose failure names a file the session edited before it
-    seen_open: set[str] = set()
-    for stop in (e for e in events if e.event_type == "Stop" and not e.agent_id):
-        upto = [r for r in runs if r.ts <= stop.ts]
-        closed = _closed(upto)
-        newest: dict[str, Any] = {}
-        for r in upto:
-            if r.failed or r.passed:
-                newest[r.check.identity] = r
-        for ident, r in newest.items():
-            if not r.failed or id(r.event) in closed or ident in seen_open:
-                continue
-            edited = {
-                norm_path(f, project)
-                for c in edits(e for e in events if e.ts <= r.ts)
-                for f in c.files
-            }
-            named = {
-                norm_path(absolutize(ref.path, r.event.cwd), project)
-                for ref in error_locations(r.event.tool_result or "")
-            }
-            if not edited & named:
-                continue
-            seen_open.add(ident)
-            out.append({
-                "what": "Stop with an open check naming an edited file", "subject": ident,
-                "lane": r.lane, "n": 1, "first": r.ts, "last": stop.ts,
-                "said": any(stop.ts - 1000 <= t <= stop.ts + 1000
-                            for k in build_kinds for t in emitted.get((k, ident), [])),
-            })  # fmt: skip
-    # 4. the context past the threshold in an epoch (between compactions)
-    epoch_start, crossed = run.items[0].ts, None
-    usages = [i for i in run.items if i.kind == USAGE and i.usage]
-    ctx_emits = [int(e["ts"]) for e in run.emits if e["kind"] == "context_pressure"]
-
-    def close_epoch(end: int) -> None:
-        if crossed is not None:
-            ts, occ, thr = crossed
-            out.append({
-                "what": "context past the threshold", "subject": f"{occ:,} ≥ {thr:,}",
-                "lane": "", "n": 1, "first": ts, "last": end,
-                "said": any(epoch_start <= t <= end for t in ctx_emits),
-            })  # fmt: skip
-
-    for u in usages:
-        assert u.usage is not None
-        if u.usage.kind == "compaction":
-            close_epoch(u.ts)
-            epoch_start, crossed = u.ts, None
-            continue
-        thr = context_threshold(u.usage, None)
-        if crossed is None and u.usage.occupancy >= thr:
-            crossed = (u.ts, u.usage.occupancy, thr)
-    close_epoch(run.items[-1].ts + 1)
-    return [m for m in out if not m["said"]]
-
-
-def miss_key(run: SessionRun, m: dict[str, Any]) -> str:
-    lane = f"|lane {m['lane'][:12]}" if m["lane"] else ""
-    return f"{run.key}|{m['what']}|{m['subject']}{lane}|{iso(int(m['first']))}"
-
-
-# --- context for labelling -----------------------------------------------------------------
-
-
-def _short(text: Any, n: int = 220) -> str:
-    s = " ".join(str(text).split())
-    return s if len(s) <= n else s[: n - 1] + "…"
-
-
-def describe(item: ReplayItem) -> str:
-    p = item.payload or {}
-    ev = item.hook_event or item.kind
-    if item.kind == USAGE and item.usage:
-        return f"usage occupancy={item.usage.occupancy:,} kind={item.usage.kind}"
-    ti = p.get("tool_input") if isinstance(p.get("tool_input"), dict) else {}
-    what = ti.get("command") or ti.get("file_path") or ""
-    out = ""
-    if ev == "PostToolUseFailure":
-        out = " ERR: " + _short(p.get("error", ""), 300)
-    elif ev == "PostToolUse":
-        resp = p.get("tool_response")
-        if isinstance(resp, dict):
-            resp = resp.get("stdout") or resp.get("stderr") or ""
-        if p.get("tool_name") in ("Bash", "shell"):
-            out = " OUT: " + _short(resp or "", 200)
-    elif ev == "UserPromptSubmit":
-        what = _short(p.get("prompt", ""), 160)
-    return f"{ev} {p.get('tool_name') or ''} {_short(what, 200)}{out}"
-
-
-def print_context(run: SessionRun, labels: dict[str, Any], before: int, after: int) -> None:
-    hooks = [i for i in run.items if i.kind in (HOOK, USAGE)]
-    for e in run.emits:
-        k = emit_key(run.key, e)
-        if k in labels:
-            continue
-        ts = int(e["ts"])
-        idx = next((n for n, i in enumerate(hooks) if i.ts > ts), len(hooks))
-        print("=" * 100)
-        print(k)
-        print(f"[{e['severity']}] {e['kind']} via {e['channel']}; files {e['related_files']}")
-        print("EVIDENCE:", e["evidence"])
-        print("SUGGESTION:", _short(e["suggestion"], 400))
-        print("--- before")
-        for i in hooks[max(0, idx - before) : idx]:
-            print(f"  {iso(i.ts)[11:19]} {describe(i)}")
-        print("--- after")
-        for i in hooks[idx : idx + after]:
-            print(f"  {iso(i.ts)[11:19]} {describe(i)}")
-
-
-# --- the document ------------------------------------------------------------------------------
-
-
-def _pct(num: int, den: int) -> str:
-    return f"{num / den:.0%}" if den else "–"
-
-
-def _md(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def render(
@@ -341,6 +82,8 @@ def render(
     flaws: list[dict[str, str]],
     previous: dict[str, Any] | None = None,
     misses: dict[str, Any] | None = None,
+    roots: Sequence[Path] = SESSIONS,
+    headlines: Sequence[str] = (),
 ) -> str:
     out: list[str] = []
     w = out.append
@@ -350,10 +93,14 @@ def render(
     w("# Evaluation on real sessions")
     w("")
     w(
-        "Generated by `scripts/evaluate.py` from `../shared/data/sessions` "
-        f"({len(files)} files, {len(runs)} sessions); the TP/FP judgements are in "
-        "`scripts/evaluation_labels.json`. Do not edit by hand: change the labels or the "
-        "rules and run `.venv/bin/python scripts/evaluate.py`."
+        "Generated by `scripts/evaluate.py` from "
+        + " and ".join(f"`{_where(root)}`" for root in roots)
+        + f" ({len(files)} files, {len(runs)} sessions; a folder that is absent is left "
+        "out); the TP/FP judgements of the emits are in `scripts/evaluation_labels.json`, "
+        "those of the session bundle items in `scripts/evaluation_bundle_items.json`, "
+        "those of the failing Stops in `scripts/evaluation_stops.json`. Do not edit by "
+        "hand: change the judgements or the rules and run "
+        "`.venv/bin/python scripts/evaluate.py`."
     )
     w("")
     w("## Method")
@@ -378,7 +125,18 @@ def render(
         "(Claude Code sends `StopFailure` then, which tma1 does not install). The hook "
         "payload logs have no "
         "timestamps: they are replayed on a synthetic timeline (2 s apart), so their "
-        "time-window results are indicative only."
+        "time-window results are indicative only. The emits below come from these "
+        "one-session replays. A second replay puts the transcript sessions of one "
+        "repository through one engine in time order (`evaluation.corpus.replay_projects`), "
+        "as one daemon would have seen them: the *Session bundle items* and *Stops whose "
+        "newest check failed* sections at the end come from it"
+        + (
+            f"; its emits differ from the one-session replays' in {len(differ)}: "
+            + ", ".join(f"`{md(k)}`" for k in differ[:5])
+            if (differ := emits_differ(runs))
+            else " (it emits exactly what the one-session replays emit)"
+        )
+        + "."
     )
     w("")
     guard = sorted(
@@ -401,6 +159,22 @@ def render(
         "interruption (a duplicate of what the agent already knows and is acting on)."
     )
     w("")
+
+    if headlines:
+        w("## Figures")
+        w("")
+        judged_emits = [
+            labels[k]["label"] for r, e in all_emits if (k := emit_key(r.key, e)) in labels
+        ]
+        w(
+            f"- Emits (one-session replays): **{judged_emits.count('tp')} of "
+            f"{len(judged_emits)} labelled true positives** "
+            f"({pct(judged_emits.count('tp'), len(judged_emits))}), "
+            f"{len(all_emits) - len(judged_emits)} unlabelled."
+        )
+        for line in headlines:
+            w(f"- {line}")
+        w("")
 
     # Overall per kind.
     w("## Results per kind")
@@ -437,7 +211,7 @@ def render(
         emitted, done = follow[kind]
         w(
             f"| {kind} | {n} | {c['tp']} | {c['fp']} | {c['unlabelled']} | "
-            f"{_pct(c['tp'], c['tp'] + c['fp'])} | {done} | {_pct(done, emitted)} | "
+            f"{pct(c['tp'], c['tp'] + c['fp'])} | {done} | {pct(done, emitted)} | "
             f"{over_days[kind]} |"
         )
     n_all = sum(tot.values())
@@ -445,8 +219,8 @@ def render(
     done_all = sum(v[1] for v in follow.values())
     w(
         f"| **all** | {n_all} | {tot['tp']} | {tot['fp']} | {tot['unlabelled']} | "
-        f"{_pct(tot['tp'], tot['tp'] + tot['fp'])} | {done_all} | "
-        f"{_pct(done_all, emitted_all)} | {sum(over_days.values())} |"
+        f"{pct(tot['tp'], tot['tp'] + tot['fp'])} | {done_all} | "
+        f"{pct(done_all, emitted_all)} | {sum(over_days.values())} |"
     )
     w("")
     w(
@@ -461,14 +235,15 @@ def render(
     w(
         f"Issue 15's acceptance: precision ≥ {overall:.0%} overall and ≥ "
         f"{per_build_kind:.0%} for each build/test kind, at least {n_min} labelled emits. "
-        f"Here: {_pct(tot['tp'], judged)} overall on {judged} labelled emits; "
+        f"Here: {pct(tot['tp'], judged)} overall on {judged} labelled emits; "
         + ", ".join(
-            f"{k} {_pct(per_kind[k]['tp'], per_kind[k]['tp'] + per_kind[k]['fp'])}"
+            f"{k} {pct(per_kind[k]['tp'], per_kind[k]['tp'] + per_kind[k]['fp'])}"
             for k in kinds
             if k != "context_pressure"
         )
-        + ". No emit was on the `session_start` channel: the replay starts each session "
-        "once (`source: startup`), when there is nothing to re-tell."
+        + ". No emit was on the `session_start` channel: every recorded start is a "
+        "`startup`, when the bundle re-tells no finding of the session (its other parts "
+        "are judged under *Session bundle items*)."
     )
     w("")
     _previous(previous, all_emits, labels, w)
@@ -493,7 +268,7 @@ def render(
     w("")
     for r in runs:
         _session_section(r, labels, w)
-    _misses(runs, misses or {}, w)
+    render_misses(runs, misses or {}, w)
     stale = sorted(k for k in labels if k not in seen_keys)
     if stale:
         w("## Labels whose emit no longer happens")
@@ -503,7 +278,7 @@ def render(
         w("| key | label | reason |")
         w("|---|---|---|")
         for k in stale:
-            w(f"| `{_md(k)}` | {labels[k]['label']} | {_md(labels[k].get('reason', ''))} |")
+            w(f"| `{md(k)}` | {labels[k]['label']} | {md(labels[k].get('reason', ''))} |")
         w("")
     return "\n".join(out).rstrip() + "\n"
 
@@ -520,7 +295,7 @@ def _previous(
         return
     w("## Before and after detection v2")
     w("")
-    w(_md(previous.get("about", "")))
+    w(md(previous.get("about", "")))
     w("")
     w("| kind | before: emits | TP | FP | precision | after: emits | TP | FP | precision |")
     w("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -533,57 +308,14 @@ def _previous(
                if e["kind"] == kind]  # fmt: skip
         a = [len(now), now.count("tp"), now.count("fp")]
         tot = [x + y for x, y in zip(tot, [*b, *a], strict=True)]
-        w(f"| {kind} | {b[0]} | {b[1]} | {b[2]} | {_pct(b[1], b[1] + b[2])} | {a[0]} | "
-          f"{a[1]} | {a[2]} | {_pct(a[1], a[1] + a[2])} |")  # fmt: skip
-    w(f"| **all** | {tot[0]} | {tot[1]} | {tot[2]} | {_pct(tot[1], tot[1] + tot[2])} | "
-      f"{tot[3]} | {tot[4]} | {tot[5]} | {_pct(tot[4], tot[4] + tot[5])} |")  # fmt: skip
+        w(f"| {kind} | {b[0]} | {b[1]} | {b[2]} | {pct(b[1], b[1] + b[2])} | {a[0]} | "
+          f"{a[1]} | {a[2]} | {pct(a[1], a[1] + a[2])} |")  # fmt: skip
+    w(f"| **all** | {tot[0]} | {tot[1]} | {tot[2]} | {pct(tot[1], tot[1] + tot[2])} | "
+      f"{tot[3]} | {tot[4]} | {tot[5]} | {pct(tot[4], tot[4] + tot[5])} |")  # fmt: skip
     w("")
     for note in previous.get("removed_by_fixes", []):
-        w(f"- Removed by a rule fix in this evaluation: {_md(note)}")
+        w(f"- Removed by a rule fix in this evaluation: {md(note)}")
     if previous.get("removed_by_fixes"):
-        w("")
-
-
-def _misses(runs: list[SessionRun], judged: dict[str, Any], w: Any) -> None:
-    found = [(r, m) for r in runs for m in find_misses(r)]
-    w("## Misses: where an agent looped and tma1 said nothing")
-    w("")
-    w(
-        "Found by `find_misses` over the replayed sessions, not by memory: failing shell "
-        "runs grouped by check identity (`tma1.checks.check_of`) and lane, a streak being "
-        f"{LOOP}+ failures within 30 min with no pass of the check between them; tests "
-        f"failing in {LOOP}+ runs (ids from the failure output) with no run reporting "
-        "them passing between; each main-agent Stop with an open check (newest run "
-        "failed, no later covering pass) whose failure names a file the session edited "
-        "before it; and each context epoch (between compactions) whose prompt size "
-        "passed the threshold (half the model's window, else 100k). A loop counts as "
-        "addressed when an emit of the matching kind and subject came between its first "
-        "failure and 30 min after its last (for a Stop: at that Stop; for the context: "
-        "in that epoch). The verdicts and reasons are in `scripts/evaluation_misses.json`."
-    )
-    w("")
-    verdicts = Counter(judged.get(miss_key(r, m), {}).get("verdict", "unjudged")
-                       for r, m in found)  # fmt: skip
-    w(
-        f"{len(found)} places: "
-        + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items()))
-        + " (right = the silence is right; wrong = tma1 should have spoken)."
-    )
-    w("")
-    w("| session | what | subject | lane | n | first → last (UTC) | verdict | reason |")
-    w("|---|---|---|---|---:|---|---|---|")
-    for r, m in found:
-        j = judged.get(miss_key(r, m), {})
-        w(
-            f"| `{r.key[:8]}` | {m['what']} | {_md(_short(m['subject'], 60))} | "
-            f"{m['lane'][:18] or 'main'} | {m['n']} | {iso(int(m['first']))[:19]} → "
-            f"{iso(int(m['last']))[11:19]} | {j.get('verdict', 'unjudged')} | "
-            f"{_md(j.get('reason', ''))} |"
-        )
-    w("")
-    stale = sorted(set(judged) - {miss_key(r, m) for r, m in found})
-    if stale:
-        w("Judged misses that no longer occur: " + ", ".join(f"`{_md(k)}`" for k in stale))
         w("")
 
 
@@ -655,10 +387,10 @@ def _session_section(r: SessionRun, labels: dict[str, Any], w: Any) -> None:
         lab = labels.get(emit_key(r.key, e))
         subject = e["stable_key"].split("|", 2)[2]
         verdict = lab["label"].upper() if lab else "unlabelled"
-        reason = lab.get("reason", "") if lab else _short(e["evidence"], 140)
+        reason = lab.get("reason", "") if lab else short(e["evidence"], 140)
         w(
             f"| {iso(int(e['ts']))[11:19]} | {e['kind']} | {e['severity']} | {e['channel']} | "
-            f"{_md(_short(subject, 60)) or '–'} | {verdict} | {_md(reason)} |"
+            f"{md(short(subject, 60)) or '–'} | {verdict} | {md(reason)} |"
         )
     w("")
 
@@ -672,38 +404,66 @@ def _notes_of(r: SessionRun) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--sessions", type=Path, default=SESSIONS)
+    ap.add_argument(
+        "--sessions",
+        type=Path,
+        action="append",
+        help="a corpus folder (repeatable; default: ../shared/data/sessions and sessions-batch3)",
+    )
     ap.add_argument("--out", type=Path, default=DOC)
     ap.add_argument("--labels", type=Path, default=LABELS)
     ap.add_argument("--misses", type=Path, default=MISSES, help="judgements of the misses")
+    ap.add_argument("--bundle-items", type=Path, default=BUNDLE_ITEMS, help="their judgements")
+    ap.add_argument("--stops", type=Path, default=STOPS, help="judgements of the failing Stops")
     ap.add_argument("--context", action="store_true", help="print unlabelled emits in context")
+    ap.add_argument(
+        "--context-bundles", action="store_true", help="print unjudged bundle items in context"
+    )
+    ap.add_argument("--context-stops", action="store_true", help="print unjudged Stops in context")
     ap.add_argument("--all", action="store_true", help="with --context: labelled ones too")
     ap.add_argument("--before", type=int, default=25)
     ap.add_argument("--after", type=int, default=10)
     ap.add_argument("--check", action="store_true", help="exit 1 if the doc is out of date")
     args = ap.parse_args()
-    if not args.sessions.is_dir():
-        print(f"evaluate: {args.sessions} is absent; nothing to evaluate", file=sys.stderr)
+    roots: list[Path] = args.sessions or list(SESSIONS)
+    for root in roots:
+        if not root.is_dir():
+            print(f"evaluate: {root} is absent; left out", file=sys.stderr)
+    roots = [r for r in roots if r.is_dir()]
+    if not roots:
+        print("evaluate: no corpus folder; nothing to evaluate", file=sys.stderr)
         return 0
     logging.getLogger("tma1").setLevel(logging.ERROR)
     data = json.loads(args.labels.read_text()) if args.labels.exists() else {}
     labels: dict[str, Any] = data.get("labels", {})
     flaws: list[dict[str, str]] = data.get("flaws", [])
 
-    inputs, _ = driver.load([args.sessions])
+    runs, inputs = collect(roots)
     _collect_notes(inputs)
-    runs = collect(args.sessions)
     for run in runs:
         replay(run)
-    if args.context:
+    replay_projects(runs)
+    judged_items = _judgements(args.bundle_items, "items")
+    judged_stops = _judgements(args.stops, "stops")
+    if args.context or args.context_bundles or args.context_stops:
         for run in runs:
-            print_context(run, {} if args.all else labels, args.before, args.after)
+            if args.context:
+                print_context(run, {} if args.all else labels, args.before, args.after)
+            if args.context_bundles:
+                bundles.print_context(run, {} if args.all else judged_items)
+            if args.context_stops:
+                stops.print_context(run, {} if args.all else judged_stops, args.before)
         return 0
     misses_file: Path = args.misses
-    misses = (
-        json.loads(misses_file.read_text()).get("misses", {}) if misses_file.exists() else {}
+    misses = json.loads(misses_file.read_text()).get("misses", {}) if misses_file.exists() else {}
+    bundle_md, bundle_line = bundles.render(
+        runs, judged_items, _judgements(args.bundle_items, "patterns")
     )
-    doc = render(runs, labels, flaws, data.get("previous"), misses)
+    stops_md, stops_line = stops.render(runs, judged_stops, _judgements(args.stops, "patterns"))
+    doc = render(
+        runs, labels, flaws, data.get("previous"), misses, roots, (bundle_line, stops_line)
+    )
+    doc += "\n" + bundle_md + "\n" + stops_md
     if args.check:
         current = args.out.read_text() if args.out.exists() else ""
         if current != doc:
@@ -716,6 +476,17 @@ def main() -> int:
     unl = sum(1 for r in runs for e in r.emits if emit_key(r.key, e) not in labels)
     print(f"evaluate: wrote {args.out} ({len(runs)} sessions, {n} emits, {unl} unlabelled)")
     return 0
+
+
+def _where(root: Path) -> str:
+    """A corpus folder as the doc names it: relative to the checkout's parent when inside it
+    (`../shared/data/sessions`), else its own name (a test's temporary folder)."""
+    rel = os.path.relpath(root.absolute(), REPO)
+    return root.name if rel.startswith("../..") else rel
+
+
+def _judgements(path: Path, key: str) -> dict[str, Any]:
+    return dict(json.loads(path.read_text()).get(key, {})) if path.exists() else {}
 
 
 def _collect_notes(inputs: list[Converted]) -> None:

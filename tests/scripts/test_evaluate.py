@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from conftest import REPO
-from replaykit import failing_build_session
+from replaykit import Transcript, failing_build_session
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -82,3 +82,76 @@ def test_evaluate_context_prints_each_unlabelled_emit_with_its_surroundings(
     assert "drv-1|repeated_failed_build|high|go build|2025-02-03T10:03:20.000Z" in proc.stdout
     assert "PostToolUseFailure Bash go build ./... ERR: Exit code 1" in proc.stdout
     assert "--- before" in proc.stdout and "--- after" in proc.stdout
+
+
+def _project_corpus(tmp_path: Path) -> tuple[Path, Path]:
+    """Two corpus folders (the old layout and batch 3's) holding two sessions of one
+    repository: the first breaks `go build` and stops on it, the second starts after."""
+    first, second = tmp_path / "sessions", tmp_path / "batch"
+    (first / "claude-code").mkdir(parents=True)
+    (second / "claude-code" / "app-0123abcd" / "logs").mkdir(parents=True)
+    t = Transcript(sid="aaaaaaaa-0001", cwd="/work/app")
+    t.prompt(0, "make it build")
+    t.bash(5, "go build ./...", "", error=False)
+    for k in range(3):
+        out = "Exit code 1\n./main.go:7:2: undefined: x"
+        t.bash(60 + 30 * k, "go build ./...", out, error=True)
+    t.say(200, "Done: it builds now.")
+    t.write(first / "claude-code" / "app-1.jsonl")
+    u = Transcript(sid="bbbbbbbb-0002", cwd="/work/app")
+    u.prompt(600, "carry on")
+    u.say(610, "Looking.")
+    u.write(second / "claude-code" / "app-0123abcd" / "logs" / "s2.jsonl")
+    return first, second
+
+
+def test_evaluate_replays_a_projects_sessions_together_for_bundles_and_stops(
+    tmp_path: Path,
+) -> None:
+    first, second = _project_corpus(tmp_path)
+    out, items, stop_file = tmp_path / "e.md", tmp_path / "items.json", tmp_path / "stops.json"
+    args = ("--sessions", str(first), "--sessions", str(second),
+            "--sessions", str(tmp_path / "absent"), "--out", str(out),
+            "--labels", str(tmp_path / "labels.json"), "--bundle-items", str(items),
+            "--stops", str(stop_file))  # fmt: skip
+    proc = run(*args)
+    assert proc.returncode == 0, proc.stderr
+    assert "absent is absent; left out" in proc.stderr
+    doc = out.read_text()
+    # Both folders are read, the batch-3 file named by its repository folder.
+    assert "app-1.jsonl" in doc and "app-0123abcd/s2.jsonl" in doc
+    # The second session's start is answered with what the first left: the build it broke
+    # (the project replay; each session alone would have said nothing) and the session.
+    bundle = doc.split("## Session bundle items", 1)[1].split("## Stops whose", 1)[0]
+    assert "| `bbbbbbbb` | 2025-02-03T10:10:00 | check |" in bundle
+    assert "broken by session aaaaaaaa (claude-code)" in bundle
+    peer = "| peer | aaaaaaaa (claude-code, last event 6 min ago) |"
+    assert "| `bbbbbbbb` | 2025-02-03T10:10:00 " + peer in bundle
+    assert "0 of 0 judged items true**, 2 unjudged" in bundle
+    stops = doc.split("## Stops whose newest check failed", 1)[1]
+    row = "| `aaaaaaaa` | 2025-02-03T10:03:20 | 10:02:02 `go build ./...` | block | unjudged"
+    assert row in stops
+
+    items.write_text(json.dumps({"items": {
+        "bbbbbbbb-0002|check|go build": {"failing": True, "broke": "aaaaaaaa", "reason": "r1"},
+        "bbbbbbbb-0002|peer|aaaaaaaa-0001": {"true": False, "pattern": "not active",
+                                             "reason": "r2"},
+    }}))  # fmt: skip
+    stop_file.write_text(json.dumps({"stops": {
+        "aaaaaaaa-0001|2025-02-03T10:03:20.000Z": {"should": "block", "why": "fresh break",
+                                                   "reason": "r3"},
+    }}))  # fmt: skip
+    assert run(*args).returncode == 0
+    doc = out.read_text()
+    assert "Session bundle items (project replay): **1 of 2 true** (false: not active 1)" in doc
+    assert "| true | r1 (broken: aaaaaaaa) |" in doc and "| **false** | r2 | not active |" in doc
+    assert "Stops whose newest check failed: **1 of 1 right** — blocked rightly 1 of 1" in doc
+    assert "| block | block | right | fresh break: r3 |" in doc
+    assert run(*args, "--check").returncode == 0
+
+    # The blame is a fact of the session: a text naming another session is false.
+    items.write_text(json.dumps({"items": {
+        "bbbbbbbb-0002|check|go build": {"failing": True, "broke": "", "reason": "r1"},
+    }}))  # fmt: skip
+    assert run(*args).returncode == 0
+    assert "| **false** | r1 (broken: before the recordings) | wrong blame |" in out.read_text()
