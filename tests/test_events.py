@@ -37,9 +37,8 @@ def post(tool_response: Any, command: str = "go build ./...", **extra: Any) -> d
     }
 
 
-# (name, payload, expected event_type, expected failure_kind). A failing check that printed
-# nothing but the agent's framing (what a refusal looks like) has no verdict (design §2.21);
-# one that printed anything failed on what it printed.
+# (name, payload, expected event_type, expected failure_kind). A failing check whose output
+# says nothing about the code (none, or no failure in it) has no verdict (design §2.21).
 FAILURE_TABLE: list[tuple[str, dict[str, Any], str, str | None]] = [
     (
         "native PostToolUseFailure",
@@ -67,17 +66,17 @@ FAILURE_TABLE: list[tuple[str, dict[str, Any], str, str | None]] = [
     ),
     ("is_error true", post({"stdout": "", "is_error": True}), "PostToolUseFailure", "exit"),
     ("isError true", post({"stdout": "", "isError": True}), "PostToolUseFailure", "exit"),
-    ("success false", post({"success": False}), "PostToolUseFailure", "exit"),
+    ("success false", post({"success": False}), "PostToolUseFailure", "no_verdict"),
     (
         "interrupted true",
         post({"stdout": "", "stderr": "", "interrupted": True}),
         "PostToolUseFailure",
-        "exit",
+        "no_verdict",
     ),
-    ("non-empty error", post({"stdout": "", "error": "boom"}), "PostToolUseFailure", "exit"),
-    ("code non-zero", post({"code": 2}), "PostToolUseFailure", "exit"),
-    ("exitCode non-zero", post({"exitCode": 1}), "PostToolUseFailure", "exit"),
-    ("exit_code non-zero string", post({"exit_code": "127"}), "PostToolUseFailure", "exit"),
+    ("non-empty error", post({"stdout": "", "error": "boom"}), "PostToolUseFailure", "no_verdict"),
+    ("code non-zero", post({"code": 2}), "PostToolUseFailure", "no_verdict"),
+    ("exitCode non-zero", post({"exitCode": 1}), "PostToolUseFailure", "no_verdict"),
+    ("exit_code non-zero string", post({"exit_code": "127"}), "PostToolUseFailure", "no_verdict"),
     (
         "codex Exit code: N",
         post("Exit code: 1\nWall time: 0.2 seconds\nOutput:\nerror"),

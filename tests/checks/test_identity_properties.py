@@ -159,10 +159,8 @@ def test_cd_dir_becomes_the_working_directory() -> None:
         ('Tests: 8 passed, 8 total\nJest: "global" coverage threshold for lines (80%) not met: 71%',
          "coverage"),
         ("   Compiling app v0.1.0\nerror: could not compile `app`", "exit"),
-        # A build that printed something, then exited non-zero: a failed build, even when
-        # the reason was cut off (only a run that printed nothing at all has no verdict).
-        ("   Compiling app v0.1.0", "exit"),
-        ("", "no_verdict"),
+        # Nothing about the code at all: no verdict (design §2.21; this row said `exit`).
+        ("   Compiling app v0.1.0", "no_verdict"),
         ("FAILED tests/a.py::t - FileNotFoundError: [Errno 2] No such file or directory", "exit"),
     ],
 )  # fmt: skip

@@ -56,7 +56,11 @@ def test_failure_derivation_rewrites_event_type(live: LiveServer) -> None:
             "tool_name": "Bash",
             "tool_input": {"command": "cargo test"},
             "cwd": "/r",
-            "tool_response": {"stdout": "", "stderr": "boom", "exitCode": 101},
+            "tool_response": {
+                "stdout": "",
+                "stderr": "error[E0425]: cannot find value `x` in this scope",
+                "exitCode": 101,
+            },
         }
     )
     live.hook(

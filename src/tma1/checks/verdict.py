@@ -15,7 +15,7 @@ failed is not the code:
 - a post-processor piped after the check failed on its own (`ruff … | python3 <<EOF`
   with a SyntaxError in the heredoc: without `pipefail` the exit status is the last
   command's, and the check's output went into it, not to the agent);
-- the run printed nothing at all, only its exit status (what a refusal looks like).
+- nothing in the output speaks of a failure at all (no output, or only progress lines).
 
 A CLI usage error or a runner that is not there at all is `invocation` (outcome.py), the
 no-verdict of a check that never started.
@@ -79,6 +79,14 @@ _POST_PROCESSOR_CRASH = re.compile(
     r"^(?:SyntaxError|IndentationError|TabError)\b|^json\.decoder\.JSONDecodeError\b|"
     r"^Expecting value: line \d+ column \d+|^jq: error\b|^parse error: |\[(?:stdin|eval)\]:\d",
     re.MULTILINE,
+)
+# Words a failure report has in one form or another; an output with none of them says
+# nothing about the code.
+_EVIDENCE = re.compile(
+    r"error|fail|panic|exception|traceback|assert|undefined|cannot|can't|unable|not found|no such|"
+    r"denied|invalid|unexpected|expected|mismatch|violation|problem|warning|abort|"
+    r"[✕×✗✖]|\bE\d{3,4}\b|\b[A-Z]{1,4}\d{3,4}\b",
+    re.IGNORECASE,
 )
 # The run was stopped before it judged the code: MSBuild's "the build was canceled"
 # (MSB5021, `0 Error(s)`), a `^C`, a run cancelled or interrupted by its user.
@@ -181,11 +189,10 @@ def no_verdict(command: str | None, output: str | None, *, exited: bool) -> str 
         return "cancelled"
     if ran_no_tests(output):
         return "no tests"
-    if exited and not lines:
-        # Nothing at all but the exit status: what a sandbox's or a hook's refusal looks
-        # like. A run that printed anything (`compiling src/app.py`, then exit 1) failed
-        # on something the agent saw: a failed build, even if the reason was cut off.
-        return "silent"
+    if exited and not any(_EVIDENCE.search(ln) for ln in lines) and not refs(text):
+        # Nothing in it says what failed (no output, or progress lines alone): the agent
+        # cannot act on it, and a careful reader cannot say the code is broken.
+        return "silent"  # (a located diagnostic is evidence: `x.go:3:2: x is unused`)
     if _refused(lines, text):
         return "refused"
     if _environment(text):
