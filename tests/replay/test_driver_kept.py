@@ -107,8 +107,8 @@ def test_a_replay_without_a_database_never_connects_to_one(
         connects.append("connect")
         raise AssertionError("the scratch database was connected to")
 
-    def unreachable(path: Any) -> Store:
-        return Store(create_engine("sqlite://", creator=refuse))
+    def unreachable(path: Any, *, machine_id: str | None = None) -> Store:
+        return Store(create_engine("sqlite://", creator=refuse), machine_id=machine_id)
 
     monkeypatch.setattr(Store, "scratch", staticmethod(unreachable))
     held = driver.replay_items(items)
