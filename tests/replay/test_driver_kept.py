@@ -71,9 +71,7 @@ def test_a_kept_database_holds_every_event_whole(tmp_path: Path) -> None:
     inputs, _ = driver.load([*_sessions(tmp_path), _changes(tmp_path)])
     items, _ = driver.merge_items(inputs)
     db = tmp_path / "kept.db"
-    assert _comparable(driver.replay_items(items, db=db)) == _comparable(
-        driver.replay_items(items)
-    )
+    assert _comparable(driver.replay_items(items, db=db)) == _comparable(driver.replay_items(items))
     store = Store.open(f"sqlite:///{db}", migrate=False)
     try:
         sessions = {i.session_id for i in items if i.kind == HOOK}

@@ -32,6 +32,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
 from sqlalchemy.sql import ColumnElement, Executable
 
@@ -53,6 +54,7 @@ from tma1.store.schema import (
     external_changes,
     hook_events,
     messages,
+    session_repos,
 )
 
 _NO_END = 2**62
@@ -264,6 +266,25 @@ class Store:
         with self._engine.begin() as conn:
             mid = self._machine_id
             conn.execute(insert(messages), [{**asdict(u), "machine_id": mid} for u in usages])
+
+    def record_session_repo(
+        self, session_id: str, *, repo: str, repo_path: str, host: str | None, ts: int
+    ) -> bool:
+        """The session's repository (tma1.repo), once: False when it was already known."""
+        row = {
+            "session_id": session_id,
+            "machine_id": self._machine_id or "",
+            "host": host,
+            "repo": repo,
+            "repo_path": repo_path,
+            "ts": ts,
+        }
+        try:
+            with self._engine.begin() as conn:
+                conn.execute(insert(session_repos), row)
+        except IntegrityError:
+            return False
+        return True
 
     def insert_emits(self, rows: Sequence[dict[str, Any]]) -> None:
         """Rows with the emit-log columns; `related_files` may be a list (stored as JSON)."""
