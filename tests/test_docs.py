@@ -62,7 +62,6 @@ def test_every_http_route_is_documented(tmp_path: Path) -> None:
     finally:
         service.stop()
     assert "/api/hooks" in paths and "/api/mutes" in paths, paths
-
     def params_as_one(text: str) -> str:  # `{id}` in the README, `{emit_id}` in the code
         return re.sub(r"\{[^}/]+\}", "{}", text)
 

@@ -179,7 +179,9 @@ def test_codex_untrusted_is_a_failure(home: Path, tmp_path: Path, monkeypatch) -
     assert line.startswith("FAIL") and "codex trust" in line and "— fix: " in line
 
 
-def test_service_line_says_whether_something_keeps_tma1_running(home: Path, tmp_path: Path) -> None:
+def test_service_line_says_whether_something_keeps_tma1_running(
+    home: Path, tmp_path: Path
+) -> None:
     env = _env(home, tmp_path / "data")
     assert run(env, "install", "--adapter", "claude-code").returncode == 0
     down = _line(_doctor(env).stdout, "service")

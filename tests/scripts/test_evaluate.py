@@ -35,7 +35,8 @@ def test_evaluate_writes_the_doc_with_labels_and_baseline(tmp_path: Path) -> Non
     assert "| repeated_failed_build | 1 | 0 | 0 | 1 |" in doc  # one emit, unlabelled
     assert (
         # The subject is the check's identity (design §2.15): `go build ./...` is `go build`.
-        "| 10:03:20 | repeated_failed_build | high | stop_block | go build | unlabelled" in doc
+        "| 10:03:20 | repeated_failed_build | high | stop_block | go build | unlabelled"
+        in doc
     )
 
     key = "drv-1|repeated_failed_build|high|go build|2025-02-03T10:03:20.000Z"
