@@ -204,6 +204,12 @@ def test_two_machines_on_one_database_hear_only_of_their_own_tree(
     assert emits_counted(a) == 1
     assert emits_counted(b) == 1
     assert emits_counted(a, scope="team") == 2
+
+    def emits_followed(server: ServeProcess, **params: Any) -> int:
+        report = get(server, "/api/anomalies/follow-rate", days=1, **params)
+        return int(report["overall"]["emits"])
+
+    assert (emits_followed(a), emits_followed(b), emits_followed(a, scope="team")) == (1, 1, 2)
     assert {e["session_id"] for e in get(a, "/api/anomalies")["emits"]} == {sid_a}
     team_emits = get(a, "/api/anomalies", scope="team")["emits"]
     assert {e["session_id"] for e in team_emits} == {sid_a, sid_b}
