@@ -184,6 +184,12 @@ def test_two_machines_on_one_database_hear_only_of_their_own_tree(
         assert (by_id[s]["repo"], by_id[s]["repo_path"]) == (repo, ""), by_id[s]
     in_repo = get(a, "/api/sessions", scope="team", repo=repo)
     assert {s["session_id"] for s in in_repo} == {sid_a, sid_b, sid_b2}
+    assert [(r["repo"], r["sessions"], r["machines"]) for r in get(a, "/api/repos")] == [
+        (repo, 1, 1)
+    ]
+    assert [
+        (r["repo"], r["sessions"], r["machines"]) for r in get(a, "/api/repos", scope="team")
+    ] == [(repo, 3, 2)]
     only_b = get(a, "/api/sessions", scope="team", machine="machine-b")
     assert {s["session_id"] for s in only_b} == {sid_b, sid_b2}
 

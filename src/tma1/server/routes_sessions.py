@@ -118,6 +118,19 @@ def list_sessions(
 
 
 @router.get(
+    "/api/repos",
+    summary="Repositories of the sessions (normalised origin remote), newest first",
+    description="`scope=team`: every machine's sessions on a shared database.",
+)
+def list_repos(
+    svc: ServiceDep,
+    scope: ScopeParam = "machine",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+) -> list[dict[str, Any]]:
+    return sessions.repo_summary(scoped(svc.store, scope), limit=limit)
+
+
+@router.get(
     "/api/sessions/{session_id}",
     summary="One session: summary, timeline of tool calls (failures flagged) and its emits",
     responses={404: {"description": "no events for this session"}},

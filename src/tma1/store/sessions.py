@@ -325,3 +325,25 @@ def _count_and_newest(
     with store.connect() as conn:
         total = conn.execute(select(func.count()).select_from(table).where(where)).scalar_one()
         return int(total), list(conn.execute(newest.limit(limit)).all())
+
+
+def repo_summary(store: Store, *, limit: int = 200) -> list[dict[str, Any]]:
+    """The repositories of the store's sessions (a team view: every machine's), newest
+    first: how many sessions, on how many machines, and the newest session start."""
+    r = session_repos.c
+    q = (
+        select(
+            r.repo,
+            func.count(),
+            func.count(func.distinct(r.machine_id)),
+            func.max(r.ts),
+        )
+        .where(store.mine(r.machine_id))
+        .group_by(r.repo)
+        .order_by(func.max(r.ts).desc(), r.repo)
+        .limit(limit)
+    )
+    return [
+        {"repo": str(repo), "sessions": int(n), "machines": int(m), "last_start_ts": int(ts)}
+        for repo, n, m, ts in store.rows(q)
+    ]
