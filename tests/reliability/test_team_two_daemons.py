@@ -174,12 +174,19 @@ def test_two_machines_on_one_database_hear_only_of_their_own_tree(
     r = call(a, "GET", f"/api/agent/sessions/{sid_b}/state")
     assert r.status_code == 404, r.text[:300]
 
-    # The team scope: both machines' sessions, under one repository.
-    team = get(a, "/api/sessions", scope="team")
+    # The team scope: both machines' sessions, under one repository (each daemon records
+    # a session's repository off the hook path: wait for the three rows).
+    repo = "github.com/Acme/app"
+    team = _wait_for(
+        "the sessions' repositories",
+        lambda: (
+            [s for s in get(a, "/api/sessions", scope="team") if s["repo"] == repo][2:]
+            and get(a, "/api/sessions", scope="team")
+        ),
+    )
     by_id = {s["session_id"]: s for s in team}
     assert {sid_a, sid_b, sid_b2} <= set(by_id)
     assert {by_id[s]["machine_id"] for s in (sid_a, sid_b, sid_b2)} == {"machine-a", "machine-b"}
-    repo = "github.com/Acme/app"
     for s in (sid_a, sid_b, sid_b2):
         assert (by_id[s]["repo"], by_id[s]["repo_path"]) == (repo, ""), by_id[s]
     in_repo = get(a, "/api/sessions", scope="team", repo=repo)
