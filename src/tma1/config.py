@@ -38,12 +38,21 @@ class Settings:
     # The hook path's wait for the insert's commit, and the outage queue (tma1.ingest).
     hook_db_budget_ms: int = 400
     ingest_queue_max: int = 10_000
+    # This machine's id on a shared database (tma1.machine); None: the data dir's file.
+    machine_id: str | None = None
 
     @property
     def effective_database_url(self) -> str:
         if self.database_url:
             return self.database_url
         return f"sqlite:///{self.data_dir / 'tma1.db'}"
+
+    @property
+    def effective_machine_id(self) -> str:
+        """`TMA1_MACHINE_ID`, or the data dir's `machine-id` (made on first use)."""
+        from tma1.machine import ensure_machine_id
+
+        return self.machine_id or ensure_machine_id(self.data_dir)
 
     @property
     def token_path(self) -> Path:
@@ -101,6 +110,17 @@ def validate_database_url(name: str, url: str) -> str:
     return url
 
 
+def _machine_id(name: str, raw: str) -> str:
+    from tma1.machine import valid_machine_id
+
+    value = raw.strip()
+    if not valid_machine_id(value):
+        raise ConfigError(
+            f"{name}={raw!r} is not a machine id; use 1-64 letters, digits, '.', '_', ':' or '-'"
+        )
+    return value
+
+
 def _log_level(name: str, raw: str) -> str:
     level = raw.strip().upper()
     if level not in LOG_LEVELS:
@@ -126,6 +146,7 @@ ENV_SETTINGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "TMA1_WATCH_MAX_DIRS": ("watch_max_dirs", _whole(1, 1_000_000)),
     "TMA1_HOOK_DB_BUDGET_MS": ("hook_db_budget_ms", _whole(10, 60_000)),
     "TMA1_INGEST_QUEUE_MAX": ("ingest_queue_max", _whole(0, 10_000_000)),
+    "TMA1_MACHINE_ID": ("machine_id", _machine_id),
 }
 
 

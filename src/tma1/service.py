@@ -384,7 +384,9 @@ def build_service(
     data dir when `journal`: `tma1 serve`). Replay hands in its engine over in-memory ports
     (`delivery`, with the `counters` they count into) and its `ingest`."""
     clock = clock or SystemClock()
-    store = store or Store.open(settings.effective_database_url)
+    store = store or Store.open(
+        settings.effective_database_url, machine_id=settings.effective_machine_id
+    )
     counters = Counters() if counters is None else counters
     delivery = delivery or stored_delivery(store, clock=clock, settings=settings, counters=counters)
     sensors = Sensors(

@@ -71,9 +71,7 @@ def test_a_kept_database_holds_every_event_whole(tmp_path: Path) -> None:
     inputs, _ = driver.load([*_sessions(tmp_path), _changes(tmp_path)])
     items, _ = driver.merge_items(inputs)
     db = tmp_path / "kept.db"
-    assert _comparable(driver.replay_items(items, db=db)) == _comparable(
-        driver.replay_items(items)
-    )
+    assert _comparable(driver.replay_items(items, db=db)) == _comparable(driver.replay_items(items))
     store = Store.open(f"sqlite:///{db}", migrate=False)
     try:
         sessions = {i.session_id for i in items if i.kind == HOOK}
@@ -107,8 +105,8 @@ def test_a_replay_without_a_database_never_connects_to_one(
         connects.append("connect")
         raise AssertionError("the scratch database was connected to")
 
-    def unreachable(path: Any) -> Store:
-        return Store(create_engine("sqlite://", creator=refuse))
+    def unreachable(path: Any, *, machine_id: str | None = None) -> Store:
+        return Store(create_engine("sqlite://", creator=refuse), machine_id=machine_id)
 
     monkeypatch.setattr(Store, "scratch", staticmethod(unreachable))
     held = driver.replay_items(items)

@@ -84,7 +84,25 @@ def database_url(args: argparse.Namespace) -> str:
     return settings.effective_database_url
 
 
-def open_store(url: str, *, write: bool = False) -> Store:
+def add_scope_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--scope",
+        choices=("machine", "team"),
+        default="machine",
+        help="this machine's rows (default) or every machine's on a shared database",
+    )
+
+
+def machine_of(args: argparse.Namespace) -> str | None:
+    """This machine's id as the daemon of these options stores it (TMA1_MACHINE_ID, or
+    the data dir's file: read, never made); None: no daemon ever ran here."""
+    from tma1.machine import read_machine_id
+
+    settings = load_settings().with_overrides(data_dir=getattr(args, "data_dir", None))
+    return settings.machine_id or read_machine_id(settings.data_dir.expanduser())
+
+
+def open_store(url: str, *, write: bool = False, machine_id: str | None = None) -> Store:
     """The existing store at `url`, or a ConfigError that names it and the fix.
 
     Commands that only read (`anomalies`, `gates`, `export`) open a SQLite file read-only
@@ -102,9 +120,9 @@ def open_store(url: str, *, write: bool = False) -> Store:
         )
     try:
         if path is not None and not write:
-            store = Store.open_readonly(path)
+            store = Store.open_readonly(path, machine_id=machine_id)
         else:
-            store = Store.open(url, migrate=write)
+            store = Store.open(url, migrate=write, machine_id=machine_id)
     except Exception as exc:
         raise ConfigError(f"cannot open the database {url}: {_first(exc)}; {fix}") from None
     try:

@@ -14,7 +14,14 @@ import sys
 from datetime import UTC, datetime
 
 from tma1.clock import SystemClock
-from tma1.commands._args import add_database_options, database_url, open_store, whole_number
+from tma1.commands._args import (
+    add_database_options,
+    add_scope_option,
+    database_url,
+    machine_of,
+    open_store,
+    whole_number,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -38,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--limit", type=whole_number(1, 10_000), default=50, help="rows (default 50)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_scope_option(p)
     add_database_options(p)
     p.set_defaults(func=run_anomalies)
 
@@ -71,6 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="exit 1 when any gate fails (not enough data is not a failure)",
     )
     g.add_argument("--json", action="store_true", help="print the full JSON of the gates")
+    add_scope_option(g)
     add_database_options(g)
     g.set_defaults(func=run_gates)
 
@@ -142,10 +151,10 @@ def one_line(text: str, limit: int) -> str:
 def run_anomalies(args: argparse.Namespace) -> int:
     from tma1.store.emits import list_emits
 
-    store = open_store(database_url(args))
+    store = open_store(database_url(args), machine_id=machine_of(args))
     try:
         emits = list_emits(
-            store,
+            store.team() if args.scope == "team" else store,
             limit=args.limit,
             session_id=args.session,
             kind=args.kind,
@@ -202,10 +211,10 @@ def run_gates(args: argparse.Namespace) -> int:
     from tma1 import gates
     from tma1.gates import live
 
-    store = open_store(database_url(args))
+    store = open_store(database_url(args), machine_id=machine_of(args))
     try:
         result = live.all_gates(
-            store,
+            store.team() if args.scope == "team" else store,
             now_ms=SystemClock().now_ms(),
             days=args.days,
             budget_per_day=args.budget,

@@ -42,6 +42,7 @@ from tma1.dialects import normalize
 from tma1.engine.delivery import CHANNEL_FOR_HOOK, Delivery
 from tma1.engine.emitlog import MemoryEmits
 from tma1.gates import live
+from tma1.machine import REPLAY_MACHINE_ID
 from tma1.replay import (
     claude_hooklog,
     claude_stream,
@@ -242,8 +243,10 @@ class Replayer:
             data_ttl_seconds=NEVER_EXPIRE_S,
         )
         # The database to keep, if any; the Service's own store either way.
-        self.target = Store.open(database_url) if database_url else None
-        self.store = self.target or Store.scratch(data_dir / "replay.db")
+        # One fixed machine, whoever replays: a replay's rows read the same everywhere.
+        mid = REPLAY_MACHINE_ID
+        self.target = Store.open(database_url, machine_id=mid) if database_url else None
+        self.store = self.target or Store.scratch(data_dir / "replay.db", machine_id=mid)
         self.clock = clock = ManualClock(start_ts)
         counters = Counters()
         windows = MemoryWindows()

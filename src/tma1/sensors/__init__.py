@@ -17,6 +17,7 @@ from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.events import HookEvent
 from tma1.sensors.files import FileSensor
+from tma1.sensors.repos import RepoRecorder
 from tma1.sensors.transcripts import TranscriptTailer
 from tma1.store import Store
 
@@ -48,10 +49,16 @@ class Sensors:
         self.transcripts = TranscriptTailer(
             store=store, clock=clock, counters=counters, on_session_change=on_session_change
         )
+        self.repos = RepoRecorder(store=store, counters=counters)
         self._stop = threading.Event()
         self._reaper: threading.Thread | None = None
 
     def on_event(self, event: HookEvent) -> None:
+        try:
+            self.repos.notice(event)
+        except Exception:
+            self.counters.inc("errors.sensor")
+            log.exception("noting the repository of %s failed", event.session_id)
         if self.settings.watch_files:
             try:
                 self.files.on_event(event)
@@ -68,6 +75,7 @@ class Sensors:
     def start(self) -> None:
         self._stop.clear()
         self.transcripts.start()
+        self.repos.start()
         if self.settings.watch_files and self._reaper is None:
             self._reaper = threading.Thread(target=self._reap_loop, name="tma1-reap", daemon=True)
             self._reaper.start()
@@ -79,6 +87,7 @@ class Sensors:
             self._reaper = None
         self.files.stop()
         self.transcripts.stop()
+        self.repos.stop()
 
     def _reap_loop(self) -> None:
         while not self._stop.wait(REAP_INTERVAL_S):

@@ -17,6 +17,7 @@ from tma1.engine.anomaly import Anomaly, Channel
 from tma1.engine.digest import digest, stop_reason
 from tma1.gates import live
 from tma1.server import ServiceDep
+from tma1.server.scope import ScopeParam, scoped
 from tma1.store import Store
 from tma1.store import emits as emit_log
 
@@ -90,9 +91,10 @@ def list_anomalies(
     since_id: Annotated[
         int | None, Query(ge=0, le=MAX_ID, description="only emits with a larger id")
     ] = None,
+    scope: ScopeParam = "machine",
 ) -> dict[str, Any]:
     emits = emit_log.list_emits(
-        svc.store,
+        scoped(svc.store, scope),
         limit=limit,
         session_id=session_id or None,
         kind=kind.value if kind else None,
@@ -148,8 +150,11 @@ def budget(
     svc: ServiceDep,
     days: Days = gates.DEFAULT_DAYS,
     budget: Annotated[int, Query(ge=0, le=100_000)] = gates.DEFAULT_BUDGET,
+    scope: ScopeParam = "machine",
 ) -> dict[str, Any]:
-    return live.budget(svc.store, now_ms=svc.clock.now_ms(), days=days, budget=budget)
+    return live.budget(
+        scoped(svc.store, scope), now_ms=svc.clock.now_ms(), days=days, budget=budget
+    )
 
 
 @router.get(
@@ -162,16 +167,21 @@ def follow_rate(
     window: Annotated[int, Query(ge=1, le=100, description="tool calls after the emit")] = (
         gates.DEFAULT_WINDOW
     ),
+    scope: ScopeParam = "machine",
 ) -> dict[str, Any]:
-    return live.follow_rate(svc.store, now_ms=svc.clock.now_ms(), days=days, window=window)
+    return live.follow_rate(
+        scoped(svc.store, scope), now_ms=svc.clock.now_ms(), days=days, window=window
+    )
 
 
 @router.get(
     "/api/anomalies/precision",
     summary="Gate: TP share over the 50 newest labelled emits, human and agent labels",
 )
-def precision(svc: ServiceDep, days: Days = gates.DEFAULT_DAYS) -> dict[str, Any]:
-    return live.precision(svc.store, now_ms=svc.clock.now_ms(), days=days)
+def precision(
+    svc: ServiceDep, days: Days = gates.DEFAULT_DAYS, scope: ScopeParam = "machine"
+) -> dict[str, Any]:
+    return live.precision(scoped(svc.store, scope), now_ms=svc.clock.now_ms(), days=days)
 
 
 @router.get("/api/anomalies/sample", summary="The newest emits without a human label")
@@ -179,5 +189,6 @@ def sample(
     svc: ServiceDep,
     n: Annotated[int, Query(ge=1, le=500)] = gates.PRECISION_SAMPLE,
     source: Literal["human", "agent"] = "human",
+    scope: ScopeParam = "machine",
 ) -> dict[str, Any]:
-    return {"emits": emit_log.sample_unlabelled(svc.store, n=n, source=source)}
+    return {"emits": emit_log.sample_unlabelled(scoped(svc.store, scope), n=n, source=source)}

@@ -10,6 +10,7 @@ from fastapi import APIRouter, HTTPException, Path, Query
 
 from tma1.gates import DAY_MS
 from tma1.server import ServiceDep
+from tma1.server.scope import ScopeParam, scoped
 from tma1.store import emits, sessions
 
 router = APIRouter(tags=["sessions"])
@@ -87,7 +88,9 @@ def session_timeline(rows: Iterable[Mapping[Any, Any]]) -> list[dict[str, Any]]:
     description=(
         "Paging: `offset` sessions are skipped; ask for one more than a page to learn "
         "whether another page follows. `q` matches a part of the session id or of the "
-        "project path, case-insensitively and literally."
+        "project path, case-insensitively and literally. `scope=team`: every machine's "
+        "sessions on a shared database (default: this machine's); `repo` keeps one "
+        "repository's (as the sessions' `repo` spells it), `machine` one machine's."
     ),
 )
 def list_sessions(
@@ -98,11 +101,33 @@ def list_sessions(
     ),
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
     q: Annotated[str | None, Query(max_length=200, description="part of id or project")] = None,
+    scope: ScopeParam = "machine",
+    repo: Annotated[str | None, Query(max_length=2000, description="one repository")] = None,
+    machine: Annotated[str | None, Query(max_length=64, description="one machine id")] = None,
 ) -> list[dict[str, Any]]:
     since = svc.clock.now_ms() - days * DAY_MS if days else None
     return sessions.list_sessions(
-        svc.store, limit=limit, since_ts=since, offset=offset, search=(q or "").strip() or None
+        scoped(svc.store, scope),
+        limit=limit,
+        since_ts=since,
+        offset=offset,
+        search=(q or "").strip() or None,
+        repo=repo or None,
+        machine=machine or None,
     )
+
+
+@router.get(
+    "/api/repos",
+    summary="Repositories of the sessions (normalised origin remote), newest first",
+    description="`scope=team`: every machine's sessions on a shared database.",
+)
+def list_repos(
+    svc: ServiceDep,
+    scope: ScopeParam = "machine",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+) -> list[dict[str, Any]]:
+    return sessions.repo_summary(scoped(svc.store, scope), limit=limit)
 
 
 @router.get(
@@ -114,8 +139,9 @@ def session_detail(
     svc: ServiceDep,
     session_id: Annotated[str, Path(min_length=1, max_length=200)],
     limit: Annotated[int, Query(ge=1, le=20_000, description="newest events to show")] = 2000,
+    scope: ScopeParam = "machine",
 ) -> dict[str, Any]:
-    store = svc.store
+    store = scoped(svc.store, scope)
     summary = sessions.session_summary(store, session_id)
     if summary is None:
         raise HTTPException(status_code=404, detail=f"no events for session {session_id!r}")

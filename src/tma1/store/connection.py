@@ -17,7 +17,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from tma1.storable import storable_text
-from tma1.store.schema import metadata
+from tma1.store.schema import POSTGRESQL_ONLY_INDEXES, metadata
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 PG_STATEMENT_TIMEOUT_MS = 60_000
@@ -186,5 +186,9 @@ def _scratch_ddl(dialect: Any) -> list[str]:
     out: list[str] = []
     for table in metadata.sorted_tables:
         out.append(str(CreateTable(table).compile(dialect=dialect)))
-        out.extend(str(CreateIndex(ix).compile(dialect=dialect)) for ix in table.indexes)
+        out.extend(
+            str(CreateIndex(ix).compile(dialect=dialect))
+            for ix in table.indexes
+            if ix not in POSTGRESQL_ONLY_INDEXES or dialect.name == "postgresql"
+        )
     return out

@@ -27,11 +27,13 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    true,
     update,
 )
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
-from sqlalchemy.sql import Executable
+from sqlalchemy.sql import ColumnElement, Executable
 
 from tma1.events import FileChange, HookEvent, Usage, json_text
 from tma1.store.connection import _scratch_ddl, make_engine, run_migrations
@@ -52,46 +54,89 @@ from tma1.store.schema import (
     external_changes,
     hook_events,
     messages,
+    session_repos,
 )
 
-# The reads every detection makes (tma1.engine.stored), built once: building a statement
-# and its cache key on each call cost more than running it (cProfile of a Stop's answer).
 _NO_END = 2**62
-_PROJECT_CHANGES = (
-    select(external_changes)
-    .where(
-        external_changes.c.project == bindparam("project"),
-        external_changes.c.ts >= bindparam("since"),
-        external_changes.c.ts <= bindparam("until"),
-    )
-    .order_by(external_changes.c.ts, external_changes.c.id)
-)
-_LATEST_USAGE = (
-    select(messages)
-    .where(messages.c.session_id == bindparam("session_id"), messages.c.ts <= bindparam("until"))
-    .order_by(messages.c.ts.desc(), messages.c.id.desc())
-    .limit(1)
-)
 _INSERT_CHANGE = insert(external_changes).returning(
     external_changes.c.id, sort_by_parameter_order=True
 )
 
 
 class Store:
-    """All reads and writes. Thread-safe: each call takes its own pooled connection."""
+    """All reads and writes. Thread-safe: each call takes its own pooled connection.
 
-    def __init__(self, engine: Engine) -> None:
+    `machine_id` (issue 30, tma1.machine): the machine whose store this is. Every row it
+    writes carries it, and every read but the team views (`team()`) reads only its rows —
+    on SQLite also the rows of no known machine (from before migration 0005: a SQLite
+    file is one machine's). None: a store of no machine (tests, tools over a copy) writes
+    NULL and reads every row."""
+
+    def __init__(self, engine: Engine, *, machine_id: str | None = None) -> None:
         self._engine = engine
+        self._machine_id = machine_id
+        self._owns_engine = True
+        self._team: Store | None = None
+        # The reads every detection makes (tma1.engine.stored), built once: building a
+        # statement and its cache key on each call cost more than running it (cProfile of
+        # a Stop's answer).
+        x = external_changes.c
+        self._project_changes = (
+            select(*(c for c in external_changes.c if c.name != "machine_id"))
+            .where(
+                x.project == bindparam("project"),
+                x.ts >= bindparam("since"),
+                x.ts <= bindparam("until"),
+                self.mine(x.machine_id),
+            )
+            .order_by(x.ts, x.id)
+        )
+        m = messages.c
+        self._latest_usage = (
+            select(messages)
+            .where(
+                m.session_id == bindparam("session_id"),
+                m.ts <= bindparam("until"),
+                self.mine(m.machine_id),
+            )
+            .order_by(m.ts.desc(), m.id.desc())
+            .limit(1)
+        )
+
+    @property
+    def machine_id(self) -> str | None:
+        return self._machine_id
+
+    def mine(self, column: Any) -> ColumnElement[bool]:
+        """The condition on a `machine_id` column (of any table or alias) that keeps this
+        store's machine's rows: TRUE for a store of no machine or a team view."""
+        mid = self._machine_id
+        if mid is None:
+            return true()
+        if self._engine.dialect.name == "sqlite":
+            return or_(column == mid, column.is_(None))
+        return column == mid  # type: ignore[no-any-return]
+
+    def team(self) -> Store:
+        """A view of every machine's rows on the same engine (the team scope's reads).
+        One per store, so what a view caches (the gates' verdicts) lasts."""
+        if self._machine_id is None:
+            return self
+        if self._team is None:
+            view = Store(self._engine)
+            view._owns_engine = False
+            self._team = view
+        return self._team
 
     @classmethod
-    def open(cls, url: str, *, migrate: bool = True) -> Store:
+    def open(cls, url: str, *, migrate: bool = True, machine_id: str | None = None) -> Store:
         engine = make_engine(url)
         if migrate:
             run_migrations(engine)
-        return cls(engine)
+        return cls(engine, machine_id=machine_id)
 
     @classmethod
-    def open_readonly(cls, path: str | Path) -> Store:
+    def open_readonly(cls, path: str | Path, *, machine_id: str | None = None) -> Store:
         """An existing SQLite file, read-only: no migration, no lock file, nothing created
         (a read command on a mistyped path, a copy on a read-only mount). `immutable=1`
         when even SQLite's shared-memory file cannot be made beside it."""
@@ -111,10 +156,11 @@ class Store:
             conn.execute("PRAGMA query_only=1")
             return conn
 
-        return cls(create_engine("sqlite://", creator=connect, poolclass=NullPool))
+        engine = create_engine("sqlite://", creator=connect, poolclass=NullPool)
+        return cls(engine, machine_id=machine_id)
 
     @classmethod
-    def scratch(cls, path: str | Path) -> Store:
+    def scratch(cls, path: str | Path, *, machine_id: str | None = None) -> Store:
         """A new SQLite database that nobody keeps (a replay without --db). Its tables come
         straight from `tma1.store.schema` (the migrations give the same schema,
         tests/store/test_schema.py, at three times the cost, and nothing will ever be
@@ -136,14 +182,15 @@ class Store:
             finally:
                 cur.close()
 
-        return cls(engine)
+        return cls(engine, machine_id=machine_id)
 
     @property
     def dialect(self) -> str:
         return self._engine.dialect.name
 
     def close(self) -> None:
-        self._engine.dispose()
+        if self._owns_engine:
+            self._engine.dispose()
 
     def table_names(self) -> list[str]:
         return list(inspect(self._engine).get_table_names())
@@ -165,11 +212,12 @@ class Store:
         try:
             with self._engine.begin() as conn:
                 if conn.dialect.name == "sqlite":
-                    _insert_events_sqlite(conn, evs, with_ids=with_ids)
+                    _insert_events_sqlite(conn, evs, with_ids=with_ids, machine_id=self._machine_id)
                     return
                 # PostgreSQL: one multi-row INSERT … RETURNING (SQLAlchemy's
                 # insertmanyvalues), one round trip for the whole group.
-                result = conn.execute(_INSERT_EVENT_RETURNING, [event_row(e) for e in evs])
+                rows = [event_row(e, self._machine_id) for e in evs]
+                result = conn.execute(_INSERT_EVENT_RETURNING, rows)
                 if with_ids:
                     for ev, row in zip(evs, result.all(), strict=True):
                         ev.id = int(row[0])
@@ -189,7 +237,11 @@ class Store:
         if not changes:
             return []
         with self._engine.begin() as conn:
-            rows = [{k: v for k, v in asdict(ch).items() if k != "id"} for ch in changes]
+            mid = self._machine_id
+            rows = [
+                {**{k: v for k, v in asdict(ch).items() if k != "id"}, "machine_id": mid}
+                for ch in changes
+            ]
             result = conn.execute(_INSERT_CHANGE, rows)
             return [int(row[0]) for row in result]
 
@@ -203,6 +255,7 @@ class Store:
                 .where(
                     external_changes.c.id.in_(list(ids)),
                     external_changes.c.writer_session.is_(None),
+                    self.mine(external_changes.c.machine_id),
                 )
                 .values(writer_session=session_id)
             ).rowcount
@@ -211,7 +264,27 @@ class Store:
         if not usages:
             return
         with self._engine.begin() as conn:
-            conn.execute(insert(messages), [asdict(u) for u in usages])
+            mid = self._machine_id
+            conn.execute(insert(messages), [{**asdict(u), "machine_id": mid} for u in usages])
+
+    def record_session_repo(
+        self, session_id: str, *, repo: str, repo_path: str, host: str | None, ts: int
+    ) -> bool:
+        """The session's repository (tma1.repo), once: False when it was already known."""
+        row = {
+            "session_id": session_id,
+            "machine_id": self._machine_id or "",
+            "host": host,
+            "repo": repo,
+            "repo_path": repo_path,
+            "ts": ts,
+        }
+        try:
+            with self._engine.begin() as conn:
+                conn.execute(insert(session_repos), row)
+        except IntegrityError:
+            return False
+        return True
 
     def insert_emits(self, rows: Sequence[dict[str, Any]]) -> None:
         """Rows with the emit-log columns; `related_files` may be a list (stored as JSON)."""
@@ -220,6 +293,7 @@ class Store:
         prepared = [
             {
                 **r,
+                "machine_id": self._machine_id,
                 "related_files": r["related_files"]
                 if isinstance(r["related_files"], str)
                 else json_text(r["related_files"]),
@@ -235,7 +309,9 @@ class Store:
         self, session_id: str, since_ts: int, until_ts: int | None = None
     ) -> list[HookEvent]:
         q = select(hook_events).where(
-            hook_events.c.session_id == session_id, hook_events.c.ts >= since_ts
+            hook_events.c.session_id == session_id,
+            hook_events.c.ts >= since_ts,
+            self.mine(hook_events.c.machine_id),
         )
         if until_ts is not None:
             q = q.where(hook_events.c.ts <= until_ts)
@@ -252,8 +328,14 @@ class Store:
         unsuccessful results (the failure output the rules quote); everything else is as
         `session_events` returns. (The event being answered is not
         read back: its `stop_hook_active` comes from the hook itself.)"""
-        sql, names, defaults = _window_sql(self._engine.dialect, after_id is not None)
-        given = {"session_id": session_id, "since": since_ts, "after": after_id}
+        by_machine = self._machine_id is not None
+        sql, names, defaults = _window_sql(self._engine.dialect, after_id is not None, by_machine)
+        given = {
+            "session_id": session_id,
+            "since": since_ts,
+            "after": after_id,
+            "machine": self._machine_id,
+        }
         values = [given[n] if n in given else defaults[n] for n in names]
         params: Any = (
             tuple(values)
@@ -276,14 +358,14 @@ class Store:
     ) -> list[FileChange]:
         until = until_ts if until_ts is not None else _NO_END
         params = {"project": project, "since": since_ts, "until": until}
-        return [FileChange(**r._mapping) for r in self.rows(_PROJECT_CHANGES, params)]
+        return [FileChange(**r._mapping) for r in self.rows(self._project_changes, params)]
 
     def latest_usage(self, session_id: str, until_ts: int | None = None) -> Usage | None:
         until = until_ts if until_ts is not None else _NO_END
-        row = self.first(_LATEST_USAGE, {"session_id": session_id, "until": until})
+        row = self.first(self._latest_usage, {"session_id": session_id, "until": until})
         if row is None:
             return None
-        return Usage(**{k: v for k, v in row._mapping.items() if k != "id"})
+        return Usage(**{k: v for k, v in row._mapping.items() if k not in ("id", "machine_id")})
 
     def latest_compaction_ts(
         self, session_id: str, until_ts: int | None = None, *, since_ts: int | None = None
@@ -300,7 +382,12 @@ class Store:
 
         def newest(table: Table, *where: Any) -> Any:
             c = table.c
-            in_range = (c.session_id == session_id, c.ts <= until, c.ts >= since)
+            in_range = (
+                c.session_id == session_id,
+                c.ts <= until,
+                c.ts >= since,
+                self.mine(c.machine_id),
+            )
             return select(func.max(c.ts)).where(*in_range, *where).scalar_subquery()
 
         h = hook_events.c
@@ -318,14 +405,18 @@ class Store:
 
     def session_first_ts(self, session_id: str) -> int | None:
         """The first event we ever stored of this session (the session start)."""
-        q = select(func.min(hook_events.c.ts)).where(hook_events.c.session_id == session_id)
+        q = select(func.min(hook_events.c.ts)).where(
+            hook_events.c.session_id == session_id, self.mine(hook_events.c.machine_id)
+        )
         value = self.scalar(q)
         return int(value) if value is not None else None
 
     def session_project(self, session_id: str, until_ts: int | None = None) -> str | None:
         """The project of the session's newest event that has one."""
         q = select(hook_events.c.project).where(
-            hook_events.c.session_id == session_id, hook_events.c.project.is_not(None)
+            hook_events.c.session_id == session_id,
+            hook_events.c.project.is_not(None),
+            self.mine(hook_events.c.machine_id),
         )
         if until_ts is not None:
             q = q.where(hook_events.c.ts <= until_ts)
@@ -352,6 +443,7 @@ class Store:
                 c.project == project,
                 c.ts >= since_ts,
                 c.ts <= until_ts,
+                self.mine(c.machine_id),
                 c.event_type.in_(("PostToolUse", "PostToolUseFailure")),
                 c.tool_command.is_not(None),
             )
@@ -392,7 +484,12 @@ class Store:
         ended = func.max(case((c.hook_event_name == "SessionEnd", c.ts), else_=null()))
         q = (
             select(c.session_id, func.max(c.ts), func.max(c.agent_source), ended)
-            .where(c.project == project, c.ts >= since_ts, c.ts <= until_ts)
+            .where(
+                c.project == project,
+                c.ts >= since_ts,
+                c.ts <= until_ts,
+                self.mine(c.machine_id),
+            )
             .group_by(c.session_id)
         )
         return [
@@ -403,15 +500,17 @@ class Store:
     def session_last_ts(self, session_id: str, before_ts: int) -> int | None:
         """The session's newest event strictly before `before_ts`."""
         q = select(func.max(hook_events.c.ts)).where(
-            hook_events.c.session_id == session_id, hook_events.c.ts < before_ts
+            hook_events.c.session_id == session_id,
+            hook_events.c.ts < before_ts,
+            self.mine(hook_events.c.machine_id),
         )
         value = self.scalar(q)
         return int(value) if value is not None else None
 
     def emits_since(self, since_ts: int) -> list[dict[str, Any]]:
         q = (
-            select(anomaly_emits)
-            .where(anomaly_emits.c.ts >= since_ts)
+            select(*(c for c in anomaly_emits.c if c.name != "machine_id"))
+            .where(anomaly_emits.c.ts >= since_ts, self.mine(anomaly_emits.c.machine_id))
             .order_by(anomaly_emits.c.ts, anomaly_emits.c.id)
         )
         return [dict(r._mapping) for r in self.rows(q)]

@@ -70,8 +70,9 @@ def list_emits(
     since_ts: int | None = None,
     channel: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Newest first, straight from the emit log (never runs rules)."""
-    q = select(anomaly_emits)
+    """Newest first, straight from the emit log (never runs rules); the store's machine's
+    (a team view's: every machine's)."""
+    q = select(anomaly_emits).where(store.mine(anomaly_emits.c.machine_id))
     if session_id:
         q = q.where(anomaly_emits.c.session_id == session_id)
     if kind:
@@ -136,7 +137,7 @@ def sample_unlabelled(store: Store, *, n: int, source: str = "human") -> list[di
     labelled = select(anomaly_labels.c.emit_id).where(anomaly_labels.c.source == source)
     q = (
         select(anomaly_emits)
-        .where(anomaly_emits.c.id.not_in(labelled))
+        .where(anomaly_emits.c.id.not_in(labelled), store.mine(anomaly_emits.c.machine_id))
         .order_by(anomaly_emits.c.ts.desc(), anomaly_emits.c.id.desc())
         .limit(n)
     )
@@ -149,7 +150,7 @@ def emit_day_counts(store: Store, since: int) -> list[tuple[str, int, int]]:
     day = (anomaly_emits.c.ts // DAY_MS).label("day")
     q = (
         select(anomaly_emits.c.kind, day, func.count().label("n"))
-        .where(anomaly_emits.c.ts >= since)
+        .where(anomaly_emits.c.ts >= since, store.mine(anomaly_emits.c.machine_id))
         .group_by(anomaly_emits.c.kind, day)
     )
     return [(str(r.kind), int(r.day), int(r.n)) for r in store.rows(q)]
@@ -163,7 +164,7 @@ def labelled_since(store: Store, since: int) -> list[tuple[str, str, str]]:
         .select_from(
             anomaly_labels.join(anomaly_emits, anomaly_emits.c.id == anomaly_labels.c.emit_id)
         )
-        .where(anomaly_emits.c.ts >= since)
+        .where(anomaly_emits.c.ts >= since, store.mine(anomaly_emits.c.machine_id))
         .order_by(anomaly_emits.c.ts.desc(), anomaly_emits.c.id.desc())
     )
     return [(str(r.source), str(r.kind), str(r.label)) for r in store.rows(q)]
@@ -181,9 +182,10 @@ def delivered_with(store: Store, emit_id: int) -> list[dict[str, Any]]:
                 me.c.session_id == e.c.session_id,
                 me.c.ts == e.c.ts,
                 me.c.channel == e.c.channel,
+                me.c.machine_id.is_not_distinct_from(e.c.machine_id),
             ),
         )
-        .where(me.c.id == emit_id)
+        .where(me.c.id == emit_id, store.mine(me.c.machine_id))
         .order_by(e.c.id)
     )
     return [dict(r._mapping) for r in store.rows(q)]

@@ -36,12 +36,13 @@ def _loads(text: str | None, default: Any) -> Any:
         return default
 
 
-def event_row(ev: HookEvent) -> dict[str, Any]:
-    return dict(zip(_EVENT_COLUMNS, event_values(ev), strict=True))
+def event_row(ev: HookEvent, machine_id: str | None = None) -> dict[str, Any]:
+    return dict(zip(_EVENT_COLUMNS, event_values(ev, machine_id), strict=True))
 
 
 def row_to_event(row: Any) -> HookEvent:
     m = dict(row._mapping)
+    m.pop("machine_id", None)  # the store's, not the event's
     m["tool_files"] = _loads(m["tool_files"], [])
     m["test_ids"] = _loads(m["test_ids"], [])
     m["metadata"] = _loads(m["metadata"], {})
@@ -55,15 +56,26 @@ _WINDOW_COLUMNS = tuple(
     c.name
     for c in hook_events.columns
     if c.name
-    not in {"tool_input", "transcript_path", "permission_mode", "duration_ms", "agent_type"}
+    not in {
+        "tool_input",
+        "transcript_path",
+        "permission_mode",
+        "duration_ms",
+        "agent_type",
+        "machine_id",
+    }
 )
 
 
 @functools.cache
-def _window_sql(dialect: Any, with_after: bool) -> tuple[str, tuple[str, ...], dict[str, Any]]:
+def _window_sql(
+    dialect: Any, with_after: bool, by_machine: bool = False
+) -> tuple[str, tuple[str, ...], dict[str, Any]]:
     """The window read compiled once per dialect: (SQL, parameter names in order, the
-    values of the parameters the query fixes). Rows are read raw: `_window_event` turns
-    SQLite's 0/1 into a bool, and no other column may need a result processor."""
+    values of the parameters the query fixes). `by_machine`: only the rows of the machine
+    `machine` (and, on SQLite, the rows of no known machine: `Store.mine`). Rows are read
+    raw: `_window_event` turns SQLite's 0/1 into a bool, and no other column may need a
+    result processor."""
     c = hook_events.c
     failed = or_(c.event_type == "PostToolUseFailure", c.tool_success.is_(False))
     cols: list[Any] = [c[name] for name in _WINDOW_COLUMNS]
@@ -79,6 +91,9 @@ def _window_sql(dialect: Any, with_after: bool) -> tuple[str, tuple[str, ...], d
     q = select(*cols).where(c.session_id == bindparam("session_id"), c.ts >= bindparam("since"))
     if with_after:
         q = q.where(c.id > bindparam("after"))
+    if by_machine:
+        same = c.machine_id == bindparam("machine")
+        q = q.where(or_(same, c.machine_id.is_(None)) if dialect.name == "sqlite" else same)
     compiled = q.order_by(c.ts, c.id).compile(dialect=dialect)
     for name in _WINDOW_COLUMNS:
         impl = hook_events.c[name].type.dialect_impl(dialect)
@@ -162,7 +177,7 @@ def _event_insert_sql(dialect: Any) -> tuple[str, tuple[Any, ...]]:
     return compiled.string, processors
 
 
-def event_values(ev: HookEvent) -> tuple[Any, ...]:
+def event_values(ev: HookEvent, machine_id: str | None = None) -> tuple[Any, ...]:
     """`event_row` as a tuple in `_EVENT_COLUMNS` order."""
     return (
         ev.ts,
@@ -191,12 +206,15 @@ def event_values(ev: HookEvent) -> tuple[Any, ...]:
         json_text(ev.passed_test_ids) if ev.passed_test_ids else None,
         ev.agent_id,
         ev.agent_type,
+        machine_id,
     )
 
 
-def _insert_events_sqlite(conn: Connection, evs: Sequence[HookEvent], *, with_ids: bool) -> None:
+def _insert_events_sqlite(
+    conn: Connection, evs: Sequence[HookEvent], *, with_ids: bool, machine_id: str | None = None
+) -> None:
     sql, processors = _event_insert_sql(conn.dialect)
-    rows = [event_values(e) for e in evs]
+    rows = [event_values(e, machine_id) for e in evs]
     active = [(i, p) for i, p in enumerate(processors) if p is not None]
     if active:
         for n, row in enumerate(rows):

@@ -37,11 +37,18 @@ def _relevant_call(
     return or_(*(and_(kind == k, tool_name.in_(tools)) for k, tools in tools_by_kind.items()))
 
 
-def _emit_windows(since: int, window: int, after_id: int, kind: str | None = None) -> Any:
+def _emit_windows(
+    store: Store, since: int, window: int, after_id: int, kind: str | None = None
+) -> Any:
     """CTE: the emits with `wend` and `acted` (whether any tool call followed at all)."""
     h = hook_events.alias("h")
     a = anomaly_emits.alias("a")
-    after = and_(h.c.session_id == a.c.session_id, h.c.event_type == "PreToolUse", h.c.ts > a.c.ts)
+    after = and_(
+        h.c.session_id == a.c.session_id,
+        h.c.event_type == "PreToolUse",
+        h.c.ts > a.c.ts,
+        store.mine(h.c.machine_id),
+    )
     window_end = (
         select(h.c.ts)
         .where(after)
@@ -62,7 +69,7 @@ def _emit_windows(since: int, window: int, after_id: int, kind: str | None = Non
         a.c.related_files,
         select(h.c.id).where(after).correlate(a).exists().label("acted"),
         func.coalesce(window_end, _NO_END).label("wend"),
-    ).where(a.c.ts >= since, a.c.id > after_id)
+    ).where(a.c.ts >= since, a.c.id > after_id, store.mine(a.c.machine_id))
     if kind is not None:
         q = q.where(a.c.kind == kind)
     # MATERIALIZED: otherwise SQLite flattens the CTE into the join and, without table
@@ -86,7 +93,7 @@ def follow_rows(
     window end) and the calls inside the window. Rows are unpacked as plain tuples: this
     is the gate's hot loop (10,000 emits in the benchmark)."""
     e = hook_events.alias("e")
-    m = _emit_windows(since, window, after_id)
+    m = _emit_windows(store, since, window, after_id)
     q = select(
         *m.c,
         e.c.id,
@@ -106,6 +113,7 @@ def follow_rows(
                 e.c.ts > m.c.ts,
                 e.c.ts < m.c.wend,
                 _relevant_call(m.c.kind, e.c.tool_name, tools_by_kind),
+                store.mine(e.c.machine_id),
             ),
         )
     )
@@ -127,7 +135,7 @@ def marker_rows(
     """(emit id, event id, ts, event type, metadata JSON) of the events of `event_types`
     inside the windows of the emits of `kind`."""
     e = hook_events.alias("e")
-    cp = _emit_windows(since, window, after_id, kind)
+    cp = _emit_windows(store, since, window, after_id, kind)
     q = select(cp.c.id, e.c.id, e.c.ts, e.c.event_type, e.c.metadata).select_from(
         cp.join(
             e,
@@ -136,6 +144,7 @@ def marker_rows(
                 e.c.event_type.in_(sorted(event_types)),
                 e.c.ts > cp.c.ts,
                 e.c.ts < cp.c.wend,
+                store.mine(e.c.machine_id),
             ),
         )
     )
@@ -146,12 +155,16 @@ def compaction_rows(store: Store, since: int, after_id: int, kind: str) -> list[
     """(session, ts) of the transcript compactions after `since` in the sessions of the
     emits of `kind`."""
     sessions = select(anomaly_emits.c.session_id).where(
-        anomaly_emits.c.ts >= since, anomaly_emits.c.id > after_id, anomaly_emits.c.kind == kind
+        anomaly_emits.c.ts >= since,
+        anomaly_emits.c.id > after_id,
+        anomaly_emits.c.kind == kind,
+        store.mine(anomaly_emits.c.machine_id),
     )
     q = select(messages.c.session_id, messages.c.ts).where(
         messages.c.kind == "compaction",
         messages.c.ts > since,
         messages.c.session_id.in_(sessions),
+        store.mine(messages.c.machine_id),
     )
     return [(str(sid), int(ts)) for sid, ts in store.rows(q)]
 
@@ -175,10 +188,11 @@ def failure_rows(
                     e.c.failure_kind.is_not(None),
                     e.c.ts >= a.c.ts - lookback_ms,
                     e.c.ts <= a.c.ts,
+                    store.mine(e.c.machine_id),
                 ),
             )
         )
-        .where(a.c.ts >= since, a.c.id > after_id, a.c.kind == kind)
+        .where(a.c.ts >= since, a.c.id > after_id, a.c.kind == kind, store.mine(a.c.machine_id))
     )
     return [(int(i), k, p, t) for i, k, p, t in store.rows(q)]
 
@@ -187,6 +201,10 @@ def count_emits(store: Store, since: int, up_to_id: int) -> int:
     q = (
         select(func.count())
         .select_from(anomaly_emits)
-        .where(anomaly_emits.c.ts >= since, anomaly_emits.c.id <= up_to_id)
+        .where(
+            anomaly_emits.c.ts >= since,
+            anomaly_emits.c.id <= up_to_id,
+            store.mine(anomaly_emits.c.machine_id),
+        )
     )
     return int(store.scalar(q))

@@ -58,6 +58,9 @@ hook_events = Table(
     Column("passed_test_ids", Text),  # JSON list
     Column("agent_id", String(200)),
     Column("agent_type", String(200)),
+    # Migration 0005 (issue 30): the machine that stored the row (tma1.machine). NULL: a
+    # row from before it, of no known machine (read as local on SQLite only).
+    Column("machine_id", String(64)),
     Index("ix_hook_events_session_ts", "session_id", "ts"),
     Index("ix_hook_events_project_ts", "project", "ts"),
     Index("ix_hook_events_ts", "ts"),
@@ -83,6 +86,7 @@ external_changes = Table(
     Column("size", BigInteger),
     Column("content_hash", String(64)),
     Column("writer_session", String(200)),  # NULL: nobody we know
+    Column("machine_id", String(64)),  # migration 0005
     Index("ix_external_changes_project_ts", "project", "ts"),
     Index("ix_external_changes_ts", "ts"),
 )
@@ -102,6 +106,7 @@ messages = Table(
     Column("output_tokens", BigInteger, nullable=False, server_default="0"),
     Column("occupancy", BigInteger, nullable=False, server_default="0"),
     Column("context_window", BigInteger),  # the model's, when the agent reports it
+    Column("machine_id", String(64)),  # migration 0005
     Index("ix_messages_session_ts", "session_id", "ts"),
     Index("ix_messages_ts", "ts"),
 )
@@ -120,6 +125,7 @@ anomaly_emits = Table(
     Column("related_files", Text, nullable=False),  # JSON list
     Column("first_emitted_at", BigInteger, nullable=False),
     Column("stable_key", Text, nullable=False),
+    Column("machine_id", String(64)),  # migration 0005
     Index("ix_anomaly_emits_ts", "ts"),
     Index("ix_anomaly_emits_session_ts", "session_id", "ts"),
     Index("ix_anomaly_emits_kind_ts", "kind", "ts"),
@@ -137,6 +143,39 @@ anomaly_labels = Table(
     Column("ts", BigInteger, nullable=False),
     UniqueConstraint("emit_id", "source", name="uq_anomaly_labels_emit_source"),
     Index("ix_anomaly_labels_ts", "ts"),
+)
+
+# Migration 0005 (issue 30): each session's repository (the normalised `origin` remote of
+# its git top-level, and the path inside it) and its machine, written once per session.
+session_repos = Table(
+    "tma1_session_repos",
+    metadata,
+    Column("session_id", String(200), primary_key=True),
+    Column("machine_id", String(64), primary_key=True),
+    Column("host", String(255)),
+    Column("repo", Text, nullable=False),  # origin URL normalised, or the top-level path
+    Column("repo_path", Text, nullable=False, server_default=""),  # "" : the top-level
+    Column("ts", BigInteger, nullable=False),
+    Index("ix_session_repos_repo", "repo"),
+)
+
+# Migration 0005: a project's rows of one machine (the bundle's and attribution's reads
+# on a team database, where every devcontainer's project is /workspaces/app). PostgreSQL
+# only: a SQLite file is one machine's, its (project, ts) indexes serve, and the hook
+# path's insert would pay for an index no read needs.
+POSTGRESQL_ONLY_INDEXES = (
+    Index(
+        "ix_hook_events_machine_project_ts",
+        hook_events.c.machine_id,
+        hook_events.c.project,
+        hook_events.c.ts,
+    ).ddl_if(dialect="postgresql"),
+    Index(
+        "ix_external_changes_machine_project_ts",
+        external_changes.c.machine_id,
+        external_changes.c.project,
+        external_changes.c.ts,
+    ).ddl_if(dialect="postgresql"),
 )
 
 ALL_TABLES = (hook_events, external_changes, messages, anomaly_emits, anomaly_labels)

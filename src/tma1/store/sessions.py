@@ -10,7 +10,13 @@ from typing import Any
 from sqlalchemy import Table, and_, case, func, or_, select
 
 from tma1.store.db import Store
-from tma1.store.schema import anomaly_emits, external_changes, hook_events, messages
+from tma1.store.schema import (
+    anomaly_emits,
+    external_changes,
+    hook_events,
+    messages,
+    session_repos,
+)
 
 _TOOL_RESULT_EVENTS = ("PostToolUse", "PostToolUseFailure")
 
@@ -23,10 +29,14 @@ def list_sessions(
     session_id: str | None = None,
     offset: int = 0,
     search: str | None = None,
+    machine: str | None = None,
+    repo: str | None = None,
 ) -> list[dict[str, Any]]:
     """Newest first (by last event), in the shape of `session_summary`. `search` matches,
     case-insensitively and literally (no wildcards), a part of the session id or of the
-    project of any of the session's events.
+    project of any of the session's events. The store's machine's sessions (a team view:
+    every machine's); `machine` keeps one machine's, `repo` the sessions of one repository
+    (`tma1_session_repos`, as `tma1.repo.normalise_remote` spells it).
 
     The Sessions tab polls this every 10 s inside the daemon, so it avoids one big GROUP
     BY over every event row: it picks the sessions from the (session_id, ts) index, then
@@ -34,7 +44,18 @@ def list_sessions(
     """
     ev = hook_events
     last = func.max(ev.c.ts)
-    pick = select(ev.c.session_id, func.min(ev.c.ts), last).group_by(ev.c.session_id)
+    pick = (
+        select(ev.c.session_id, func.min(ev.c.ts), last)
+        .where(store.mine(ev.c.machine_id))
+        .group_by(ev.c.session_id)
+    )
+    if machine is not None:
+        pick = pick.where(ev.c.machine_id == machine)
+    if repo is not None:
+        in_repo = select(session_repos.c.session_id).where(
+            session_repos.c.repo == repo, store.mine(session_repos.c.machine_id)
+        )
+        pick = pick.where(ev.c.session_id.in_(in_repo))
     if since_ts is not None:
         pick = pick.having(last >= since_ts)
     if session_id is not None:
@@ -59,6 +80,7 @@ def list_sessions(
             .where(
                 ev.c.session_id.in_(ids),
                 ev.c.event_type.in_(("PreToolUse", *_TOOL_RESULT_EVENTS)),
+                store.mine(ev.c.machine_id),
             )
             .group_by(ev.c.session_id, ev.c.event_type)
         )
@@ -67,27 +89,54 @@ def list_sessions(
 
         def count_by_session(table: Table, *where: Any) -> dict[str, int]:
             sid = table.c.session_id
-            q = select(sid, func.count()).where(sid.in_(ids), *where).group_by(sid)
+            q = (
+                select(sid, func.count())
+                .where(sid.in_(ids), store.mine(table.c.machine_id), *where)
+                .group_by(sid)
+            )
             return {s: int(n) for s, n in conn.execute(q).all()}
 
         failures = count_by_session(ev, ev.c.failure_kind.is_not(None))
         emit_counts = count_by_session(anomaly_emits)
-        newest = select(func.max(ev.c.id)).where(ev.c.session_id.in_(ids)).group_by(ev.c.session_id)
+        newest = (
+            select(func.max(ev.c.id))
+            .where(ev.c.session_id.in_(ids), store.mine(ev.c.machine_id))
+            .group_by(ev.c.session_id)
+        )
         who = {
-            sid: (project, agent)
-            for sid, project, agent in conn.execute(
-                select(ev.c.session_id, ev.c.project, ev.c.agent_source).where(ev.c.id.in_(newest))
+            sid: (project, agent, mid)
+            for sid, project, agent, mid in conn.execute(
+                select(ev.c.session_id, ev.c.project, ev.c.agent_source, ev.c.machine_id).where(
+                    ev.c.id.in_(newest)
+                )
+            ).all()
+        }
+        repos = {
+            sid: (repo_, path, host)
+            for sid, repo_, path, host in conn.execute(
+                select(
+                    session_repos.c.session_id,
+                    session_repos.c.repo,
+                    session_repos.c.repo_path,
+                    session_repos.c.host,
+                ).where(session_repos.c.session_id.in_(ids), store.mine(session_repos.c.machine_id))
             ).all()
         }
     out = []
     for sid, (lo, hi) in spans.items():
         t = by_type.get(sid, {})
-        project, agent = who.get(sid, (None, None))
+        project, agent, mid = who.get(sid, (None, None, None))
+        repo_, repo_path, host = repos.get(sid, (None, None, None))
         out.append(
             {
                 "session_id": sid,
                 "project": project,
                 "agent_source": agent,
+                # NULL: stored before machines were recorded (migration 0005).
+                "machine_id": mid,
+                "host": host,
+                "repo": repo_,
+                "repo_path": repo_path,
                 "start_ts": lo,
                 "last_ts": hi,
                 "duration_ms": hi - lo,
@@ -126,7 +175,7 @@ def timeline_rows(store: Store, session_id: str, *, limit: int) -> list[dict[str
             ev.c.agent_id,
             ev.c.agent_type,
         )
-        .where(ev.c.session_id == session_id)
+        .where(ev.c.session_id == session_id, store.mine(ev.c.machine_id))
         .order_by(ev.c.ts.desc(), ev.c.id.desc())
         .limit(limit)
     )
@@ -139,7 +188,7 @@ def usage_rows(store: Store, session_id: str) -> list[dict[str, Any]]:
     """The session's token-usage and compaction rows, oldest first."""
     q = (
         select(messages)
-        .where(messages.c.session_id == session_id)
+        .where(messages.c.session_id == session_id, store.mine(messages.c.machine_id))
         .order_by(messages.c.ts, messages.c.id)
     )
     return [dict(r._mapping) for r in store.rows(q)]
@@ -153,13 +202,19 @@ def session_bounds(store: Store, session_id: str) -> tuple[int, int, str | None,
     ev = hook_events
     with store.connect() as conn:
         row = conn.execute(
-            select(func.min(ev.c.ts), func.max(ev.c.ts)).where(ev.c.session_id == session_id)
+            select(func.min(ev.c.ts), func.max(ev.c.ts)).where(
+                ev.c.session_id == session_id, store.mine(ev.c.machine_id)
+            )
         ).first()
         if row is None or row[0] is None:
             return None
         latest = conn.execute(
             select(ev.c.project, ev.c.agent_source)
-            .where(ev.c.session_id == session_id, ev.c.project.is_not(None))
+            .where(
+                ev.c.session_id == session_id,
+                ev.c.project.is_not(None),
+                store.mine(ev.c.machine_id),
+            )
             .order_by(ev.c.ts.desc(), ev.c.id.desc())
             .limit(1)
         ).first()
@@ -175,7 +230,7 @@ def newest_in_projects(
     index range per project, no GROUP BY over a project's whole history."""
     q = (
         select(hook_events.c.session_id, hook_events.c.ts)
-        .where(hook_events.c.project.in_(list(projects)))
+        .where(hook_events.c.project.in_(list(projects)), store.mine(hook_events.c.machine_id))
         .order_by(hook_events.c.ts.desc(), hook_events.c.id.desc())
         .limit(limit)
     )
@@ -195,6 +250,7 @@ def tool_result_counts(store: Store, session_id: str) -> list[tuple[str | None, 
         .where(
             hook_events.c.session_id == session_id,
             hook_events.c.event_type.in_(_TOOL_RESULT_EVENTS),
+            store.mine(hook_events.c.machine_id),
         )
         .group_by(hook_events.c.tool_name)
     )
@@ -213,6 +269,7 @@ def recent_failures(
         h.ts >= since_ts,
         h.event_type.in_(_TOOL_RESULT_EVENTS),
         _IS_FAILURE,
+        store.mine(h.machine_id),
     )
     columns = (
         h.ts,
@@ -237,6 +294,7 @@ def recent_writes(
             h.session_id == session_id,
             h.event_type == "PostToolUse",
             h.tool_name.in_(sorted(write_tools)),
+            store.mine(h.machine_id),
         )
         .order_by(h.ts.desc(), h.id.desc())
         .limit(limit)
@@ -254,6 +312,7 @@ def changes_behind(
         x.project == project,
         x.ts >= since_ts,
         or_(x.writer_session.is_(None), x.writer_session != session_id),
+        store.mine(x.machine_id),
     )
     return _count_and_newest(store, external_changes, behind, (external_changes,), limit)
 
@@ -266,3 +325,25 @@ def _count_and_newest(
     with store.connect() as conn:
         total = conn.execute(select(func.count()).select_from(table).where(where)).scalar_one()
         return int(total), list(conn.execute(newest.limit(limit)).all())
+
+
+def repo_summary(store: Store, *, limit: int = 200) -> list[dict[str, Any]]:
+    """The repositories of the store's sessions (a team view: every machine's), newest
+    first: how many sessions, on how many machines, and the newest session start."""
+    r = session_repos.c
+    q = (
+        select(
+            r.repo,
+            func.count(),
+            func.count(func.distinct(r.machine_id)),
+            func.max(r.ts),
+        )
+        .where(store.mine(r.machine_id))
+        .group_by(r.repo)
+        .order_by(func.max(r.ts).desc(), r.repo)
+        .limit(limit)
+    )
+    return [
+        {"repo": str(repo), "sessions": int(n), "machines": int(m), "last_start_ts": int(ts)}
+        for repo, n, m, ts in store.rows(q)
+    ]

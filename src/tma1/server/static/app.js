@@ -159,6 +159,14 @@
     return r.json();
   }
 
+  // The "team" box: every machine's rows of a shared database (issue 30), on the reads a
+  // person looks at; what an agent hears stays this machine's whatever the box says.
+  function scoped(path) {
+    const box = $("team-scope");
+    if (!box || !box.checked) return path;
+    return `${path}${path.includes("?") ? "&" : "?"}scope=team`;
+  }
+
   function setStatus(ok, text) {
     $("status-dot").className = ok ? "dot ok" : "dot bad";
     $("status-text").textContent = text;
@@ -564,7 +572,7 @@
   }
 
   async function refreshAnomalies() {
-    const data = await getJSON(`/api/anomalies?${filterQuery()}`);
+    const data = await getJSON(scoped(`/api/anomalies?${filterQuery()}`));
     renderEmits(data.emits);
   }
 
@@ -781,9 +789,9 @@
     const budget = numberInput("g-budget", 5);
     const windowSize = numberInput("g-window", 5);
     const [b, f, p, m] = await Promise.all([
-      getJSON(`/api/anomalies/budget?days=${days}&budget=${budget}`),
-      getJSON(`/api/anomalies/follow-rate?days=${days}&window=${windowSize}`),
-      getJSON(`/api/anomalies/precision?days=${days}`),
+      getJSON(scoped(`/api/anomalies/budget?days=${days}&budget=${budget}`)),
+      getJSON(scoped(`/api/anomalies/follow-rate?days=${days}&window=${windowSize}`)),
+      getJSON(scoped(`/api/anomalies/precision?days=${days}`)),
       getJSON("/api/mutes").catch(() => null), // an older daemon without the route: no list
     ]);
     renderGates(b, f, p);
@@ -1193,7 +1201,7 @@
     if (state.sessionId) {
       const sid = state.sessionId;
       const [r, preview] = await Promise.all([
-        api(`/api/sessions/${encodeURIComponent(sid)}`),
+        api(scoped(`/api/sessions/${encodeURIComponent(sid)}`)),
         getJSON(`/api/anomalies/preview?session_id=${encodeURIComponent(sid)}`).catch((err) => ({ error: String(err.message || err) })),
       ]);
       state.lastPreview = preview;
@@ -1219,7 +1227,7 @@
     const q = new URLSearchParams({ limit: String(SESSION_PAGE + 1), offset: String(state.sessionPage * SESSION_PAGE) });
     const search = $("s-search").value.trim();
     if (search) q.set("q", search);
-    renderSessions(await getJSON(`/api/sessions?${q}`));
+    renderSessions(await getJSON(scoped(`/api/sessions?${q}`)));
   }
 
   // --- projects the file watcher leaves out (GET /api/health) ------------------------------
@@ -1292,6 +1300,7 @@
       saveFilters();
     });
     $("review-next").addEventListener("click", nextUnlabelled);
+    $("team-scope").addEventListener("change", () => refresh());
     $("gate-params").addEventListener("change", saveFilters);
     $("gate-params").addEventListener("submit", (ev) => {
       ev.preventDefault();

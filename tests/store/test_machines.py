@@ -1,0 +1,104 @@
+"""Rows per machine (issue 30): a store reads only its machine's rows; its team view reads
+every machine's; rows of no known machine (from before migration 0005) are this
+machine's on SQLite only."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select, text
+
+from tma1.events import FileChange, Usage, parse_payload
+from tma1.store import Store
+from tma1.store.schema import hook_events
+from tma1.store.sessions import changes_behind, list_sessions
+
+
+def _event(sid: str, ts: int, cwd: str = "/workspaces/app") -> object:
+    return parse_payload(
+        {"session_id": sid, "hook_event_name": "UserPromptSubmit", "cwd": cwd, "prompt": "p"},
+        ts=ts,
+    )
+
+
+def test_each_machine_reads_its_own_rows(db_url: str) -> None:
+    a = Store.open(db_url, machine_id="m-a")
+    b = Store.open(db_url, migrate=False, machine_id="m-b")
+    try:
+        a.insert_events([_event("sa", 1_000)])  # type: ignore[list-item]
+        b.insert_events([_event("sb", 1_001)])  # type: ignore[list-item]
+        b.insert_changes([FileChange(1_002, "/workspaces/app", "/workspaces/app/x", "added")])
+        b.insert_usages([Usage(1_003, "sb", occupancy=5)])
+        project = "/workspaces/app"
+        assert [s for s, *_ in a.project_activity(project, 0, 10_000)] == ["sa"]
+        assert a.project_changes(project, 0) == []
+        assert len(b.project_changes(project, 0)) == 1
+        assert changes_behind(a, project, 0, "sa", limit=5)[0] == 0
+        assert a.latest_usage("sb") is None and b.latest_usage("sb") is not None
+        assert a.window_events("sb", 0) == [] and a.session_events("sb", 0) == []
+        assert [e.session_id for e in b.window_events("sb", 0)] == ["sb"]
+        assert {s["session_id"] for s in list_sessions(a)} == {"sa"}
+        team = {s["session_id"]: s["machine_id"] for s in list_sessions(a.team())}
+        assert team == {"sa": "m-a", "sb": "m-b"}
+        assert a.team() is a.team()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_rows_of_no_known_machine_are_local_on_sqlite_only(db_url: str) -> None:
+    legacy = Store.open(db_url)  # a store of no machine writes NULL, as before 0005
+    mine = Store.open(db_url, migrate=False, machine_id="m-a")
+    try:
+        legacy.insert_events([_event("old", 1_000)])  # type: ignore[list-item]
+        with legacy.connect() as conn:
+            assert conn.execute(select(hook_events.c.machine_id)).scalar_one() is None
+        seen = [s for s, *_ in mine.project_activity("/workspaces/app", 0, 10_000)]
+        assert seen == (["old"] if mine.dialect == "sqlite" else [])
+        assert [s["session_id"] for s in list_sessions(mine.team())] == ["old"]
+    finally:
+        legacy.close()
+        mine.close()
+
+
+def test_attribution_never_claims_another_machines_change(db_url: str) -> None:
+    a = Store.open(db_url, machine_id="m-a")
+    b = Store.open(db_url, migrate=False, machine_id="m-b")
+    try:
+        [cid] = b.insert_changes([FileChange(5, "/workspaces/app", "/workspaces/app/y", "added")])
+        assert a.set_change_writer([cid], "sa") == 0
+        assert b.set_change_writer([cid], "sb") == 1
+        assert [c.writer_session for c in b.project_changes("/workspaces/app", 0)] == ["sb"]
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.empty_database
+def test_the_upgrade_leaves_old_rows_of_no_known_machine(db_url: str) -> None:
+    """Several machines upgrade a team database: none of them may claim its old rows."""
+    from alembic import command
+    from alembic.config import Config
+
+    from tma1.store.connection import _MIGRATIONS, make_engine
+
+    engine = make_engine(db_url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0004")
+        conn.execute(
+            text(
+                "INSERT INTO tma1_hook_events (ts, session_id, event_type, hook_event_name, "
+                "agent_source, project) VALUES (1, 'old', 'UserPromptSubmit', "
+                "'UserPromptSubmit', 'claude-code', '/workspaces/app')"
+            )
+        )
+    engine.dispose()
+    store = Store.open(db_url, machine_id="m-a")  # migrates to head
+    try:
+        with store.connect() as conn:
+            assert conn.execute(select(hook_events.c.machine_id)).all() == [(None,)]
+        assert "tma1_session_repos" in store.table_names()
+    finally:
+        store.close()
