@@ -12,6 +12,7 @@ from conftest import start_live_server
 
 from tma1.clock import SystemClock
 from tma1.config import Settings
+from tma1.token import login_code
 from tma1.events import parse_payload
 from tma1.store import Store
 
@@ -48,7 +49,10 @@ def test_the_team_box_shows_every_machines_sessions(tmp_path: Path) -> None:
             browser = p.chromium.launch(
                 executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"]
             )
-            pg: Any = browser.new_page()
+            ctx = browser.new_context(viewport={"width": 1360, "height": 900})
+            # Reads need the session cookie the one-time login URL gives (issue 31).
+            assert ctx.request.get(f"{srv.url}/?login={login_code(srv.token)}").ok
+            pg: Any = ctx.new_page()
             pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             pg.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
             pg.goto(f"{srv.url}/?poll=1000#sessions")

@@ -30,9 +30,10 @@ REMOTE = "git@github.com:Acme/app.git"
 
 
 def call(server: ServeProcess, method: str, path: str, **kw: Any) -> httpx.Response:
-    """Every request of this test, with the server's token (the read routes need it once
-    token auth covers them)."""
-    headers = {**hook_headers(server.token), **kw.pop("headers", {})}
+    """Every request of this test, authenticated as the hook script (a fresh nonce and its
+    keyed hash) or as an API client (the token)."""
+    auth = hook_headers(server.token) if path == "/api/hooks" else {}
+    headers = {"X-TMA1-Token": server.token, **auth, **kw.pop("headers", {})}
     return httpx.request(
         method, f"{server.url}{path}", headers=headers, timeout=30, verify=LOOPBACK_TLS, **kw
     )

@@ -12,7 +12,7 @@ from conftest import PG_URL, _drop_pg_database, _fresh_pg_database
 from sqlalchemy import create_engine, text
 
 from tma1.events import FileChange, Usage, parse_payload
-from tma1.store import Store
+from tma1.store import Store, retention
 from tma1.store.emits import set_label
 
 pytestmark = pytest.mark.skipif(not PG_URL, reason="no PostgreSQL test cluster")
@@ -86,6 +86,6 @@ def test_the_daemon_role_stores_reads_labels_and_purges(daemon_url: str) -> None
         assert set_label(store, int(emit["id"]), "tp", now_ms=14) is not None
         assert set_label(store, int(emit["id"]), "clear", now_ms=15) is not None
         assert [e.session_id for e in store.window_events("s", 0)] == ["s"]
-        assert store.purge(1_000)["tma1_hook_events"] == 1
+        assert retention.purge_before(store, 1_000)["tma1_hook_events"] == 1
     finally:
         store.close()
