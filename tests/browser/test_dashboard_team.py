@@ -12,9 +12,9 @@ from conftest import start_live_server
 
 from tma1.clock import SystemClock
 from tma1.config import Settings
-from tma1.token import login_code
 from tma1.events import parse_payload
 from tma1.store import Store
+from tma1.token import login_code
 
 CHROMIUM = Path("/usr/bin/chromium")
 
