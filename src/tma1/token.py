@@ -102,8 +102,10 @@ def _mac(token: str, purpose: str, value: str) -> str:
 def login_code(token: str, now: float | None = None) -> str:
     """A login code for the dashboard, valid once for LOGIN_TTL_S: any process holding the
     token can mint one (`tma1 serve`, `tma1 doctor`), the server checks it statelessly."""
-    ts = str(int(time.time() if now is None else now))
-    return f"{ts}.{_mac(token, 'login', ts)[:40]}"
+    # A random part: two codes minted in one second (two `tma1 doctor` runs) are two
+    # codes, each good once.
+    stamp = f"{int(time.time() if now is None else now)}-{secrets.token_hex(4)}"
+    return f"{stamp}.{_mac(token, 'login', stamp)[:40]}"
 
 
 def session_value(token: str, now: float | None = None) -> str:
@@ -113,12 +115,15 @@ def session_value(token: str, now: float | None = None) -> str:
 
 
 def _stamped_ok(token: str, purpose: str, value: str, ttl: float, now: float, cut: int) -> bool:
-    ts, _, mac = value.partition(".")
-    if not ts.isdigit() or len(ts) > 12 or not mac:
+    stamp, _, mac = value.partition(".")
+    ts, _, salt = stamp.partition("-")
+    if not ts.isdigit() or len(ts) > 12 or not mac or len(salt) > 16:
+        return False
+    if salt and not salt.isalnum():
         return False
     if not -60 <= now - int(ts) <= ttl:
         return False
-    want = _mac(token, purpose, ts)[:cut] if cut else _mac(token, purpose, ts)
+    want = _mac(token, purpose, stamp)[:cut] if cut else _mac(token, purpose, stamp)
     return hmac.compare_digest(mac.encode(), want.encode())
 
 

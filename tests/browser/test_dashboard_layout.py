@@ -16,6 +16,7 @@ from gateseed import emit_row
 from tma1.clock import SystemClock
 from tma1.config import Settings
 from tma1.events import parse_payload
+from tma1.token import login_code
 
 CHROMIUM = Path("/usr/bin/chromium")
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"]
@@ -102,8 +103,10 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
-def _page(browser: Any, width: int) -> tuple[Any, Any, list[str]]:
+def _page(browser: Any, width: int, srv: LiveServer) -> tuple[Any, Any, list[str]]:
+    """A page of a context logged in with the one-time URL, as the user opens it."""
     ctx = browser.new_context(viewport={"width": width, "height": 900})
+    assert ctx.request.get(f"{srv.url}/?login={login_code(srv.token)}").ok
     pg = ctx.new_page()
     errors: list[str] = []
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -136,7 +139,7 @@ def _check_headers(pg: Any, selector: str) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_table_headers_fit_at_every_width(server: LiveServer, browser: Any, width: int) -> None:
-    ctx, pg, errors = _page(browser, width)
+    ctx, pg, errors = _page(browser, width, server)
     try:
         pg.goto(server.url + "/#sessions")
         pg.wait_for_selector("#sessions-body tr.session-row")
@@ -165,7 +168,7 @@ def test_an_unreachable_server_shows_only_that(browser: Any, tmp_path: Path) -> 
         watch_files=False,
     )
     srv = start_live_server(settings)
-    ctx, pg, errors = _page(browser, 900)
+    ctx, pg, errors = _page(browser, 900, srv)
     stopped = False
     try:
         pg.goto(f"{srv.url}/#anomalies")
@@ -208,7 +211,7 @@ def test_held_findings_are_shown_apart_from_what_tma1_would_say(
     held = [f for f in preview["findings"] if not f["would_deliver"] and not f["muted"]]
     assert [f["kind"] for f in held] == ["repeated_failed_build"], preview
 
-    ctx, pg, errors = _page(browser, 1400)
+    ctx, pg, errors = _page(browser, 1400, server)
     try:
         pg.goto(f"{server.url}/#sessions/{sid}")
         pg.wait_for_selector("#preview-panel .pv-held-title")

@@ -75,3 +75,14 @@ def test_only_the_shell_the_probe_and_the_hook_post_are_public() -> None:
         ("GET", "/staticx"),
     ]:
         assert not is_public(method, path), path
+
+
+def test_two_codes_minted_in_one_second_are_two_codes() -> None:
+    """Two `tma1 doctor` runs in one second: each prints a code of its own, so using one
+    (the server takes each code once) leaves the other good."""
+    a, b = login_code(TOKEN, now=1000), login_code(TOKEN, now=1000)
+    assert a != b
+    assert login_code_ok(TOKEN, a, now=1001) and login_code_ok(TOKEN, b, now=1001)
+    stamp, _, mac = a.partition(".")
+    forged = f"{stamp.split('-')[0]}-ffffffff.{mac}"  # another salt under the same MAC
+    assert not login_code_ok(TOKEN, forged, now=1001)
