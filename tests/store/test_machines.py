@@ -45,6 +45,30 @@ def test_each_machine_reads_its_own_rows(db_url: str) -> None:
         b.close()
 
 
+def test_a_scratch_script_another_machine_wrote_is_not_this_ones(db_url: str) -> None:
+    """The bundle leaves a session's scratch scripts (written with Write) out of the
+    project's checks: what another machine's agent wrote in its tree says nothing here."""
+    a = Store.open(db_url, machine_id="m-a")
+    b = Store.open(db_url, migrate=False, machine_id="m-b")
+    write = {
+        "session_id": "sb",
+        "hook_event_name": "PostToolUse",
+        "cwd": "/workspaces/app",
+        "tool_name": "Write",
+        "tool_input": {"file_path": "/workspaces/app/test-x.js", "content": "x"},
+        "tool_response": {"type": "create"},
+    }
+    try:
+        b.insert_events([parse_payload(write, ts=1_000)])
+        assert [e.session_id for e in b.project_file_creations("/workspaces/app", 0, 9_999)] == [
+            "sb"
+        ]
+        assert a.project_file_creations("/workspaces/app", 0, 9_999) == []
+    finally:
+        a.close()
+        b.close()
+
+
 def test_rows_of_no_known_machine_are_local_on_sqlite_only(db_url: str) -> None:
     legacy = Store.open(db_url)  # a store of no machine writes NULL, as before 0005
     mine = Store.open(db_url, migrate=False, machine_id="m-a")

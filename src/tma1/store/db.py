@@ -466,6 +466,7 @@ class Store:
                 c.project == project,
                 c.ts >= since_ts,
                 c.ts <= until_ts,
+                self.mine(c.machine_id),
                 c.event_type == "PostToolUse",
                 c.tool_name == "Write",
                 or_(c.tool_success.is_(None), c.tool_success.is_(True)),
