@@ -170,6 +170,28 @@ def test_a_session_starting_in_a_project_another_session_broke_is_told_so(
     assert "Other sessions" not in later and "broken by session breaker-" in later
 
 
+def test_a_session_that_ended_its_turn_is_not_told_as_active(
+    live: LiveServer, clock: ManualClock
+) -> None:
+    """Seconds after another session's Stop (or its bare start), a new session is its
+    successor: no "Other sessions active". A session mid-turn (its newest event a tool
+    call) is told."""
+    left, starter = "left-aaaaaaaa", "starter-bbbbbbbb"
+    break_build(live, clock, left)
+    post(live, clock, prompt(left, "fix it"))
+    post(live, clock, stop(left))
+    start(live, clock, "quitter-dddddddd", "startup")  # started, never prompted
+    text = context(start(live, clock, starter, "startup"))
+    assert "broken by session left-aaa" in text  # the check it broke stays open
+    assert "Other sessions" not in text
+    # The left session takes a new turn and is mid-tool-call: now it is active.
+    post(live, clock, prompt(left, "again"))
+    post(live, clock, bash_fail(left, BUILD, BUILD_OUT))
+    text = context(start(live, clock, "third-cccccccc", "startup"))
+    assert f"Other sessions active on this project now: {left[:8]} (claude-code" in text
+    assert "quitter-" not in text and "starter-" not in text
+
+
 def test_files_changed_outside_since_the_last_event_are_told_on_resume(
     live: LiveServer, clock: ManualClock
 ) -> None:

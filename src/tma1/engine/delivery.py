@@ -253,9 +253,9 @@ class Delivery:
             if last is not None:
                 changes = store.project_changes(project, max(last, now - CHANGES_HORIZON_MS), now)
             peers = [
-                Peer(session_id=sid, agent=agent, last_ts=ts)
-                for sid, ts, agent, ended in store.project_activity(project, now - ACTIVE_MS, now)
-                if sid != session_id and (ended is None or ended < ts)
+                Peer(session_id=sid, agent=agent, last_ts=ts, last_event=last)
+                for sid, ts, agent, last in store.project_activity(project, now - ACTIVE_MS, now)
+                if sid != session_id
             ]
         return BundleInput(
             session_id=session_id,

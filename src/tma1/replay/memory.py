@@ -137,14 +137,13 @@ class MemoryWindows:
 
     def project_activity(
         self, project: str, since_ts: int, until_ts: int
-    ) -> list[tuple[str, int, str, int | None]]:
-        seen: dict[str, tuple[int, str, int | None]] = {}
-        for e in self._project_events(project, since_ts, until_ts):
-            last, agent, ended = seen.get(e.session_id, (e.ts, e.agent_source, None))
-            if e.hook_event_name == "SessionEnd":
-                ended = e.ts if ended is None else max(ended, e.ts)
-            seen[e.session_id] = (max(last, e.ts), max(agent, e.agent_source), ended)
-        return [(sid, last, agent, ended) for sid, (last, agent, ended) in seen.items()]
+    ) -> list[tuple[str, int, str, str]]:
+        newest: dict[str, HookEvent] = {}
+        for e in self._project_events(project, since_ts, until_ts):  # ts ascending
+            newest[e.session_id] = e
+        return [
+            (sid, e.ts, e.agent_source, e.hook_event_name or "") for sid, e in newest.items()
+        ]
 
     def session_last_ts(self, session_id: str, before_ts: int) -> int | None:
         events = self._events.get(session_id, [])

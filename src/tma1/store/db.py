@@ -385,20 +385,25 @@ class Store:
 
     def project_activity(
         self, project: str, since_ts: int, until_ts: int
-    ) -> list[tuple[str, int, str, int | None]]:
-        """(session, newest event ts, agent, newest SessionEnd ts or None) of every session
-        with an event in the project in [since, until]."""
+    ) -> list[tuple[str, int, str, str]]:
+        """(session, newest event ts, agent, newest event's hook name) of every session
+        with an event in the project in [since, until]: whether it is in the middle of a
+        turn is its newest event's (the bundle's peers, design §2.19). One indexed range
+        read, each session's newest row picked by a window function."""
         c = hook_events.c
-        ended = func.max(case((c.hook_event_name == "SessionEnd", c.ts), else_=null()))
-        q = (
-            select(c.session_id, func.max(c.ts), func.max(c.agent_source), ended)
-            .where(c.project == project, c.ts >= since_ts, c.ts <= until_ts)
-            .group_by(c.session_id)
+        newest = (
+            func.row_number()
+            .over(partition_by=c.session_id, order_by=(c.ts.desc(), c.id.desc()))
+            .label("n")
         )
-        return [
-            (str(r[0]), int(r[1]), str(r[2]), None if r[3] is None else int(r[3]))
-            for r in self.rows(q)
-        ]
+        ranked = (
+            select(c.session_id, c.ts, c.agent_source, c.hook_event_name, newest)
+            .where(c.project == project, c.ts >= since_ts, c.ts <= until_ts)
+            .subquery()
+        )
+        r_ = ranked.c
+        q = select(r_.session_id, r_.ts, r_.agent_source, r_.hook_event_name).where(r_.n == 1)
+        return [(str(r[0]), int(r[1]), str(r[2]), str(r[3] or "")) for r in self.rows(q)]
 
     def session_last_ts(self, session_id: str, before_ts: int) -> int | None:
         """The session's newest event strictly before `before_ts`."""
