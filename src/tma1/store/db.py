@@ -336,15 +336,23 @@ class Store:
     # --- reads for the session bundle (tma1.engine.bundle) -------------------------------
 
     def project_shell_results(
-        self, project: str, since_ts: int, until_ts: int, *, limit: int = 1_000
+        self,
+        project: str,
+        since_ts: int,
+        until_ts: int,
+        *,
+        limit: int = 1_000,
+        outputs: bool = False,
     ) -> list[HookEvent]:
         """The project's newest `limit` shell tool results (every session) in [since,
         until], ts ascending, lean: what deciding a check's outcome and quoting its error
-        needs — `tool_result` only for a failure without an error summary, no tool input,
-        files, test ids or metadata."""
+        needs — `tool_result` only for a failure without an error summary (every failure
+        with `outputs`: all its error lines, for comparing them), no tool input, files,
+        test ids or metadata."""
         c = hook_events.c
         failed = or_(c.event_type == "PostToolUseFailure", c.tool_success.is_(False))
-        result = case((and_(failed, c.tool_error_summary.is_(None)), c.tool_result), else_=null())
+        wanted = failed if outputs else and_(failed, c.tool_error_summary.is_(None))
+        result = case((wanted, c.tool_result), else_=null())
         cols = [c[name] for name in _SHELL_RESULT_COLUMNS] + [result.label("tool_result")]
         q = (
             select(*cols)
