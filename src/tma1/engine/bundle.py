@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from tma1.checks import error_line
 from tma1.clock import MINUTE_MS
-from tma1.engine.anomaly import Anomaly, Channel, Kind, delivery_order
+from tma1.engine.anomaly import Anomaly, Channel, Kind, delivery_order, one_per_subject
 from tma1.engine.checkruns import check_runs
 from tma1.engine.digest import CLOSE_TAG, OPEN_TAG, clip, listed, numbered_item
 from tma1.engine.rules._support import clock_time
@@ -201,13 +201,15 @@ class Bundle:
 
 def unresolved(decisions: Iterable[Any]) -> list[Anomaly]:
     """The findings of suppression `Decision`s the agent should still hear of: every one not
-    settled (resolved, or a one-shot already told), `context_pressure` never."""
+    settled (resolved, or a one-shot already told), `context_pressure` never, one per
+    subject."""
     out = [
         d.finding
         for d in decisions
         if d.reason not in _SETTLED and d.finding.kind not in _NOT_RETOLD
     ]
-    return delivery_order(out)
+    # A bundle is one answer too: it names a check once (`one_per_subject`).
+    return one_per_subject(delivery_order(out))
 
 
 def finding_key(f: Anomaly) -> str:
