@@ -220,6 +220,24 @@ def test_peers_part_only_for_other_sessions_active_now() -> None:
     assert b.keys == (f"peer|{OTHER}",)
 
 
+def test_a_peer_is_active_only_in_the_middle_of_a_turn() -> None:
+    """A session whose newest event ends its turn (Stop, SessionEnd) or that only started
+    is idle however recent: the new session is its successor, not its peer (issue 27)."""
+    now = T0 + 30 * MINUTE_MS
+    mid_turn = Peer("working-11111111", "codex", now - 2 * MINUTE_MS, "PostToolUse")
+    idle = [
+        Peer(f"{hook.lower()}-{'2' * 8}", "claude-code", now - 30_000, hook)
+        for hook in ("Stop", "SessionEnd", "SessionStart")
+    ]
+    b = build_bundle(inp(now=now, peers=[mid_turn, *idle]))
+    assert "Other sessions active on this project now: working-" in b.text
+    assert b.keys == ("peer|working-11111111",)
+    assert build_bundle(inp(now=now, peers=idle)).text == ""
+    # Mid-turn but silent for ACTIVE_MS: not active either.
+    quiet = Peer("working-11111111", "codex", now - ACTIVE_MS, "PreToolUse")
+    assert build_bundle(inp(now=now, peers=[quiet])).text == ""
+
+
 # --- epochs: nothing twice in one epoch -------------------------------------------------------
 
 

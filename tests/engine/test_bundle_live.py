@@ -91,7 +91,8 @@ def test_resume_and_compact_retell_unresolved_findings_once_per_epoch(
     resumed = context(start(live, clock, sid, "resume"))
     t_resume = clock.now_ms()
     assert "Still unresolved in this session:" in resumed
-    assert "build_broken_after_my_edit" in resumed and "repeated_failed_build" in resumed
+    # One answer names a check once: repeated_failed_build, as the Stop block did.
+    assert "repeated_failed_build" in resumed and "build_broken_after_my_edit" not in resumed
     assert "src/app.py:3: error" in resumed
     # The check is this session's finding: told once, as the finding, not again as a check.
     assert "Checks failing" not in resumed
@@ -102,25 +103,23 @@ def test_resume_and_compact_retell_unresolved_findings_once_per_epoch(
     post(live, clock, payload(sid, "PreCompact", trigger="auto"))
     compacted = context(start(live, clock, sid, "compact"))
     t_compact = clock.now_ms()
-    assert "build_broken_after_my_edit" in compacted
+    assert "repeated_failed_build" in compacted
     assert start(live, clock, sid, "resume") == ""
 
     bundle_rows = emits(live, session_id=sid, channel="session_start")
     assert [(r["kind"], r["ts"]) for r in bundle_rows] == [
-        ("build_broken_after_my_edit", t_resume),
         ("repeated_failed_build", t_resume),
-        ("build_broken_after_my_edit", t_compact),
         ("repeated_failed_build", t_compact),
     ]
     assert {r["channel"] for r in emits(live, session_id=sid, channel="stop_block")} == {
         "stop_block"
     }
-    assert len(emits(live, session_id=sid)) == len(bundle_rows) + 2
+    assert len(emits(live, session_id=sid)) == len(bundle_rows) + 1
     # The budget gate counts bundle emits like any other emit.
     budget = live.client().get("/api/anomalies/budget", params={"days": 1}).json()
     assert budget["kinds"]["repeated_failed_build"]["total"] == 3
     health = live.client().get("/api/health").json()["engine"]
-    assert health["delivered"]["session_start"] == 4
+    assert health["delivered"]["session_start"] == 2
     # An unknown channel is a clear 422, not an empty list.
     assert live.client().get("/api/anomalies", params={"channel": "nope"}).status_code == 422
 
@@ -168,6 +167,28 @@ def test_a_session_starting_in_a_project_another_session_broke_is_told_so(
         post(live, clock, payload(sid, "SessionEnd", reason="other"))
     later = context(start(live, clock, "third-cccccccc", "startup"))
     assert "Other sessions" not in later and "broken by session breaker-" in later
+
+
+def test_a_session_that_ended_its_turn_is_not_told_as_active(
+    live: LiveServer, clock: ManualClock
+) -> None:
+    """Seconds after another session's Stop (or its bare start), a new session is its
+    successor: no "Other sessions active". A session mid-turn (its newest event a tool
+    call) is told."""
+    left, starter = "left-aaaaaaaa", "starter-bbbbbbbb"
+    break_build(live, clock, left)
+    post(live, clock, prompt(left, "fix it"))
+    post(live, clock, stop(left))
+    start(live, clock, "quitter-dddddddd", "startup")  # started, never prompted
+    text = context(start(live, clock, starter, "startup"))
+    assert "broken by session left-aaa" in text  # the check it broke stays open
+    assert "Other sessions" not in text
+    # The left session takes a new turn and is mid-tool-call: now it is active.
+    post(live, clock, prompt(left, "again"))
+    post(live, clock, bash_fail(left, BUILD, BUILD_OUT))
+    text = context(start(live, clock, "third-cccccccc", "startup"))
+    assert f"Other sessions active on this project now: {left[:8]} (claude-code" in text
+    assert "quitter-" not in text and "starter-" not in text
 
 
 def test_files_changed_outside_since_the_last_event_are_told_on_resume(

@@ -383,3 +383,39 @@ def test_context_pressure_rearms_after_each_compaction_and_only_then(
         assert len(keys) == len(set(keys)) == 4
     finally:
         srv.stop()
+
+
+def test_a_stop_block_names_a_check_once(live: LiveServer, clock: ManualClock) -> None:
+    """An edit, then `make build` failing three times on the edited file: both
+    build_broken_after_my_edit and repeated_failed_build see the check at the Stop. The
+    block names it once, by repeated_failed_build (a fact of the runs; the edit's blame is
+    an inference); only that one is emitted (design §2.3), and the other is not told at
+    the next Stop either."""
+    sid = "one-check-once"
+    main_go = "/nonexistent/tma1-engine-tests/proj/main.go"
+    tool_input = {"file_path": main_go, "old_string": "a", "new_string": "b"}
+    post(live, clock, payload(sid, "SessionStart", source="startup"))
+    post(live, clock, bash_ok(sid, BUILD, "built"))
+    post(
+        live,
+        clock,
+        payload(
+            sid,
+            "PostToolUse",
+            tool_name="Edit",
+            tool_input=tool_input,
+            tool_use_id="e1",
+            tool_response={"filePath": main_go, "success": True},
+        ),
+    )
+    for _ in range(3):
+        post(live, clock, bash_fail(sid, BUILD, BUILD_OUT))
+    found = live.service.delivery.preview(sid)["findings"]
+    assert {f["kind"] for f in found} >= {"build_broken_after_my_edit", "repeated_failed_build"}
+    reason = blocked(post(live, clock, stop(sid)))["reason"]
+    assert "1. [high] repeated_failed_build" in reason and "`make build`" in reason
+    assert "build_broken_after_my_edit" not in reason and "2." not in reason
+    assert [r["kind"] for r in emits(live, sid)] == ["repeated_failed_build"]
+    clock.advance(2 * MINUTE_MS)
+    assert post(live, clock, stop(sid)) == ""  # the told one is suppressed; no second word
+    assert [r["kind"] for r in emits(live, sid)] == ["repeated_failed_build"]

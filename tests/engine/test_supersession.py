@@ -132,3 +132,22 @@ def test_a_chained_check_closes_when_each_step_passed_since() -> None:
     # lint:check has not passed since: the chain is still open.
     assert _open([fail, *later]) == [_check(chain).identity]
     assert _open([fail, *later, bash_ok(at(3), "npm run lint:check")]) == []
+
+
+def test_a_skipped_go_tests_log_line_is_no_error() -> None:
+    """`go test -v` prints a skipped (or passing) test's `t.Skip`/`t.Log` line before its
+    `--- SKIP`: not an error, so a `-v` run of the same failure says the same errors."""
+    tail = "FAIL\nFAIL\tgithub.com/acme/app/internal/monitoring\t3.173s\nFAIL"
+    verbose = (
+        "=== RUN   TestAlerting\n    monitor_test.go:331: Alerting tests need more setup\n"
+        "--- SKIP: TestAlerting (0.00s)\n=== RUN   TestHealth\n"
+        "    monitor_test.go:88: expected 2 checks, got 1\n--- FAIL: TestHealth (0.20s)\n"
+    )
+    errs = errors_of(bash_fail(at(0), "go test -v ./internal/monitoring", verbose + tail))
+    # The failing test's log line stays; the skipped one's goes.
+    assert errs == {
+        "monitor_test.go:#: expected # checks, got #",
+        "FAIL",
+        "FAIL github.com/acme/app/internal/monitoring #.#s",
+    }
+    assert errors_of(bash_fail(at(0), "go test ./internal/monitoring", tail)) <= errs

@@ -120,6 +120,8 @@ def play_session(agent: DemoAgent, server: DemoServer) -> None:
     for n, occupancy in enumerate((19_500, 24_100, 31_700), 1):
         agent.usage(occupancy, "Running the tests.")
         agent.bash(TEST_COMMAND, FAILURE, failed=True, note=f"fails ({n}/3): KeyError: 'vip'")
+        if n == 1:
+            agent.prompt("The tests fail, try again")
     note = (
         "(transcript: the last request sent 31,700 prompt tokens; "
         f"the demo threshold is {CONTEXT_THRESHOLD:,})"

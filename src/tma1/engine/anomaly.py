@@ -68,3 +68,30 @@ def delivery_order(anomalies: list[Anomaly]) -> list[Anomaly]:
         anomalies,
         key=lambda a: (SEVERITY_RANK.get(Severity(a.severity), 9), -a.last_evidence_ts, a.kind),
     )
+
+
+
+
+# Of two findings of one severity about one check, the first of these is said: that the
+# check failed N times and still says E is a fact of its runs; that the agent's edit made
+# it fail is an inference (the one the corpus found wrong: pre-existing errors, the wrong
+# file). Either way its error line is quoted once.
+_SAID_FIRST = (Kind.REPEATED_FAILED_BUILD.value, Kind.BUILD_BROKEN_AFTER_MY_EDIT.value)
+
+
+def one_per_subject(ordered: list[Anomaly]) -> list[Anomaly]:
+    """`ordered` (in delivery order) with one finding per subject: one answer names a check
+    once (a Stop block carrying `build_broken_after_my_edit` and `repeated_failed_build` for
+    the same `npm run build` and the same error says it twice). Of one subject's findings
+    the higher severity is kept, then the one `_SAID_FIRST`. Findings without a subject
+    (the session-wide kinds) are all kept."""
+
+    def rank(a: Anomaly) -> tuple[int, int]:
+        first = _SAID_FIRST.index(a.kind) if a.kind in _SAID_FIRST else len(_SAID_FIRST)
+        return SEVERITY_RANK.get(Severity(a.severity), 9), first
+
+    best: dict[str, Anomaly] = {}
+    for a in ordered:
+        if a.subject and (a.subject not in best or rank(a) < rank(best[a.subject])):
+            best[a.subject] = a
+    return [a for a in ordered if not a.subject or best[a.subject] is a]

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from tma1.checks import error_line
 from tma1.clock import MINUTE_MS
-from tma1.engine.anomaly import Anomaly, Channel, Kind, delivery_order
+from tma1.engine.anomaly import Anomaly, Channel, Kind, delivery_order, one_per_subject
 from tma1.engine.checkruns import check_runs
 from tma1.engine.digest import CLOSE_TAG, OPEN_TAG, clip, listed, numbered_item
 from tma1.engine.rules._support import clock_time
@@ -39,8 +39,13 @@ BUNDLE_MAX_CHARS = 2_000
 CHECKS_HORIZON_MS = 12 * 60 * MINUTE_MS
 # Files changed since the session's last event, at most this far back.
 CHANGES_HORIZON_MS = 24 * 60 * MINUTE_MS
-# A session with an event this recent (and no SessionEnd since) is active right now.
+# A session in the middle of a turn with an event this recent is active right now.
 ACTIVE_MS = 10 * MINUTE_MS
+# A session whose newest event is one of these is not in a turn: it ended its turn (or
+# its session), or only started. Idle, whatever its recency: the user's new session on the
+# project is far more likely its successor (a restart, a resume, the same prompt re-sent,
+# a hand-off) than its peer (issue 27: 9 of 9 such "active" sessions never ran again).
+TURN_ENDED = frozenset({"Stop", "SessionEnd", "SessionStart"})
 # A digest leaves out a finding a bundle told this recently (the suppression window).
 RECENTLY_TOLD_MS = 10 * MINUTE_MS
 IDLE_EVICT_MS = 24 * 60 * MINUTE_MS
@@ -164,6 +169,11 @@ class Peer:
     session_id: str
     agent: str
     last_ts: int
+    last_event: str = ""  # its newest event's hook name ("": one inside a turn)
+
+    def active(self, now: int) -> bool:
+        """In the middle of a turn, with an event in the last `ACTIVE_MS`."""
+        return self.last_event not in TURN_ENDED and now - self.last_ts < ACTIVE_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,13 +201,15 @@ class Bundle:
 
 def unresolved(decisions: Iterable[Any]) -> list[Anomaly]:
     """The findings of suppression `Decision`s the agent should still hear of: every one not
-    settled (resolved, or a one-shot already told), `context_pressure` never."""
+    settled (resolved, or a one-shot already told), `context_pressure` never, one per
+    subject."""
     out = [
         d.finding
         for d in decisions
         if d.reason not in _SETTLED and d.finding.kind not in _NOT_RETOLD
     ]
-    return delivery_order(out)
+    # A bundle is one answer too: it names a check once (`one_per_subject`).
+    return one_per_subject(delivery_order(out))
 
 
 def finding_key(f: Anomaly) -> str:
@@ -336,7 +348,7 @@ def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bund
         (
             p
             for p in inp.peers
-            if p.session_id != inp.session_id and inp.now - p.last_ts < ACTIVE_MS
+            if p.session_id != inp.session_id and p.active(inp.now)
         ),
         key=lambda p: (-p.last_ts, p.session_id),
     )

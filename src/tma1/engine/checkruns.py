@@ -253,6 +253,28 @@ def check_runs(window: SessionWindow, now: int) -> CheckRuns:
     return found
 
 
+def failing_at(
+    events: Iterable[HookEvent], now: int, project: str | None
+) -> dict[str, frozenset[str]]:
+    """The checks open at `now` over shell results `events` (any session, ts ascending),
+    each with the error lines (numbers blanked, `errors_of`) of its failing runs since the
+    newest covering pass: what a session starting at `now` finds already broken, and how
+    (design §2.22's pre-existing, across the sessions of the project)."""
+    cr = check_runs(SessionWindow(session_id="", project=project, events=list(events)), now)
+    out: dict[str, frozenset[str]] = {}
+    for ident, last in cr.open_failures.items():
+        said: set[str] = set()
+        for r in reversed(cr.runs):
+            if r.ts > last.ts:
+                continue
+            if r.passed and _covers(r.check, last.check):
+                break
+            if r.failed and r.check.identity == ident:
+                said |= errors_of(r.event)
+        out[ident] = frozenset(said)
+    return out
+
+
 def related(a: Check, b: Check) -> bool:
     """Runs of one check that re-run the same thing: one covers the other. Three runs of
     `playwright` on three different spec files are no loop; `pytest` and `pytest tests/x.py`

@@ -22,7 +22,7 @@ from typing import Any
 from tma1.clock import MINUTE_MS, Clock
 from tma1.config import Settings
 from tma1.counters import Counters
-from tma1.engine.anomaly import Anomaly, Channel, delivery_order
+from tma1.engine.anomaly import Anomaly, Channel, delivery_order, one_per_subject
 from tma1.engine.bundle import (
     ACTIVE_MS,
     CHANGES_HORIZON_MS,
@@ -151,12 +151,17 @@ class Delivery:
             return []  # e.g. PostToolUse: none of the six rules delivers there
         det = self.detector.detect(session_id, now, channel=channel)
         project = det.window.project
-        candidates = delivery_order(
-            [
-                c
-                for c in det.candidates
-                if c.channel == channel and not self.mutes.muted(c.kind, project, now)
-            ]
+        # One finding per subject, the first in delivery order, before suppression: the
+        # one left out is never delivered, so never emitted (design §2.3), and while the
+        # first stays a candidate it never becomes the check's second word.
+        candidates = one_per_subject(
+            delivery_order(
+                [
+                    c
+                    for c in det.candidates
+                    if c.channel == channel and not self.mutes.muted(c.kind, project, now)
+                ]
+            )
         )
         if not candidates:
             self.suppression.touch(session_id, now)
@@ -253,9 +258,9 @@ class Delivery:
             if last is not None:
                 changes = store.project_changes(project, max(last, now - CHANGES_HORIZON_MS), now)
             peers = [
-                Peer(session_id=sid, agent=agent, last_ts=ts)
-                for sid, ts, agent, ended in store.project_activity(project, now - ACTIVE_MS, now)
-                if sid != session_id and (ended is None or ended < ts)
+                Peer(session_id=sid, agent=agent, last_ts=ts, last_event=last)
+                for sid, ts, agent, last in store.project_activity(project, now - ACTIVE_MS, now)
+                if sid != session_id
             ]
         return BundleInput(
             session_id=session_id,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from tma1.clock import Clock
 from tma1.config import Settings
 from tma1.counters import Counters
+from tma1.engine.checkruns import failing_at
 from tma1.engine.context import context_threshold
 from tma1.engine.delivery import Delivery
 from tma1.engine.emitlog import EmitLog
@@ -27,6 +28,7 @@ from tma1.engine.window import (
     CHANGES_WINDOW_MS,
     EVENTS_WINDOW_MS,
     MAX_WINDOW_EVENTS,
+    PRIOR_RUNS_MS,
     RuleConfig,
     SessionWindow,
 )
@@ -70,6 +72,8 @@ class StoreWindows:
         self.counters = counters
         self._lock = threading.Lock()
         self._first_ts: dict[str, tuple[int, int]] = {}  # session → (first ts, last used)
+        # session → (the project's checks open at its start, last used): fixed once read
+        self._at_start: dict[str, tuple[dict[str, frozenset[str]], int]] = {}
         # session → (newest compaction or None, looked up to, last full look)
         self._epochs: dict[str, tuple[int | None, int, int]] = {}
         self._held: dict[str, _Held] = {}
@@ -100,6 +104,12 @@ class StoreWindows:
         with self._lock:
             if first is not None:
                 self._first_ts[session_id] = (first, now)
+            held_start = self._at_start.get(session_id)
+        at_start = held_start[0] if held_start else None
+        if at_start is None:
+            at_start = self._failing_at(session_id, project, first)
+        with self._lock:
+            self._at_start[session_id] = (at_start, now)
             self._maybe_sweep(now)
         return SessionWindow(
             session_id=session_id,
@@ -109,7 +119,24 @@ class StoreWindows:
             usage=usage,
             session_start_ts=first,
             epoch_start_ts=epoch,
+            failing_at_start=at_start,
         )
+
+    def _failing_at(
+        self, session_id: str, project: str | None, first: int | None
+    ) -> dict[str, frozenset[str]]:
+        """The project's checks open when the session began, by the other sessions' runs
+        (one read per session: what came before its start does not change)."""
+        if project is None or first is None:
+            return {}
+        prior = [
+            e
+            for e in self.store.project_shell_results(
+                project, first - PRIOR_RUNS_MS, first - 1, outputs=True
+            )
+            if e.session_id != session_id
+        ]
+        return failing_at(prior, first, project)
 
     def _context_epoch(self, session_id: str, now: int) -> int | None:
         """The session's newest compaction at or before `now` (`Store.latest_compaction_ts`).
@@ -189,6 +216,7 @@ class StoreWindows:
             self._held.pop(session_id, None)
             self._epochs.pop(session_id, None)
             self._first_ts.pop(session_id, None)
+            self._at_start.pop(session_id, None)
 
     def _maybe_sweep(self, now: int) -> None:
         """Bound what is remembered (called with the lock held)."""
@@ -198,6 +226,7 @@ class StoreWindows:
         self._held = {s: h for s, h in self._held.items() if now - h.used_at < _HELD_IDLE_MS}
         self._epochs = {s: e for s, e in self._epochs.items() if now - e[1] < _IDLE_MS}
         self._first_ts = {s: f for s, f in self._first_ts.items() if now - f[1] < _IDLE_MS}
+        self._at_start = {s: f for s, f in self._at_start.items() if now - f[1] < _IDLE_MS}
 
     def health(self) -> dict[str, object]:
         with self._lock:

@@ -100,11 +100,37 @@ def _filtered(check: Check) -> bool:
 # --- errors ---------------------------------------------------------------------------------
 
 
+# `go test -v`: a test's `t.Log`/`t.Skip` lines stream between its `=== RUN` and its
+# `--- PASS|SKIP|FAIL` line; only a failing test's are about an error.
+_GO_RUN = re.compile(r"^\s*=== RUN\s")
+_GO_DONE = re.compile(r"^\s*--- (PASS|SKIP|FAIL):")
+
+
+def _without_passing_test_logs(lines: list[str]) -> list[str]:
+    """`lines` less the log lines of Go tests that passed or were skipped: `monitor_test.go:
+    331: Alerting tests require more complex setup` above `--- SKIP` is no error."""
+    out: list[str] = []
+    held: list[str] = []  # the lines since the newest `=== RUN`
+    for ln in lines:
+        if _GO_RUN.match(ln):
+            out += held
+            held = [ln]
+        elif (done := _GO_DONE.match(ln)) is not None:
+            out += held if done.group(1) == "FAIL" else held[:1]
+            out.append(ln)
+            held = []
+        elif held:
+            held.append(ln)
+        else:
+            out.append(ln)
+    return out + held
+
+
 @lru_cache(maxsize=2048)
 def _errors_in(output: str) -> frozenset[str]:
     lines = [
         ln
-        for ln in _error_text(output).splitlines()
+        for ln in _without_passing_test_logs(_error_text(output).splitlines())
         if ln.strip() and (refs(ln) or _ERROR_HEAD.search(ln.strip()))
     ]
     return frozenset(_DIGITS.sub("#", " ".join(ln.split())) for ln in lines)

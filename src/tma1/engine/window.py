@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tma1.clock import MINUTE_MS
@@ -13,6 +14,9 @@ CHANGES_WINDOW_MS = 90 * MINUTE_MS
 # ≈ 1.5 KB each, so a session costs at most ≈ 7.5 MB however fast it posts. A real agent
 # posts well under one hook a second (docs/reliability.md), i.e. under 3,600 an hour.
 MAX_WINDOW_EVENTS = 5_000
+# How far before a session's start the project's other sessions' check runs are read, for
+# what was already failing when it began (`SessionWindow.failing_at_start`).
+PRIOR_RUNS_MS = 12 * 60 * MINUTE_MS
 
 
 @dataclass(slots=True)
@@ -27,6 +31,11 @@ class SessionWindow:
     # loaded because the context is under its threshold (the only reader is
     # context_pressure, which has nothing to say then).
     epoch_start_ts: int | None = None
+    # The project's checks open when the session began (the other sessions' runs of the
+    # last `PRIOR_RUNS_MS`): identity → error lines of their failing runs since their last
+    # pass (`checkruns.failing_at`). A failure with only these errors is pre-existing
+    # (design §2.22), whichever session saw it first.
+    failing_at_start: Mapping[str, frozenset[str]] = field(default_factory=dict)
     # What several rules derive from the same events at the same `now` (the session's
     # check runs): computed once per detection, never compared or shown.
     memo: dict[object, object] = field(default_factory=dict, compare=False, repr=False)

@@ -24,11 +24,13 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from operator import attrgetter
 
+from tma1.engine.checkruns import failing_at
 from tma1.engine.context import is_compaction_hook
 from tma1.engine.window import (
     CHANGES_WINDOW_MS,
     EVENTS_WINDOW_MS,
     MAX_WINDOW_EVENTS,
+    PRIOR_RUNS_MS,
     SessionWindow,
 )
 from tma1.events import FileChange, HookEvent, Usage, keeps_metadata
@@ -63,6 +65,8 @@ class MemoryWindows:
         # in feed order.
         self._by_project: dict[str, list[HookEvent]] = {}
         self._compacted: dict[str, int] = {}  # session → its newest compaction row's ts
+        # session → the project's checks open at its start (`SessionWindow.failing_at_start`)
+        self._at_start: dict[str, dict[str, frozenset[str]]] = {}
 
     def add_event(self, ev: HookEvent) -> None:
         self._events.setdefault(ev.session_id, []).append(ev)
@@ -99,7 +103,24 @@ class MemoryWindows:
             # Whatever the occupancy (the store loads it only past the threshold, the one
             # time the rule reads it: the findings are the same).
             epoch_start_ts=self._compacted.get(session_id),
+            failing_at_start=self._failing_at(session_id, project, events),
         )
+
+    def _failing_at(
+        self, session_id: str, project: str | None, events: list[HookEvent]
+    ) -> dict[str, frozenset[str]]:
+        """As `StoreWindows._failing_at`: the other sessions' runs before this one began."""
+        if session_id not in self._at_start:
+            if project is None or not events:
+                return {}
+            first = events[0].ts
+            prior = [
+                e
+                for e in self.project_shell_results(project, first - PRIOR_RUNS_MS, first - 1)
+                if e.session_id != session_id
+            ]
+            self._at_start[session_id] = failing_at(prior, first, project)
+        return self._at_start[session_id]
 
     def forget(self, session_id: str) -> None:
         pass  # these events are the replay's store, not a cache of it
@@ -137,14 +158,11 @@ class MemoryWindows:
 
     def project_activity(
         self, project: str, since_ts: int, until_ts: int
-    ) -> list[tuple[str, int, str, int | None]]:
-        seen: dict[str, tuple[int, str, int | None]] = {}
-        for e in self._project_events(project, since_ts, until_ts):
-            last, agent, ended = seen.get(e.session_id, (e.ts, e.agent_source, None))
-            if e.hook_event_name == "SessionEnd":
-                ended = e.ts if ended is None else max(ended, e.ts)
-            seen[e.session_id] = (max(last, e.ts), max(agent, e.agent_source), ended)
-        return [(sid, last, agent, ended) for sid, (last, agent, ended) in seen.items()]
+    ) -> list[tuple[str, int, str, str]]:
+        newest: dict[str, HookEvent] = {}
+        for e in self._project_events(project, since_ts, until_ts):  # ts ascending
+            newest[e.session_id] = e
+        return [(sid, e.ts, e.agent_source, e.hook_event_name or "") for sid, e in newest.items()]
 
     def session_last_ts(self, session_id: str, before_ts: int) -> int | None:
         events = self._events.get(session_id, [])

@@ -427,15 +427,23 @@ class Store:
     # --- reads for the session bundle (tma1.engine.bundle) -------------------------------
 
     def project_shell_results(
-        self, project: str, since_ts: int, until_ts: int, *, limit: int = 1_000
+        self,
+        project: str,
+        since_ts: int,
+        until_ts: int,
+        *,
+        limit: int = 1_000,
+        outputs: bool = False,
     ) -> list[HookEvent]:
         """The project's newest `limit` shell tool results (every session) in [since,
         until], ts ascending, lean: what deciding a check's outcome and quoting its error
-        needs — `tool_result` only for a failure without an error summary, no tool input,
-        files, test ids or metadata."""
+        needs — `tool_result` only for a failure without an error summary (every failure
+        with `outputs`: all its error lines, for comparing them), no tool input, files,
+        test ids or metadata."""
         c = hook_events.c
         failed = or_(c.event_type == "PostToolUseFailure", c.tool_success.is_(False))
-        result = case((and_(failed, c.tool_error_summary.is_(None)), c.tool_result), else_=null())
+        wanted = failed if outputs else and_(failed, c.tool_error_summary.is_(None))
+        result = case((wanted, c.tool_result), else_=null())
         cols = [c[name] for name in _SHELL_RESULT_COLUMNS] + [result.label("tool_result")]
         q = (
             select(*cols)
@@ -478,25 +486,30 @@ class Store:
 
     def project_activity(
         self, project: str, since_ts: int, until_ts: int
-    ) -> list[tuple[str, int, str, int | None]]:
-        """(session, newest event ts, agent, newest SessionEnd ts or None) of every session
-        with an event in the project in [since, until]."""
+    ) -> list[tuple[str, int, str, str]]:
+        """(session, newest event ts, agent, newest event's hook name) of every session
+        with an event in the project in [since, until]: whether it is in the middle of a
+        turn is its newest event's (the bundle's peers, design §2.19). One indexed range
+        read, each session's newest row picked by a window function."""
         c = hook_events.c
-        ended = func.max(case((c.hook_event_name == "SessionEnd", c.ts), else_=null()))
-        q = (
-            select(c.session_id, func.max(c.ts), func.max(c.agent_source), ended)
+        newest = (
+            func.row_number()
+            .over(partition_by=c.session_id, order_by=(c.ts.desc(), c.id.desc()))
+            .label("n")
+        )
+        ranked = (
+            select(c.session_id, c.ts, c.agent_source, c.hook_event_name, newest)
             .where(
                 c.project == project,
                 c.ts >= since_ts,
                 c.ts <= until_ts,
                 self.mine(c.machine_id),
             )
-            .group_by(c.session_id)
+            .subquery()
         )
-        return [
-            (str(r[0]), int(r[1]), str(r[2]), None if r[3] is None else int(r[3]))
-            for r in self.rows(q)
-        ]
+        r_ = ranked.c
+        q = select(r_.session_id, r_.ts, r_.agent_source, r_.hook_event_name).where(r_.n == 1)
+        return [(str(r[0]), int(r[1]), str(r[2]), str(r[3] or "")) for r in self.rows(q)]
 
     def session_last_ts(self, session_id: str, before_ts: int) -> int | None:
         """The session's newest event strictly before `before_ts`."""

@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from rulekit import at, bash_fail, bash_masked, bash_ok, edit, event, src, window
+from rulekit import PROJECT, at, bash_fail, bash_masked, bash_ok, edit, event, src, window
 
 from tma1.checks.outcome import NOT_CHECK_FAILURES
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
+from tma1.engine.checkruns import failing_at
 from tma1.engine.rules import RULES
 from tma1.engine.window import RuleConfig
 from tma1.events import HookEvent
@@ -198,6 +199,42 @@ def test_silent_when_the_failure_was_there_before_the_first_edit() -> None:
     assert build_kinds(at_stop(fresh, "Added retries.")) == [Kind.BUILD_BROKEN_AFTER_MY_EDIT]
     named = "Done. The build's type error in src/generated/types.ts is pre-existing, not mine."
     assert at_stop(events[1:], named) == []
+
+
+GO_TEST = "go test -v ./internal/monitoring -short"
+GO_TEST_OUT = (
+    "=== RUN   TestMonitorAlerting\n"
+    "    monitor_test.go:331: Alerting tests require more complex setup\n"
+    "--- SKIP: TestMonitorAlerting (0.00s)\n"
+    "FAIL\nFAIL\tgithub.com/acme/app/internal/monitoring\t3.173s\nFAIL\n"
+)
+
+
+def test_silent_when_another_session_left_the_same_failure_before_this_one_began() -> None:
+    # templar c056cf62 21:12: `go test ./internal/monitoring` failed as it had in the
+    # previous session (5e052a87, 18:49 and 19:24); the new session never edited
+    # monitoring. The project's checks open at the session's start (other sessions' runs,
+    # `SessionWindow.failing_at_start`) make it pre-existing (design §2.22).
+    old_run = replace(
+        bash_fail(at(-120), "go test -short ./internal/monitoring", GO_TEST_OUT), session_id="prev"
+    )
+    at_start = failing_at([old_run], at(-60), PROJECT)
+    assert at_start == {
+        "go test": frozenset({"FAIL", "FAIL github.com/acme/app/internal/monitoring #.#s"})
+    }  # the skipped test's log line is no error
+    events = [edit(at(0), API), bash_fail(at(2), GO_TEST, GO_TEST_OUT)]
+
+    def stop_with(failing: dict[str, frozenset[str]]) -> list[Anomaly]:
+        w = window([*events, stop(at(20), "Fixed the lint warnings.")], start=at(0))
+        w.failing_at_start = failing
+        return RULES[Kind.BUILD_BROKEN_AFTER_MY_EDIT.value](w, at(20), CFG)
+
+    assert stop_with(at_start) == []
+    # Nothing was failing when it began: the same run is a fresh break, and blocks.
+    assert build_kinds(stop_with({})) == [Kind.BUILD_BROKEN_AFTER_MY_EDIT]
+    # Open at the start with other errors: the new ones are the session's.
+    other = {"go test": frozenset({"FAIL github.com/acme/app/internal/server #.#s"})}
+    assert build_kinds(stop_with(other)) == [Kind.BUILD_BROKEN_AFTER_MY_EDIT]
 
 
 PYTEST_OUT = (

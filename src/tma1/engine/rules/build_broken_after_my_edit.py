@@ -38,6 +38,7 @@ verdict (`stop_findings`).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from tma1.checks import error_line, error_line_of_file, lines_in, located_in
 from tma1.checks.locations import _error_text
@@ -310,7 +311,7 @@ def stop_findings(
             continue
         output = newest.event.tool_result or ""
         if newest.ts > last_edit and newest.ts > turn:
-            if _pre_existing(runs, newest, max(first_edit, turn)):
+            if _pre_existing(runs, newest, max(first_edit, turn), window.failing_at_start):
                 continue
             if not whole and not _passed_before(runs, newest):
                 # The session's first edit may lie before the window: whether the check
@@ -360,18 +361,19 @@ def _passed_before(runs: CheckRuns, newest: Run) -> bool:
     )
 
 
-def _pre_existing(runs: CheckRuns, newest: Run, before: int) -> bool:
+def _pre_existing(
+    runs: CheckRuns, newest: Run, before: int, at_start: Mapping[str, frozenset[str]]
+) -> bool:
     """Runs of the same check failed before `before` with every error the newest run
-    reports: before the session's first edit (it found the check broken), or before this
-    turn began (it stopped over these errors already: a block is for a fresh break, once)."""
-    earlier = [
-        r
-        for r in runs.runs
-        if r.failed and r.ts < before and r.check.identity == newest.check.identity
-    ]
-    if not earlier:
+    reports: before the session's first edit (it found the check broken — in its own runs,
+    or in the project's other sessions' runs open when it began, `at_start`), or before
+    this turn began (it stopped over these errors already: a block is for a fresh break,
+    once)."""
+    ident = newest.check.identity
+    earlier = [r for r in runs.runs if r.failed and r.ts < before and r.check.identity == ident]
+    if not earlier and ident not in at_start:
         return False
-    said = frozenset().union(*(errors_of(r.event) for r in earlier))
+    said = frozenset().union(*(errors_of(r.event) for r in earlier), at_start.get(ident, ()))
     return errors_of(newest.event) <= said
 
 
