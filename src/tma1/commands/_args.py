@@ -98,7 +98,9 @@ def machine_of(args: argparse.Namespace) -> str | None:
     the data dir's file: read, never made); None: no daemon ever ran here."""
     from tma1.machine import read_machine_id
 
-    settings = load_settings().with_overrides(data_dir=getattr(args, "data_dir", None))
+    settings = load_settings(only=(*DATA_VARS, "TMA1_MACHINE_ID")).with_overrides(
+        data_dir=getattr(args, "data_dir", None)
+    )
     return settings.machine_id or read_machine_id(settings.data_dir.expanduser())
 
 
