@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import browserkit
 import pytest
+from browserkit import CHROMIUM, chromium
 from conftest import LiveServer, start_live_server
 
 from tma1.clock import SystemClock
@@ -19,17 +21,7 @@ from tma1.events import HookEvent, parse_payload
 from tma1.store import Store
 from tma1.token import login_code
 
-CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = Path(__file__).resolve().parent.parent / "screenshots"
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 XSS = '<img src=x onerror="window.__xss=1">'
 
 pytestmark = [
@@ -264,17 +256,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
+    with chromium() as b:
         yield b
-        b.close()
 
 
 def login(ctx: Any, srv: LiveServer) -> None:
-    """Open the one-time login URL in this browser context, as the user opens the one
-    `tma1 serve` prints (its session cookie then rides on every page and API call)."""
-    r = ctx.request.get(f"{srv.url}/?login={login_code(srv.token)}")
-    assert r.ok and r.url == srv.url + "/", r.url
+    r = browserkit.login(ctx, srv)
+    assert r.url == srv.url + "/", r.url
     assert any(c["name"] == "tma1_session" and c["httpOnly"] for c in ctx.cookies())
 
 

@@ -10,16 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browserkit import CHROMIUM, chromium, login
 from conftest import LiveServer, start_live_server
 from gateseed import emit_row
 
 from tma1.clock import SystemClock
 from tma1.config import Settings
 from tma1.events import parse_payload
-from tma1.token import login_code
 
-CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"]
 WIDTHS = [390, 640, 720, 800, 900, 1400]
 KINDS = [
     "stale_file_view",
@@ -97,16 +95,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
+    with chromium() as b:
         yield b
-        b.close()
 
 
 def _page(browser: Any, width: int, srv: LiveServer) -> tuple[Any, Any, list[str]]:
     """A page of a context logged in with the one-time URL, as the user opens it."""
     ctx = browser.new_context(viewport={"width": width, "height": 900})
-    assert ctx.request.get(f"{srv.url}/?login={login_code(srv.token)}").ok
+    login(ctx, srv)
     pg = ctx.new_page()
     errors: list[str] = []
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)

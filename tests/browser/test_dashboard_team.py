@@ -8,15 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browserkit import CHROMIUM, chromium, login
 from conftest import start_live_server
 
 from tma1.clock import SystemClock
 from tma1.config import Settings
 from tma1.events import parse_payload
 from tma1.store import Store
-from tma1.token import login_code
-
-CHROMIUM = Path("/usr/bin/chromium")
 
 pytestmark = [
     pytest.mark.browser,
@@ -45,13 +43,9 @@ def test_the_team_box_shows_every_machines_sessions(tmp_path: Path) -> None:
                     )
                 ]
             )
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(
-                executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"]
-            )
+        with chromium() as browser:
             ctx = browser.new_context(viewport={"width": 1360, "height": 900})
-            # Reads need the session cookie the one-time login URL gives (issue 31).
-            assert ctx.request.get(f"{srv.url}/?login={login_code(srv.token)}").ok
+            login(ctx, srv)  # reads need the session cookie (issue 31)
             pg: Any = ctx.new_page()
             pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             pg.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
@@ -61,7 +55,6 @@ def test_the_team_box_shows_every_machines_sessions(tmp_path: Path) -> None:
             pg.locator("#team-scope").check()
             pg.wait_for_selector('tr.session-row[data-session="session-elsewhere"]')
             assert pg.locator('tr.session-row[data-session="session-here"]').count() == 1
-            browser.close()
     finally:
         other.close()
         srv.stop()

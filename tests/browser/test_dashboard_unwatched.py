@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browserkit import CHROMIUM, chromium, login
 from conftest import start_live_server
 
 from tma1.clock import SystemClock
 from tma1.config import Settings
-from tma1.token import login_code
 
-CHROMIUM = Path("/usr/bin/chromium")
 XSS = "/proc/<img src=x onerror=window.__xss=1>"
 
 pytestmark = [
@@ -36,13 +35,9 @@ def test_unwatched_projects_are_listed_with_their_reason(tmp_path: Path) -> None
         for i, cwd in enumerate(("/sys", XSS)):
             payload = {"session_id": f"s{i}", "hook_event_name": "UserPromptSubmit", "cwd": cwd}
             assert srv.hook(payload).status_code == 200
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(
-                executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"]
-            )
+        with chromium() as browser:
             ctx = browser.new_context()
-            # Reads need the session cookie the one-time login URL gives (issue 31).
-            assert ctx.request.get(f"{srv.url}/?login={login_code(srv.token)}").ok
+            login(ctx, srv)  # reads need the session cookie (issue 31)
             pg: Any = ctx.new_page()
             pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             pg.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
@@ -54,7 +49,6 @@ def test_unwatched_projects_are_listed_with_their_reason(tmp_path: Path) -> None
             assert any(t.startswith(XSS) for t in items), items  # shown as text
             assert pg.evaluate("window.__xss") is None
             assert pg.locator("#unwatched img").count() == 0
-            browser.close()
     finally:
         srv.stop()
     assert errors == [], errors

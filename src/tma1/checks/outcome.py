@@ -8,7 +8,7 @@ from enum import StrEnum
 from tma1.checks.identity import check_of, runs_build_or_test
 from tma1.checks.locations import refs
 from tma1.checks.normalize import split_shell
-from tma1.checks.text import FRAMING, _lowered, strip_ansi, unframe
+from tma1.checks.text import _lowered, meaningful_lines, strip_ansi, unframe
 from tma1.checks.verdict import no_verdict, ran_no_tests
 from tma1.textmemo import text_cache
 
@@ -121,12 +121,6 @@ _REMAINING = re.compile(r"\b[1-9]\d* remaining\b|\([1-9]\d* fixable")
 _MAX_INVOCATION_LINES = 25
 
 
-def _meaningful(output: str) -> list[str]:
-    """The output's lines without blanks and the agent's framing (`Exit code: 1`, …)."""
-    lines = (ln.strip() for ln in strip_ansi(output).splitlines())
-    return [ln for ln in lines if ln and not FRAMING.match(ln)]
-
-
 def exit_code(output: str | None) -> int | None:
     """The exit status a failure text states (`Exit code 124`, `Process exited with code
     1`), if it states one in its first lines."""
@@ -139,7 +133,7 @@ def exit_code(output: str | None) -> int | None:
 def is_invocation_error(output: str | None) -> bool:
     """The command never got to check anything (design §2.15): the runner or script was not
     found, npm has no such script, the CLI refused its arguments."""
-    lines = _meaningful(output or "")
+    lines = meaningful_lines(output or "")
     if not lines or len(lines) > _MAX_INVOCATION_LINES:
         return False
     if _TESTS_FAILED.search("\n".join(lines)):
@@ -163,7 +157,7 @@ def is_interruption(output: str | None) -> bool:
     notice, and no failure marker in what was printed before."""
     text = output or ""
     code = exit_code(text)
-    lines = _meaningful(text)
+    lines = meaningful_lines(text)
     timed_out = code == 124 or any(_TIMED_OUT.match(ln) for ln in lines[:2])
     if not timed_out:
         return False

@@ -38,6 +38,13 @@ def unframe(text: str) -> str:
     return _SANDBOX_NOTE.sub("\n", text) if "failed in sandbox" in text else text
 
 
+def meaningful_lines(output: str) -> list[str]:
+    """The output's lines, stripped, without blanks and the agent's framing (`Exit code:
+    1`, …): what the tool itself said."""
+    lines = (ln.strip() for ln in strip_ansi(output).splitlines())
+    return [ln for ln in lines if ln and not FRAMING.match(ln)]
+
+
 def any_of(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str]:
     """One regex that matches where any of `patterns` would (IGNORECASE kept per part)."""
     parts = []

@@ -27,7 +27,7 @@ import re
 
 from tma1.checks.locations import refs
 from tma1.checks.normalize import split_shell
-from tma1.checks.text import FRAMING, strip_ansi, unframe
+from tma1.checks.text import meaningful_lines, strip_ansi, unframe
 
 # Tests that ran and failed: whatever else the output says, the run has a verdict.
 TESTS_FAILED = re.compile(
@@ -124,11 +124,6 @@ _HEAD_LINES = 6
 _MAX_REFUSAL_LINES = 40
 
 
-def _lines(output: str) -> list[str]:
-    lines = (ln.strip() for ln in strip_ansi(output).splitlines())
-    return [ln for ln in lines if ln and not FRAMING.match(ln)]
-
-
 def _refused(lines: list[str], text: str) -> bool:
     if len(lines) > _MAX_REFUSAL_LINES or TESTS_FAILED.search(text):
         return False
@@ -182,7 +177,7 @@ def no_verdict(command: str | None, output: str | None, *, exited: bool) -> str 
     or `silent` (the output shows no failure at all). `exited`: the run exited non-zero
     (not a masked failure)."""
     text = unframe(strip_ansi(output or ""))
-    lines = _lines(text)
+    lines = meaningful_lines(text)
     if exited and command and _post_processor_failed(command, text):
         return "post-processor"
     if cancelled(output):
