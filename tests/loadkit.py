@@ -249,6 +249,35 @@ def hook_headers(token: str) -> dict[str, str]:
     return {**auth(token), "Content-Type": "application/json"}
 
 
+def post_hook(srv: ServeProcess, payload: dict[str, Any], timeout: float = 10) -> httpx.Response:
+    """One hook, posted as the hook script posts it."""
+    return httpx.post(
+        f"{srv.url}/api/hooks",
+        json=payload,
+        headers=hook_headers(srv.token),
+        timeout=timeout,
+        verify=LOOPBACK_TLS,
+    )
+
+
+def fail_build_three_times(srv: ServeProcess, session: str, cwd: str) -> None:
+    """Three failing `make build` runs: enough for a Stop block (repeated_failed_build)."""
+    for i in range(3):
+        r = post_hook(
+            srv,
+            {
+                "session_id": session,
+                "hook_event_name": "PostToolUseFailure",
+                "tool_name": "Bash",
+                "tool_use_id": f"{session}-f{i}",
+                "tool_input": {"command": "make build"},
+                "error": "Exit code 2\nmake: *** [build] Error 1",
+                "cwd": cwd,
+            },
+        )
+        assert r.status_code == 200
+
+
 def agent_turn(session: str, marker: str, step: int, cwd: str) -> list[dict[str, Any]]:
     """One scripted turn; every payload's `tool_use_id` starts with `marker`."""
     base = {"session_id": session, "cwd": cwd, "transcript_path": f"{cwd}/t-{session}.jsonl"}

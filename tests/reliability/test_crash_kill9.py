@@ -16,8 +16,14 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import LOOPBACK_TLS
-from loadkit import LoadResult, ServeProcess, hook_headers, run_agents, stored_markers
+from loadkit import (
+    LoadResult,
+    ServeProcess,
+    fail_build_three_times,
+    post_hook,
+    run_agents,
+    stored_markers,
+)
 from sqlalchemy import select
 
 from tma1.store import Store
@@ -27,30 +33,11 @@ pytestmark = pytest.mark.slow
 
 
 def post(srv: ServeProcess, payload: dict[str, Any]) -> httpx.Response:
-    return httpx.post(
-        f"{srv.url}/api/hooks",
-        json=payload,
-        headers=hook_headers(srv.token),
-        timeout=10,
-        verify=LOOPBACK_TLS,
-    )
+    return post_hook(srv, payload)
 
 
 def fail_three_times(srv: ServeProcess, session: str) -> None:
-    for i in range(3):
-        r = post(
-            srv,
-            {
-                "session_id": session,
-                "hook_event_name": "PostToolUseFailure",
-                "tool_name": "Bash",
-                "tool_use_id": f"{session}-f{i}",
-                "tool_input": {"command": "make build"},
-                "error": "Exit code 2\nmake: *** [build] Error 1",
-                "cwd": "/tmp/tma1-crash",
-            },
-        )
-        assert r.status_code == 200
+    fail_build_three_times(srv, session, "/tmp/tma1-crash")
 
 
 def stop(srv: ServeProcess, session: str) -> str:

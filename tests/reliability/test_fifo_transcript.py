@@ -8,26 +8,15 @@ import os
 import threading
 import uuid
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from conftest import LOOPBACK_TLS
-from loadkit import ServeProcess, hook_headers
+from loadkit import ServeProcess, fail_build_three_times, hook_headers, post_hook
 
 pytestmark = pytest.mark.slow
 
 FIFO_HOOKS = 40  # more than the 32 ingest workers
-
-
-def _post(srv: ServeProcess, payload: dict[str, Any], timeout: float = 10) -> httpx.Response:
-    return httpx.post(
-        f"{srv.url}/api/hooks",
-        json=payload,
-        headers=hook_headers(srv.token),
-        timeout=timeout,
-        verify=LOOPBACK_TLS,
-    )
 
 
 def test_fifo_transcripts_do_not_stop_the_engine(tmp_path: Path) -> None:
@@ -69,21 +58,8 @@ def test_fifo_transcripts_do_not_stop_the_engine(tmp_path: Path) -> None:
         for t in threads:
             t.join(30)
         session = f"builds-{run}"
-        for i in range(3):
-            r = _post(
-                srv,
-                {
-                    "session_id": session,
-                    "hook_event_name": "PostToolUseFailure",
-                    "tool_name": "Bash",
-                    "tool_use_id": f"{session}-f{i}",
-                    "tool_input": {"command": "make build"},
-                    "error": "Exit code 2\nmake: *** [build] Error 1",
-                    "cwd": str(tmp_path),
-                },
-            )
-            assert r.status_code == 200
-        stop = _post(
+        fail_build_three_times(srv, session, str(tmp_path))
+        stop = post_hook(
             srv,
             {
                 "session_id": session,
