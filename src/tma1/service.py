@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tma1 import __version__
+from tma1.adapters import agents
 from tma1.clock import Clock, SystemClock
 from tma1.config import Settings
 from tma1.counters import Counters
-from tma1.dialects import normalize
 from tma1.engine.delivery import Delivery
 from tma1.engine.ports import EventSink
 from tma1.engine.stored import stored_delivery
@@ -71,15 +71,8 @@ KNOWN_HOOK_EVENTS = frozenset(
         "PermissionRequest",
     }
 )
-# `?source=` → the agent it names; no parameter is Claude Code (its script sends none).
-AGENT_SOURCES = {
-    "": "claude-code",
-    "claude-code": "claude-code",
-    "claude": "claude-code",
-    "codex": "codex",
-    "gemini": "gemini",
-    "copilot": "copilot",
-}
+# `?source=` → the agent it names (each AgentSpec's); no parameter is Claude Code.
+AGENT_SOURCES = agents.SOURCES
 PURGE_INTERVAL_S = 3600.0
 
 
@@ -273,7 +266,7 @@ class Service:
             return None
         try:
             event = parse_payload(
-                normalize(payload, agent),  # Gemini's and Copilot's into tma1's shape
+                agents.normalize(payload, agent),  # Gemini's and Copilot's into tma1's shape
                 ts=self.clock.now_ms(),
                 source=agent,
             )
@@ -312,7 +305,9 @@ class Service:
         self._notify_stored([event])
         if self.settings.disable_injection:
             return ""
-        return self.delivery.respond(event, envelope=envelope)
+        return self.delivery.respond(
+            event, envelope=agents.envelope_for(envelope, event.agent_source)
+        )
 
     def _notify_stored(self, events: Sequence[HookEvent]) -> None:
         """Count committed events and let the engine and the sensors know (also the

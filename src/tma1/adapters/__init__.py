@@ -1,22 +1,15 @@
-"""Agent adapters: the hook script, and its registration with Claude Code, Codex, Gemini
-CLI and GitHub Copilot CLI."""
+"""Agent adapters: the hook script, and its registration with each agent tma1 knows (one
+module each in `tma1.adapters.agents`, its `AgentSpec`)."""
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Mapping
-from functools import partial
+from collections.abc import Mapping
 from pathlib import Path
 
 from tma1.adapters.base import Adapter
 from tma1.config import Settings
-
-ADAPTER_NAMES = ("claude-code", "codex", "gemini", "copilot")
-# The command each agent is run as. `all` takes an agent only where it is found on this
-# machine (its config directory, or this command on PATH): installing must not create
-# ~/.codex or ~/.gemini for an agent nobody uses (doctor would then fail on it forever).
-EXECUTABLES = {"claude-code": "claude", "codex": "codex", "gemini": "gemini", "copilot": "copilot"}
 
 
 def get_adapters(
@@ -27,23 +20,27 @@ def get_adapters(
     transport: str = "command",
     token: str | None = None,
 ) -> list[Adapter]:
-    """`claude-code`, `codex`, `gemini`, `copilot` or `all`. `transport` applies to Claude
-    Code (the others have command hooks only)."""
-    from tma1.adapters import claude_code, codex, copilot, gemini
+    """An agent's name, `all` (those found on this machine) or `every`. `transport` applies
+    to the agents that have one besides the command hook (Claude Code)."""
+    from tma1.adapters.agents import NAMES, SPECS
 
-    builders: dict[str, Callable[..., Adapter]] = {
-        "claude-code": partial(claude_code.adapter, transport=transport, token=token),
-        "codex": codex.adapter,
-        "gemini": gemini.adapter,
-        "copilot": copilot.adapter,
-    }
+    def build(n: str) -> Adapter:
+        return SPECS[n].adapter(settings, env, transport=transport, token=token)
+
     if name == "every":
-        return [builders[n](settings, env) for n in ADAPTER_NAMES]
+        return [build(n) for n in NAMES]
     if name == "all":
-        return [
-            a for n in ADAPTER_NAMES if found_on_machine(a := builders[n](settings, env), env)
-        ]
-    return [builders[name](settings, env)]
+        return [a for n in NAMES if found_on_machine(a := build(n), env)]
+    return [build(name)]
+
+
+def executable(agent: str) -> str:
+    """The command the agent is run as. `all` takes an agent only where it is found on this
+    machine (its config directory, or this command on PATH): installing must not create
+    ~/.codex or ~/.gemini for an agent nobody uses (doctor would then fail on it forever)."""
+    from tma1.adapters.agents import SPECS
+
+    return SPECS[agent].executable
 
 
 def found_on_machine(
@@ -53,7 +50,7 @@ def found_on_machine(
     or None. `besides_ours`: a config directory that holds only what `tma1 install` put
     there (an older `install --adapter all` made it) does not count."""
     env = os.environ if env is None else env
-    exe = EXECUTABLES[adapter.name]
+    exe = executable(adapter.name)
     if shutil.which(exe, path=env.get("PATH")):
         return f"`{exe}` on PATH"
     config_dir = adapter.hooks.path.parent

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import shlex
 import subprocess
@@ -16,15 +17,6 @@ from tma1.config import Settings
 TEMPLATES = {"bash": "hook_bash.sh", "sh": "hook.sh"}
 BASH = Path("/bin/bash")
 SCRIPTS_DIR = "hooks"
-
-# Query string per agent: the others' payloads are tagged, and their answers need the
-# agent's own envelope (docs/agent-protocols.md).
-QUERIES = {
-    "claude-code": "",
-    "codex": "?source=codex&envelope=codex",
-    "gemini": "?source=gemini&envelope=gemini",
-    "copilot": "?source=copilot&envelope=copilot",
-}
 
 
 def script_name(agent: str) -> str:
@@ -107,6 +99,14 @@ def sha256_command() -> str:
     return "sha256sum"  # none here: the server refuses the hooks, `tma1 doctor` says so
 
 
+def query_of(agent: str) -> str:
+    """The query string the agent's script posts with (`AgentSpec.query`): the others'
+    payloads are tagged, and their answers need the agent's own envelope. Looked up in the
+    registry when the script is rendered: the agent modules import this one."""
+    registry = importlib.import_module("tma1.adapters.agents")
+    return str(registry.SPECS[agent].query)
+
+
 def render_script(settings: Settings, agent: str, flavor: str | None = None) -> str:
     values = {
         "@@SHA256@@": sha256_command(),
@@ -114,7 +114,7 @@ def render_script(settings: Settings, agent: str, flavor: str | None = None) -> 
         "@@HOST@@": shlex.quote(settings.host),
         "@@PORT@@": shlex.quote(str(settings.port)),
         "@@DATA_DIR@@": shlex.quote(str(settings.data_dir.expanduser().absolute())),
-        "@@QUERY@@": QUERIES[agent],
+        "@@QUERY@@": query_of(agent),
     }
     template = resources.files("tma1.adapters").joinpath(TEMPLATES[flavor or default_flavor()])
     text = template.read_text(encoding="utf-8")

@@ -181,7 +181,8 @@ def check_server(settings: Settings) -> tuple[Check, dict[str, Any] | None]:
 
 def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> list[Check]:
     """One line per agent: hooks installed and current, missing, or stale."""
-    from tma1.adapters import EXECUTABLES, found_on_machine, get_adapters, jsonhooks
+    from tma1.adapters import executable, found_on_machine, get_adapters, jsonhooks
+    from tma1.adapters.agents import SPECS
     from tma1.adapters.files import InstallError
     from tma1.adapters.registration import InstallState, ScriptRegistration
 
@@ -206,8 +207,7 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
             continue
         config_dir = hooks.path.parent  # the agent's own config directory
         absent = (
-            f"{adapter.title} not found: no {config_dir}, no "
-            f"`{EXECUTABLES[adapter.name]}` on PATH"
+            f"{adapter.title} not found: no {config_dir}, no `{executable(adapter.name)}` on PATH"
         )
         if ours == 0:
             if not found_on_machine(adapter, env):
@@ -230,7 +230,7 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
                     WARN,
                     name,
                     f"installed, but {adapter.title} is not on this machine ({config_dir} "
-                    f"holds only tma1's files, no `{EXECUTABLES[adapter.name]}` on PATH)",
+                    f"holds only tma1's files, no `{executable(adapter.name)}` on PATH)",
                     f"`tma1 uninstall --adapter {adapter.name}` if you do not use it",
                 )
             )
@@ -261,8 +261,8 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
             )
             continue
         out.append(Check(OK, name, f"installed and current ({hooks.path})"))
-        if adapter.name == "codex":
-            out.append(check_codex_trust(env))
+        if (agent_checks := SPECS[adapter.name].doctor) is not None:
+            out.extend(Check(*line) for line in agent_checks(env))
         # What this agent's hooks give tma1 no channel for (docs/hooks.md): worth knowing,
         # nothing to fix.
         out.extend(
@@ -279,27 +279,6 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
             )
         )
     return out
-
-
-def check_codex_trust(env: Mapping[str, str] | None = None) -> Check:
-    """Codex runs a new or changed hook only once the user trusted it (/hooks)."""
-    from tma1.adapters import codex
-
-    name = "codex trust"
-    try:
-        state = codex.trust_state(codex.hooks_path(env).parent)
-    except Exception as exc:
-        return Check(UNKNOWN, name, f"cannot tell whether Codex trusts the hooks ({exc})")
-    if state == "trusted":
-        return Check(OK, name, "Codex trusts tma1's hooks")
-    problems = {
-        "untrusted": "Codex has not trusted tma1's hooks yet: it runs none of them",
-        "stale": "tma1's hooks changed since Codex trusted them: it runs none of them",
-        "disabled": "tma1's hooks are switched off in Codex",
-    }
-    if state in problems:
-        return Check(FAIL, name, problems[state], " ".join(codex.TRUST_NOTE.split()))
-    return Check(UNKNOWN, name, f"cannot tell whether Codex trusts the hooks ({state})")
 
 
 # --- service --------------------------------------------------------------------------

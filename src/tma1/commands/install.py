@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from tma1.adapters.agents import NAMES  # the agents' modules (tma1.adapters.agents)
+
     for name, verb, desc in (
         (
             "install",
@@ -43,7 +45,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p = sub.add_parser(name, help=f"{verb} tma1's hooks with an agent", description=desc)
         p.add_argument(
             "--adapter",
-            choices=("claude-code", "codex", "gemini", "copilot", "all"),
+            choices=(*NAMES, "all"),
             default="claude-code",
             help="which agent (default: claude-code)",
         )
@@ -67,7 +69,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _run(args: argparse.Namespace, *, installing: bool) -> int:
-    from tma1.adapters import EXECUTABLES, get_adapters
+    from tma1.adapters import executable, get_adapters
     from tma1.adapters.files import InstallError
     from tma1.adapters.registration import InstallState, plan_all
     from tma1.token import ensure_token
@@ -90,7 +92,7 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
         for a in skipped:
             print(
                 f"skipped {a.title}: not found on this machine (no {a.hooks.path.parent}, no "
-                f"`{EXECUTABLES[a.name]}` on PATH); `--adapter {a.name}` wires it anyway"
+                f"`{executable(a.name)}` on PATH); `--adapter {a.name}` wires it anyway"
             )
         if not adapters:
             print("tma1: no agent found on this machine: nothing to do", file=sys.stderr)

@@ -41,9 +41,8 @@ from tma1.engine.digest import (
     DIGEST_MAX_FINDINGS,
     POST_TOOL_USE_MAX_FINDINGS,
     STOP_MAX_FINDINGS,
-    context_body,
+    Envelope,
     digest,
-    stop_block_body,
     stop_reason,
 )
 from tma1.engine.mutes import MUTES_FILE, Mutes
@@ -116,8 +115,9 @@ class Delivery:
         self._last_evict = 0
         self.restored_rows = 0
 
-    def respond(self, event: HookEvent, *, envelope: str | None = None) -> str:
-        """The body for this (already stored) event. Never raises: errors answer ""."""
+    def respond(self, event: HookEvent, *, envelope: Envelope) -> str:
+        """The body for this (already stored) event, in the form of the agent's `envelope`.
+        Never raises: errors answer ""."""
         try:
             return self._respond(event, envelope=envelope)
         except Exception:
@@ -125,7 +125,7 @@ class Delivery:
             log.exception("delivery failed for session %s; answering empty", event.session_id)
             return ""
 
-    def _respond(self, event: HookEvent, *, envelope: str | None) -> str:
+    def _respond(self, event: HookEvent, *, envelope: Envelope) -> str:
         hook = event.hook_event_name
         if hook == "SessionStart":
             return self.session_start(event, envelope=envelope)
@@ -140,8 +140,8 @@ class Delivery:
         if not emitted:
             return ""
         if channel == Channel.STOP_BLOCK:
-            return stop_block_body(stop_reason(emitted), envelope=envelope)
-        return context_body(hook, digest(emitted), envelope=envelope)
+            return envelope.stop_block(stop_reason(emitted))
+        return envelope.context(hook, digest(emitted))
 
     def deliver(self, session_id: str, channel: str) -> list[Anomaly]:
         """Decide, commit and log the findings one answer on `channel` carries."""
@@ -180,7 +180,7 @@ class Delivery:
             self.emitlog.record(emitted, ts=now)
         return emitted
 
-    def session_start(self, event: HookEvent, *, envelope: str | None = None) -> str:
+    def session_start(self, event: HookEvent, *, envelope: Envelope) -> str:
         """Answer a SessionStart with the bundle, commit what it told, emit its findings."""
         now = self.clock.now_ms()
         self._maybe_evict(now)
@@ -207,14 +207,13 @@ class Delivery:
                 ts=now,
             )
         self.counters.inc("engine.bundles")
-        return context_body("SessionStart", bundle.text, envelope=envelope)
+        return envelope.context("SessionStart", bundle.text)
 
-    def pre_compact(self, event: HookEvent, *, envelope: str | None = None) -> str:
+    def pre_compact(self, event: HookEvent, *, envelope: Envelope) -> str:
         """Claude Code appends a PreCompact hook's plain stdout to the compaction prompt:
-        ask the summary to keep what is still open. Only as plain stdout (the command
-        hook): Codex's answer was not measured, and a JSON-only transport (Claude Code's
-        http hooks, envelope "json") has no plain text to give — both get nothing."""
-        if envelope is not None or event.agent_source == "codex":
+        ask the summary to keep what is still open. Only where the envelope says so
+        (`compact`: Claude Code's command hook); the others get nothing."""
+        if not envelope.compact:
             return ""
         now = self.clock.now_ms()
         inp = self._bundle_input(

@@ -1,25 +1,22 @@
-"""What the agent reads: the `<tma1-context>` digest, the Stop reason, and their envelopes.
+"""What the agent reads: the `<tma1-context>` digest and the Stop reason.
 
 Pure functions of findings given in delivery order (design §2.6–2.7), each under its
 channel's caps. Each item leads with the suggestion, so when a long evidence text must be
 cut, the concrete next action survives. A digest is written only for findings that pass
 suppression now: nothing passing means an empty answer.
 
-Envelopes: Claude Code's UserPromptSubmit takes plain stdout (the form every version
-accepts); Codex, the http transport (envelope "json") and every PostToolUse answer take
-`hookSpecificOutput.additionalContext` (plain stdout of a PostToolUse hook never reaches
-the model), Gemini CLI under its own event names; Copilot CLI reads only a top-level
-`additionalContext`. A Stop block is `hookSpecificOutput` context for Claude Code (a
-nudge, with no "stop hook problem" notice) and `{"decision":"block","reason":…}` for
-Codex, Gemini and Copilot. docs/hooks.md, "The Stop answer", has what each form shows whom.
+The engine writes the text; the form it reaches the agent in (plain stdout, JSON
+`hookSpecificOutput`, a `{"decision":"block"}` Stop) is the agent's, handed in as an
+`Envelope` (each agent's `AgentSpec.envelope`, tma1.adapters.spec). docs/hooks.md, "The
+Stop answer", has what each form shows whom.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Protocol
 
-from tma1.dialects import agent_event_name
 from tma1.engine.anomaly import Anomaly
 
 DIGEST_MAX_FINDINGS = 4
@@ -29,13 +26,21 @@ STOP_MAX_CHARS = 2_000
 POST_TOOL_USE_MAX_FINDINGS = 4
 _FILES_SHOWN = 5
 
-# `?envelope=` values whose context always goes out as `hookSpecificOutput` JSON.
-JSON_ENVELOPES = frozenset({"codex", "json", "gemini", "copilot"})
-# `?envelope=` values whose Stop block is `{"decision":"block","reason":…}`.
-DECISION_STOP_ENVELOPES = frozenset({"codex", "gemini", "copilot"})
-
 OPEN_TAG = "<tma1-context>"
 CLOSE_TAG = "</tma1-context>"
+
+
+class Envelope(Protocol):
+    """The form of one agent's answers: `context` wraps context for a hook event ("" for
+    no text), `stop_block` a Stop block's reason; `compact` says whether a PreCompact may
+    be answered with summary instructions (plain stdout that reaches the summariser)."""
+
+    @property
+    def compact(self) -> bool: ...
+
+    def context(self, hook_event_name: str, text: str) -> str: ...
+
+    def stop_block(self, reason: str) -> str: ...
 
 
 def clip(text: str, limit: int) -> str:
@@ -100,19 +105,9 @@ def stop_reason(findings: Sequence[Anomaly]) -> str:
     return _numbered(findings, header, STOP_MAX_CHARS)
 
 
-def stop_block_body(reason: str, *, envelope: str | None = None) -> str:
-    """The Stop answer that keeps the agent working on `reason` (module docstring)."""
-    if envelope in DECISION_STOP_ENVELOPES:
-        return json.dumps({"decision": "block", "reason": reason}, ensure_ascii=False)
-    return json.dumps(
-        {"hookSpecificOutput": {"hookEventName": "Stop", "additionalContext": reason}},
-        ensure_ascii=False,
-    )
-
-
 def stop_block_reason(body: str) -> str | None:
-    """The reason a Stop answer (either form of `stop_block_body`) carries; None when the
-    body is no block (empty, or anything else)."""
+    """The reason a Stop answer (in either form an `Envelope.stop_block` writes) carries;
+    None when the body is no block (empty, or anything else)."""
     try:
         data = json.loads(body) if body else None
     except ValueError:
@@ -123,25 +118,3 @@ def stop_block_reason(body: str) -> str | None:
         case {"hookSpecificOutput": {"hookEventName": "Stop", "additionalContext": str(ctx)}}:
             return ctx
     return None
-
-
-def context_body(hook_event_name: str, text: str, *, envelope: str | None) -> str:
-    """Wrap context for the agent (see the module docstring for who gets which form)."""
-    if not text:
-        return ""
-    if envelope == "copilot":
-        # Copilot CLI 1.0 reads `additionalContext` at the top level of a Claude-format
-        # hook's answer; it ignores it inside `hookSpecificOutput` (tried on the binary).
-        return json.dumps({"additionalContext": text}, ensure_ascii=False)
-    if envelope in JSON_ENVELOPES or hook_event_name != "UserPromptSubmit":
-        return json.dumps(
-            {
-                "hookSpecificOutput": {
-                    # Gemini's own names (BeforeAgent, AfterTool); tma1's for the others.
-                    "hookEventName": agent_event_name(envelope, hook_event_name),
-                    "additionalContext": text,
-                }
-            },
-            ensure_ascii=False,
-        )
-    return text

@@ -35,32 +35,23 @@ from pathlib import Path
 from typing import Any
 
 from tma1 import gates
+from tma1.adapters.agents import normalize
 from tma1.clock import ManualClock
 from tma1.config import Settings
 from tma1.counters import Counters
-from tma1.dialects import normalize
 from tma1.engine.delivery import CHANNEL_FOR_HOOK, Delivery
 from tma1.engine.emitlog import MemoryEmits
 from tma1.gates import live
 from tma1.machine import REPLAY_MACHINE_ID
 from tma1.replay import (
     claude_hooklog,
-    claude_stream,
-    claude_transcript,
-    codex_rollout,
-    copilot_events,
     eventlog,
-    gemini_chat,
 )
 from tma1.replay.formats import (
     CLAUDE_HOOKLOG,
-    CLAUDE_STREAM_JSON,
-    CLAUDE_TRANSCRIPT,
-    CODEX_ROLLOUT,
-    COPILOT_EVENTS,
     EVENTLOG,
-    GEMINI_CHAT,
     Records,
+    converter,
     detect,
     read_records,
 )
@@ -74,14 +65,7 @@ log = logging.getLogger("tma1.replay")
 NEVER_EXPIRE_S = 100 * 365 * 86_400
 WRITE_BATCH = 5_000  # events per transaction when the database is kept
 DAY_MS = 86_400_000
-_CONVERTERS = {
-    EVENTLOG: eventlog.convert,
-    CLAUDE_TRANSCRIPT: claude_transcript.convert,
-    CODEX_ROLLOUT: codex_rollout.convert,
-    CLAUDE_STREAM_JSON: claude_stream.convert,
-    GEMINI_CHAT: gemini_chat.convert,
-    COPILOT_EVENTS: copilot_events.convert,
-}
+
 _SKIP_NAMES = ("README", ".DS_Store")
 
 
@@ -139,7 +123,9 @@ def load(paths: Iterable[str | Path]) -> tuple[list[Converted], list[Problem]]:
             converted.append(out)
             continue
         try:
-            converted.append(_CONVERTERS[fmt](records))
+            convert = eventlog.convert if fmt == EVENTLOG else converter(fmt)
+            assert convert is not None  # `detect` names only formats that have one
+            converted.append(convert(records))
         except Exception as exc:  # a converter bug must not end the whole replay
             log.exception("converting %s failed", f)
             out = Converted(path=str(f), format=fmt, records=len(records.records))

@@ -2,7 +2,8 @@
 
 Two containers: JSONL (one JSON value a line) and a JSON array (possibly pretty-printed
 over many lines). Each record keeps the 1-based line it starts on, so every problem can be
-reported as `file:line`. Seven formats live in them:
+reported as `file:line`. tma1's own two formats live in them, and each agent's
+(`AgentSpec.replay`: how a record of it looks, and its converter); today seven in all:
 
 - `eventlog`: tma1's own event log (design §4) — hook payloads with a `ts`, and
   `file_change` / `usage` records; what `tma1 export` writes.
@@ -21,13 +22,17 @@ reported as `file:line`. Seven formats live in them:
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from tma1.replay.model import Problem, Records
+from tma1.adapters.agents import SPECS
+from tma1.adapters.spec import Vote
+from tma1.replay.model import Converted, Problem, Records
 
 EVENTLOG = "eventlog"
 CLAUDE_TRANSCRIPT = "claude-transcript"
@@ -134,26 +139,19 @@ def _short(exc: BaseException) -> str:
 
 # --- detection -------------------------------------------------------------------------
 
-_COPILOT_KINDS = frozenset({"session", "user", "assistant", "tool", "system", "hook", "subagent"})
-_CLAUDE_TYPES = frozenset({"user", "assistant", "system", "summary", "file-history-snapshot"})
-_STREAM_TYPES = frozenset({"system", "assistant", "user", "result"})
-_CODEX_TYPES = frozenset(
-    {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
-)
-_CODEX_LEGACY_ITEMS = frozenset(
-    {
-        "message",
-        "reasoning",
-        "function_call",
-        "function_call_output",
-        "custom_tool_call",
-        "custom_tool_call_output",
-        "local_shell_call",
-    }
-)
+
+def _agent_votes() -> list[tuple[str, Vote]]:
+    """Each agent's recorded-session formats (`AgentSpec.replay`), in the order asked."""
+    formats = sorted((f for s in SPECS.values() for f in s.replay), key=lambda f: f.order)
+    return [(f.name, f.vote) for f in formats]
+
+
+_VOTES = _agent_votes()
 
 
 def _vote(value: Any) -> str | None:
+    """The format this record looks like: tma1's own event log and bare hook payloads
+    (whatever the agent), then the first agent format that claims it."""
     if not isinstance(value, dict):
         return None
     t = value.get("type")
@@ -161,24 +159,16 @@ def _vote(value: Any) -> str | None:
         return EVENTLOG
     if "hook_event_name" in value:
         return EVENTLOG if "ts" in value else CLAUDE_HOOKLOG
-    if (
-        isinstance(t, str)
-        and t.split(".", 1)[0] in _COPILOT_KINDS
-        and isinstance(value.get("data"), dict)
-    ):
-        return COPILOT_EVENTS
-    if "$set" in value or t == "gemini" or ("projectHash" in value and "sessionId" in value):
-        return GEMINI_CHAT
-    if t in _CODEX_TYPES and "payload" in value:
-        return CODEX_ROLLOUT
-    if "record_type" in value or ("instructions" in value and "id" in value):
-        return CODEX_ROLLOUT
-    if t in _STREAM_TYPES and "session_id" in value and "sessionId" not in value:
-        return CLAUDE_STREAM_JSON
-    if t in _CLAUDE_TYPES and ("sessionId" in value or "uuid" in value or t == "summary"):
-        return CLAUDE_TRANSCRIPT
-    if t in _CODEX_LEGACY_ITEMS and ("call_id" in value or "role" in value):
-        return CODEX_ROLLOUT
+    return next((name for name, vote in _VOTES if vote(value)), None)
+
+
+def converter(fmt: str) -> Callable[[Records], Converted] | None:
+    """The `convert` of an agent's format (its `ReplayFormat.converter` module), or None."""
+    for spec in SPECS.values():
+        for f in spec.replay:
+            if f.name == fmt:
+                module = importlib.import_module(f.converter)
+                return cast(Callable[[Records], Converted], module.convert)
     return None
 
 

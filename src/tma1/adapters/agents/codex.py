@@ -35,6 +35,7 @@ from tma1.adapters.files import agent_dir
 from tma1.adapters.hookscript import script_name, script_path, shell_handler
 from tma1.adapters.mcp_registration import CodexMcpRegistration, codex_config_path, mcp_command
 from tma1.adapters.registration import JsonHooksRegistration, ScriptRegistration
+from tma1.adapters.spec import AgentSpec, DoctorLine, Envelope, ReplayFormat
 from tma1.config import Settings
 
 NAME = "codex"
@@ -63,7 +64,7 @@ def hooks_path(env: Mapping[str, str] | None = None) -> Path:
     return agent_dir(env, "CODEX_HOME", ".codex") / "hooks.json"
 
 
-def adapter(settings: Settings, env: Mapping[str, str] | None = None) -> Adapter:
+def adapter(settings: Settings, env: Mapping[str, str] | None = None, **_: object) -> Adapter:
     script = script_path(settings, NAME)
     return Adapter(
         name=NAME,
@@ -224,3 +225,67 @@ _TRUST_SAYS: dict[TrustState, str] = {
     "[hooks.state] in config.toml): turn them on in /hooks.",
     "absent": "tma1's hooks are not in Codex's hooks.json.",
 }
+
+
+def check_trust(env: Mapping[str, str] | None = None) -> list[DoctorLine]:
+    """`tma1 doctor`'s line on trust: Codex runs a new or changed hook only once the user
+    trusted it (/hooks)."""
+    name = "codex trust"
+    try:
+        state = trust_state(hooks_path(env).parent)
+    except Exception as exc:
+        return [DoctorLine("?", name, f"cannot tell whether Codex trusts the hooks ({exc})")]
+    if state == "trusted":
+        return [DoctorLine("ok", name, "Codex trusts tma1's hooks")]
+    problems = {
+        "untrusted": "Codex has not trusted tma1's hooks yet: it runs none of them",
+        "stale": "tma1's hooks changed since Codex trusted them: it runs none of them",
+        "disabled": "tma1's hooks are switched off in Codex",
+    }
+    if state in problems:
+        return [DoctorLine("FAIL", name, problems[state], " ".join(TRUST_NOTE.split()))]
+    return [DoctorLine("?", name, f"cannot tell whether Codex trusts the hooks ({state})")]
+
+
+_ROLLOUT_TYPES = frozenset(
+    {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+)
+# The legacy rollout: a header line, then bare response items and `record_type` lines.
+_LEGACY_ITEMS = frozenset(
+    {
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "local_shell_call",
+    }
+)
+
+
+def _rollout(value: dict[str, Any]) -> bool:
+    t = value.get("type")
+    return (
+        (t in _ROLLOUT_TYPES and "payload" in value)
+        or "record_type" in value
+        or ("instructions" in value and "id" in value)
+        or (t in _LEGACY_ITEMS and ("call_id" in value or "role" in value))
+    )
+
+
+SPEC = AgentSpec(
+    name=NAME,
+    title="Codex",
+    executable="codex",
+    adapter=adapter,
+    order=20,
+    envelope=Envelope(context_form="hook_specific", stop_form="decision"),
+    # Its PreCompact answer was never measured: no summary instructions in plain text.
+    compact_in_plain_form=False,
+    # Its `transcript_path` is the rollout (token counts, and the exit status of a shell
+    # call, tma1.sensors.codex_exit).
+    transcript="codex",
+    doctor=check_trust,
+    replay=(ReplayFormat("codex-rollout", _rollout, "tma1.replay.codex_rollout", order=30),),
+)

@@ -1,4 +1,9 @@
-"""Claude Code: the hook script registered in `~/.claude/settings.json`."""
+"""Claude Code: the hook script registered in `~/.claude/settings.json`.
+
+tma1's event model is Claude Code's (tma1.events): its payloads need no dialect. Its
+command hook's answers are the plain forms (a UserPromptSubmit's context as plain stdout,
+a PreCompact's summary instructions); its http transport (`?envelope=json`) takes JSON
+only."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from tma1.adapters.files import agent_dir
 from tma1.adapters.hookscript import exec_form, script_name, script_path
 from tma1.adapters.mcp_registration import ClaudeMcpRegistration, claude_config_path, mcp_command
 from tma1.adapters.registration import JsonHooksRegistration, ScriptRegistration
+from tma1.adapters.spec import AgentSpec, Envelope, ReplayFormat
 from tma1.config import Settings
 
 NAME = "claude-code"
@@ -76,6 +82,7 @@ def adapter(
     *,
     transport: str = "command",
     token: str | None = None,
+    **_: object,
 ) -> Adapter:
     """`transport="http"` (with the hook token): every event but SessionStart as a native
     http hook; the command hook (the default) stays silent when tma1 is down."""
@@ -116,3 +123,39 @@ def adapter(
         ],
         notes=notes,
     )
+
+
+# Replay: what `claude -p --output-format stream-json --verbose` prints (snake-case
+# `session_id`), and transcripts (`sessionId`/`uuid`). Both match common type names, so
+# they are asked after the other agents' formats; stream-json first (its lines carry a
+# `uuid` too).
+_TRANSCRIPT_TYPES = frozenset({"user", "assistant", "system", "summary", "file-history-snapshot"})
+_STREAM_TYPES = frozenset({"system", "assistant", "user", "result"})
+
+
+def _stream_json(value: dict[str, Any]) -> bool:
+    t = value.get("type")
+    return t in _STREAM_TYPES and "session_id" in value and "sessionId" not in value
+
+
+def _transcript(value: dict[str, Any]) -> bool:
+    t = value.get("type")
+    return t in _TRANSCRIPT_TYPES and ("sessionId" in value or "uuid" in value or t == "summary")
+
+
+SPEC = AgentSpec(
+    name=NAME,
+    title="Claude Code",
+    executable="claude",
+    adapter=adapter,
+    order=10,
+    # Its script sends no `?source=`; "claude" is accepted too.
+    sources=("", "claude"),
+    script_query="",
+    envelope=Envelope(context_form="plain", stop_form="context", compact=True),
+    envelopes={"json": Envelope(context_form="hook_specific", stop_form="context")},
+    replay=(
+        ReplayFormat("claude-stream-json", _stream_json, "tma1.replay.claude_stream", order=40),
+        ReplayFormat("claude-transcript", _transcript, "tma1.replay.claude_transcript", order=41),
+    ),
+)
