@@ -70,6 +70,8 @@ def delivery_order(anomalies: list[Anomaly]) -> list[Anomaly]:
     )
 
 
+
+
 # Of two findings of one severity about one check, the first of these is said: that the
 # check failed N times and still says E is a fact of its runs; that the agent's edit made
 # it fail is an inference (the one the corpus found wrong: pre-existing errors, the wrong

@@ -345,7 +345,11 @@ def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bund
             line = _changes_line(changes, inp.project, inp.last_event_ts)
             sections.append(_Part("changes", "", [_Item((key,), line)]))
     peers = sorted(
-        (p for p in inp.peers if p.session_id != inp.session_id and p.active(inp.now)),
+        (
+            p
+            for p in inp.peers
+            if p.session_id != inp.session_id and p.active(inp.now)
+        ),
         key=lambda p: (-p.last_ts, p.session_id),
     )
     peers = [p for p in peers if _fresh(f"peer|{p.session_id}", inp)]
