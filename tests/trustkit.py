@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 from conftest import free_port, tma1_cmd
 
-from tma1.adapters import codex
+from tma1.adapters.agents import codex
 
 
 def clean_env(home: Path, data_dir: Path, **extra: str) -> dict[str, str]:

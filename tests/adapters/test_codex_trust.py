@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from trustkit import trust_all
 
-from tma1.adapters import codex, jsonhooks
-from tma1.adapters.codex import hook_trust, trust_hash, trust_state
+from tma1.adapters import jsonhooks
+from tma1.adapters.agents import codex
+from tma1.adapters.agents.codex import hook_trust, trust_hash, trust_state
 from tma1.config import Settings
 
 # Codex 0.171.0, hooks.json {"SessionStart"|"Stop": [{"hooks": [{"type": "command",

@@ -1,6 +1,7 @@
 """Gemini CLI and Copilot CLI: `tma1 install|uninstall --adapter gemini|copilot`, their
-hook payloads (captured from the real binaries: tests/fixtures/agents/) through
-tma1.dialects and the parser, and the answers in each agent's own shape."""
+hook payloads (captured from the real binaries: tests/fixtures/agents/) through each
+agent's dialect (its AgentSpec.normalize) and the parser, and the answers in each agent's
+own shape."""
 
 from __future__ import annotations
 
@@ -13,10 +14,9 @@ import pytest
 from installkit import env_for, snapshot, tma1
 
 from tma1.adapters import get_adapters
+from tma1.adapters.agents import envelope_for, normalize
 from tma1.adapters.base import Adapter
 from tma1.config import load_settings
-from tma1.dialects import agent_event_name, normalize
-from tma1.engine.digest import context_body
 from tma1.events import parse_payload
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agents"
@@ -303,27 +303,28 @@ def test_copilot_claude_format_payloads_and_the_exit_code_in_the_text() -> None:
 
 
 def test_sources_and_answer_shapes() -> None:
-    assert agent_event_name("gemini", "UserPromptSubmit") == "BeforeAgent"
-    assert agent_event_name("gemini", "PostToolUseFailure") == "PostToolUseFailure"
-    gem = json.loads(
-        context_body("UserPromptSubmit", "<tma1-context>x</tma1-context>", envelope="gemini")
-    )
+    gemini = envelope_for("gemini", "gemini")
+    assert json.loads(gemini.context("PostToolUseFailure", "x"))["hookSpecificOutput"] == {
+        "hookEventName": "PostToolUseFailure",
+        "additionalContext": "x",
+    }
+    gem = json.loads(gemini.context("UserPromptSubmit", "<tma1-context>x</tma1-context>"))
     assert gem == {
         "hookSpecificOutput": {
             "hookEventName": "BeforeAgent",
             "additionalContext": "<tma1-context>x</tma1-context>",
         }
     }
-    cop = json.loads(context_body("UserPromptSubmit", "ctx", envelope="copilot"))
+    cop = json.loads(envelope_for("copilot", "copilot").context("UserPromptSubmit", "ctx"))
     assert cop == {"additionalContext": "ctx"}
-    assert context_body("UserPromptSubmit", "ctx", envelope=None) == "ctx"  # Claude Code
+    assert envelope_for(None, "claude-code").context("UserPromptSubmit", "ctx") == "ctx"
 
 
 def test_the_stop_block_is_the_decision_form_for_both() -> None:
-    from tma1.engine.digest import stop_block_body, stop_block_reason
+    from tma1.engine.digest import stop_block_reason
 
-    for envelope in ("gemini", "copilot"):
-        body = stop_block_body("tma1: do not stop yet", envelope=envelope)
+    for agent in ("gemini", "copilot"):
+        body = envelope_for(agent, agent).stop_block("tma1: do not stop yet")
         assert json.loads(body) == {"decision": "block", "reason": "tma1: do not stop yet"}
         assert stop_block_reason(body) == "tma1: do not stop yet"
 
@@ -331,8 +332,6 @@ def test_the_stop_block_is_the_decision_form_for_both() -> None:
 def test_gemini_prompt_loses_the_hook_context_gemini_put_in_front_of_it() -> None:
     """Seen on Gemini CLI 0.61.0 after `--resume`: the SessionStart bundle arrives inside
     the next BeforeAgent prompt; the stored prompt is what the user typed."""
-    from tma1.dialects import normalize
-
     typed = "what changed?"
     bundle = (
         "<hook_context>&lt;tma1-context&gt;\ntma1 (session resume): what this session "

@@ -154,7 +154,7 @@ def test_codex_untrusted_is_a_failure(home: Path, tmp_path: Path, monkeypatch) -
     """In process: `trust_state(codex_home)` comes from the Codex adapter (another branch);
     the doctor line is checked with stand-ins for each of its answers, and says "cannot
     tell" when this tma1 has no such function."""
-    from tma1.adapters import codex
+    from tma1.adapters.agents import codex
     from tma1.commands import doctor
     from tma1.config import Settings
 

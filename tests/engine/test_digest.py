@@ -1,5 +1,5 @@
-"""The digest, the Stop reason and their envelopes: limits, order, and what must survive
-when a finding's text is too long."""
+"""The digest and the Stop reason: limits, order, and what must survive when a finding's
+text is too long. Their envelopes are each agent's (tests/adapters/test_agents.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,7 @@ from tma1.engine.digest import (
     DIGEST_MAX_CHARS,
     OPEN_TAG,
     STOP_MAX_CHARS,
-    context_body,
     digest,
-    stop_block_body,
     stop_block_reason,
     stop_reason,
 )
@@ -38,7 +36,6 @@ def mk(i: int, *, severity: str = "medium", evidence: str = "", suggestion: str 
 
 def test_nothing_to_say_is_an_empty_answer() -> None:
     assert digest([]) == "" and stop_reason([]) == ""
-    assert context_body("UserPromptSubmit", "", envelope="codex") == ""
 
 
 def test_digest_carries_at_most_four_findings_in_the_order_given() -> None:
@@ -75,28 +72,11 @@ def test_stop_reason_names_each_suggestion() -> None:
     reason = stop_reason([mk(0), mk(1)])
     assert reason.startswith("tma1: do not stop yet, 2 problems are unresolved:")
     assert "FIX-0 do the thing" in reason and "FIX-1 do the thing" in reason
-    # Claude Code: the reason as the Stop's additionalContext (no "stop hook problem"
-    # notice); Codex: decision block.
-    body = json.loads(stop_block_body(reason))
-    assert body == {"hookSpecificOutput": {"hookEventName": "Stop", "additionalContext": reason}}
-    codex = json.loads(stop_block_body(reason, envelope="codex"))
-    assert codex == {"decision": "block", "reason": reason}
-    for form in (body, codex):
+    # Either form an agent's envelope writes (Claude Code's context, the others' block).
+    body = {"hookSpecificOutput": {"hookEventName": "Stop", "additionalContext": reason}}
+    for form in (body, {"decision": "block", "reason": reason}):
         assert stop_block_reason(json.dumps(form)) == reason
     assert stop_block_reason("") is None and stop_block_reason("<tma1-context>x") is None
-
-
-def test_envelopes() -> None:
-    text = digest([mk(0)])
-    assert context_body("UserPromptSubmit", text, envelope=None) == text  # Claude: plain
-    codex = json.loads(context_body("UserPromptSubmit", text, envelope="codex"))
-    assert codex == {
-        "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": text}
-    }
-    # PostToolUse context must be JSON for Claude Code too (plain stdout is not shown).
-    for hook in ("PostToolUse", "PostToolUseFailure"):
-        out = json.loads(context_body(hook, text, envelope=None))
-        assert out["hookSpecificOutput"]["hookEventName"] == hook
 
 
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=0, max_size=6_000)

@@ -272,9 +272,9 @@ class Replayer:
                     payload = {k: v for k, v in payload.items() if k != "transcript_path"}
                 body = service.handle_payload(payload, source=item.source, envelope=item.envelope)
                 if body:
-                    hook = item.hook_event or ""
-                    if item.source in ("gemini", "copilot"):  # tma1's name for it
-                        hook = str(normalize(payload, item.source).get("hook_event_name", hook))
+                    # tma1's name for it (the agent's dialect renames its own).
+                    named = normalize(payload, item.source).get("hook_event_name")
+                    hook = named if isinstance(named, str) else item.hook_event or ""
                     channel = CHANNEL_FOR_HOOK.get(hook)
                     self.deliveries.append(
                         DeliveryRecord(

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from tma1.adapters.agents import SPECS
 from tma1.editlines import WHOLE_FILE, diff_ranges
 from tma1.events import EDITED_LINES, HookEvent
 from tma1.sensors.transcripts import open_regular
@@ -79,8 +80,11 @@ class WaitPolicy:
 
 
 def _codex_post(event: HookEvent) -> bool:
+    """A PostToolUse of an agent whose transcript is a Codex rollout (its AgentSpec)."""
+    spec = SPECS.get(event.agent_source or "")
     return (
-        event.agent_source == "codex"
+        spec is not None
+        and spec.transcript == "codex"
         and event.event_type == "PostToolUse"
         and bool(event.tool_use_id)
         and bool(event.transcript_path)

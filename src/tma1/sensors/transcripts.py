@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
+from tma1.adapters.agents import SPECS
 from tma1.clock import Clock, epoch_ms
 from tma1.counters import Counters
 from tma1.events import Usage
@@ -428,7 +429,9 @@ class TranscriptTailer:
         with self._lock:
             state = self._files.get(path)
             if state is None:
-                fmt = "codex" if agent_source == "codex" else None
+                # The agent's transcript format (its AgentSpec), else told by content.
+                spec = SPECS.get(agent_source or "")
+                fmt = spec.transcript if spec is not None else None
                 state = _FileState(path=path, session_id=session_id, fmt=fmt)
                 self._files[path] = state
                 while len(self._files) > MAX_FILES:

@@ -61,3 +61,28 @@ def envelope_for(name: str | None, agent: str | None) -> Envelope:
     if env.compact and spec is not None and not spec.compact_in_plain_form:
         env = replace(env, compact=False)
     return env
+
+
+def markdown_table() -> str:
+    """The table of agents in docs/hooks.md (tests/adapters/test_agents.py checks it)."""
+    from pathlib import Path
+
+    from tma1.config import Settings
+
+    settings = Settings(data_dir=Path("~/.tma1"))
+    rows = [
+        "| `--adapter` | agent | found by | hooks file | events registered | script's query "
+        "| replay reads |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for spec in SPECS.values():
+        adapter = spec.adapter(settings, {"HOME": "~"})
+        hooks = adapter.hooks
+        events = ", ".join(hooks.events)
+        formats = ", ".join(f"`{f.name}`" for f in spec.replay) or "—"
+        query = f"`{spec.query}`" if spec.query else "(none)"
+        rows.append(
+            f"| `{spec.name}` | {spec.title} | `{spec.executable}` on PATH or "
+            f"`{hooks.path.parent}` | `{hooks.path}` | {events} | {query} | {formats} |"
+        )
+    return "\n".join(rows) + "\n"
