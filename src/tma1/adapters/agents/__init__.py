@@ -41,10 +41,10 @@ ENVELOPES: dict[str, Envelope] = {
 }
 
 
-def normalize(payload: Any, agent: str) -> Any:
+def normalize(payload: Any, agent: str | None) -> Any:
     """`payload` in tma1's (Claude Code's) shape, by `agent`'s dialect (non-dicts, and an
     agent tma1 does not know, as they are)."""
-    spec = SPECS.get(agent)
+    spec = SPECS.get(agent or "")
     if not isinstance(payload, dict) or spec is None:
         return payload
     return spec.normalize(payload)
