@@ -46,6 +46,38 @@ def test_every_module_of_the_package_is_an_agent_in_order() -> None:
     }
 
 
+def test_a_module_added_to_the_package_is_found_after_the_four(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copy(FIFTH, tmp_path / "fifth.py")
+    monkeypatch.setattr(agents, "__path__", [*agents.__path__, str(tmp_path)])
+    try:
+        assert [s.name for s in agents._discover()] == [*NAMES, "fifth"]
+    finally:
+        sys.modules.pop("tma1.adapters.agents.fifth", None)
+
+
+def test_the_engine_knows_no_agent() -> None:
+    """The engine writes the text and takes the form (`Envelope`) as given: it imports no
+    agent, spec or dialect, and its answers name no agent. (Its other ports' file-backed
+    implementations leaving `engine/` is issue 29's layout test.)"""
+    import ast
+
+    agent_modules = ("tma1.adapters.agents", "tma1.adapters.spec", "tma1.adapters.dialect")
+
+    engine = Path(tma1.__file__).resolve().parent / "engine"
+    for path in engine.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                assert not (node.module or "").startswith((*agent_modules, "tma1.dialects"))
+            elif isinstance(node, ast.Import):
+                assert not any(a.name.startswith(agent_modules) for a in node.names)
+    for name in ("digest.py", "delivery.py"):
+        text = (engine / name).read_text(encoding="utf-8").lower()
+        assert not any(f'"{agent}"' in text for agent in (*NAMES, "gemini", "copilot"))
+
+
 def test_the_hook_script_posts_each_agents_query() -> None:
     settings = Settings(data_dir=Path("/tmp/x"))
     for name, spec in SPECS.items():
