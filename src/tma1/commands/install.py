@@ -16,6 +16,22 @@ if TYPE_CHECKING:
     from tma1.adapters.files import FileChange
 
 
+def _registered() -> str:
+    """What install writes for each agent, from its AgentSpec (paths under `~`)."""
+    from tma1.adapters.agents import SPECS
+    from tma1.adapters.registration import ScriptRegistration
+
+    settings = Settings(data_dir=Path("~/.tma1"))
+    return "; ".join(
+        ", ".join(
+            f"{r.label} in {r.path}"
+            for r in spec.adapter(settings, {"HOME": "~"}).registrations
+            if not isinstance(r, ScriptRegistration)
+        )
+        for spec in SPECS.values()
+    )
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from tma1.adapters.agents import NAMES  # the agents' modules (tma1.adapters.agents)
 
@@ -24,10 +40,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "install",
             "register",
             "Write the hook script under the data dir and register it with the agent: "
-            "Claude Code's hooks in ~/.claude/settings.json and its MCP server in "
-            "~/.claude.json; Codex's hooks in ~/.codex/hooks.json and its MCP server in "
-            "~/.codex/config.toml; Gemini CLI's hooks in ~/.gemini/settings.json; Copilot CLI's "
-            "in ~/.copilot/settings.json. `all`: the agents found on this machine (their "
+            f"{_registered()}. `all`: the agents found on this machine (their "
             "config directory, or their command on PATH), saying which it skipped. Only "
             "tma1's entries change (your own keep their bytes); "
             "a file's first change leaves a FILE.tma1-backup of it as it was. Running it "
