@@ -181,7 +181,7 @@ def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
         os.close(fd)
 
 
-def _scratch_ddl(dialect: Any) -> list[str]:
+def scratch_ddl(dialect: Any) -> list[str]:
     """CREATE TABLE and CREATE INDEX statements of the whole schema, in dependency order."""
     out: list[str] = []
     for table in metadata.sorted_tables:
