@@ -57,6 +57,11 @@ READ_TOOLS = frozenset({"Read", "NotebookRead"})
 # Metadata key of the line ranges an edit wrote (`tma1.editlines`).
 EDITED_LINES = "edited_lines"
 SHELL_TOOLS = frozenset({"Bash", "shell", "local_shell", "exec_command", "shell_command"})
+# A compaction hook: `PreCompact`/`PostCompact`, or a `SessionStart` whose source is
+# COMPACT_SOURCE (Claude Code's start of the compacted conversation). The store's SQL
+# (`Store.latest_compaction_ts`) and the follow gate read these too.
+COMPACTION_HOOKS = frozenset({"PreCompact", "PostCompact"})
+COMPACT_SOURCE = "compact"
 
 _STRING_FIELDS = (
     "session_id",
@@ -155,6 +160,13 @@ def keeps_metadata(ev: HookEvent) -> bool:
 
 
 # --- helpers ---------------------------------------------------------------------------
+
+
+def is_compaction_hook(hook_event_name: str | None, source: object = None) -> bool:
+    """A hook that marks a compaction (COMPACTION_HOOKS, or a SessionStart from one)."""
+    return hook_event_name in COMPACTION_HOOKS or (
+        hook_event_name == "SessionStart" and source == COMPACT_SOURCE
+    )
 
 
 def command_prefix(command: str | None) -> str | None:

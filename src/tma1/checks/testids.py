@@ -147,14 +147,23 @@ def extract_test_ids(output: str) -> list[str]:
     return out
 
 
-def file_of_test_id(test_id: str) -> str | None:
-    """The test file a test id names, when it names one (pytest, jest/vitest, rspec)."""
+def file_of_test_id(test_id: str, *, guess: bool = False) -> str | None:
+    """The test file a test id names, when it names one (pytest, jest/vitest, rspec).
+
+    `guess`: else whatever the id's head looks like a path (`a/b`, `x.ext`), after its
+    `::…` and `:line` (the follow gate looks for a read of it; a rule names only a sure file).
+    """
     if "::" in test_id and test_id.split("::", 1)[0].endswith(".py"):
         return test_id.split("::", 1)[0]
     if m := re.match(rf"^({_JS_FILE})(?: > |$)", test_id):
         return m.group(1)
     if m := re.match(r"^(\S+\.rb):\d+$", test_id):
         return m.group(1)
+    if guess:
+        head = test_id.split("::", 1)[0].strip()
+        head = re.sub(r":\d+$", "", head).removeprefix("./")
+        if " " not in head and ("/" in head or re.search(r"\.[A-Za-z]{1,6}$", head)):
+            return head
     return None
 
 

@@ -35,7 +35,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
 from sqlalchemy.sql import ColumnElement, Executable
 
-from tma1.events import FileChange, HookEvent, Usage, json_text
+from tma1.events import (
+    COMPACT_SOURCE,
+    COMPACTION_HOOKS,
+    FileChange,
+    HookEvent,
+    Usage,
+    json_text,
+)
 from tma1.store.connection import make_engine, run_migrations, scratch_ddl
 from tma1.store.events import (
     CREATION_COLUMNS,
@@ -393,11 +400,11 @@ class Store:
         h = hook_events.c
         one = select(
             newest(messages, messages.c.kind == "compaction"),
-            newest(hook_events, h.event_type.in_(("PreCompact", "PostCompact"))),
+            newest(hook_events, h.event_type.in_(sorted(COMPACTION_HOOKS))),
             newest(
                 hook_events,
                 h.event_type == "SessionStart",
-                h.metadata.like('%"source": "compact"%'),
+                h.metadata.like(f'%"source": "{COMPACT_SOURCE}"%'),  # is_compaction_hook
             ),
         )
         stamps = [int(v) for v in self.first(one) if v is not None]
