@@ -368,7 +368,36 @@ def _short_str(value: Any) -> str | None:
 
 
 def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> HookEvent:
-    """Turn a decoded hook payload into a `HookEvent`, or raise `PayloadError`."""
+    """Turn a decoded hook payload into a `HookEvent`, or raise `PayloadError`.
+
+    In steps, each its own concern: the payload's shape, the event's identity, what the
+    tool touched, what it answered (and whether that is a failure), what else it said."""
+    _check_shape(payload)
+    tool_input_raw = payload.get("tool_input")
+    # None, an object or (checked) a string: a bare command.
+    tool_input: dict[str, Any] = (
+        {"command": tool_input_raw} if isinstance(tool_input_raw, str) else tool_input_raw or {}
+    )
+    ev = _event_of(payload, ts=ts, source=source)
+    _note_target(ev, tool_input)
+    resp = payload.get("tool_response", payload.get("tool_result"))
+    text = _note_result(ev, payload, resp)
+    if ev.tool_success is False and ev.failure_kind:
+        _note_failure_output(ev)
+    _note_passed_tests(ev, text)
+    extra = {k: v for k, v in payload.items() if k not in _KNOWN_FIELDS}
+    if extra:
+        ev.metadata = capped_metadata(extra)
+    if ev.tool_name in WRITE_TOOLS and ev.tool_success is True:
+        ranges = edited_lines(ev.tool_name, resp)
+        if ranges is not None:
+            note_edited_lines(ev, ranges)
+    return ev
+
+
+def _check_shape(payload: Any) -> None:
+    """Raise `PayloadError` for a payload that is no hook event: not an object, a field of
+    the wrong type, no session or hook name."""
     if not isinstance(payload, dict):
         raise PayloadError("not_object", f"payload is a JSON {type(payload).__name__}")
     for key in _STRING_FIELDS:
@@ -387,23 +416,22 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
     ):
         raise PayloadError("bad_field_type", "duration_ms must be a number")
 
-    tool_name = payload.get("tool_name")
-    # None, an object or (checked above) a string: a bare command.
-    tool_input: dict[str, Any] = (
-        {"command": tool_input_raw} if isinstance(tool_input_raw, str) else tool_input_raw or {}
-    )
+
+def _event_of(payload: dict[str, Any], *, ts: int, source: str) -> HookEvent:
+    """The event's identity and context, every field capped."""
     # Capped before anything reads them: a 10 MB cwd must not be walked up for a `.git`
     # (and cached), nor a 10 MB transcript path stat'ed.
     cwd = cap_text(payload.get("cwd"), PATH_CAP)
-    ev = HookEvent(
+    duration = payload.get("duration_ms")
+    return HookEvent(
         ts=ts,
         session_id=payload["session_id"].strip(),
         event_type=payload["hook_event_name"].strip(),
         hook_event_name=payload["hook_event_name"].strip(),
         agent_source=source,
-        tool_name=tool_name,
+        tool_name=payload.get("tool_name"),
         tool_use_id=payload.get("tool_use_id"),
-        tool_input=capped_text(tool_input_raw, TOOL_INPUT_CAP),
+        tool_input=capped_text(payload.get("tool_input"), TOOL_INPUT_CAP),
         cwd=cwd,
         project=project_for(cwd) if cwd else None,
         transcript_path=cap_text(payload.get("transcript_path"), PATH_CAP),
@@ -413,82 +441,85 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
         agent_type=_short_str(payload.get("agent_type")),
     )
 
-    # Files touched and the command run.
-    if tool_name == "apply_patch" or (
-        isinstance(tool_input.get("command"), str) and "*** Begin Patch" in tool_input["command"]
-    ):
-        patch = tool_input.get("command") or tool_input.get("input") or tool_input.get("patch")
-        files = patch_files(patch, cwd) if isinstance(patch, str) else []
+
+def _note_target(ev: HookEvent, tool_input: dict[str, Any]) -> None:
+    """The files the call touched and the command it ran."""
+    tool_name = ev.tool_name
+    command = tool_input.get("command")
+    if tool_name == "apply_patch" or (isinstance(command, str) and "*** Begin Patch" in command):
+        patch = command or tool_input.get("input") or tool_input.get("patch")
+        files = patch_files(patch, ev.cwd) if isinstance(patch, str) else []
         ev.tool_files = files
         ev.tool_file_path = files[0] if files else None
         ev.tool_name = "apply_patch"
-    else:
-        fp = (
-            tool_input.get("file_path") or tool_input.get("notebook_path") or tool_input.get("path")
-        )
-        if isinstance(fp, str) and fp:
-            ev.tool_file_path = cap_text(fp, PATH_CAP) or fp
-            ev.tool_files = [ev.tool_file_path]
-        if tool_name in SHELL_TOOLS or (tool_name is None and "command" in tool_input):
-            script = shell_script(tool_input.get("command", tool_input.get("cmd")))
-            ev.tool_command = cap_text(script, COMMAND_CAP)
-            ev.tool_command_prefix = command_prefix(ev.tool_command)
+        return
+    fp = tool_input.get("file_path") or tool_input.get("notebook_path") or tool_input.get("path")
+    if isinstance(fp, str) and fp:
+        ev.tool_file_path = cap_text(fp, PATH_CAP) or fp
+        ev.tool_files = [ev.tool_file_path]
+    if tool_name in SHELL_TOOLS or (tool_name is None and "command" in tool_input):
+        script = shell_script(tool_input.get("command", tool_input.get("cmd")))
+        ev.tool_command = cap_text(script, COMMAND_CAP)
+        ev.tool_command_prefix = command_prefix(ev.tool_command)
 
-    # Result and failure derivation (design §2.8).
-    text: str | None = None
-    resp = payload.get("tool_response", payload.get("tool_result"))
+
+def _note_result(ev: HookEvent, payload: dict[str, Any], resp: Any) -> str | None:
+    """The call's result and whether it failed (design §2.8); returns the text its passing
+    tests are read from (a shell's whole output, uncapped)."""
     if ev.event_type == "PostToolUseFailure":
-        err = payload.get("error")
-        # Only the capped text is kept (and a refusal is told by its first 400 characters).
-        text = (
-            capped_text(err, TOOL_RESULT_CAP)
-            if err is not None
-            else cap_text(_response_text(resp, TOOL_RESULT_CAP), TOOL_RESULT_CAP)
-        )
-        ev.tool_result = text
+        return _note_failure_result(ev, payload.get("error"), resp)
+    if ev.event_type == "PostToolUse":
+        return _note_post_result(ev, resp)
+    return None
+
+
+def _note_failure_result(ev: HookEvent, err: Any, resp: Any) -> str | None:
+    # Only the capped text is kept (and a refusal is told by its first 400 characters).
+    text = (
+        capped_text(err, TOOL_RESULT_CAP)
+        if err is not None
+        else cap_text(_response_text(resp, TOOL_RESULT_CAP), TOOL_RESULT_CAP)
+    )
+    ev.tool_result = text
+    ev.tool_success = False
+    ev.failure_kind = _exit_kind(ev.tool_command, text)
+    if is_refusal(text):
+        # A refusal is not a failure: keep it as a plain, unsuccessful result.
+        ev.event_type = "PostToolUse"
+        ev.failure_kind = None
+    return text
+
+
+def _note_post_result(ev: HookEvent, resp: Any) -> str | None:
+    # A shell's whole output is searched for masked failures; other tools' results are
+    # only kept, capped.
+    text = _response_text(resp) if ev.tool_command else None
+    if is_refused_response(resp):
+        ev.tool_success = False
+    elif response_failure(resp):
+        ev.event_type = "PostToolUseFailure"
         ev.tool_success = False
         ev.failure_kind = _exit_kind(ev.tool_command, text)
-        if is_refusal(text):
-            # A refusal is not a failure: keep it as a plain, unsuccessful result.
-            ev.event_type = "PostToolUse"
-            ev.failure_kind = None
-    elif ev.event_type == "PostToolUse":
-        # A shell's whole output is searched for masked failures; other tools' results are
-        # only kept, capped.
-        text = _response_text(resp) if ev.tool_command else None
-        if is_refused_response(resp):
-            ev.tool_success = False
-        elif response_failure(resp):
-            ev.event_type = "PostToolUseFailure"
-            ev.tool_success = False
-            ev.failure_kind = _exit_kind(ev.tool_command, text)
-        elif ev.tool_command and (hidden := masked_kind(ev.tool_command, text)):
-            # A failure the pipe hid (`masked`), or one that says nothing about the code
-            # (`no_verdict`: neither a pass nor a failure of the check, design §2.21).
-            ev.tool_success = False
-            ev.failure_kind = hidden
-        else:
-            ev.tool_success = True
-        if text is None:
-            text = _response_text(resp, TOOL_RESULT_CAP)
-        ev.tool_result = cap_text(text, TOOL_RESULT_CAP)
-    if ev.tool_success is False and ev.failure_kind:
-        _note_failure_output(ev)
+    elif ev.tool_command and (hidden := masked_kind(ev.tool_command, text)):
+        # A failure the pipe hid (`masked`), or one that says nothing about the code
+        # (`no_verdict`: neither a pass nor a failure of the check, design §2.21).
+        ev.tool_success = False
+        ev.failure_kind = hidden
+    else:
+        ev.tool_success = True
+    if text is None:
+        text = _response_text(resp, TOOL_RESULT_CAP)
+    ev.tool_result = cap_text(text, TOOL_RESULT_CAP)
+    return text
+
+
+def _note_passed_tests(ev: HookEvent, text: str | None) -> None:
+    """Passing tests are read from the whole output (replay keeps no passing text), and
+    only for checks: a `cat` of a test log reports nothing."""
     if ev.tool_command and ev.event_type in ("PostToolUse", "PostToolUseFailure"):
-        # Passing tests are read from the whole output (replay keeps no passing text), and
-        # only for checks: a `cat` of a test log reports nothing.
         out = text if ev.event_type == "PostToolUse" else ev.tool_result
         if out and check_of(ev.tool_command) is not None:
             ev.passed_test_ids = extract_passed_ids(out)
-
-    extra = {k: v for k, v in payload.items() if k not in _KNOWN_FIELDS}
-    if extra:
-        ev.metadata = capped_metadata(extra)
-    if ev.tool_name in WRITE_TOOLS and ev.tool_success is True:
-        ranges = edited_lines(ev.tool_name, resp)
-        if ranges is not None:
-            note_edited_lines(ev, ranges)
-    return ev
 
 
 def was_cut(ev: HookEvent) -> bool:
