@@ -25,7 +25,7 @@ from tma1.checks import (
 )
 from tma1.editlines import edited_lines
 from tma1.textcap import cap_text as cap_text
-from tma1.textcap import capped_metadata, capped_text, clip, to_text
+from tma1.textcap import capped_metadata, capped_text, clip_value, to_text
 from tma1.textcap import json_text as json_text
 
 TOOL_INPUT_CAP = 8 * 1024
@@ -227,13 +227,13 @@ def _response_text(resp: Any, clip_at: int | None = None) -> str | None:
     """The human-readable output of a tool response (stdout + stderr for Bash).
 
     `clip_at`: the caller keeps at most that many bytes, so structured parts are encoded
-    only that far (see `clip`); strings are returned whole either way."""
+    only that far (see `clip_value`); strings are returned whole either way."""
     if resp is None:
         return None
     if isinstance(resp, str):
         return resp
     if clip_at is not None:
-        resp = clip(resp, clip_at)
+        resp = clip_value(resp, clip_at)
     if isinstance(resp, dict):
         parts = [resp.get(k) for k in ("stdout", "stderr", "output", "error", "content")]
         texts = [p if isinstance(p, str) else to_text(p) for p in parts if p not in (None, "")]
@@ -281,12 +281,12 @@ def is_refused_response(resp: Any) -> bool:
     heads = "\n".join(_heads(resp, _REFUSAL_HEAD))
     if not any(r in heads for r in _REFUSALS):
         return False
-    return is_refusal(to_text(clip(resp, _REFUSAL_HEAD)))
+    return is_refusal(to_text(clip_value(resp, _REFUSAL_HEAD)))
 
 
 def _heads(value: Any, n: int) -> list[str]:
     """The first `n` characters of every string (keys too) whose text can start within
-    the first `n` characters of `value`'s JSON text — the strings `clip(value, n)` keeps.
+    the first `n` characters of `value`'s JSON text — the strings `clip_value(value, n)` keeps.
     A value JSON has no type for is encoded with `str`: its whole `str` is taken."""
     out: list[str] = []
 

@@ -13,7 +13,7 @@ from tma1.commands._args import cli_settings, read_token
 from tma1.config import Settings
 
 if TYPE_CHECKING:
-    from tma1.adapters.files import FileChange
+    from tma1.adapters.files import FilePlan
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -161,7 +161,7 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
     return 0
 
 
-def _settle_backup(change: FileChange) -> Path | None:
+def _settle_backup(change: FilePlan) -> Path | None:
     """After uninstall: remove the backup when the file is back byte for byte as it was
     (or gone, as install found it); the backup's path when it is kept."""
     backup = change.backup_path
