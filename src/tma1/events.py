@@ -23,10 +23,10 @@ from tma1.checks import (
     failure_kind_of_exit,
     masked_kind,
 )
-from tma1.editlines import edited_lines
-from tma1.textcap import cap_text as cap_text
-from tma1.textcap import capped_metadata, capped_text, clip_value, to_text
-from tma1.textcap import json_text as json_text
+from tma1.storable.caps import cap_text as cap_text
+from tma1.storable.caps import capped_metadata, capped_text, clip_value, to_text
+from tma1.storable.caps import json_text as json_text
+from tma1.storable.editlines import edited_lines
 
 TOOL_INPUT_CAP = 8 * 1024
 TOOL_RESULT_CAP = 16 * 1024
@@ -54,7 +54,7 @@ COMMAND_PREFIX_LEN = 60
 
 WRITE_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit", "apply_patch"})
 READ_TOOLS = frozenset({"Read", "NotebookRead"})
-# Metadata key of the line ranges an edit wrote (`tma1.editlines`).
+# Metadata key of the line ranges an edit wrote (`tma1.storable.editlines`).
 EDITED_LINES = "edited_lines"
 SHELL_TOOLS = frozenset({"Bash", "shell", "local_shell", "exec_command", "shell_command"})
 # A compaction hook: `PreCompact`/`PostCompact`, or a `SessionStart` whose source is
@@ -534,7 +534,7 @@ def was_cut(ev: HookEvent) -> bool:
 
 
 def note_edited_lines(ev: HookEvent, ranges: list[tuple[int, int]]) -> None:
-    """Keep the [first, last] line ranges the edit wrote (`tma1.editlines`) in metadata."""
+    """Keep the [first, last] line ranges the edit wrote (`tma1.storable.editlines`) in metadata."""
     ev.metadata = {**ev.metadata, EDITED_LINES: [list(r) for r in ranges]}
 
 

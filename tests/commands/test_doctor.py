@@ -11,9 +11,9 @@ from conftest import free_port
 from trustkit import clean_env, run, serving, trust_all
 
 from tma1.adapters.hookscript import script_name
+from tma1.auth.hooktoken import hook_headers
 from tma1.events import parse_payload
 from tma1.store import Store
-from tma1.token import hook_headers
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 
 from tma1.checks.text import FRAMING, LineTest, strip_ansi, unframe
-from tma1.textmemo import text_cache
+from tma1.storable.textmemo import text_cache
 
 # --- file:line references ------------------------------------------------------------
 
@@ -212,7 +212,7 @@ def _rustc_location(lines: list[str], i: int) -> str:
 
 # Asked again about the same failure at every detection while it stays recent (and live,
 # about the same text read back each time): a text over 4,096 characters is keyed by
-# its digest (tma1.textmemo), so the cache never holds a whole big output.
+# its digest (tma1.storable.textmemo), so the cache never holds a whole big output.
 @text_cache(maxsize=256)
 def error_line(output: str) -> str | None:
     """The line a developer would quote first, or the first non-blank line (the quote about

@@ -10,7 +10,7 @@ from tma1.checks.locations import refs
 from tma1.checks.normalize import split_shell
 from tma1.checks.text import lowered, meaningful_lines, strip_ansi, unframe
 from tma1.checks.verdict import no_verdict, ran_no_tests
-from tma1.textmemo import text_cache
+from tma1.storable.textmemo import text_cache
 
 # --- failure markers of those tools ---------------------------------------------------
 

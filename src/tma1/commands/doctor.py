@@ -312,10 +312,10 @@ def check_codex_trust(env: Mapping[str, str] | None = None) -> Diagnosis:
 def check_service(env: Mapping[str, str] | None = None, *, up: bool) -> Diagnosis:
     """Whether something keeps tma1 running (docs/service.md): without it, tma1 watches
     only while a `tma1 serve` somebody started runs."""
-    from tma1 import service_unit
+    from tma1 import autostart
 
     name = "service"
-    st = service_unit.status(env)
+    st = autostart.status(env)
     if st.platform is None or st.path is None:
         return Diagnosis(
             WARN if up else FAIL,
@@ -400,8 +400,8 @@ def check_token(settings: Settings, *, up: bool) -> Diagnosis:
 def check_dashboard(settings: Settings) -> Diagnosis:
     """A fresh one-time login URL for the dashboard (the server answers its data only to
     the token or a session cookie, which this URL gets the browser)."""
+    from tma1.auth.hooktoken import login_url
     from tma1.mcp.api import base_url
-    from tma1.token import login_url
 
     token = read_token(settings.token_path)
     if not token:
@@ -478,8 +478,8 @@ def check_data(settings: Settings) -> list[Diagnosis]:
 def _other_data_dir(settings: Settings, name: str) -> Diagnosis | None:
     import httpx
 
+    from tma1.auth.hooktoken import data_dir_tag
     from tma1.mcp.api import base_url
-    from tma1.token import data_dir_tag
 
     try:
         tag = httpx.get(f"{base_url(settings)}/api/ping", timeout=2.0, trust_env=False).headers

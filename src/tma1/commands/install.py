@@ -70,7 +70,7 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
     from tma1.adapters import EXECUTABLES, get_adapters
     from tma1.adapters.files import InstallError
     from tma1.adapters.registration import InstallState, plan_all
-    from tma1.token import ensure_token
+    from tma1.auth.hooktoken import ensure_token
 
     settings = cli_settings(args)
     transport = getattr(args, "transport", "command")
@@ -152,7 +152,7 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
                 print(f"  note: {note}")
         print(f"\ntoken   {settings.token_path}")
         print(f"server  {_server_status(settings)}")
-        from tma1.service_unit import install_hint
+        from tma1.autostart import install_hint
 
         if hint := install_hint():
             print(f"\n{hint}")

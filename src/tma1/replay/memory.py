@@ -33,7 +33,7 @@ from tma1.engine.window import (
     SessionWindow,
 )
 from tma1.events import FileChange, HookEvent, Usage, is_compaction_hook, keeps_metadata
-from tma1.scrub import scrub
+from tma1.storable.scrub import scrub
 
 _TS = attrgetter("ts")
 

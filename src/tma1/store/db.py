@@ -73,7 +73,7 @@ _INSERT_CHANGE = insert(external_changes).returning(
 class Store:
     """All reads and writes. Thread-safe: each call takes its own pooled connection.
 
-    `machine_id` (issue 30, tma1.machine): the machine whose store this is. Every row it
+    `machine_id` (issue 30, tma1.origin.machine): the machine whose store this is. Every row it
     writes carries it, and every read but the team views (`team()`) reads only its rows —
     on SQLite also the rows of no known machine (from before migration 0005: a SQLite
     file is one machine's). None: a store of no machine (tests, tools over a copy) writes
@@ -277,7 +277,7 @@ class Store:
     def record_session_repo(
         self, session_id: str, *, repo: str, repo_path: str, host: str | None, ts: int
     ) -> bool:
-        """The session's repository (tma1.repo), once: False when it was already known."""
+        """The session's repository (tma1.origin.repo), once: False when it was already known."""
         row = {
             "session_id": session_id,
             "machine_id": self._machine_id or "",

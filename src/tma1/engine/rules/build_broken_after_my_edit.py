@@ -42,7 +42,6 @@ from collections.abc import Mapping
 
 from tma1.checks import error_line, error_line_of_file, lines_in, located_in
 from tma1.checks.locations import error_text
-from tma1.editlines import near
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.checkruns import CheckRuns, Run, at_stop, check_runs
 from tma1.engine.resolution import covering_pass
@@ -64,7 +63,8 @@ from tma1.engine.supersession import errors_of, supersedes
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import EDITED_LINES, WRITE_TOOLS
 from tma1.paths import display_path, norm_path
-from tma1.textmemo import text_cache
+from tma1.storable.editlines import near
+from tma1.storable.textmemo import text_cache
 
 _DIGITS = re.compile(r"\d+")
 HIGH_AT = 3
