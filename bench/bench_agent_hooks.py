@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT / "tests" / "agents"))
 from agentkit import Rig  # noqa: E402
 from fakemodel import FakeModel, Text, Tool  # noqa: E402
 
-from tma1.token import http_hook_key  # noqa: E402
+from tma1.auth.hooktoken import http_hook_key  # noqa: E402
 
 EVENTS = (
     "PreToolUse",

@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from tma1.auth.hooktoken import hook_headers
 from tma1.clock import MINUTE_MS, ManualClock
 from tma1.counters import Counters
 from tma1.engine.detector import Detector, run_rules
@@ -35,7 +36,6 @@ from tma1.engine.stored import StoreWindows
 from tma1.engine.window import RuleConfig
 from tma1.events import FileChange, HookEvent, parse_payload
 from tma1.store import Store
-from tma1.token import hook_headers
 
 PROJECT = "/bench/project"
 SIZES = (100, 1_000, 5_000)

@@ -41,8 +41,8 @@ from pathlib import Path
 import httpx
 
 from tma1.adapters.hookscript import write_script
+from tma1.auth.hooktoken import hook_headers
 from tma1.config import Settings
-from tma1.token import hook_headers
 
 
 def free_port() -> int:

@@ -96,7 +96,7 @@ def run_wrk(url: str, path: str, token: str, seconds: int, clients: int) -> dict
     if path == "/api/hooks":
         # wrk cannot hash a fresh nonce per request: it posts as Claude Code's native http
         # hooks do (?transport=http, the static key derived from the token).
-        from tma1.token import http_hook_key
+        from tma1.auth.hooktoken import http_hook_key
 
         script = str(Path(__file__).parent / "wrk_hooks.lua")
         cmd += ["-s", script, url, "--", http_hook_key(token)]
@@ -115,7 +115,7 @@ def run_wrk(url: str, path: str, token: str, seconds: int, clients: int) -> dict
 def fresh_nonce(token: str):  # type: ignore[no-untyped-def]
     """An httpx request hook: each hook post carries a fresh nonce and its keyed hash (the
     server refuses a replayed one), and each read the token."""
-    from tma1.token import hook_headers
+    from tma1.auth.hooktoken import hook_headers
 
     def add(request: httpx.Request) -> None:
         if request.url.path == "/api/hooks":

@@ -244,7 +244,7 @@ class PrivatePostgres:
 
 def hook_headers(token: str) -> dict[str, str]:
     """One hook request's headers: a fresh nonce and its keyed hash, as the script sends."""
-    from tma1.token import hook_headers as auth
+    from tma1.auth.hooktoken import hook_headers as auth
 
     return {**auth(token), "Content-Type": "application/json"}
 

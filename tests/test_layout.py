@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
@@ -86,3 +87,90 @@ def test_sql_lives_in_store_only() -> None:
         if "store" not in p.relative_to(SRC).parts[:1] and _SQL.search(p.read_text("utf-8"))
     ]
     assert outside == []
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_reaches(root: Path = SRC) -> list[str]:
+    """`from m import _x` and `m._x` where `m` is another of root's modules: a name kept
+    private to its module, used from outside it (what is shared gets a public name)."""
+    known = _modules(root)
+    found: list[str] = []
+    for name, path in known.items():
+        pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules: dict[str, str] = {}  # local name → the module it is bound to
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        modules[a.asname] = a.name
+                    else:
+                        modules[a.name.split(".")[0]] = a.name.split(".")[0]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                    base = ".".join([*parts, base] if base else parts)
+                for a in node.names:
+                    if f"{base}.{a.name}" in known:
+                        modules[a.asname or a.name] = f"{base}.{a.name}"
+                    elif _private(a.name) and base in known and base != name:
+                        found.append(f"{name}: from {base} import {a.name}")
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and _private(node.attr)):
+                continue
+            chain: list[str] = []
+            value: ast.expr = node.value
+            while isinstance(value, ast.Attribute):
+                chain.append(value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in modules:
+                target = ".".join([modules[value.id], *reversed(chain)])
+                if target in known and target != name:
+                    found.append(f"{name}: {target}.{node.attr}")
+    return sorted(found)
+
+
+def test_no_private_name_used_across_modules() -> None:
+    assert _private_reaches() == []
+
+
+def test_a_private_name_reached_from_another_module_is_found(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("_x = 1\ny = 2\n\ndef _f():\n    return _x\n")
+    (pkg / "b.py").write_text("from pkg.a import _x, y\n")
+    (pkg / "sub" / "c.py").write_text("from .. import a\n\ndef g():\n    return a._f()\n")
+    (pkg / "d.py").write_text("import pkg.a as m\nfrom pkg import a\n\nv = m._x + a.y\n")
+    assert _private_reaches(pkg) == [
+        "pkg.b: from pkg.a import _x",
+        "pkg.d: pkg.a._x",
+        "pkg.sub.c: pkg.a._f",
+    ]
+
+
+MAX_LOOSE = 8
+# Top-level modules that other issue-29 branches move into packages (ingest, journal and
+# service into one ingest package; dialects into adapters/): counted once they are gone.
+# Delete this set when those branches are merged.
+_LEAVING = frozenset({"ingest", "ingest_queue", "journal", "service"})
+
+
+def _loose_modules(root: Path = SRC) -> list[str]:
+    """The modules that sit directly in the package, outside any sub-package."""
+    return sorted(p.stem for p in root.glob("*.py") if p.name != "__init__.py")
+
+
+def test_at_most_8_loose_top_level_modules() -> None:
+    loose = [m for m in _loose_modules() if m not in _LEAVING]
+    assert len(loose) <= MAX_LOOSE, f"{len(loose)} loose modules in src/tma1/: {loose}"
+
+
+def test_a_module_that_shadows_the_standard_library_is_no_top_level_module() -> None:
+    # `tma1/token.py` was one: run from src/tma1, `import token` (tokenize's) found it.
+    assert [m for m in _loose_modules() if m in sys.stdlib_module_names] == []

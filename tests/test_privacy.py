@@ -15,7 +15,7 @@ import httpx
 import pytest
 from trustkit import clean_env, run, serving
 
-from tma1.token import hook_headers
+from tma1.auth.hooktoken import hook_headers
 
 
 def _mode(p: Path) -> int:

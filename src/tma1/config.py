@@ -38,7 +38,7 @@ class Settings:
     # The hook path's wait for the insert's commit, and the outage queue (tma1.ingest).
     hook_db_budget_ms: int = 400
     ingest_queue_max: int = 10_000
-    # This machine's id on a shared database (tma1.machine); None: the data dir's file.
+    # This machine's id on a shared database (tma1.origin.machine); None: the data dir's file.
     machine_id: str | None = None
 
     @property
@@ -50,7 +50,7 @@ class Settings:
     @property
     def effective_machine_id(self) -> str:
         """`TMA1_MACHINE_ID`, or the data dir's `machine-id` (made on first use)."""
-        from tma1.machine import ensure_machine_id
+        from tma1.origin.machine import ensure_machine_id
 
         return self.machine_id or ensure_machine_id(self.data_dir)
 
@@ -111,7 +111,7 @@ def validate_database_url(name: str, url: str) -> str:
 
 
 def _machine_id(name: str, raw: str) -> str:
-    from tma1.machine import valid_machine_id
+    from tma1.origin.machine import valid_machine_id
 
     value = raw.strip()
     if not valid_machine_id(value):

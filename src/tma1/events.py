@@ -23,10 +23,10 @@ from tma1.checks import (
     failure_kind_of_exit,
     masked_kind,
 )
-from tma1.editlines import edited_lines
-from tma1.textcap import cap_text as cap_text
-from tma1.textcap import capped_metadata, capped_text, clip, to_text
-from tma1.textcap import json_text as json_text
+from tma1.storable.caps import cap_text as cap_text
+from tma1.storable.caps import capped_metadata, capped_text, clip_value, to_text
+from tma1.storable.caps import json_text as json_text
+from tma1.storable.editlines import edited_lines
 
 TOOL_INPUT_CAP = 8 * 1024
 TOOL_RESULT_CAP = 16 * 1024
@@ -54,9 +54,14 @@ COMMAND_PREFIX_LEN = 60
 
 WRITE_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit", "apply_patch"})
 READ_TOOLS = frozenset({"Read", "NotebookRead"})
-# Metadata key of the line ranges an edit wrote (`tma1.editlines`).
+# Metadata key of the line ranges an edit wrote (`tma1.storable.editlines`).
 EDITED_LINES = "edited_lines"
 SHELL_TOOLS = frozenset({"Bash", "shell", "local_shell", "exec_command", "shell_command"})
+# A compaction hook: `PreCompact`/`PostCompact`, or a `SessionStart` whose source is
+# COMPACT_SOURCE (Claude Code's start of the compacted conversation). The store's SQL
+# (`Store.latest_compaction_ts`) and the follow gate read these too.
+COMPACTION_HOOKS = frozenset({"PreCompact", "PostCompact"})
+COMPACT_SOURCE = "compact"
 
 _STRING_FIELDS = (
     "session_id",
@@ -157,6 +162,13 @@ def keeps_metadata(ev: HookEvent) -> bool:
 # --- helpers ---------------------------------------------------------------------------
 
 
+def is_compaction_hook(hook_event_name: str | None, source: object = None) -> bool:
+    """A hook that marks a compaction (COMPACTION_HOOKS, or a SessionStart from one)."""
+    return hook_event_name in COMPACTION_HOOKS or (
+        hook_event_name == "SessionStart" and source == COMPACT_SOURCE
+    )
+
+
 def command_prefix(command: str | None) -> str | None:
     if not command:
         return None
@@ -215,13 +227,13 @@ def _response_text(resp: Any, clip_at: int | None = None) -> str | None:
     """The human-readable output of a tool response (stdout + stderr for Bash).
 
     `clip_at`: the caller keeps at most that many bytes, so structured parts are encoded
-    only that far (see `clip`); strings are returned whole either way."""
+    only that far (see `clip_value`); strings are returned whole either way."""
     if resp is None:
         return None
     if isinstance(resp, str):
         return resp
     if clip_at is not None:
-        resp = clip(resp, clip_at)
+        resp = clip_value(resp, clip_at)
     if isinstance(resp, dict):
         parts = [resp.get(k) for k in ("stdout", "stderr", "output", "error", "content")]
         texts = [p if isinstance(p, str) else to_text(p) for p in parts if p not in (None, "")]
@@ -269,12 +281,12 @@ def is_refused_response(resp: Any) -> bool:
     heads = "\n".join(_heads(resp, _REFUSAL_HEAD))
     if not any(r in heads for r in _REFUSALS):
         return False
-    return is_refusal(to_text(clip(resp, _REFUSAL_HEAD)))
+    return is_refusal(to_text(clip_value(resp, _REFUSAL_HEAD)))
 
 
 def _heads(value: Any, n: int) -> list[str]:
     """The first `n` characters of every string (keys too) whose text can start within
-    the first `n` characters of `value`'s JSON text — the strings `clip(value, n)` keeps.
+    the first `n` characters of `value`'s JSON text — the strings `clip_value(value, n)` keeps.
     A value JSON has no type for is encoded with `str`: its whole `str` is taken."""
     out: list[str] = []
 
@@ -356,7 +368,36 @@ def _short_str(value: Any) -> str | None:
 
 
 def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> HookEvent:
-    """Turn a decoded hook payload into a `HookEvent`, or raise `PayloadError`."""
+    """Turn a decoded hook payload into a `HookEvent`, or raise `PayloadError`.
+
+    In steps, each its own concern: the payload's shape, the event's identity, what the
+    tool touched, what it answered (and whether that is a failure), what else it said."""
+    _check_shape(payload)
+    tool_input_raw = payload.get("tool_input")
+    # None, an object or (checked) a string: a bare command.
+    tool_input: dict[str, Any] = (
+        {"command": tool_input_raw} if isinstance(tool_input_raw, str) else tool_input_raw or {}
+    )
+    ev = _event_of(payload, ts=ts, source=source)
+    _note_target(ev, tool_input)
+    resp = payload.get("tool_response", payload.get("tool_result"))
+    text = _note_result(ev, payload, resp)
+    if ev.tool_success is False and ev.failure_kind:
+        _note_failure_output(ev)
+    _note_passed_tests(ev, text)
+    extra = {k: v for k, v in payload.items() if k not in _KNOWN_FIELDS}
+    if extra:
+        ev.metadata = capped_metadata(extra)
+    if ev.tool_name in WRITE_TOOLS and ev.tool_success is True:
+        ranges = edited_lines(ev.tool_name, resp)
+        if ranges is not None:
+            note_edited_lines(ev, ranges)
+    return ev
+
+
+def _check_shape(payload: Any) -> None:
+    """Raise `PayloadError` for a payload that is no hook event: not an object, a field of
+    the wrong type, no session or hook name."""
     if not isinstance(payload, dict):
         raise PayloadError("not_object", f"payload is a JSON {type(payload).__name__}")
     for key in _STRING_FIELDS:
@@ -375,23 +416,22 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
     ):
         raise PayloadError("bad_field_type", "duration_ms must be a number")
 
-    tool_name = payload.get("tool_name")
-    # None, an object or (checked above) a string: a bare command.
-    tool_input: dict[str, Any] = (
-        {"command": tool_input_raw} if isinstance(tool_input_raw, str) else tool_input_raw or {}
-    )
+
+def _event_of(payload: dict[str, Any], *, ts: int, source: str) -> HookEvent:
+    """The event's identity and context, every field capped."""
     # Capped before anything reads them: a 10 MB cwd must not be walked up for a `.git`
     # (and cached), nor a 10 MB transcript path stat'ed.
     cwd = cap_text(payload.get("cwd"), PATH_CAP)
-    ev = HookEvent(
+    duration = payload.get("duration_ms")
+    return HookEvent(
         ts=ts,
         session_id=payload["session_id"].strip(),
         event_type=payload["hook_event_name"].strip(),
         hook_event_name=payload["hook_event_name"].strip(),
         agent_source=source,
-        tool_name=tool_name,
+        tool_name=payload.get("tool_name"),
         tool_use_id=payload.get("tool_use_id"),
-        tool_input=capped_text(tool_input_raw, TOOL_INPUT_CAP),
+        tool_input=capped_text(payload.get("tool_input"), TOOL_INPUT_CAP),
         cwd=cwd,
         project=project_for(cwd) if cwd else None,
         transcript_path=cap_text(payload.get("transcript_path"), PATH_CAP),
@@ -401,82 +441,85 @@ def parse_payload(payload: Any, *, ts: int, source: str = "claude-code") -> Hook
         agent_type=_short_str(payload.get("agent_type")),
     )
 
-    # Files touched and the command run.
-    if tool_name == "apply_patch" or (
-        isinstance(tool_input.get("command"), str) and "*** Begin Patch" in tool_input["command"]
-    ):
-        patch = tool_input.get("command") or tool_input.get("input") or tool_input.get("patch")
-        files = patch_files(patch, cwd) if isinstance(patch, str) else []
+
+def _note_target(ev: HookEvent, tool_input: dict[str, Any]) -> None:
+    """The files the call touched and the command it ran."""
+    tool_name = ev.tool_name
+    command = tool_input.get("command")
+    if tool_name == "apply_patch" or (isinstance(command, str) and "*** Begin Patch" in command):
+        patch = command or tool_input.get("input") or tool_input.get("patch")
+        files = patch_files(patch, ev.cwd) if isinstance(patch, str) else []
         ev.tool_files = files
         ev.tool_file_path = files[0] if files else None
         ev.tool_name = "apply_patch"
-    else:
-        fp = (
-            tool_input.get("file_path") or tool_input.get("notebook_path") or tool_input.get("path")
-        )
-        if isinstance(fp, str) and fp:
-            ev.tool_file_path = cap_text(fp, PATH_CAP) or fp
-            ev.tool_files = [ev.tool_file_path]
-        if tool_name in SHELL_TOOLS or (tool_name is None and "command" in tool_input):
-            script = shell_script(tool_input.get("command", tool_input.get("cmd")))
-            ev.tool_command = cap_text(script, COMMAND_CAP)
-            ev.tool_command_prefix = command_prefix(ev.tool_command)
+        return
+    fp = tool_input.get("file_path") or tool_input.get("notebook_path") or tool_input.get("path")
+    if isinstance(fp, str) and fp:
+        ev.tool_file_path = cap_text(fp, PATH_CAP) or fp
+        ev.tool_files = [ev.tool_file_path]
+    if tool_name in SHELL_TOOLS or (tool_name is None and "command" in tool_input):
+        script = shell_script(tool_input.get("command", tool_input.get("cmd")))
+        ev.tool_command = cap_text(script, COMMAND_CAP)
+        ev.tool_command_prefix = command_prefix(ev.tool_command)
 
-    # Result and failure derivation (design §2.8).
-    text: str | None = None
-    resp = payload.get("tool_response", payload.get("tool_result"))
+
+def _note_result(ev: HookEvent, payload: dict[str, Any], resp: Any) -> str | None:
+    """The call's result and whether it failed (design §2.8); returns the text its passing
+    tests are read from (a shell's whole output, uncapped)."""
     if ev.event_type == "PostToolUseFailure":
-        err = payload.get("error")
-        # Only the capped text is kept (and a refusal is told by its first 400 characters).
-        text = (
-            capped_text(err, TOOL_RESULT_CAP)
-            if err is not None
-            else cap_text(_response_text(resp, TOOL_RESULT_CAP), TOOL_RESULT_CAP)
-        )
-        ev.tool_result = text
+        return _note_failure_result(ev, payload.get("error"), resp)
+    if ev.event_type == "PostToolUse":
+        return _note_post_result(ev, resp)
+    return None
+
+
+def _note_failure_result(ev: HookEvent, err: Any, resp: Any) -> str | None:
+    # Only the capped text is kept (and a refusal is told by its first 400 characters).
+    text = (
+        capped_text(err, TOOL_RESULT_CAP)
+        if err is not None
+        else cap_text(_response_text(resp, TOOL_RESULT_CAP), TOOL_RESULT_CAP)
+    )
+    ev.tool_result = text
+    ev.tool_success = False
+    ev.failure_kind = _exit_kind(ev.tool_command, text)
+    if is_refusal(text):
+        # A refusal is not a failure: keep it as a plain, unsuccessful result.
+        ev.event_type = "PostToolUse"
+        ev.failure_kind = None
+    return text
+
+
+def _note_post_result(ev: HookEvent, resp: Any) -> str | None:
+    # A shell's whole output is searched for masked failures; other tools' results are
+    # only kept, capped.
+    text = _response_text(resp) if ev.tool_command else None
+    if is_refused_response(resp):
+        ev.tool_success = False
+    elif response_failure(resp):
+        ev.event_type = "PostToolUseFailure"
         ev.tool_success = False
         ev.failure_kind = _exit_kind(ev.tool_command, text)
-        if is_refusal(text):
-            # A refusal is not a failure: keep it as a plain, unsuccessful result.
-            ev.event_type = "PostToolUse"
-            ev.failure_kind = None
-    elif ev.event_type == "PostToolUse":
-        # A shell's whole output is searched for masked failures; other tools' results are
-        # only kept, capped.
-        text = _response_text(resp) if ev.tool_command else None
-        if is_refused_response(resp):
-            ev.tool_success = False
-        elif response_failure(resp):
-            ev.event_type = "PostToolUseFailure"
-            ev.tool_success = False
-            ev.failure_kind = _exit_kind(ev.tool_command, text)
-        elif ev.tool_command and (hidden := masked_kind(ev.tool_command, text)):
-            # A failure the pipe hid (`masked`), or one that says nothing about the code
-            # (`no_verdict`: neither a pass nor a failure of the check, design §2.21).
-            ev.tool_success = False
-            ev.failure_kind = hidden
-        else:
-            ev.tool_success = True
-        if text is None:
-            text = _response_text(resp, TOOL_RESULT_CAP)
-        ev.tool_result = cap_text(text, TOOL_RESULT_CAP)
-    if ev.tool_success is False and ev.failure_kind:
-        _note_failure_output(ev)
+    elif ev.tool_command and (hidden := masked_kind(ev.tool_command, text)):
+        # A failure the pipe hid (`masked`), or one that says nothing about the code
+        # (`no_verdict`: neither a pass nor a failure of the check, design §2.21).
+        ev.tool_success = False
+        ev.failure_kind = hidden
+    else:
+        ev.tool_success = True
+    if text is None:
+        text = _response_text(resp, TOOL_RESULT_CAP)
+    ev.tool_result = cap_text(text, TOOL_RESULT_CAP)
+    return text
+
+
+def _note_passed_tests(ev: HookEvent, text: str | None) -> None:
+    """Passing tests are read from the whole output (replay keeps no passing text), and
+    only for checks: a `cat` of a test log reports nothing."""
     if ev.tool_command and ev.event_type in ("PostToolUse", "PostToolUseFailure"):
-        # Passing tests are read from the whole output (replay keeps no passing text), and
-        # only for checks: a `cat` of a test log reports nothing.
         out = text if ev.event_type == "PostToolUse" else ev.tool_result
         if out and check_of(ev.tool_command) is not None:
             ev.passed_test_ids = extract_passed_ids(out)
-
-    extra = {k: v for k, v in payload.items() if k not in _KNOWN_FIELDS}
-    if extra:
-        ev.metadata = capped_metadata(extra)
-    if ev.tool_name in WRITE_TOOLS and ev.tool_success is True:
-        ranges = edited_lines(ev.tool_name, resp)
-        if ranges is not None:
-            note_edited_lines(ev, ranges)
-    return ev
 
 
 def was_cut(ev: HookEvent) -> bool:
@@ -491,7 +534,7 @@ def was_cut(ev: HookEvent) -> bool:
 
 
 def note_edited_lines(ev: HookEvent, ranges: list[tuple[int, int]]) -> None:
-    """Keep the [first, last] line ranges the edit wrote (`tma1.editlines`) in metadata."""
+    """Keep the [first, last] line ranges the edit wrote (`tma1.storable.editlines`) in metadata."""
     ev.metadata = {**ev.metadata, EDITED_LINES: [list(r) for r in ranges]}
 
 

@@ -20,7 +20,7 @@ from tma1.counters import Counters
 from tma1.events import HookEvent
 from tma1.ingest_queue import BACKOFF_MAX_S, BACKOFF_MIN_S, OutageQueue, describe, is_transient
 from tma1.journal import Journal
-from tma1.scrub import scrub
+from tma1.storable.scrub import scrub
 from tma1.store import Store
 
 log = logging.getLogger("tma1.ingest")

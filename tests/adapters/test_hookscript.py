@@ -18,8 +18,8 @@ from conftest import LiveServer, free_port
 from installkit import env_for, tma1
 
 from tma1.adapters import hookscript
+from tma1.auth.hooktoken import request_auth, response_sig
 from tma1.clock import ManualClock
-from tma1.token import request_auth, response_sig
 
 SESSION = "sess-hook-1"
 SH = shutil.which("sh") or "/bin/sh"
@@ -427,7 +427,7 @@ def test_script_is_valid_posix_sh(tmp_path: Path) -> None:
 
 FAKE_CURL = """\
 import os, sys
-from tma1.token import response_sig
+from tma1.auth.hooktoken import response_sig
 log = os.environ["FAKE_LOG"]
 config = open("/dev/fd/3").read()
 body = sys.stdin.read()

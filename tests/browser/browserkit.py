@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tma1.token import login_code
+from tma1.auth.hooktoken import login_code
 
 CHROMIUM = Path("/usr/bin/chromium")
 LAUNCH_ARGS = [

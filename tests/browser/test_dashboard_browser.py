@@ -14,12 +14,12 @@ import pytest
 from browserkit import CHROMIUM, chromium
 from conftest import LiveServer, start_live_server
 
+from tma1.auth.hooktoken import login_code
 from tma1.clock import SystemClock
 from tma1.config import Settings
 from tma1.engine.anomaly import stable_key
 from tma1.events import HookEvent, parse_payload
 from tma1.store import Store
-from tma1.token import login_code
 
 SHOTS = Path(__file__).resolve().parent.parent / "screenshots"
 XSS = '<img src=x onerror="window.__xss=1">'

@@ -1,7 +1,7 @@
 """The checks memoise what they read from an output (every detection reads the hour's
 failures again), but never hold a big output: before issue 31 each of these caches kept
 up to 256–1,024 whole outputs (16 KB each), alive after their events had left every
-window. A big output is keyed by its digest (`tma1.textmemo`); the answers are the same."""
+window. A big output is keyed by its digest (`tma1.storable.textmemo`); the answers are the same."""
 
 from __future__ import annotations
 

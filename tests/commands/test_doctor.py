@@ -11,9 +11,9 @@ from conftest import free_port
 from trustkit import clean_env, run, serving, trust_all
 
 from tma1.adapters.hookscript import script_name
+from tma1.auth.hooktoken import hook_headers
 from tma1.events import parse_payload
 from tma1.store import Store
-from tma1.token import hook_headers
 
 
 @pytest.fixture
@@ -163,7 +163,7 @@ def test_codex_untrusted_is_a_failure(home: Path, tmp_path: Path, monkeypatch) -
     assert run(env, "install", "--adapter", "codex").returncode == 0
     settings = Settings(data_dir=tmp_path / "data", port=int(env["TMA1_PORT"]))
 
-    def trust() -> doctor.Check:
+    def trust() -> doctor.Diagnosis:
         return next(c for c in doctor.check_hooks(settings, env) if c.name == "codex trust")
 
     if not hasattr(codex, "trust_state"):
@@ -192,9 +192,7 @@ def test_codex_untrusted_is_a_failure(home: Path, tmp_path: Path, monkeypatch) -
     assert line.startswith("FAIL") and "codex trust" in line and "— fix: " in line
 
 
-def test_service_line_says_whether_something_keeps_tma1_running(
-    home: Path, tmp_path: Path
-) -> None:
+def test_service_line_says_whether_something_keeps_tma1_running(home: Path, tmp_path: Path) -> None:
     env = _env(home, tmp_path / "data")
     assert run(env, "install", "--adapter", "claude-code").returncode == 0
     down = _line(_doctor(env).stdout, "service")

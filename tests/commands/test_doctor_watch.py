@@ -11,7 +11,7 @@ import httpx
 from conftest import free_port, tma1_cmd
 from trustkit import Served, clean_env, run, wait_up
 
-from tma1.token import hook_headers
+from tma1.auth.hooktoken import hook_headers
 
 
 def _post(url: str, token: str, cwd: Path | str) -> None:

@@ -12,7 +12,7 @@ import pytest
 from conftest import tma1_cmd
 from installkit import USER_SETTINGS, env_for, snapshot, tma1, write_settings
 
-from tma1.token import http_hook_key
+from tma1.auth.hooktoken import http_hook_key
 
 CLAUDE_EVENTS = {
     "PreToolUse",

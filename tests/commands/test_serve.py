@@ -14,12 +14,12 @@ import httpx
 import pytest
 from conftest import free_port, tma1_cmd
 
+from tma1.auth.hooktoken import hook_headers
 from tma1.clock import ManualClock
 from tma1.config import Settings
 from tma1.events import parse_payload
 from tma1.service import build_service
 from tma1.store import Store
-from tma1.token import hook_headers
 
 
 def _env(data_dir: Path, **extra: str) -> dict[str, str]:

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tma1.checks import file_of_test_id
 from tma1.gates.budget import budget_report
 from tma1.gates.common import (
     FOLLOW_MIN_EMITS,
@@ -21,7 +22,6 @@ from tma1.gates.follow import (
     Call,
     EmitRef,
     followed,
-    guess_test_file,
     is_git_commit,
     is_read_of,
     same_file,
@@ -82,14 +82,15 @@ def test_git_commit(command: str, commit: bool) -> None:
     ("test_id", "path"),
     [
         ("tests/test_x.py::test_a", "tests/test_x.py"),
-        ("./spec/a_spec.rb:12", "spec/a_spec.rb"),
+        ("./spec/a_spec.rb:12", "./spec/a_spec.rb"),  # rspec's own id, as it is
+        ("./pkg/a_test.go:12", "pkg/a_test.go"),  # a guess: the head, no `./`, no line
         ("src/cart.test.ts", "src/cart.test.ts"),
         ("TestParse", None),
         ("test_x (mod.Class)", None),
     ],
 )
 def test_test_file_of(test_id: str, path: str | None) -> None:
-    assert guess_test_file(test_id) == path
+    assert file_of_test_id(test_id, guess=True) == path
 
 
 def test_stable_key_subject_may_contain_pipes() -> None:

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import inspect, select, text
 
 from tma1.events import HookEvent
-from tma1.scrub import scrub
+from tma1.storable.scrub import scrub
 from tma1.store import Store, make_engine, run_migrations
 from tma1.store.schema import ALL_TABLES, anomaly_emits, hook_events
 
@@ -86,7 +86,7 @@ def test_emit_rows_keep_ms_timestamps_and_json(store: Store) -> None:
 
 def test_nul_and_lone_surrogates_are_stored_the_same_everywhere(store: Store) -> None:
     # PostgreSQL text cannot hold NUL and UTF-8 cannot hold a lone surrogate; the hook path
-    # scrubs both (tma1.scrub) so one payload stores identically on both backends.
+    # scrubs both (tma1.storable.scrub) so one payload stores identically on both backends.
     ev = scrub(
         _event(
             tool_use_id="nul",

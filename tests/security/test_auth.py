@@ -27,9 +27,7 @@ from conftest import LOOPBACK_TLS, LiveServer, free_port
 from loadkit import ServeProcess
 from starlette.routing import Route
 
-from tma1.server.app import create_app
-from tma1.server.security import is_public
-from tma1.token import (
+from tma1.auth.hooktoken import (
     hook_headers,
     http_hook_key,
     login_code,
@@ -37,6 +35,8 @@ from tma1.token import (
     request_auth,
     response_sig,
 )
+from tma1.server.app import create_app
+from tma1.server.security import is_public
 
 EVENT = {"session_id": "auth-1", "hook_event_name": "SessionStart", "cwd": "/tmp"}
 

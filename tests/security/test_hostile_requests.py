@@ -18,8 +18,8 @@ import pytest
 from conftest import LOOPBACK_TLS, LiveServer
 from sqlalchemy import select
 
+from tma1.auth.hooktoken import hook_headers
 from tma1.store.schema import ALL_TABLES, hook_events
-from tma1.token import hook_headers
 
 VALID = {"session_id": "sec", "hook_event_name": "SessionStart", "cwd": "/tmp"}
 

@@ -14,10 +14,10 @@ from conftest import LiveServer
 from sqlalchemy import select
 
 from tma1.clock import ManualClock
-from tma1.editlines import WHOLE_FILE
 from tma1.events import EDITED_LINES, parse_payload
 from tma1.sensors import codex_exit
 from tma1.sensors.codex_exit import CommandEnd, await_found, read_command_end
+from tma1.storable.editlines import WHOLE_FILE
 from tma1.store.schema import hook_events
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "real-agents"

@@ -13,8 +13,8 @@ import pytest
 from conftest import LiveServer, require_sessions
 from sqlalchemy import select
 
+from tma1.auth.hooktoken import hook_headers
 from tma1.store.schema import hook_events
-from tma1.token import hook_headers
 
 
 def rows(live: LiveServer) -> list[dict[str, Any]]:

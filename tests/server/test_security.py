@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from tma1.auth.hooktoken import login_code, login_code_ok, request_auth, session_ok, session_value
 from tma1.server.security import COOKIE, NonceGuard, credential_refusal, is_public
-from tma1.token import login_code, login_code_ok, request_auth, session_ok, session_value
 
 TOKEN = "ab" * 32
 NOW = 1_900_000_000.0

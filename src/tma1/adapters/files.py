@@ -74,7 +74,7 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
 
 
 @dataclass(frozen=True)
-class FileChange:
+class FilePlan:
     """`before`/`after` None mean "absent": after None deletes the file."""
 
     path: Path

@@ -83,7 +83,7 @@ def bash_usable() -> bool:
 
 
 # SHA-256 of stdin, hex first on the line (`hex  -`, `hex *stdin`): the keyed hashes the
-# script sends and checks (tma1.token). Looked up once, at install, and written in with
+# script sends and checks (tma1.auth.hooktoken). Looked up once, at install, and written in with
 # its absolute path: no PATH search on the agent's path, and no PATH the agent sets can
 # put another program there.
 HASHERS = (("sha256sum",), ("shasum", "-a", "256"), ("openssl", "dgst", "-sha256", "-r"))

@@ -23,7 +23,7 @@ from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import InlineTable, Table
 
 from tma1.adapters import jsonhooks
-from tma1.adapters.files import FileChange, agent_dir, read_bytes, refusal
+from tma1.adapters.files import FilePlan, agent_dir, read_bytes, refusal
 from tma1.adapters.registration import InstallState
 from tma1.config import DEFAULT_HOST, DEFAULT_PORT, Settings
 
@@ -174,7 +174,7 @@ def remove_codex_server(text: str) -> str:
 
 
 def _record_install(
-    state: InstallState, path: Path, change: FileChange, had_entry: bool, had_container: bool
+    state: InstallState, path: Path, change: FilePlan, had_entry: bool, had_container: bool
 ) -> None:
     key = str(path)
     if key in state.files and had_entry:
@@ -195,7 +195,7 @@ class ClaudeMcpRegistration:
     command: McpCommand
     label: str = "Claude Code MCP server"
 
-    def plan_install(self, state: InstallState) -> FileChange:
+    def plan_install(self, state: InstallState) -> FilePlan:
         before = read_bytes(self.path)
         doc = jsonhooks.parse_json_object(self.path, before, CLAUDE_KEY)
         self._had = (SERVER_NAME in (doc.get(CLAUDE_KEY) or {}), CLAUDE_KEY in doc)
@@ -208,13 +208,13 @@ class ClaudeMcpRegistration:
             "env": dict(self.command.env),
         }
         after = jsonhooks.installed_bytes(self.path, before, doc, wanted)
-        return FileChange(self.path, before, after, self.label, mode=_mode(before), backup=True)
+        return FilePlan(self.path, before, after, self.label, mode=_mode(before), backup=True)
 
-    def plan_uninstall(self, state: InstallState) -> FileChange:
+    def plan_uninstall(self, state: InstallState) -> FilePlan:
         before = read_bytes(self.path)
         doc = jsonhooks.parse_json_object(self.path, before, CLAUDE_KEY)
         if before is None or SERVER_NAME not in (doc.get(CLAUDE_KEY) or {}):
-            return FileChange(self.path, before, before, self.label, backup=True)
+            return FilePlan(self.path, before, before, self.label, backup=True)
         rec = state.files.get(str(self.path), {})
         wanted = copy.deepcopy(doc)
         del wanted[CLAUDE_KEY][SERVER_NAME]
@@ -222,9 +222,9 @@ class ClaudeMcpRegistration:
             del wanted[CLAUDE_KEY]
         after = jsonhooks.uninstalled_bytes(self.path, before, wanted, rec)
         # A file that install created and uninstall deletes needs no backup.
-        return FileChange(self.path, before, after, self.label, backup=after is not None)
+        return FilePlan(self.path, before, after, self.label, backup=after is not None)
 
-    def record(self, change: FileChange, state: InstallState, *, installing: bool) -> None:
+    def record(self, change: FilePlan, state: InstallState, *, installing: bool) -> None:
         if installing:
             had_entry, had_container = getattr(self, "_had", (False, False))
             _record_install(state, self.path, change, had_entry, had_container)
@@ -240,7 +240,7 @@ class CodexMcpRegistration:
     command: McpCommand
     label: str = "Codex MCP server"
 
-    def plan_install(self, state: InstallState) -> FileChange:
+    def plan_install(self, state: InstallState) -> FilePlan:
         self._dir_existed = self.path.parent.is_dir()
         before = read_bytes(self.path)
         doc = parse_codex(self.path, before)
@@ -248,16 +248,16 @@ class CodexMcpRegistration:
         self._had = (current is not None, CODEX_KEY in doc)
         entry = codex_entry(self.command)
         if current is not None and _plain(current) == entry and before is not None:
-            return FileChange(self.path, before, before, self.label, backup=True)
+            return FilePlan(self.path, before, before, self.label, backup=True)
         text = _decode(self.path, before)
         after = add_codex_server(text, entry).encode("utf-8")
-        return FileChange(self.path, before, after, self.label, mode=_mode(before), backup=True)
+        return FilePlan(self.path, before, after, self.label, mode=_mode(before), backup=True)
 
-    def plan_uninstall(self, state: InstallState) -> FileChange:
+    def plan_uninstall(self, state: InstallState) -> FilePlan:
         before = read_bytes(self.path)
         doc = parse_codex(self.path, before)
         if before is None or codex_server(doc) is None:
-            return FileChange(self.path, before, before, self.label, backup=True)
+            return FilePlan(self.path, before, before, self.label, backup=True)
         rec = state.files.get(str(self.path), {})
         text = remove_codex_server(_decode(self.path, before))
         after: bytes | None = text.encode("utf-8")
@@ -267,9 +267,9 @@ class CodexMcpRegistration:
         elif rec.get("created_file") and not text.strip():
             after = None
         # A file that install created and uninstall deletes needs no backup.
-        return FileChange(self.path, before, after, self.label, backup=after is not None)
+        return FilePlan(self.path, before, after, self.label, backup=after is not None)
 
-    def record(self, change: FileChange, state: InstallState, *, installing: bool) -> None:
+    def record(self, change: FilePlan, state: InstallState, *, installing: bool) -> None:
         if installing:
             had_entry, had_container = getattr(self, "_had", (False, False))
             _record_install(state, self.path, change, had_entry, had_container)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tma1.adapters import jsonhooks
-from tma1.adapters.files import FileChange, atomic_write, read_bytes
+from tma1.adapters.files import FilePlan, atomic_write, read_bytes
 from tma1.adapters.hookscript import render_script
 from tma1.config import Settings
 
@@ -50,12 +50,13 @@ class InstallState:
 
 class Registration(Protocol):
     label: str
+    path: Path
 
-    def plan_install(self, state: InstallState) -> FileChange: ...
+    def plan_install(self, state: InstallState) -> FilePlan: ...
 
-    def plan_uninstall(self, state: InstallState) -> FileChange: ...
+    def plan_uninstall(self, state: InstallState) -> FilePlan: ...
 
-    def record(self, change: FileChange, state: InstallState, *, installing: bool) -> None:
+    def record(self, change: FilePlan, state: InstallState, *, installing: bool) -> None:
         """Update `state` after `change` was applied."""
         ...
 
@@ -69,15 +70,15 @@ class ScriptRegistration:
     agent: str
     label: str = "hook script"
 
-    def plan_install(self, state: InstallState) -> FileChange:
+    def plan_install(self, state: InstallState) -> FilePlan:
         before = read_bytes(self.path)
         script = render_script(self.settings, self.agent).encode("utf-8")
-        return FileChange(self.path, before, script, self.label, mode=0o755, show_diff=False)
+        return FilePlan(self.path, before, script, self.label, mode=0o755, show_diff=False)
 
-    def plan_uninstall(self, state: InstallState) -> FileChange:
-        return FileChange(self.path, read_bytes(self.path), None, self.label, show_diff=False)
+    def plan_uninstall(self, state: InstallState) -> FilePlan:
+        return FilePlan(self.path, read_bytes(self.path), None, self.label, show_diff=False)
 
-    def record(self, change: FileChange, state: InstallState, *, installing: bool) -> None:
+    def record(self, change: FilePlan, state: InstallState, *, installing: bool) -> None:
         if not installing:
             with contextlib.suppress(OSError):
                 self.path.parent.rmdir()  # only when empty: other adapters' scripts stay
@@ -105,7 +106,7 @@ class JsonHooksRegistration:
         before = read_bytes(self.path)
         return before, jsonhooks.parse_document(self.path, before, self.config_keys)
 
-    def plan_install(self, state: InstallState) -> FileChange:
+    def plan_install(self, state: InstallState) -> FilePlan:
         self._dir_existed = self.path.parent.is_dir()
         before, doc = self._current()
         wanted = jsonhooks.add_hooks(
@@ -113,12 +114,12 @@ class JsonHooksRegistration:
         )
         after = jsonhooks.installed_bytes(self.path, before, doc, wanted)
         mode = 0o600 if self.secret and after != before else None
-        return FileChange(self.path, before, after, self.label, mode=mode, backup=True)
+        return FilePlan(self.path, before, after, self.label, mode=mode, backup=True)
 
-    def plan_uninstall(self, state: InstallState) -> FileChange:
+    def plan_uninstall(self, state: InstallState) -> FilePlan:
         before, doc = self._current()
         if before is None or jsonhooks.count_ours(doc, self.marker) == 0:
-            return FileChange(self.path, before, before, self.label, backup=True)
+            return FilePlan(self.path, before, before, self.label, backup=True)
         rec = state.files.get(str(self.path), {})
         wanted = jsonhooks.remove_hooks(
             doc,
@@ -128,9 +129,9 @@ class JsonHooksRegistration:
         )
         after = jsonhooks.uninstalled_bytes(self.path, before, wanted, rec)
         # A file that install created and uninstall deletes needs no backup.
-        return FileChange(self.path, before, after, self.label, backup=after is not None)
+        return FilePlan(self.path, before, after, self.label, backup=after is not None)
 
-    def record(self, change: FileChange, state: InstallState, *, installing: bool) -> None:
+    def record(self, change: FilePlan, state: InstallState, *, installing: bool) -> None:
         key = str(self.path)
         if installing:
             before_doc = jsonhooks.parse_document(self.path, change.before, self.config_keys)
@@ -156,7 +157,7 @@ class JsonHooksRegistration:
 
 def plan_all(
     registrations: list[Registration], state: InstallState, *, installing: bool
-) -> list[tuple[Registration, FileChange]]:
+) -> list[tuple[Registration, FilePlan]]:
     """Plan every change before any is applied: one refusal stops them all."""
     ordered = registrations if installing else list(reversed(registrations))
     return [

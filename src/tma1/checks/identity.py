@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from tma1.checks.normalize import _PYTHON, VALUE_FLAGS, Invocation, _segments, normalise
+from tma1.checks.normalize import PYTHON_NAME, VALUE_FLAGS, Invocation, normalise, simple_commands
 
 # Compilers run by hand: a build, though no check identity is kept for them.
 _COMPILER_HEAD = re.compile(r"^(?:gcc|g\+\+|cc|c\+\+|clang\+?\+?|meson)(?=$|\s)")
@@ -25,7 +25,7 @@ def runs_build_or_test(command: str) -> bool:
     """
     if check_of(command) is not None:
         return True
-    return any(_COMPILER_HEAD.match(seg) for seg in _segments(command))
+    return any(_COMPILER_HEAD.match(seg) for seg in simple_commands(command))
 
 
 # --- checks: identity, scope, coverage (design §2.15) ---------------------------------------
@@ -406,7 +406,7 @@ def _step(inv: Invocation) -> Step | None:
     if _SCRIPT_INTERPRETERS.match(base):
         if base == "deno" and rest[:1] == ["run"]:
             rest = rest[1:]
-        if _PYTHON.match(base) and rest[:1] == ["-m"] and len(rest) > 1:
+        if PYTHON_NAME.match(base) and rest[:1] == ["-m"] and len(rest) > 1:
             # `python -m app.main` runs the program; `python -m scripts.check_types`, by
             # its name, checks; `python -m json.tool`, `venv`, `pip` are tools.
             module = rest[1]

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 
 from tma1.checks.text import FRAMING, LineTest, strip_ansi, unframe
-from tma1.textmemo import text_cache
+from tma1.storable.textmemo import text_cache
 
 # --- file:line references ------------------------------------------------------------
 
@@ -89,7 +89,7 @@ def _same_file(ref_path: str, path: str) -> bool:
 # detail; then a test runner's failure line; then any generic error wording.
 
 _RUFF_CODE = re.compile(r"^[A-Z]{1,6}\d{2,4} (?:\[\*\] )?[`A-Z]")
-_TIER_LOCATED = (
+TIER_LOCATED = (
     re.compile(rf"^{_PATH}\(\d+,\d+\): error TS\d+: \S"),  # tsc
     re.compile(rf"^{_PATH}:\d+:\d+ - error TS\d+: \S"),  # tsc --pretty
     re.compile(rf"^{_PATH}:\d+(?::\d+)?: (?:fatal )?error: \S"),  # gcc/clang
@@ -99,7 +99,7 @@ _TIER_LOCATED = (
     _RUFF_CODE,  # ruff's full format: `F401 [*] message`, its ` --> file:line` below
 )
 _PY_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::.*)?$")
-_TIER_DETAIL = (
+TIER_DETAIL = (
     re.compile(r"^E\s{2,}\S"),  # pytest assertion detail
     re.compile(r"^(?:FAILED|ERROR)\s+\S+\.py(?:::\S+)?\s+-\s+\S"),  # pytest summary with cause
     re.compile(r"^\s*\[?(?:\w+)?(?:Assertion)?Error(?:\s\[\w+\])?: \S"),  # JS/TS error
@@ -141,7 +141,7 @@ _NEEDS: dict[re.Pattern[str], tuple[str, ...]] = {
 }
 _TIER_TESTS: dict[tuple[re.Pattern[str], ...], LineTest] = {
     t: LineTest(t, _NEEDS, heads=(_PATH,))
-    for t in (_TIER_LOCATED, _TIER_DETAIL, _TIER_TEST, _TIER_GENERIC)
+    for t in (TIER_LOCATED, TIER_DETAIL, _TIER_TEST, _TIER_GENERIC)
 }
 _NOISE = re.compile(
     r"^(?:Exit code:? -?\d+|Command exited with non-zero status code -?\d+|"
@@ -169,10 +169,10 @@ def _noise(line: str) -> bool:
 
 
 # How many lines after a header or a reference still belong to its failure's report.
-_DETAIL_WINDOW = 20
+DETAIL_WINDOW = 20
 
 
-def _python_exception(lines: list[str]) -> str | None:
+def python_exception_line(lines: list[str]) -> str | None:
     """The exception line that ends a Python traceback."""
     in_trace = False
     found: str | None = None
@@ -212,7 +212,7 @@ def _rustc_location(lines: list[str], i: int) -> str:
 
 # Asked again about the same failure at every detection while it stays recent (and live,
 # about the same text read back each time): a text over 4,096 characters is keyed by
-# its digest (tma1.textmemo), so the cache never holds a whole big output.
+# its digest (tma1.storable.textmemo), so the cache never holds a whole big output.
 @text_cache(maxsize=256)
 def error_line(output: str) -> str | None:
     """The line a developer would quote first, or the first non-blank line (the quote about
@@ -233,19 +233,19 @@ def error_line(output: str) -> str | None:
             return hits[0] if hits else None
         return next((ln for p in patterns for ln in hits if p.search(ln)), None)
 
-    if hit := tier(_TIER_LOCATED):
+    if hit := tier(TIER_LOCATED):
         if hit.startswith("error") or _RUFF_CODE.match(hit):
             hit += _rustc_location(lines, lines.index(hit))
-        return _cut(hit)
+        return short_line(hit)
     if stylish := _eslint_stylish_errors(raw):
-        return _cut(stylish[0])
-    if hit := _python_exception(raw) or tier(_TIER_DETAIL, by_pattern=True):
-        return _cut(hit)
+        return short_line(stylish[0])
+    if hit := python_exception_line(raw) or tier(TIER_DETAIL, by_pattern=True):
+        return short_line(hit)
     for patterns in (_TIER_TEST, _TIER_GENERIC):
         if hit := tier(patterns, by_pattern=True):
-            return _cut(hit)
+            return short_line(hit)
     first = next((ln for ln in lines if not _LOG_LINE.match(ln)), lines[0])
-    return _cut(first)
+    return short_line(first)
 
 
 def _refers_to(line: str, path: str, base: str) -> bool:
@@ -260,7 +260,7 @@ def _line_about_file(raw: list[str], lines: list[str], path: str, base: str) -> 
     about = [ln for ln in lines if base in ln and not _LOG_LINE.match(ln)]
     own = [ln for ln in about if _refers_to(ln, path, base)]
     for ln in own or about:
-        if any(p.search(ln) for p in _TIER_LOCATED):
+        if any(p.search(ln) for p in TIER_LOCATED):
             return ln
     for ln in _eslint_stylish_errors(raw):
         if base in ln:
@@ -268,16 +268,16 @@ def _line_about_file(raw: list[str], lines: list[str], path: str, base: str) -> 
     for i, ln in enumerate(raw):
         if not _refers_to(ln, path, base):
             continue
-        block = raw[i + 1 : i + 1 + _DETAIL_WINDOW]
-        if py := _python_exception(["Traceback (most recent call last):", *block]):
+        block = raw[i + 1 : i + 1 + DETAIL_WINDOW]
+        if py := python_exception_line(["Traceback (most recent call last):", *block]):
             return py
         for b in block:
-            if any(p.search(b) for p in _TIER_DETAIL):
+            if any(p.search(b) for p in TIER_DETAIL):
                 return b
     return None
 
 
-def _cut(line: str) -> str:
+def short_line(line: str) -> str:
     one = line.strip()
     return one if len(one) <= _MAX_LINE else one[: _MAX_LINE - 1] + "…"
 
@@ -302,7 +302,7 @@ _WARNING_LINE = re.compile(
 _BLOCK_HEAD = re.compile(r"^(?:warning|error)(?:\[\w+\])?:", re.IGNORECASE)
 
 
-def _error_text(output: str) -> str:
+def error_text(output: str) -> str:
     """The output without coverage rows, passing-test lines and warnings (a rustc warning's
     `--> file:line` continuation lines go with it)."""
     kept: list[str] = []
@@ -325,7 +325,7 @@ def error_locations(output: str) -> tuple[Ref, ...]:
     """`file:line` of the output's error lines (compiler, linter, test stack frames)."""
     if not _MAYBE_REF.search(output) and 'File "' not in output:
         return ()
-    return _refs(_error_text(output))
+    return _refs(error_text(output))
 
 
 def located_in(output: str, path: str) -> Ref | None:
@@ -342,7 +342,7 @@ def error_line_of_file(output: str, path: str) -> str | None:
     """An error line of that very file, to quote when telling the agent it broke it: the
     line holding its location, or the error right after its stack frame. None rather
     than another file's error."""
-    text = _error_text(output)
+    text = error_text(output)
     base = path.replace("\\", "/").rsplit("/", 1)[-1]
     if base not in text:
         return None
@@ -353,15 +353,15 @@ def error_line_of_file(output: str, path: str) -> str | None:
         if arrow.startswith("--> ") and _refers_to(arrow, path, base):
             for prev in reversed(raw[max(0, i - 3) : i]):
                 if prev.startswith("error"):
-                    return _cut(f"{prev.strip()} {arrow}")
+                    return short_line(f"{prev.strip()} {arrow}")
     lines = [ln for ln in raw if ln.strip() and not _noise(ln.strip())]
     if hit := _line_about_file(raw, lines, path, base):
-        return _cut(hit)
+        return short_line(hit)
     ref = located_in(output, path)
     if ref is None:
         return None
     shown = str(ref)
     for ln in text.splitlines():
         if shown in ln or f"{ref.path}:{ref.line}" in ln:
-            return _cut(ln)
+            return short_line(ln)
     return None

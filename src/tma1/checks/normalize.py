@@ -101,7 +101,7 @@ _WRAPPER = re.compile(
 )
 
 
-def _segments(command: str) -> list[str]:
+def simple_commands(command: str) -> list[str]:
     """The simple commands of a shell line, wrappers (env, time, npx, …) peeled off."""
     out = []
     for segment, _ in split_shell(command):
@@ -141,7 +141,7 @@ def _files_read_by(command: str) -> tuple[str, ...]:
     if not _MAYBE_PRINTER.search(command):
         return ()
     out: dict[str, None] = {}
-    for seg in _segments(command):
+    for seg in simple_commands(command):
         try:
             tokens = _words(seg)
         except ValueError:
@@ -194,7 +194,7 @@ _PLUMBING_HEAD = re.compile(
 @lru_cache(maxsize=4096)
 def runs_only_plumbing(command: str) -> bool:
     """Every part of the command only moves, reads or lists files (git, ls, rm, grep, …)."""
-    segs = _segments(command)
+    segs = simple_commands(command)
     return bool(segs) and all(_PLUMBING_HEAD.match(seg) for seg in segs)
 
 
@@ -252,7 +252,7 @@ _PY_MODULE_RUNNERS = frozenset(
      "tox", "nox", "coverage", "django"}
 )  # fmt: skip
 _ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=")
-_PYTHON = re.compile(r"^python[\d.]*$")
+PYTHON_NAME = re.compile(r"^python[\d.]*$")
 _SHELLS = frozenset({"bash", "sh", "zsh"})
 # Flags that only change how the output looks, never what is checked.
 _COSMETIC = re.compile(
@@ -315,7 +315,7 @@ def _peel(words: list[str]) -> tuple[list[str], str | None]:
                 words = words[1:]
             words = words[1:]  # the duration
             continue
-        if _PYTHON.match(head.rsplit("/", 1)[-1]) and len(words) > 2 and words[1] == "-m":
+        if PYTHON_NAME.match(head.rsplit("/", 1)[-1]) and len(words) > 2 and words[1] == "-m":
             if words[2] in _PY_MODULE_RUNNERS:
                 words = words[2:]
                 continue

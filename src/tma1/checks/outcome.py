@@ -8,9 +8,9 @@ from enum import StrEnum
 from tma1.checks.identity import check_of, runs_build_or_test
 from tma1.checks.locations import refs
 from tma1.checks.normalize import split_shell
-from tma1.checks.text import _lowered, meaningful_lines, strip_ansi, unframe
+from tma1.checks.text import lowered, meaningful_lines, strip_ansi, unframe
 from tma1.checks.verdict import no_verdict, ran_no_tests
-from tma1.textmemo import text_cache
+from tma1.storable.textmemo import text_cache
 
 # --- failure markers of those tools ---------------------------------------------------
 
@@ -49,7 +49,7 @@ def has_failure_markers(output: str) -> bool:
     for words, pattern in _GUARDED_MARKERS:
         if pattern.flags & re.IGNORECASE:
             if low is None:
-                low = _lowered(text)
+                low = lowered(text)
             hay = low
         else:
             hay = text

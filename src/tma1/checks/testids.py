@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 
 from tma1.checks.locations import (
-    _DETAIL_WINDOW,
-    _TIER_DETAIL,
-    _TIER_LOCATED,
-    _cut,
-    _python_exception,
+    DETAIL_WINDOW,
+    TIER_DETAIL,
+    TIER_LOCATED,
+    python_exception_line,
+    short_line,
 )
 from tma1.checks.text import any_of, strip_ansi
 
@@ -147,14 +147,23 @@ def extract_test_ids(output: str) -> list[str]:
     return out
 
 
-def file_of_test_id(test_id: str) -> str | None:
-    """The test file a test id names, when it names one (pytest, jest/vitest, rspec)."""
+def file_of_test_id(test_id: str, *, guess: bool = False) -> str | None:
+    """The test file a test id names, when it names one (pytest, jest/vitest, rspec).
+
+    `guess`: else whatever the id's head looks like a path (`a/b`, `x.ext`), after its
+    `::…` and `:line` (the follow gate looks for a read of it; a rule names only a sure file).
+    """
     if "::" in test_id and test_id.split("::", 1)[0].endswith(".py"):
         return test_id.split("::", 1)[0]
     if m := re.match(rf"^({_JS_FILE})(?: > |$)", test_id):
         return m.group(1)
     if m := re.match(r"^(\S+\.rb):\d+$", test_id):
         return m.group(1)
+    if guess:
+        head = test_id.split("::", 1)[0].strip()
+        head = re.sub(r":\d+$", "", head).removeprefix("./")
+        if " " not in head and ("/" in head or re.search(r"\.[A-Za-z]{1,6}$", head)):
+            return head
     return None
 
 
@@ -191,25 +200,25 @@ def error_line_for_test(output: str, test_id: str) -> str | None:
     for ln in raw:
         m = _PYTEST_CAUSE.match(ln.strip())
         if m and m.group(1) == test_id:
-            return _cut(m.group(2))
+            return short_line(m.group(2))
     needle = _test_needle(test_id)
     for i, ln in enumerate(raw):
         norm = " ".join(ln.replace(" › ", " > ").split()) + " "
         if needle not in norm:
             continue
         block: list[str] = []
-        for b in raw[i + 1 : i + 1 + _DETAIL_WINDOW]:
+        for b in raw[i + 1 : i + 1 + DETAIL_WINDOW]:
             if _NEXT_HEADER.match(b):
                 break
             if b.strip():
                 block.append(b)
-        py = _python_exception(block)
+        py = python_exception_line(block)
         if py:
-            return _cut(py)
-        for patterns in (_TIER_LOCATED, _TIER_DETAIL, (_GO_TEST_LOG, _JEST_EXPECT)):
+            return short_line(py)
+        for patterns in (TIER_LOCATED, TIER_DETAIL, (_GO_TEST_LOG, _JEST_EXPECT)):
             for b in block:
                 if any(p.search(b) for p in patterns):
-                    return _cut(b)
+                    return short_line(b)
     return None
 
 

@@ -79,7 +79,7 @@ def _starts_anchored(p: re.Pattern[str]) -> bool:
     return True
 
 
-def _lowered(text: str) -> str:
+def lowered(text: str) -> str:
     low = text.lower()
     if not low.isascii():
         # IGNORECASE also takes `ı` and `İ` (which lower() makes `i̇`) for `i`.
@@ -94,7 +94,7 @@ class LineTest:
     it has no fast literal scan for one that starts with `\\b` or ignores case. So the
     patterns anchored at the start are one regex tried once (`match`), and each other one
     runs only on lines that contain one of its `needs` — lowercase text that every match
-    contains, looked up in the line as `_lowered` makes it (tested:
+    contains, looked up in the line as `lowered` makes it (tested:
     tests/checks/test_extract.py). Most lines of a long failure output
     contain none of the words, and `in` is many times faster than the regex.
 
@@ -121,7 +121,7 @@ class LineTest:
         if self._anchored is not None and self._anchored(line):
             return True
         if self._loose:
-            low = _lowered(line)
+            low = lowered(line)
             for words, search in self._loose:
                 if any(w in low for w in words) and search(line):
                     return True

@@ -96,7 +96,7 @@ def add_scope_option(p: argparse.ArgumentParser) -> None:
 def machine_of(args: argparse.Namespace) -> str | None:
     """This machine's id as the daemon of these options stores it (TMA1_MACHINE_ID, or
     the data dir's file: read, never made); None: no daemon ever ran here."""
-    from tma1.machine import read_machine_id
+    from tma1.origin.machine import read_machine_id
 
     settings = load_settings(only=(*DATA_VARS, "TMA1_MACHINE_ID")).with_overrides(
         data_dir=getattr(args, "data_dir", None)

@@ -27,7 +27,7 @@ from tma1.commands.doctor_health import (
     OK,
     UNKNOWN,
     WARN,
-    Check,
+    Diagnosis,
     check_ingest,
     check_watcher,
 )
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def diagnose(settings: Settings, env: Mapping[str, str] | None = None) -> list[Check]:
+def diagnose(settings: Settings, env: Mapping[str, str] | None = None) -> list[Diagnosis]:
     server, health = check_server(settings)
     checks = [server]
     same = check_same_data(settings, health)
@@ -82,7 +82,7 @@ def diagnose(settings: Settings, env: Mapping[str, str] | None = None) -> list[C
     return checks
 
 
-def check_same_data(settings: Settings, health: dict[str, Any] | None) -> Check | None:
+def check_same_data(settings: Settings, health: dict[str, Any] | None) -> Diagnosis | None:
     """Whether the server that answers keeps the data this command looks at (its data dir
     and database, from /api/health); None when no server answers."""
     from tma1.store.connection import database_identity
@@ -94,20 +94,22 @@ def check_same_data(settings: Settings, health: dict[str, Any] | None) -> Check 
         return _other_data_dir(settings, name)
     theirs_dir, theirs_db = health.get("data_dir"), health.get("database_url")
     if not isinstance(theirs_dir, str) or not isinstance(theirs_db, str):
-        return Check(UNKNOWN, name, "the server does not say which data it keeps (an older tma1)")
+        return Diagnosis(
+            UNKNOWN, name, "the server does not say which data it keeps (an older tma1)"
+        )
     mine_dir = str(settings.data_dir.expanduser().absolute())
     mine_db = database_identity(settings.effective_database_url)
     if theirs_dir == mine_dir and theirs_db == mine_db:
-        return Check(OK, name, f"the server keeps this data dir ({mine_dir})")
+        return Diagnosis(OK, name, f"the server keeps this data dir ({mine_dir})")
     if theirs_dir != mine_dir:
-        return Check(
+        return Diagnosis(
             FAIL,
             name,
             f"the server keeps other data: data dir {theirs_dir}, not {mine_dir}",
             f"check that server with `tma1 doctor --data-dir {theirs_dir}`, or restart "
             f"`tma1 serve` with TMA1_DATA_DIR={mine_dir}",
         )
-    return Check(
+    return Diagnosis(
         FAIL,
         name,
         f"the server keeps other data: database {theirs_db}, not {mine_db}",
@@ -119,7 +121,7 @@ def check_same_data(settings: Settings, health: dict[str, Any] | None) -> Check 
 # --- server ---------------------------------------------------------------------------
 
 
-def check_server(settings: Settings) -> tuple[Check, dict[str, Any] | None]:
+def check_server(settings: Settings) -> tuple[Diagnosis, dict[str, Any] | None]:
     import httpx
 
     from tma1 import __version__
@@ -136,7 +138,9 @@ def check_server(settings: Settings) -> tuple[Check, dict[str, Any] | None]:
         )
         if resp.status_code in (401, 403):
             # Up, but this data dir's token is not its: the token check says what to do.
-            return Check(FAIL, "server", f"running at {url} but refuses this data dir's token"), {}
+            return Diagnosis(
+                FAIL, "server", f"running at {url} but refuses this data dir's token"
+            ), {}
         resp.raise_for_status()
         health = resp.json()
         if not isinstance(health, dict):
@@ -144,7 +148,7 @@ def check_server(settings: Settings) -> tuple[Check, dict[str, Any] | None]:
     except (httpx.HTTPError, ValueError) as exc:
         what = type(exc).__name__ if not str(exc) else str(exc).splitlines()[0][:80]
         return (
-            Check(
+            Diagnosis(
                 FAIL,
                 "server",
                 f"not running at {url} ({what}); hooks stay silent until it is",
@@ -158,28 +162,28 @@ def check_server(settings: Settings) -> tuple[Check, dict[str, Any] | None]:
         ingest = health.get("ingest")
         db_down = not isinstance(ingest, dict) or not ingest.get("database_available", False)
         why = "the database is unavailable" if db_down else "see the ingest line below"
-        check = Check(
+        check = Diagnosis(
             FAIL,
             "server",
             f"{detail} but degraded: {why}",
             "see the server's log; events are kept and written when the database is back",
         )
     elif version != __version__:
-        check = Check(
+        check = Diagnosis(
             WARN,
             "server",
             f"{detail}; this command is tma1 {__version__}",
             "restart the server so both run the same version",
         )
     else:
-        check = Check(OK, "server", detail)
+        check = Diagnosis(OK, "server", detail)
     return check, health
 
 
 # --- hooks ----------------------------------------------------------------------------
 
 
-def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> list[Check]:
+def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> list[Diagnosis]:
     """One line per agent: hooks installed and current, missing, or stale."""
     from tma1.adapters import executable, found_on_machine, get_adapters, jsonhooks
     from tma1.adapters.agents import SPECS
@@ -187,7 +191,7 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
     from tma1.adapters.registration import InstallState, ScriptRegistration
 
     state = InstallState.load(settings.data_dir)
-    out: list[Check] = []
+    out: list[Diagnosis] = []
     installed_any = False
     for adapter in get_adapters("every", settings, env):
         name = f"hooks {adapter.name}"
@@ -203,7 +207,7 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
                 if change.changed
             ]
         except InstallError as exc:
-            out.append(Check(FAIL, name, str(exc), f"repair the file, then run {install}"))
+            out.append(Diagnosis(FAIL, name, str(exc), f"repair the file, then run {install}"))
             continue
         config_dir = hooks.path.parent  # the agent's own config directory
         absent = (
@@ -211,10 +215,10 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
         )
         if ours == 0:
             if not found_on_machine(adapter, env):
-                out.append(Check(OK, name, f"not installed ({absent})"))
+                out.append(Diagnosis(OK, name, f"not installed ({absent})"))
                 continue
             out.append(
-                Check(
+                Diagnosis(
                     FAIL,
                     name,
                     f"not installed in {hooks.path}: {adapter.title} sends tma1 nothing",
@@ -226,7 +230,7 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
             # Wired by an older `install --adapter all` where the agent never ran: nothing
             # to fix for tma1 (Codex trust included), only something to tidy.
             out.append(
-                Check(
+                Diagnosis(
                     WARN,
                     name,
                     f"installed, but {adapter.title} is not on this machine ({config_dir} "
@@ -239,7 +243,7 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
         if script.path.exists() and b"X-TMA1-Nonce" not in script.path.read_bytes():
             # An older tma1's script sends the token itself, which the server now refuses.
             out.append(
-                Check(
+                Diagnosis(
                     FAIL,
                     name,
                     f"hook script outdated: {script.path} sends the token to whatever "
@@ -250,7 +254,7 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
             continue
         if stale:
             out.append(
-                Check(
+                Diagnosis(
                     FAIL,
                     name,
                     "installed but not current (differs from what this tma1 would write: "
@@ -260,18 +264,18 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
                 )
             )
             continue
-        out.append(Check(OK, name, f"installed and current ({hooks.path})"))
+        out.append(Diagnosis(OK, name, f"installed and current ({hooks.path})"))
         if (agent_checks := SPECS[adapter.name].doctor) is not None:
-            out.extend(Check(*line) for line in agent_checks(env))
+            out.extend(Diagnosis(*line) for line in agent_checks(env))
         # What this agent's hooks give tma1 no channel for (docs/hooks.md): worth knowing,
         # nothing to fix.
         out.extend(
-            Check(WARN, f"{adapter.name} limit", " ".join(limit.split()))
+            Diagnosis(WARN, f"{adapter.name} limit", " ".join(limit.split()))
             for limit in adapter.cannot_be_told
         )
     if not installed_any and not any(c.status == FAIL for c in out):
         out.append(
-            Check(
+            Diagnosis(
                 FAIL,
                 "hooks",
                 "no agent has tma1's hooks: nothing reaches the server",
@@ -284,31 +288,31 @@ def check_hooks(settings: Settings, env: Mapping[str, str] | None = None) -> lis
 # --- service --------------------------------------------------------------------------
 
 
-def check_service(env: Mapping[str, str] | None = None, *, up: bool) -> Check:
+def check_service(env: Mapping[str, str] | None = None, *, up: bool) -> Diagnosis:
     """Whether something keeps tma1 running (docs/service.md): without it, tma1 watches
     only while a `tma1 serve` somebody started runs."""
-    from tma1 import service_unit
+    from tma1 import autostart
 
     name = "service"
-    st = service_unit.status(env)
+    st = autostart.status(env)
     if st.platform is None or st.path is None:
-        return Check(
+        return Diagnosis(
             WARN if up else FAIL,
             name,
             f"no user service here ({st.manager.detail})",
             "" if up else "run `tma1 serve` yourself",
         )
     if st.file == "foreign":
-        return Check(WARN, name, f"{st.path} is not tma1's: tma1 leaves it alone")
+        return Diagnosis(WARN, name, f"{st.path} is not tma1's: tma1 leaves it alone")
     if st.file == "absent":
         fix = "`tma1 service install` keeps it running (docs/service.md)"
         if up:
-            return Check(
+            return Diagnosis(
                 WARN, name, "not installed: tma1 runs only while this `tma1 serve` does", fix
             )
-        return Check(FAIL, name, "not installed, and no server is running", fix)
+        return Diagnosis(FAIL, name, "not installed, and no server is running", fix)
     if st.file == "outdated":
-        return Check(
+        return Diagnosis(
             FAIL,
             name,
             f"{st.path} differs from what this tma1 would write",
@@ -316,10 +320,10 @@ def check_service(env: Mapping[str, str] | None = None, *, up: bool) -> Check:
         )
     if not st.manager.available:
         when = "enabled (starts with the next user manager)" if st.enabled else "not enabled"
-        return Check(WARN, name, f"installed, {when}; {st.manager.detail}")
+        return Diagnosis(WARN, name, f"installed, {when}; {st.manager.detail}")
     if st.active:
-        return Check(OK, name, f"installed and running ({st.path})")
-    return Check(
+        return Diagnosis(OK, name, f"installed and running ({st.path})")
+    return Diagnosis(
         FAIL,
         name,
         "installed but not running",
@@ -330,7 +334,7 @@ def check_service(env: Mapping[str, str] | None = None, *, up: bool) -> Check:
 # --- token ----------------------------------------------------------------------------
 
 
-def check_token(settings: Settings, *, up: bool) -> Check:
+def check_token(settings: Settings, *, up: bool) -> Diagnosis:
     import httpx
 
     from tma1.mcp.api import base_url
@@ -338,14 +342,14 @@ def check_token(settings: Settings, *, up: bool) -> Check:
     path = settings.token_path
     token = read_token(path)
     if not token:
-        return Check(
+        return Diagnosis(
             FAIL,
             "hook token",
             f"no token at {path}: the hooks cannot authenticate",
             "run `tma1 install` (or start `tma1 serve` with this data dir) to create it",
         )
     if not up:
-        return Check(UNKNOWN, "hook token", f"{path} exists; cannot compare (server down)")
+        return Diagnosis(UNKNOWN, "hook token", f"{path} exists; cannot compare (server down)")
     try:
         resp = httpx.get(
             f"{base_url(settings)}/api/hooks/token-check",
@@ -354,35 +358,35 @@ def check_token(settings: Settings, *, up: bool) -> Check:
             trust_env=False,
         )
     except httpx.HTTPError as exc:
-        return Check(UNKNOWN, "hook token", f"cannot compare with the server ({exc})")
+        return Diagnosis(UNKNOWN, "hook token", f"cannot compare with the server ({exc})")
     if resp.status_code == 200:
-        return Check(OK, "hook token", f"{path} matches the server's")
+        return Diagnosis(OK, "hook token", f"{path} matches the server's")
     if resp.status_code in (401, 403):
-        return Check(
+        return Diagnosis(
             FAIL,
             "hook token",
             f"{path} does not match the server's: every hook and read is refused",
             "restart `tma1 serve` with the same data dir as the hooks "
             f"(TMA1_DATA_DIR={settings.data_dir})",
         )
-    return Check(
+    return Diagnosis(
         UNKNOWN,
         "hook token",
         f"the server cannot check tokens (HTTP {resp.status_code}); restart it with this tma1",
     )
 
 
-def check_dashboard(settings: Settings) -> Check:
+def check_dashboard(settings: Settings) -> Diagnosis:
     """A fresh one-time login URL for the dashboard (the server answers its data only to
     the token or a session cookie, which this URL gets the browser)."""
+    from tma1.auth.hooktoken import login_url
     from tma1.mcp.api import base_url
-    from tma1.token import login_url
 
     token = read_token(settings.token_path)
     if not token:
-        return Check(UNKNOWN, "dashboard", "no token here to log in with")
+        return Diagnosis(UNKNOWN, "dashboard", "no token here to log in with")
     url = login_url(base_url(settings), token)
-    return Check(OK, "dashboard", f"open {url} (a one-time login URL, valid for 24 h)")
+    return Diagnosis(OK, "dashboard", f"open {url} (a one-time login URL, valid for 24 h)")
 
 
 # --- data -----------------------------------------------------------------------------
@@ -396,12 +400,12 @@ def _size(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
-def check_data(settings: Settings) -> list[Check]:
+def check_data(settings: Settings) -> list[Diagnosis]:
     data_dir = settings.data_dir
-    out: list[Check] = []
+    out: list[Diagnosis] = []
     if not data_dir.exists():
         return [
-            Check(
+            Diagnosis(
                 FAIL,
                 "data",
                 f"{data_dir} does not exist yet",
@@ -410,7 +414,7 @@ def check_data(settings: Settings) -> list[Check]:
         ]
     if not data_dir.is_dir():
         return [
-            Check(
+            Diagnosis(
                 FAIL,
                 "data",
                 f"{data_dir} is not a directory",
@@ -426,7 +430,7 @@ def check_data(settings: Settings) -> list[Check]:
         else f"{files[0]} ({_size(total)} with its WAL)"
     )
     out.append(
-        Check(db_line.status, "data", f"database {where}{db_line.message}; data dir {data_dir}")
+        Diagnosis(db_line.status, "data", f"database {where}{db_line.message}; data dir {data_dir}")
     )
     if retention is not None:
         out.append(retention)
@@ -437,7 +441,7 @@ def check_data(settings: Settings) -> list[Check]:
             loose.append(f"{shown} ({oct(mode)})")
     if loose:
         out.append(
-            Check(
+            Diagnosis(
                 FAIL,
                 "data privacy",
                 "readable by other local users: " + ", ".join(loose),
@@ -446,15 +450,15 @@ def check_data(settings: Settings) -> list[Check]:
             )
         )
     elif os.name == "posix":
-        out.append(Check(OK, "data privacy", "data dir 0700, database files 0600"))
+        out.append(Diagnosis(OK, "data privacy", "data dir 0700, database files 0600"))
     return out
 
 
-def _other_data_dir(settings: Settings, name: str) -> Check | None:
+def _other_data_dir(settings: Settings, name: str) -> Diagnosis | None:
     import httpx
 
+    from tma1.auth.hooktoken import data_dir_tag
     from tma1.mcp.api import base_url
-    from tma1.token import data_dir_tag
 
     try:
         tag = httpx.get(f"{base_url(settings)}/api/ping", timeout=2.0, trust_env=False).headers
@@ -465,7 +469,7 @@ def _other_data_dir(settings: Settings, name: str) -> Check | None:
         return None  # the same data dir with another token: the token line says so
     known = Settings().data_dir.expanduser().absolute()  # the default data dir
     theirs = str(known) if tag.get("X-TMA1-Data-Dir") == data_dir_tag(known) else None
-    return Check(
+    return Diagnosis(
         FAIL,
         name,
         f"the server keeps other data: data dir {theirs or 'another one'}, not {mine}",
@@ -474,7 +478,7 @@ def _other_data_dir(settings: Settings, name: str) -> Check | None:
     )
 
 
-def check_database(settings: Settings) -> tuple[Check, Check | None]:
+def check_database(settings: Settings) -> tuple[Diagnosis, Diagnosis | None]:
     """This command's own database, read-only: its events and size (the "data" line's
     tail), and what the TTL would remove from it now (tma1.store.retention)."""
     from tma1.commands._args import open_store
@@ -485,17 +489,17 @@ def check_database(settings: Settings) -> tuple[Check, Check | None]:
     url = settings.effective_database_url
     path = sqlite_path(url)
     if path is not None and not path.exists():
-        return Check(OK, "data", ", none yet (`tma1 serve` creates it)"), None
+        return Diagnosis(OK, "data", ", none yet (`tma1 serve` creates it)"), None
     try:
         store = open_store(url)
     except ConfigError as exc:
-        return Check(FAIL, "data", f": {exc}"), None
+        return Diagnosis(FAIL, "data", f": {exc}"), None
     try:
         events = store.counts()["tma1_hook_events"]
         size = retention.database_bytes(store)
         seen = retention.preview(store, settings.data_ttl_seconds * 1000)
     except Exception as exc:
-        return Check(UNKNOWN, "data", f": cannot read it ({type(exc).__name__})"), None
+        return Diagnosis(UNKNOWN, "data", f": cannot read it ({type(exc).__name__})"), None
     finally:
         store.close()
     sized = f", {_size(size)}" if size is not None and settings.database_url else ""
@@ -505,13 +509,13 @@ def check_database(settings: Settings) -> tuple[Check, Check | None]:
     else:
         parts = ", ".join(f"{n} {t.removeprefix('tma1_')}" for t, n in seen.rows.items() if n)
         what = f"would remove {seen.total} rows older than {_day(seen.cutoff)}: {parts}"
-    line = Check(
+    line = Diagnosis(
         OK,
         "retention",
         f"TMA1_DATA_TTL {ttl}, counted back from the newest event "
         f"({_day(seen.newest_ts)}): {what}; labelled emits and their sessions are kept",
     )
-    return Check(OK, "data", f"{sized}, {events} events"), line
+    return Diagnosis(OK, "data", f"{sized}, {events} events"), line
 
 
 def _days(seconds: int) -> str:

@@ -10,7 +10,7 @@ OK, WARN, FAIL, UNKNOWN = "ok", "warn", "FAIL", "?"
 
 
 @dataclass(frozen=True)
-class Check:
+class Diagnosis:
     status: str
     name: str
     message: str
@@ -31,14 +31,14 @@ _LOSSES = (
 )
 
 
-def check_ingest(health: dict[str, Any]) -> Check:
+def check_ingest(health: dict[str, Any]) -> Diagnosis:
     """One line: hook events lost since the server started (every drop is counted), or a
     hook worker that never came back."""
     ingest = health.get("ingest")
     if not isinstance(ingest, dict):
-        return Check(WARN, "ingest", "the server reports no ingest counters")
+        return Diagnosis(WARN, "ingest", "the server reports no ingest counters")
     if ingest.get("stuck_workers"):
-        return Check(
+        return Diagnosis(
             FAIL,
             "ingest",
             f"{ingest['stuck_workers']} hook worker(s) stuck for "
@@ -48,10 +48,12 @@ def check_ingest(health: dict[str, Any]) -> Check:
     lost = {k: int(ingest.get(k) or 0) for k, _ in _LOSSES}
     total = sum(lost.values())
     if not total:
-        return Check(OK, "ingest", "no hook event lost since the server started")
+        return Diagnosis(OK, "ingest", "no hook event lost since the server started")
     parts = ", ".join(f"{lost[k]} {why}" for k, why in _LOSSES if lost[k])
     fix = "free space in the data dir" if lost["dropped_disk_full"] else "see the server's log"
-    return Check(WARN, "ingest", f"{total} hook events lost since the server started: {parts}", fix)
+    return Diagnosis(
+        WARN, "ingest", f"{total} hook events lost since the server started: {parts}", fix
+    )
 
 
 # --- file watcher ---------------------------------------------------------------------
@@ -65,7 +67,7 @@ _WATCH_FIXES = {
 }
 
 
-def check_watcher(health: dict[str, Any] | None) -> list[Check]:
+def check_watcher(health: dict[str, Any] | None) -> list[Diagnosis]:
     """One line on the file watcher, then one per project it does not watch (from
     GET /api/health): refused (a pseudo-filesystem, the root, the home directory), over
     the directory budget, past the project limit, or failed."""
@@ -73,24 +75,24 @@ def check_watcher(health: dict[str, Any] | None) -> list[Check]:
     if not isinstance(sensors, dict):
         return []
     if not sensors.get("watch_files"):
-        return [Check(OK, "file watcher", "off (tma1 serve --no-watch)")]
+        return [Diagnosis(OK, "file watcher", "off (tma1 serve --no-watch)")]
     files = sensors.get("files")
     files = files if isinstance(files, dict) else {}
     unwatched = files.get("unwatched")
     unwatched = unwatched if isinstance(unwatched, dict) else {}
     summary = f"watching {files.get('watched', 0)} project(s)"
     if not unwatched:
-        return [Check(OK, "file watcher", summary)]
-    out = [Check(WARN, "file watcher", f"{summary}; not watching {len(unwatched)}")]
+        return [Diagnosis(OK, "file watcher", summary)]
+    out = [Diagnosis(WARN, "file watcher", f"{summary}; not watching {len(unwatched)}")]
     for project, why in list(unwatched.items())[:UNWATCHED_SHOWN]:
         why = why if isinstance(why, dict) else {}
         reason, detail = str(why.get("reason", "?")), str(why.get("detail", ""))
         out.append(
-            Check(
+            Diagnosis(
                 WARN, "not watched", f"{project}: {reason}: {detail}", _WATCH_FIXES.get(reason, "")
             )
         )
     if len(unwatched) > UNWATCHED_SHOWN:
         more = len(unwatched) - UNWATCHED_SHOWN
-        out.append(Check(WARN, "not watched", f"and {more} more (GET /api/health)"))
+        out.append(Diagnosis(WARN, "not watched", f"and {more} more (GET /api/health)"))
     return out

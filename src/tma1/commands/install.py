@@ -13,7 +13,7 @@ from tma1.commands._args import cli_settings, read_token
 from tma1.config import Settings
 
 if TYPE_CHECKING:
-    from tma1.adapters.files import FileChange
+    from tma1.adapters.files import FilePlan
 
 
 def _registered() -> str:
@@ -85,7 +85,7 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
     from tma1.adapters import executable, get_adapters
     from tma1.adapters.files import InstallError
     from tma1.adapters.registration import InstallState, plan_all
-    from tma1.token import ensure_token
+    from tma1.auth.hooktoken import ensure_token
 
     settings = cli_settings(args)
     transport = getattr(args, "transport", "command")
@@ -167,7 +167,7 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
                 print(f"  note: {note}")
         print(f"\ntoken   {settings.token_path}")
         print(f"server  {_server_status(settings)}")
-        from tma1.service_unit import install_hint
+        from tma1.autostart import install_hint
 
         if hint := install_hint():
             print(f"\n{hint}")
@@ -176,7 +176,7 @@ def _run(args: argparse.Namespace, *, installing: bool) -> int:
     return 0
 
 
-def _settle_backup(change: FileChange) -> Path | None:
+def _settle_backup(change: FilePlan) -> Path | None:
     """After uninstall: remove the backup when the file is back byte for byte as it was
     (or gone, as install found it); the backup's path when it is kept."""
     backup = change.backup_path

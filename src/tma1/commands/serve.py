@@ -106,9 +106,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve(settings: Settings) -> int:
+    from tma1.auth.hooktoken import ensure_token
     from tma1.server.app import PortInUseError, run_server
     from tma1.service import build_service
-    from tma1.token import ensure_token
 
     token = ensure_token(settings.token_path)
     try:
@@ -121,8 +121,8 @@ def _serve(settings: Settings) -> int:
         return 1
 
     def listening() -> None:  # said once the socket listens, never before
+        from tma1.auth.hooktoken import login_url
         from tma1.mcp.api import base_url
-        from tma1.token import login_url
 
         log.info(
             "tma1 serving on http://%s:%d (database: %s)",

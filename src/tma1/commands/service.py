@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from tma1 import service_unit as su
+from tma1 import autostart as su
 from tma1.commands._args import check_port
 from tma1.config import ConfigError, load_settings
 

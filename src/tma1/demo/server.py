@@ -96,7 +96,7 @@ class DemoServer:
         return (self.data_dir / "hook-token").read_text(encoding="ascii").strip()
 
     def login_url(self) -> str:
-        from tma1.token import login_url
+        from tma1.auth.hooktoken import login_url
 
         return login_url(self.url, self.token())
 

@@ -24,8 +24,6 @@ CLAUDE_LONG_WINDOW = 1_000_000
 _MIN_WINDOW = 8_000
 _MAX_WINDOW = 10_000_000
 
-COMPACTION_HOOKS = frozenset({"PreCompact", "PostCompact"})
-
 
 def model_context_window(model: str | None) -> int | None:
     """The context window a model name implies, or None when the name says nothing."""
@@ -56,11 +54,3 @@ def context_threshold(usage: Usage | None, configured: int | None) -> int:
         return configured
     window = context_window(usage) if usage is not None else None
     return window // 2 if window else DEFAULT_THRESHOLD
-
-
-def is_compaction_hook(hook_event_name: str | None, source: object = None) -> bool:
-    """A hook that marks a compaction: `PreCompact`/`PostCompact`, or a `SessionStart`
-    with `source: compact` (Claude Code's start of the compacted conversation)."""
-    return hook_event_name in COMPACTION_HOOKS or (
-        hook_event_name == "SessionStart" and source == "compact"
-    )

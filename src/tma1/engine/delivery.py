@@ -101,8 +101,7 @@ class Delivery:
         self.reads = reads
         self.clock = clock
         self.counters = counters
-        # Read once, at start-up (TMA1_CONTEXT_PRESSURE_THRESHOLD via Settings).
-        self.config = RuleConfig(context_pressure_threshold=settings.context_pressure_threshold)
+        self.config = RuleConfig.from_settings(settings)
         self.detector = Detector(
             source=windows, clock=clock, config=self.config, counters=counters, rules=rules
         )

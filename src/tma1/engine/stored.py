@@ -244,7 +244,7 @@ def stored_delivery(
 ) -> Delivery:
     """The live engine: windows read back from `store`, the bundle's reads answered by it,
     emits written to it."""
-    config = RuleConfig(context_pressure_threshold=settings.context_pressure_threshold)
+    config = RuleConfig.from_settings(settings)
     return Delivery(
         windows=StoreWindows(store, config=config, counters=counters),
         reads=store,

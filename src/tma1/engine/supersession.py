@@ -25,7 +25,7 @@ from functools import lru_cache
 
 from tma1.checks import Check, covers, error_line, refs, reported_passing
 from tma1.checks.identity import Step, step_covers
-from tma1.checks.locations import _error_text
+from tma1.checks.locations import error_text
 from tma1.events import HookEvent
 
 # Wider runner → the narrower runners of the same toolchain whose work it does.
@@ -130,7 +130,7 @@ def _without_passing_test_logs(lines: list[str]) -> list[str]:
 def _errors_in(output: str) -> frozenset[str]:
     lines = [
         ln
-        for ln in _without_passing_test_logs(_error_text(output).splitlines())
+        for ln in _without_passing_test_logs(error_text(output).splitlines())
         if ln.strip() and (refs(ln) or _ERROR_HEAD.search(ln.strip()))
     ]
     return frozenset(_DIGITS.sub("#", " ".join(ln.split())) for ln in lines)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tma1.clock import MINUTE_MS
 from tma1.events import FileChange, HookEvent, Usage
+
+if TYPE_CHECKING:
+    from tma1.config import Settings
 
 EVENTS_WINDOW_MS = 60 * MINUTE_MS
 CHANGES_WINDOW_MS = 90 * MINUTE_MS
@@ -45,3 +49,8 @@ class SessionWindow:
 class RuleConfig:
     # None: half the model's context window when known, else 100,000 (engine/context.py).
     context_pressure_threshold: int | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RuleConfig:
+        """The rules' settings, read once at start-up (TMA1_CONTEXT_PRESSURE_THRESHOLD)."""
+        return cls(context_pressure_threshold=settings.context_pressure_threshold)

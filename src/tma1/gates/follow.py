@@ -23,10 +23,18 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Any, NamedTuple
 
-from tma1.checks import check_of, file_of_test_id
+from tma1.checks import check_of, file_of_test_id, files_read_by
 from tma1.engine.anomaly import Kind
 from tma1.engine.rules import SPECS
-from tma1.events import READ_TOOLS, SHELL_TOOLS, WRITE_TOOLS, HookEvent, json_text
+from tma1.events import (
+    COMPACTION_HOOKS,
+    READ_TOOLS,
+    SHELL_TOOLS,
+    WRITE_TOOLS,
+    HookEvent,
+    is_compaction_hook,
+    json_text,
+)
 from tma1.gates.common import (
     DEFAULT_WINDOW,
     FOLLOW_MIN_EMITS,
@@ -47,11 +55,10 @@ TEST_LOOKBACK_MS = 30 * MINUTE_MS
 # Each rule declares its follow action in its spec (design §2.13, §5).
 FOLLOW_ACTIONS: dict[str, str] = {kind: spec.follow_action for kind, spec in SPECS.items()}
 
-COMPACTION_EVENTS = frozenset({"PreCompact", "PostCompact"})
 END_EVENTS = frozenset({"SessionEnd"})
 # Events other than tool calls that can follow a context_pressure emit (a SessionStart
-# counts when its source is "compact").
-MARKER_EVENTS = COMPACTION_EVENTS | END_EVENTS | {"SessionStart"}
+# counts when it starts the compacted conversation: `is_compaction_hook`).
+MARKER_EVENTS = COMPACTION_HOOKS | END_EVENTS | {"SessionStart"}
 # The window end of an emit whose (window+1)-th tool call has not come yet.
 FAR_FUTURE = 2**62
 
@@ -190,17 +197,12 @@ def same_file(a: str, b: str) -> bool:
     return False
 
 
-_READ_VERBS = frozenset({"cat", "head", "tail", "less", "more", "bat", "nl", "sed", "view"})
 _GIT_COMMIT = re.compile(r"(?:^|[\s;&|(])git\s+(?:-C\s+\S+\s+|-c\s+\S+\s+)*commit\b")
 
 
 def _shell_reads(command: str, files: Sequence[str]) -> bool:
     """A shell command that prints a related file (Codex has no Read tool)."""
-    words = command.strip().split()
-    if not words or words[0].rsplit("/", 1)[-1] not in _READ_VERBS:
-        return False
-    args = [w.strip("'\"") for w in words[1:] if not w.startswith("-")]
-    return any(same_file(arg, f) for arg in args for f in files)
+    return any(same_file(read, f) for read in files_read_by(command) for f in files)
 
 
 def _touches(call: Call, files: Sequence[str]) -> bool:
@@ -256,26 +258,16 @@ def is_git_commit(call: Call) -> bool:
 
 
 def is_compaction_or_end(call: Call) -> bool:
-    if call.event_type in COMPACTION_EVENTS or call.event_type in END_EVENTS:
+    if call.event_type in END_EVENTS:
         return True
+    source = None
     if call.event_type == "SessionStart" and call.metadata:
         try:
             meta = json.loads(call.metadata)
         except ValueError:
             return False
-        return isinstance(meta, dict) and meta.get("source") == "compact"
-    return False
-
-
-def guess_test_file(test_id: str) -> str | None:
-    """The file part of a test id (`tests/t.py::test_x`, `./spec/a_spec.rb:12`, `a.test.ts`)."""
-    head = test_id.split("::", 1)[0].strip()
-    head = re.sub(r":\d+$", "", head).removeprefix("./")
-    if " " in head:
-        return None
-    if "/" in head or re.search(r"\.[A-Za-z]{1,6}$", head):
-        return head
-    return None
+        source = meta.get("source") if isinstance(meta, dict) else None
+    return is_compaction_hook(call.event_type, source)
 
 
 def window_of(calls: Sequence[Call], window: int) -> list[Call]:
@@ -312,7 +304,7 @@ def followed(emit: EmitRef, calls: Sequence[Call], window: int) -> bool:
         return acted and not blind_rerun(tool_calls, (emit.subject,))
     if kind == Kind.TEST_STUCK:
         files = list(emit.related_files)
-        if tf := file_of_test_id(emit.subject) or guess_test_file(emit.subject):
+        if tf := file_of_test_id(emit.subject, guess=True):
             files.append(tf)
         if any(is_read_of(c, files) or is_edit_of(c, files) for c in tool_calls):
             return True

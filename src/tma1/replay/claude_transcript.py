@@ -371,21 +371,30 @@ def _synthetic_error(entry: dict[str, Any], said: str | None) -> bool:
     return model == "<synthetic>" and bool(said) and bool(_API_ERROR_TEXT.match(said or ""))
 
 
+@dataclass(slots=True, frozen=True)
+class _Entry:
+    """One transcript entry, as `convert` places it: its session, where it was read (origin,
+    seq) and whose it is (the main agent's, or a sub-agent's lane)."""
+
+    line: int
+    e: dict[str, Any]
+    ts: int
+    origin: str
+    seq: int
+    side: bool  # a sub-agent's (sidechain) entry
+    agent: str | None
+    agent_type: str | None
+    content: Any
+
+    @property
+    def uuid(self) -> str:
+        return str(self.e.get("uuid") or self.line)
+
+
 def convert(records: Records) -> Converted:
     out = Converted.of(records, CLAUDE_TRANSCRIPT)
     sessions: dict[str, _Session] = {}
     path = records.path
-
-    def close_turn(s: _Session) -> None:
-        # A turn that ended on an API error (a rate limit) ends with StopFailure in a
-        # current Claude Code, not Stop: a hook tma1 does not install, and no answer could
-        # block it (the model is not there to continue).
-        if s.turn_active and not s.turn_interrupted and s.api_error is None:
-            ts, seq = s.last
-            s.stop(ts, seq, f"{path}:{seq // 100}", s.last_uuid)
-        s.turn_active = s.turn_interrupted = False
-        s.last_text = s.api_error = None
-
     file_type = subagent_meta_type(path)
     entries, retimed = retime_copies(_entries(records, out), path)
     out.notes.extend(retimed)
@@ -396,95 +405,117 @@ def convert(records: Records) -> Converted:
             s = sessions[sid] = _Session(out, sid)
         if isinstance(e.get("cwd"), str) and e["cwd"]:
             s.cwd = e["cwd"]
-        origin = f"{path}:{line}"
-        seq = line * 100
         side = bool(e.get("isSidechain"))
         agent, agent_type = entry_lane(s, e, file_type) if side else (None, None)
+        x = _Entry(line, e, ts, f"{path}:{line}", line * 100, side, agent, agent_type,
+                   obj(e.get("message")).get("content"))  # fmt: skip
         if not side:  # a sub-agent's transcript does not start it
-            s.start(ts, seq, origin)
-        etype = e["type"]
-        content = obj(e.get("message")).get("content")
-
-        if etype == "system":
+            s.start(ts, x.seq, x.origin)
+        if e["type"] == "system":
             for u in entry_usages(e, ts, sid, s.seen_messages):  # compact_boundary
-                s.usage(u, ts, seq, origin, f"claude-compaction:{sid}:{u.message_id}")
-            continue
-
-        if etype == "assistant":
+                s.usage(u, ts, x.seq, x.origin, f"claude-compaction:{sid}:{u.message_id}")
+        elif e["type"] == "assistant":
             if not side:
-                s.turn_active = True
-                s.last = (ts, seq)
-                s.last_uuid = str(e.get("uuid") or line)
-                for u in entry_usages(e, ts, sid, s.seen_messages):
-                    s.usage(u, ts, seq + 1, origin, f"claude-usage:{sid}:{u.message_id}")
-                if said := _assistant_text(content):
-                    s.last_text = said
-                error = e.get("error") if isinstance(e.get("error"), str) else "unknown"
-                s.api_error = error if e.get("isApiErrorMessage") is True else None
-                if s.api_error is None and _synthetic_error(e, said):
-                    s.api_error = "synthetic"
-            for i, block in enumerate(content if isinstance(content, list) else []):
-                if not isinstance(block, dict) or block.get("type") != "tool_use":
-                    continue
-                tid, name = block.get("id"), block.get("name")
-                if not isinstance(tid, str) or not isinstance(name, str):
-                    out.problem(line, "tool_use without id or name")
-                    continue
-                tool_input = block.get("input")
-                s.calls[tid] = _Call(
-                    tid, name, tool_input, ts, seq + 2 + i, origin, s.cwd,
-                    agent_id=agent, agent_type=agent_type,
-                )  # fmt: skip
-                if name in TASK_TOOLS and isinstance(tool_input, dict):
-                    prompt, kind = tool_input.get("prompt"), tool_input.get("subagent_type")
-                    if isinstance(prompt, str) and isinstance(kind, str) and kind:
-                        s.task_types[prompt.strip()] = kind
-            continue
-
-        # user entries: prompts, tool results, compaction summaries, interrupts
-        if e.get("isCompactSummary"):
-            if not side:
-                compaction = Usage(ts=ts, session_id=sid, occupancy=0, kind="compaction")
-                s.usage(compaction, ts, seq, origin, f"claude-compaction:{sid}:{ts}")
-            continue
-        prompt = _prompt_text(content)
-        if prompt is not None:
-            if side or e.get("isMeta"):
-                continue
-            if prompt.lstrip().startswith("[Request interrupted by user"):
-                s.turn_interrupted = True
-                continue
-            if not is_real_prompt(prompt):
-                continue
-            close_turn(s)
-            s.last = (ts, seq)
-            submit = {"hook_event_name": "UserPromptSubmit", "prompt": prompt}
-            s.hook(ts, seq, origin, submit, str(e.get("uuid") or line))
-            continue
-        if not side:
-            s.last = (ts, seq)
-            s.last_uuid = str(e.get("uuid") or line)
-        for i, block in enumerate(content if isinstance(content, list) else []):
-            if not isinstance(block, dict) or block.get("type") != "tool_result":
-                continue
-            tid = block.get("tool_use_id")
-            call = s.calls.get(tid) if isinstance(tid, str) else None
-            if call is None:
-                out.problem(line, f"tool_result for an unknown tool_use {tid!r}; skipped")
-                continue
-            text = result_text(block.get("content"))
-            tur = e.get("toolUseResult")
-            # A result written a few ms before its call (async writes) still follows it.
-            call.result = (max(ts, call.ts), seq + 2 + i, origin, tur, text,
-                           bool(block.get("is_error")))  # fmt: skip
-            if text.lstrip().startswith("[Request interrupted by user") and not side:
-                s.turn_interrupted = True
-
+                _assistant_turn(s, x)
+            _tool_uses(s, x)
+        else:
+            _user_entry(s, x, path)
     for s in sessions.values():
-        close_turn(s)
+        _close_turn(s, path)
         for call in s.calls.values():
             _emit_call(s, call)
     return out
+
+
+def _close_turn(s: _Session, path: str) -> None:
+    # A turn that ended on an API error (a rate limit) ends with StopFailure in a current
+    # Claude Code, not Stop: a hook tma1 does not install, and no answer could block it
+    # (the model is not there to continue).
+    if s.turn_active and not s.turn_interrupted and s.api_error is None:
+        ts, seq = s.last
+        s.stop(ts, seq, f"{path}:{seq // 100}", s.last_uuid)
+    s.turn_active = s.turn_interrupted = False
+    s.last_text = s.api_error = None
+
+
+def _assistant_turn(s: _Session, x: _Entry) -> None:
+    """A main-chain answer: the turn goes on (a Stop is due), its usage, its text, and
+    whether it is an API error."""
+    s.turn_active = True
+    s.last = (x.ts, x.seq)
+    s.last_uuid = x.uuid
+    for u in entry_usages(x.e, x.ts, s.sid, s.seen_messages):
+        s.usage(u, x.ts, x.seq + 1, x.origin, f"claude-usage:{s.sid}:{u.message_id}")
+    if said := _assistant_text(x.content):
+        s.last_text = said
+    error = x.e.get("error") if isinstance(x.e.get("error"), str) else "unknown"
+    s.api_error = error if x.e.get("isApiErrorMessage") is True else None
+    if s.api_error is None and _synthetic_error(x.e, said):
+        s.api_error = "synthetic"
+
+
+def _tool_uses(s: _Session, x: _Entry) -> None:
+    """The calls an assistant entry makes, held until their results come."""
+    for i, block in enumerate(x.content if isinstance(x.content, list) else []):
+        if not isinstance(block, dict) or block.get("type") != "tool_use":
+            continue
+        tid, name = block.get("id"), block.get("name")
+        if not isinstance(tid, str) or not isinstance(name, str):
+            s.out.problem(x.line, "tool_use without id or name")
+            continue
+        tool_input = block.get("input")
+        s.calls[tid] = _Call(
+            tid, name, tool_input, x.ts, x.seq + 2 + i, x.origin, s.cwd,
+            agent_id=x.agent, agent_type=x.agent_type,
+        )  # fmt: skip
+        if name in TASK_TOOLS and isinstance(tool_input, dict):
+            prompt, kind = tool_input.get("prompt"), tool_input.get("subagent_type")
+            if isinstance(prompt, str) and isinstance(kind, str) and kind:
+                s.task_types[prompt.strip()] = kind
+
+
+def _user_entry(s: _Session, x: _Entry, path: str) -> None:
+    """A user entry: a compaction summary, a prompt, an interrupt or tool results."""
+    if x.e.get("isCompactSummary"):
+        if not x.side:
+            compaction = Usage(ts=x.ts, session_id=s.sid, occupancy=0, kind="compaction")
+            s.usage(compaction, x.ts, x.seq, x.origin, f"claude-compaction:{s.sid}:{x.ts}")
+        return
+    prompt = _prompt_text(x.content)
+    if prompt is not None:
+        if x.side or x.e.get("isMeta"):
+            return
+        if prompt.lstrip().startswith("[Request interrupted by user"):
+            s.turn_interrupted = True
+        elif is_real_prompt(prompt):
+            _close_turn(s, path)
+            s.last = (x.ts, x.seq)
+            submit = {"hook_event_name": "UserPromptSubmit", "prompt": prompt}
+            s.hook(x.ts, x.seq, x.origin, submit, x.uuid)
+        return
+    if not x.side:
+        s.last = (x.ts, x.seq)
+        s.last_uuid = x.uuid
+    _tool_results(s, x)
+
+
+def _tool_results(s: _Session, x: _Entry) -> None:
+    """The results a user entry carries, each joined to its call."""
+    for i, block in enumerate(x.content if isinstance(x.content, list) else []):
+        if not isinstance(block, dict) or block.get("type") != "tool_result":
+            continue
+        tid = block.get("tool_use_id")
+        call = s.calls.get(tid) if isinstance(tid, str) else None
+        if call is None:
+            s.out.problem(x.line, f"tool_result for an unknown tool_use {tid!r}; skipped")
+            continue
+        text = result_text(block.get("content"))
+        tur = x.e.get("toolUseResult")
+        # A result written a few ms before its call (async writes) still follows it.
+        call.result = (max(x.ts, call.ts), x.seq + 2 + i, x.origin, tur, text,
+                       bool(block.get("is_error")))  # fmt: skip
+        if text.lstrip().startswith("[Request interrupted by user") and not x.side:
+            s.turn_interrupted = True
 
 
 def _assistant_text(content: Any) -> str | None:

@@ -42,7 +42,7 @@ from tma1.counters import Counters
 from tma1.engine.delivery import CHANNEL_FOR_HOOK, Delivery
 from tma1.engine.emitlog import MemoryEmits
 from tma1.gates import live
-from tma1.machine import REPLAY_MACHINE_ID
+from tma1.origin.machine import REPLAY_MACHINE_ID
 from tma1.replay import (
     claude_hooklog,
     eventlog,

@@ -25,7 +25,6 @@ from collections.abc import Callable
 from operator import attrgetter
 
 from tma1.engine.checkruns import failing_at
-from tma1.engine.context import is_compaction_hook
 from tma1.engine.window import (
     CHANGES_WINDOW_MS,
     EVENTS_WINDOW_MS,
@@ -33,8 +32,8 @@ from tma1.engine.window import (
     PRIOR_RUNS_MS,
     SessionWindow,
 )
-from tma1.events import FileChange, HookEvent, Usage, keeps_metadata
-from tma1.scrub import scrub
+from tma1.events import FileChange, HookEvent, Usage, is_compaction_hook, keeps_metadata
+from tma1.storable.scrub import scrub
 
 _TS = attrgetter("ts")
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tma1.adapters.agents import SPECS
-from tma1.editlines import WHOLE_FILE, diff_ranges
 from tma1.events import EDITED_LINES, HookEvent
 from tma1.sensors.transcripts import open_regular
+from tma1.storable.editlines import WHOLE_FILE, diff_ranges
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""Each session's repository (tma1.repo) recorded once, off the hook path: `notice` only
+"""Each session's repository (tma1.origin.repo) recorded once, off the hook path: `notice` only
 queues the session (bounded; a full queue drops it, to be noticed on its next event),
 and one thread reads the repository's config and stores the row."""
 
@@ -11,8 +11,8 @@ from collections import OrderedDict
 
 from tma1.counters import Counters
 from tma1.events import HookEvent
-from tma1.machine import host_name
-from tma1.repo import path_in_repo, repo_of
+from tma1.origin.machine import host_name
+from tma1.origin.repo import path_in_repo, repo_of
 from tma1.store import Store
 
 log = logging.getLogger("tma1.sensors.repos")

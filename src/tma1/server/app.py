@@ -79,7 +79,7 @@ def create_app(service: Service, *, hook_token: str | None) -> FastAPI:
     def health() -> JSONResponse:
         return JSONResponse(service.health())
 
-    from tma1.token import data_dir_tag
+    from tma1.auth.hooktoken import data_dir_tag
 
     ping_headers = {"X-TMA1-Data-Dir": data_dir_tag(service.settings.data_dir)}
 
@@ -100,7 +100,7 @@ def create_app(service: Service, *, hook_token: str | None) -> FastAPI:
         code = request.query_params.get("login")
         if code is None or hook_token is None:
             return FileResponse(STATIC_DIR / "index.html")
-        from tma1.token import LOGIN_TTL_S, login_code_ok, session_value
+        from tma1.auth.hooktoken import LOGIN_TTL_S, login_code_ok, session_value
 
         now = time.time()
         for old in [c for c, t in used_codes.items() if t < now - LOGIN_TTL_S]:

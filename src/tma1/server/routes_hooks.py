@@ -13,9 +13,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from tma1.auth.hooktoken import http_hook_key, response_sig
 from tma1.server.security import NonceGuard
 from tma1.service import LARGE_BODY_BYTES, MAX_BODY_BYTES, Service
-from tma1.token import http_hook_key, response_sig
 
 log = logging.getLogger("tma1.hooks")
 

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tma1.token import NONCE_RE, request_auth, session_ok
+from tma1.auth.hooktoken import NONCE_RE, request_auth, session_ok
 
 log = logging.getLogger("tma1.security")
 
@@ -160,7 +160,7 @@ class TokenMiddleware:
 
 
 class NonceGuard:
-    """Checks a hook request's `X-TMA1-Nonce` / `X-TMA1-Auth` (tma1.token): the keyed hash,
+    """Checks a hook request's `X-TMA1-Nonce` / `X-TMA1-Auth` (tma1.auth.hooktoken): the keyed hash,
     the nonce's time (not before this server started, within WINDOW_S of now) and that no
     request used it before. A squatter that once held the port and recorded a request can
     therefore not replay it here: it is older than this server, or already seen."""

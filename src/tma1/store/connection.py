@@ -16,7 +16,7 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from tma1.storable import storable_text
+from tma1.storable.text import storable_text
 from tma1.store.schema import POSTGRESQL_ONLY_INDEXES, metadata
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
@@ -181,7 +181,7 @@ def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
         os.close(fd)
 
 
-def _scratch_ddl(dialect: Any) -> list[str]:
+def scratch_ddl(dialect: Any) -> list[str]:
     """CREATE TABLE and CREATE INDEX statements of the whole schema, in dependency order."""
     out: list[str] = []
     for table in metadata.sorted_tables:

@@ -35,18 +35,25 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
 from sqlalchemy.sql import ColumnElement, Executable
 
-from tma1.events import FileChange, HookEvent, Usage, json_text
-from tma1.store.connection import _scratch_ddl, make_engine, run_migrations
+from tma1.events import (
+    COMPACT_SOURCE,
+    COMPACTION_HOOKS,
+    FileChange,
+    HookEvent,
+    Usage,
+    json_text,
+)
+from tma1.store.connection import make_engine, run_migrations, scratch_ddl
 from tma1.store.events import (
-    _CREATION_COLUMNS,
-    _INSERT_EVENT_RETURNING,
-    _SHELL_RESULT_COLUMNS,
-    _insert_events_sqlite,
-    _window_event,
-    _window_sql,
+    CREATION_COLUMNS,
+    INSERT_EVENT_RETURNING,
+    SHELL_RESULT_COLUMNS,
     creation_event,
     event_row,
+    insert_events_sqlite,
     row_to_event,
+    window_event,
+    window_sql,
 )
 from tma1.store.schema import (
     ALL_TABLES,
@@ -66,7 +73,7 @@ _INSERT_CHANGE = insert(external_changes).returning(
 class Store:
     """All reads and writes. Thread-safe: each call takes its own pooled connection.
 
-    `machine_id` (issue 30, tma1.machine): the machine whose store this is. Every row it
+    `machine_id` (issue 30, tma1.origin.machine): the machine whose store this is. Every row it
     writes carries it, and every read but the team views (`team()`) reads only its rows —
     on SQLite also the rows of no known machine (from before migration 0005: a SQLite
     file is one machine's). None: a store of no machine (tests, tools over a copy) writes
@@ -176,7 +183,7 @@ class Store:
         def _make_tables(dbapi_conn: Any, _record: Any) -> None:
             cur = dbapi_conn.cursor()
             try:
-                for statement in _scratch_ddl(engine.dialect):
+                for statement in scratch_ddl(engine.dialect):
                     cur.execute(statement)
                 dbapi_conn.commit()
             finally:
@@ -212,12 +219,12 @@ class Store:
         try:
             with self._engine.begin() as conn:
                 if conn.dialect.name == "sqlite":
-                    _insert_events_sqlite(conn, evs, with_ids=with_ids, machine_id=self._machine_id)
+                    insert_events_sqlite(conn, evs, with_ids=with_ids, machine_id=self._machine_id)
                     return
                 # PostgreSQL: one multi-row INSERT … RETURNING (SQLAlchemy's
                 # insertmanyvalues), one round trip for the whole group.
                 rows = [event_row(e, self._machine_id) for e in evs]
-                result = conn.execute(_INSERT_EVENT_RETURNING, rows)
+                result = conn.execute(INSERT_EVENT_RETURNING, rows)
                 if with_ids:
                     for ev, row in zip(evs, result.all(), strict=True):
                         ev.id = int(row[0])
@@ -270,7 +277,7 @@ class Store:
     def record_session_repo(
         self, session_id: str, *, repo: str, repo_path: str, host: str | None, ts: int
     ) -> bool:
-        """The session's repository (tma1.repo), once: False when it was already known."""
+        """The session's repository (tma1.origin.repo), once: False when it was already known."""
         row = {
             "session_id": session_id,
             "machine_id": self._machine_id or "",
@@ -329,7 +336,7 @@ class Store:
         `session_events` returns. (The event being answered is not
         read back: its `stop_hook_active` comes from the hook itself.)"""
         by_machine = self._machine_id is not None
-        sql, names, defaults = _window_sql(self._engine.dialect, after_id is not None, by_machine)
+        sql, names, defaults = window_sql(self._engine.dialect, after_id is not None, by_machine)
         given = {
             "session_id": session_id,
             "since": since_ts,
@@ -351,7 +358,7 @@ class Store:
                 rows = cursor.fetchall()
             finally:
                 cursor.close()
-        return [_window_event(r) for r in rows]
+        return [window_event(r) for r in rows]
 
     def project_changes(
         self, project: str, since_ts: int, until_ts: int | None = None
@@ -393,11 +400,11 @@ class Store:
         h = hook_events.c
         one = select(
             newest(messages, messages.c.kind == "compaction"),
-            newest(hook_events, h.event_type.in_(("PreCompact", "PostCompact"))),
+            newest(hook_events, h.event_type.in_(sorted(COMPACTION_HOOKS))),
             newest(
                 hook_events,
                 h.event_type == "SessionStart",
-                h.metadata.like('%"source": "compact"%'),
+                h.metadata.like(f'%"source": "{COMPACT_SOURCE}"%'),  # is_compaction_hook
             ),
         )
         stamps = [int(v) for v in self.first(one) if v is not None]
@@ -444,7 +451,7 @@ class Store:
         failed = or_(c.event_type == "PostToolUseFailure", c.tool_success.is_(False))
         wanted = failed if outputs else and_(failed, c.tool_error_summary.is_(None))
         result = case((wanted, c.tool_result), else_=null())
-        cols = [c[name] for name in _SHELL_RESULT_COLUMNS] + [result.label("tool_result")]
+        cols = [c[name] for name in SHELL_RESULT_COLUMNS] + [result.label("tool_result")]
         q = (
             select(*cols)
             .where(
@@ -467,7 +474,7 @@ class Store:
         session) in [since, until], ts ascending, lean: who wrote which files, when (the
         bundle leaves a session's scratch scripts out of the project's checks)."""
         c = hook_events.c
-        cols = [c[name] for name in _CREATION_COLUMNS]
+        cols = [c[name] for name in CREATION_COLUMNS]
         q = (
             select(*cols)
             .where(

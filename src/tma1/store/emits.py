@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 
 from tma1.engine.anomaly import LABEL_SOURCES, LABELS
 from tma1.store.db import Store
-from tma1.store.events import _loads
+from tma1.store.events import json_or_default
 from tma1.store.schema import anomaly_emits, anomaly_labels
 
 DAY_MS = 86_400_000
@@ -23,7 +23,7 @@ def _emit_dict(m: Mapping[Any, Any], labels: Mapping[str, Mapping[str, Any]]) ->
     human = labels.get("human")
     agent = labels.get("agent")
     chosen, source = (human, "human") if human else (agent, "agent") if agent else (None, None)
-    related = _loads(m["related_files"], [])
+    related = json_or_default(m["related_files"], [])
     return {
         "id": int(m["id"]),
         "ts": int(m["ts"]),

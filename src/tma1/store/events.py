@@ -27,7 +27,7 @@ def _json_paths(paths: list[str]) -> str:
     return json_text(paths)
 
 
-def _loads(text: str | None, default: Any) -> Any:
+def json_or_default(text: str | None, default: Any) -> Any:
     if not text:
         return default
     try:
@@ -43,9 +43,9 @@ def event_row(ev: HookEvent, machine_id: str | None = None) -> dict[str, Any]:
 def row_to_event(row: Any) -> HookEvent:
     m = dict(row._mapping)
     m.pop("machine_id", None)  # the store's, not the event's
-    m["tool_files"] = _loads(m["tool_files"], [])
-    m["test_ids"] = _loads(m["test_ids"], [])
-    m["metadata"] = _loads(m["metadata"], {})
+    m["tool_files"] = json_or_default(m["tool_files"], [])
+    m["test_ids"] = json_or_default(m["test_ids"], [])
+    m["metadata"] = json_or_default(m["metadata"], {})
     m["passed_test_ids"] = _path_list(m["passed_test_ids"])
     return HookEvent(**m)
 
@@ -68,13 +68,13 @@ _WINDOW_COLUMNS = tuple(
 
 
 @functools.cache
-def _window_sql(
+def window_sql(
     dialect: Any, with_after: bool, by_machine: bool = False
 ) -> tuple[str, tuple[str, ...], dict[str, Any]]:
     """The window read compiled once per dialect: (SQL, parameter names in order, the
     values of the parameters the query fixes). `by_machine`: only the rows of the machine
     `machine` (and, on SQLite, the rows of no known machine: `Store.mine`). Rows are read
-    raw: `_window_event` turns SQLite's 0/1 into a bool, and no other column may need a
+    raw: `window_event` turns SQLite's 0/1 into a bool, and no other column may need a
     result processor."""
     c = hook_events.c
     failed = or_(c.event_type == "PostToolUseFailure", c.tool_success.is_(False))
@@ -113,11 +113,11 @@ def _path_list(text: str | None) -> list[str]:
         inner = text[2:-2]
         if '"' not in inner and "\\" not in inner:
             return [inner]
-    loaded = _loads(text, [])
+    loaded = json_or_default(text, [])
     return loaded if isinstance(loaded, list) else []
 
 
-def _window_event(row: Any) -> HookEvent:
+def window_event(row: Any) -> HookEvent:
     (id_, ts, sid, etype, hook, agent, tool, tuid, result, fpath, files, cmd, prefix, ok,
      fkind, summary, tids, cwd, project, meta, passed, agent_id) = row  # fmt: skip
     # Positional, in HookEvent's field order: this runs for every row of every window.
@@ -126,13 +126,13 @@ def _window_event(row: Any) -> HookEvent:
         ts, sid, etype, hook, agent, tool, tuid, None, result, fpath, _path_list(files),
         cmd, prefix, None if ok is None else bool(ok), fkind, summary,
         _path_list(tids),
-        cwd, project, None, None, None, {} if meta is None else _loads(meta, {}), id_,
+        cwd, project, None, None, None, {} if meta is None else json_or_default(meta, {}), id_,
         _path_list(passed), agent_id,
     )  # fmt: skip
 
 
 # The columns `Store.project_shell_results` reads besides its lean `tool_result`.
-_SHELL_RESULT_COLUMNS = (
+SHELL_RESULT_COLUMNS = (
     "id", "ts", "session_id", "event_type", "hook_event_name", "agent_source", "tool_name",
     "tool_command", "tool_success", "failure_kind", "tool_error_summary", "cwd", "project",
     "agent_id",
@@ -140,7 +140,7 @@ _SHELL_RESULT_COLUMNS = (
 
 
 # `Store.project_file_creations` rows: who wrote which files whole, when.
-_CREATION_COLUMNS = (
+CREATION_COLUMNS = (
     "id", "ts", "session_id", "event_type", "hook_event_name", "agent_source", "tool_name",
     "tool_files", "tool_success", "cwd", "project",
 )  # fmt: skip
@@ -148,11 +148,11 @@ _CREATION_COLUMNS = (
 
 def creation_event(row: Any) -> HookEvent:
     m = dict(row._mapping)
-    files = _loads(m.pop("tool_files"), [])
+    files = json_or_default(m.pop("tool_files"), [])
     return HookEvent(**m, tool_files=[f for f in files if isinstance(f, str)])
 
 
-_INSERT_EVENT_RETURNING = insert(hook_events).returning(
+INSERT_EVENT_RETURNING = insert(hook_events).returning(
     hook_events.c.id, sort_by_parameter_order=True
 )
 
@@ -210,7 +210,7 @@ def event_values(ev: HookEvent, machine_id: str | None = None) -> tuple[Any, ...
     )
 
 
-def _insert_events_sqlite(
+def insert_events_sqlite(
     conn: Connection, evs: Sequence[HookEvent], *, with_ids: bool, machine_id: str | None = None
 ) -> None:
     sql, processors = _event_insert_sql(conn.dialect)

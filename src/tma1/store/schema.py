@@ -58,7 +58,7 @@ hook_events = Table(
     Column("passed_test_ids", Text),  # JSON list
     Column("agent_id", String(200)),
     Column("agent_type", String(200)),
-    # Migration 0005 (issue 30): the machine that stored the row (tma1.machine). NULL: a
+    # Migration 0005 (issue 30): the machine that stored the row (tma1.origin.machine). NULL: a
     # row from before it, of no known machine (read as local on SQLite only).
     Column("machine_id", String(64)),
     Index("ix_hook_events_session_ts", "session_id", "ts"),

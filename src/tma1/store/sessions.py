@@ -36,7 +36,7 @@ def list_sessions(
     case-insensitively and literally (no wildcards), a part of the session id or of the
     project of any of the session's events. The store's machine's sessions (a team view:
     every machine's); `machine` keeps one machine's, `repo` the sessions of one repository
-    (`tma1_session_repos`, as `tma1.repo.normalise_remote` spells it).
+    (`tma1_session_repos`, as `tma1.origin.repo.normalise_remote` spells it).
 
     The Sessions tab polls this every 10 s inside the daemon, so it avoids one big GROUP
     BY over every event row: it picks the sessions from the (session_id, ts) index, then

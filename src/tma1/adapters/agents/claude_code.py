@@ -65,8 +65,8 @@ def http_handler(settings: Settings, token: str) -> dict[str, Any]:
     whatever listens on the port and shows whatever that answers (it cannot check who
     answers), so a stranger on the port could learn this key and post hook events with
     it, but read nothing (docs/hooks.md, "Who is on the other end")."""
+    from tma1.auth.hooktoken import http_hook_key
     from tma1.mcp.api import base_url
-    from tma1.token import http_hook_key
 
     return {
         "type": "http",

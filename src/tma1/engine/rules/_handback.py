@@ -32,7 +32,7 @@ from collections.abc import Iterable
 
 from tma1.checks import Check, check_of
 from tma1.engine.window import SessionWindow
-from tma1.textmemo import text_cache
+from tma1.storable.textmemo import text_cache
 
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 _CLAUSES = re.compile(

@@ -41,8 +41,7 @@ import re
 from collections.abc import Mapping
 
 from tma1.checks import error_line, error_line_of_file, lines_in, located_in
-from tma1.checks.locations import _error_text
-from tma1.editlines import near
+from tma1.checks.locations import error_text
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.checkruns import CheckRuns, Run, at_stop, check_runs
 from tma1.engine.resolution import covering_pass
@@ -64,7 +63,8 @@ from tma1.engine.supersession import errors_of, supersedes
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import EDITED_LINES, WRITE_TOOLS
 from tma1.paths import display_path, norm_path
-from tma1.textmemo import text_cache
+from tma1.storable.editlines import near
+from tma1.storable.textmemo import text_cache
 
 _DIGITS = re.compile(r"\d+")
 HIGH_AT = 3
@@ -202,7 +202,7 @@ def _file_lines(output: str, path: str) -> frozenset[str]:
         return frozenset()
     return frozenset(
         _DIGITS.sub("#", ln.strip())
-        for ln in _error_text(output).splitlines()
+        for ln in error_text(output).splitlines()
         if name in ln and mentions_path(ln, path)
     )
 
@@ -226,7 +226,7 @@ def _finding(
     new_line = next(
         (
             ln.strip()
-            for ln in _error_text(output).splitlines()
+            for ln in error_text(output).splitlines()
             if _DIGITS.sub("#", ln.strip()) in fresh and located_in(ln, first_file)
         ),
         None,

@@ -1,6 +1,6 @@
 """machine identity and session repositories (issue 30: a team on one PostgreSQL)
 
-Every stored row names the machine that stored it (`tma1.machine`), so the reads that
+Every stored row names the machine that stored it (`tma1.origin.machine`), so the reads that
 decide what to tell an agent read only their own machine's rows. Rows from before this
 migration keep NULL: on a team database several machines upgrade, and none of them can
 tell whose those rows were. The store reads NULL as "this machine" on SQLite only (a

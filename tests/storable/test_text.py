@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tma1.storable import REPLACEMENT, is_storable, storable_text
+from tma1.storable.text import REPLACEMENT, is_storable, storable_text
 
 
 @pytest.mark.parametrize(

@@ -86,14 +86,14 @@ def to_text(value: Any) -> str | None:
     return json_text(value)
 
 
-def clip(value: Any, n: int) -> Any:
+def clip_value(value: Any, n: int) -> Any:
     """`value` cut down to what the first `n` characters of its JSON text need.
 
     Strings longer than `n` are cut to `n + 1` characters, and a list or dict stops at
     the first item that starts after `n` characters of text. The JSON text of the result
     starts with the same `n` characters as `value`'s (for a string: the string itself),
     and is longer than `n` exactly when `value`'s is, so
-    `cap_text(to_text(clip(v, n)), n) == cap_text(to_text(v), n)` — without encoding the
+    `cap_text(to_text(clip_value(v, n)), n) == cap_text(to_text(v), n)` — without encoding the
     100 KB file a tool response can carry only to keep 16 KB of it.
     """
     return _clip(value, n, 0)[0]
@@ -128,7 +128,7 @@ def _clip(value: Any, n: int, used: int) -> tuple[Any, int]:
 
 def capped_text(value: Any, limit: int) -> str | None:
     """`cap_text(to_text(value), limit)`, encoding no more than the cap needs."""
-    return cap_text(to_text(clip(value, limit)), limit)
+    return cap_text(to_text(clip_value(value, limit)), limit)
 
 
 def _shrink_metadata(extra: dict[str, Any]) -> dict[str, Any]:
@@ -157,7 +157,7 @@ def capped_metadata(extra: dict[str, Any]) -> dict[str, Any]:
     if isinstance(message, str) and len(message) > MESSAGE_HEAD + MESSAGE_TAIL + 20:
         kept = message[:MESSAGE_HEAD] + "\n…[cut]…\n" + message[-MESSAGE_TAIL:]
         extra = {**extra, "last_assistant_message": kept, "_truncated": True}
-    meta_text = to_text(clip(extra, METADATA_CAP)) or ""
+    meta_text = to_text(clip_value(extra, METADATA_CAP)) or ""
     if len(meta_text.encode("utf-8", "surrogatepass")) > METADATA_CAP:
         return _shrink_metadata(extra)
     return extra

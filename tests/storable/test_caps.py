@@ -4,7 +4,7 @@ still failing comes at the end of a long report as often as at its start."""
 from __future__ import annotations
 
 from tma1.events import parse_payload
-from tma1.textcap import MESSAGE_HEAD, MESSAGE_TAIL, METADATA_CAP
+from tma1.storable.caps import MESSAGE_HEAD, MESSAGE_TAIL, METADATA_CAP
 
 
 def test_a_long_final_message_keeps_its_closing_words() -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import tma1_cmd
 
-from tma1 import service_unit as su
+from tma1 import autostart as su
 
 UNIT = Path(".config/systemd/user/tma1.service")
 PLIST = Path("Library/LaunchAgents/tma1.serve.plist")

@@ -1,4 +1,4 @@
-"""`tma1.scrub.scrub`: what any backend can store — NUL and lone surrogates replaced,
+"""`tma1.storable.scrub.scrub`: what any backend can store — NUL and lone surrogates replaced,
 bounded columns cut — checked against cleaning every value the plain way."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tma1.events import HookEvent
-from tma1.scrub import _clean, scrub
+from tma1.storable.scrub import _clean, scrub
 from tma1.store.schema import HOOK_EVENT_LIMITS
 
 _TEXT = st.text(alphabet=st.sampled_from(list("ab\x00é\ud800\udfff€ ")), max_size=12)

@@ -16,9 +16,9 @@ from dataclasses import fields
 from typing import Any
 
 from tma1.events import FIELD_CAPS, KEY_CAP, LIST_CAP, LIST_FIELDS, PATH_CAP, HookEvent
-from tma1.storable import is_storable, storable_text
+from tma1.storable.caps import cap_list, cap_text, key_text
+from tma1.storable.text import is_storable, storable_text
 from tma1.store.schema import HOOK_EVENT_LIMITS
-from tma1.textcap import cap_list, cap_text, key_text
 
 
 def _clean(value: Any) -> Any:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from tma1.adapters.files import FileChange, InstallError, read_bytes
+from tma1.adapters.files import FilePlan, InstallError, read_bytes
 
 Platform = Literal["systemd", "launchd"]
 PLATFORMS: tuple[Platform, ...] = ("systemd", "launchd")
@@ -250,7 +250,7 @@ def install_hint(env: Mapping[str, str] | None = None) -> str | None:
     return "to keep tma1 running: tma1 service install"
 
 
-def plan_install(path: Path, wanted: str, *, private: bool = False) -> FileChange:
+def plan_install(path: Path, wanted: str, *, private: bool = False) -> FilePlan:
     """`private`: the file carries a secret (a database URL may hold a password): 0600."""
     before = read_bytes(path)
     if before is not None and not is_ours(before):
@@ -259,15 +259,15 @@ def plan_install(path: Path, wanted: str, *, private: bool = False) -> FileChang
             "(move it away, or keep it and do not use `tma1 service install`)"
         )
     mode = 0o600 if private else 0o644
-    return FileChange(path, before, wanted.encode("utf-8"), "service file", mode=mode)
+    return FilePlan(path, before, wanted.encode("utf-8"), "service file", mode=mode)
 
 
-def plan_uninstall(path: Path) -> FileChange:
+def plan_uninstall(path: Path) -> FilePlan:
     before = read_bytes(path)
     if before is not None and not is_ours(before):
         # Someone else's file: leave it (the caller says so).
-        return FileChange(path, before, before, "service file (not tma1's: left alone)")
-    return FileChange(path, before, None, "service file")
+        return FilePlan(path, before, before, "service file (not tma1's: left alone)")
+    return FilePlan(path, before, None, "service file")
 
 
 # -- the service manager ----------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from tma1.textmemo import text_cache
+from tma1.storable.textmemo import text_cache
 
 
 def test_a_big_text_is_not_held_and_is_answered_from_the_cache() -> None:

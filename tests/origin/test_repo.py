@@ -1,4 +1,4 @@
-"""A working tree's repository identity (tma1.repo)."""
+"""A working tree's repository identity (tma1.origin.repo)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tma1.repo import normalise_remote, origin_url, path_in_repo, repo_of
+from tma1.origin.repo import normalise_remote, origin_url, path_in_repo, repo_of
 
 
 @pytest.mark.parametrize(

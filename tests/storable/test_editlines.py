@@ -13,11 +13,11 @@ from typing import Any
 
 from rulekit import at, bash_fail, event, src, window
 
-from tma1.editlines import WHOLE_FILE, diff_ranges, edited_lines, near
 from tma1.engine.anomaly import Channel, Kind, Severity
 from tma1.engine.rules import RULES
 from tma1.engine.window import RuleConfig
 from tma1.events import EDITED_LINES, HookEvent
+from tma1.storable.editlines import WHOLE_FILE, diff_ranges, edited_lines, near
 
 CFG = RuleConfig()
 OPTIMIZER = src("internal/performance/optimizer.go")

@@ -1,4 +1,4 @@
-"""This machine's id (tma1.machine): made once per data dir, private, overridable."""
+"""This machine's id (tma1.origin.machine): made once per data dir, private, overridable."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tma1.config import ConfigError, Settings, load_settings
-from tma1.machine import MACHINE_ID_FILE, ensure_machine_id, read_machine_id
+from tma1.origin.machine import MACHINE_ID_FILE, ensure_machine_id, read_machine_id
 
 
 def test_made_once_private_and_stable(tmp_path: Path) -> None:

@@ -1,0 +1,1 @@
+"""Who may talk to tma1: the hook token and everything derived from it (`hooktoken`)."""
