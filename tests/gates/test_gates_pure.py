@@ -17,16 +17,16 @@ from tma1.gates.common import (
     since_for_days,
     split_stable_key,
 )
-from tma1.gates.follow import (
+from tma1.engine.following import (
     Call,
     EmitRef,
-    followed,
     guess_test_file,
     is_git_commit,
     is_read_of,
     same_file,
     window_of,
 )
+from tma1.gates.follow import followed
 from tma1.gates.precision import precision_figures
 from tma1.gates.table import status_text
 from tma1.server.routes_sessions import session_timeline
