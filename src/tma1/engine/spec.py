@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from tma1.engine.anomaly import Anomaly, Severity
 from tma1.engine.following import READ_OR_EDIT_OF_RELATED, Follow
@@ -77,3 +78,18 @@ class RuleSpec:
     def follow_action(self) -> str:
         """The follow action in words (design §2.13), as the gates report it."""
         return self.follow.action
+
+    def describe(self) -> dict[str, Any]:
+        """The spec as data, for the dashboard (`GET /api/anomalies/kinds`) and the docs'
+        kinds table (`scripts/kinds_table.py`)."""
+        return {
+            "kind": self.kind,
+            "severity": str(self.severity),
+            "severities": list(self.severity.levels),
+            "channels": sorted(self.channels),
+            "follow_action": self.follow.action,
+            "one_shot": self.one_shot,
+            "novel_evidence": self.novel_evidence,
+            "family": self.family,
+            "retold": self.retold,
+        }

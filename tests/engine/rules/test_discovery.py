@@ -13,8 +13,8 @@ import pytest
 
 import tma1.engine.rules as rules_pkg
 from tma1.engine.anomaly import Kind
-from tma1.engine.rules import SPECS, _discover
 from tma1.engine.following import Call, EmitRef
+from tma1.engine.rules import SPECS, _discover
 from tma1.gates.follow import followed
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "rules.md"
