@@ -73,6 +73,9 @@ class RuleSpec:
     # Its related files are the project's changes by others: a bundle that re-tells it
     # leaves those files out of its "changed since" part.
     tells_changes: bool = False
+    # When it fires, in one line for humans: the README's kinds table
+    # (`scripts/kinds_table.py`) and the dashboard.
+    fires_when: str = ""
 
     @property
     def follow_action(self) -> str:
@@ -92,4 +95,5 @@ class RuleSpec:
             "novel_evidence": self.novel_evidence,
             "family": self.family,
             "retold": self.retold,
+            "fires_when": self.fires_when,
         }

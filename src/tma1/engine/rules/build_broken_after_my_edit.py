@@ -447,4 +447,9 @@ SPEC = RuleSpec(
     follow=READ_OF_RELATED,
     # Its subject is a check's identity, as repeated_failed_build's (design §2.15).
     family="failing_check",
+    fires_when=(
+        "a check's newest failure (one with a verdict about the code) has an error in a "
+        "file it edited in the last 30 min, not there before the edit; at a Stop, once: a "
+        "fresh break, or a fix it never re-ran"
+    ),
 )

@@ -96,4 +96,9 @@ SPEC = RuleSpec(
     one_shot=True,
     # A compaction is the answer to it: a bundle (at a compaction) never re-tells it.
     retold=False,
+    fires_when=(
+        "the last request's prompt reached half the model's context window "
+        "(`TMA1_CONTEXT_PRESSURE_THRESHOLD` when set; 100,000 when the window is unknown); "
+        "once per context: a compaction re-arms it"
+    ),
 )

@@ -84,4 +84,5 @@ SPEC = RuleSpec(
     follow=READ_OF_RELATED,
     novel_evidence=True,
     tells_changes=True,
+    fires_when="a file of the project changed outside this session in the last 30 min",
 )

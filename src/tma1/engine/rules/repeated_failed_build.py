@@ -163,4 +163,8 @@ SPEC = RuleSpec(
     ),
     # Its subject is a check's identity, as build_broken_after_my_edit's (design §2.15).
     family="failing_check",
+    fires_when=(
+        "the same check (its runner and target, however spelled) failed 3+ times in 30 "
+        "min and is still failing"
+    ),
 )

@@ -140,4 +140,5 @@ SPEC = RuleSpec(
     severity=Severities(Severity.HIGH),
     resolution=reread_related_file,
     follow=READ_OF_RELATED,
+    fires_when="it edits a file that changed on disk after its last Read",
 )

@@ -163,4 +163,5 @@ SPEC = RuleSpec(
         # for in that same span before the emit.
         test_lookback_ms=RULE_WINDOW_MS,
     ),
+    fires_when="the same test failed in 3+ runs in 30 min",
 )
