@@ -16,7 +16,7 @@ from rulekit import (
 )
 
 from tma1.engine.anomaly import Channel, Kind, Severity
-from tma1.engine.rules import RULES
+from tma1.engine.rules import RULES, SPECS
 from tma1.engine.window import RuleConfig
 
 
@@ -58,6 +58,9 @@ def test_each_rule_fires_on_the_busy_window_and_keeps_the_contract() -> None:
             assert isinstance(a.related_files, tuple)
             assert 0 < a.last_evidence_ts <= now
             assert Severity(a.severity) and Channel(a.channel)
+            # The spec says what the rule emits: its severities and channels.
+            assert a.severity in SPECS[kind].severity.levels
+            assert a.channel in SPECS[kind].channels
             if a.channel == Channel.STOP_BLOCK:
                 assert a.severity == Severity.HIGH
     # The seed's six each fire once here; a rule added since may or may not.
