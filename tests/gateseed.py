@@ -5,25 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tma1.engine.anomaly import stable_key
+from tma1.engine.anomaly import SEVERITY_RANK, Channel, stable_key
+from tma1.engine.rules import SPECS
 from tma1.events import HookEvent, parse_payload
 from tma1.store import Store
 
+# Per kind, the channel and severity of a typical emit, as its rule's spec declares them: a
+# Stop block where it can block, at its highest severity.
 CHANNEL = {
-    "stale_file_view": "user_prompt_submit",
-    "build_broken_after_my_edit": "stop_block",
-    "repeated_failed_build": "stop_block",
-    "test_stuck": "user_prompt_submit",
-    "external_modified_during_session": "user_prompt_submit",
-    "context_pressure": "user_prompt_submit",
+    kind: (
+        Channel.STOP_BLOCK if Channel.STOP_BLOCK in spec.channels else Channel.USER_PROMPT_SUBMIT
+    ).value
+    for kind, spec in SPECS.items()
 }
 SEVERITY = {
-    "stale_file_view": "high",
-    "build_broken_after_my_edit": "high",
-    "repeated_failed_build": "high",
-    "test_stuck": "medium",
-    "external_modified_during_session": "medium",
-    "context_pressure": "medium",
+    kind: min(spec.severity.levels, key=SEVERITY_RANK.__getitem__) for kind, spec in SPECS.items()
 }
 
 

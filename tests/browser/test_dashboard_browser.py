@@ -18,6 +18,7 @@ from tma1.auth.hooktoken import login_code
 from tma1.clock import SystemClock
 from tma1.config import Settings
 from tma1.engine.anomaly import stable_key
+from tma1.engine.rules import SPECS
 from tma1.events import HookEvent, parse_payload
 from tma1.store import Store
 
@@ -336,6 +337,9 @@ def test_anomalies_tab_shows_seeded_emits_without_console_errors(
 def test_filters_narrow_the_list(server: LiveServer, page: Any) -> None:
     page.goto(server.url + "/#anomalies")
     page.wait_for_selector("#emits-body tr.emit")
+    # The kind filter offers every rule of the registry, as GET /api/anomalies/kinds says.
+    options = page.eval_on_selector_all("#f-kind option", "os => os.map(o => o.value)")
+    assert options == ["", *SPECS]
     high = api_count(server, severity="high")
     assert high >= SEEDED["high"]
     page.select_option("#f-severity", "high")

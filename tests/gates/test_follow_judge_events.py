@@ -14,9 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tma1 import gates
+from tma1.engine.rules import SPECS
 from tma1.events import HookEvent, Usage
 from tma1.gates import live
 from tma1.store import Store
+
+TEST_LOOKBACK_MS = SPECS["test_stuck"].follow.test_lookback_ms or 0
 
 FILES = ["/repo/a.py", "/repo/b.py", "tests/t.py", "/repo/tests/t.py"]
 TEST_ID = "tests/t.py::test_a"
@@ -153,7 +156,7 @@ def test_the_edges_of_the_windows_are_where_the_sql_gate_has_them() -> None:
         # The failure 30 minutes and 1 ms before the emit is out of the lookback.
         old = Session(store, "too-old", ts=1_700_000_000_000)
         old.bash("pytest -q", fail=fail)
-        old.step_ms = gates.TEST_LOOKBACK_MS + 1
+        old.step_ms = TEST_LOOKBACK_MS + 1
         old.emit("test_stuck", TEST_ID, [])
         old.step_ms = 1000
         old.bash("pytest -q", fail=fail)

@@ -7,9 +7,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tma1.checks import file_of_test_id
+from tma1.engine.following import (
+    Call,
+    EmitRef,
+    is_git_commit,
+    is_read_of,
+    same_file,
+    window_of,
+)
 from tma1.gates.budget import budget_report
 from tma1.gates.common import (
     FOLLOW_MIN_EMITS,
+    KINDS,
     PRECISION_MIN_LABELS,
     day_label,
     overall_pass,
@@ -18,15 +27,7 @@ from tma1.gates.common import (
     since_for_days,
     split_stable_key,
 )
-from tma1.gates.follow import (
-    Call,
-    EmitRef,
-    followed,
-    is_git_commit,
-    is_read_of,
-    same_file,
-    window_of,
-)
+from tma1.gates.follow import followed
 from tma1.gates.precision import precision_figures
 from tma1.gates.table import status_text
 from tma1.server.routes_sessions import session_timeline
@@ -129,7 +130,7 @@ def test_budget_report_fills_every_day_and_kind() -> None:
         budget=5,
     )
     assert rep["day_labels"] == [day_label(18), day_label(19), day_label(20)]
-    assert len(rep["per_day"]) == 3 * 7  # six kinds and the unknown one
+    assert len(rep["per_day"]) == 3 * (len(KINDS) + 1)  # every rule's kind and the unknown one
     assert rep["kinds"]["test_stuck"] == {
         "total": 7,
         "max_per_day": 6,

@@ -9,6 +9,7 @@ from conftest import LiveServer
 from gateseed import Session, emit_row
 
 from tma1.clock import ManualClock
+from tma1.engine.rules import SPECS
 from tma1.gates import DAY_MS
 
 HOUR = 3_600_000
@@ -151,6 +152,22 @@ def test_label_post_from_another_origin_is_refused(live: LiveServer, clock: Manu
     assert live.store.counts()["tma1_anomaly_labels"] == 1
 
 
+def test_kinds_lists_every_rule_of_the_registry_behind_the_token(live: LiveServer) -> None:
+    r = _get(live, "/api/anomalies/kinds")
+    assert r.status_code == 200, r.text
+    kinds = r.json()["kinds"]
+    assert [k["kind"] for k in kinds] == list(SPECS)
+    by_kind = {k["kind"]: k for k in kinds}
+    # What the specs say, as data: severities the rules emit, channels, follow actions.
+    assert by_kind["stale_file_view"]["severities"] == ["high"]
+    assert by_kind["build_broken_after_my_edit"]["severities"] == ["medium", "high"]
+    assert by_kind["build_broken_after_my_edit"]["channels"] == ["stop_block", "user_prompt_submit"]
+    assert by_kind["context_pressure"]["follow_action"] == SPECS["context_pressure"].follow_action
+    assert by_kind["context_pressure"]["retold"] is False
+    with live.client(token="") as c:
+        assert c.get("/api/anomalies/kinds").status_code in (401, 403)
+
+
 def test_budget_counts_per_kind_per_utc_day(live: LiveServer, clock: ManualClock) -> None:
     now = clock.now_ms()  # 2023-11-14 22:13:20 UTC
     today = (now // DAY_MS) * DAY_MS
@@ -181,7 +198,7 @@ def test_budget_counts_per_kind_per_utc_day(live: LiveServer, clock: ManualClock
         "2023-11-14",
     ]
     cell = {(d["day"], d["kind"]): (d["count"], d["over_budget"]) for d in b["per_day"]}
-    assert len(cell) == 7 * 6
+    assert len(cell) == 7 * len(SPECS)
     assert cell[("2023-11-14", "stale_file_view")] == (6, True)
     assert cell[("2023-11-13", "stale_file_view")] == (2, False)
     assert cell[("2023-11-11", "test_stuck")] == (5, False)

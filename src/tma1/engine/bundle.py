@@ -23,9 +23,10 @@ from typing import Any, NamedTuple
 
 from tma1.checks import error_line
 from tma1.clock import MINUTE_MS
-from tma1.engine.anomaly import Anomaly, Channel, Kind, delivery_order, one_per_subject
+from tma1.engine.anomaly import Anomaly, Channel, delivery_order, one_per_subject
 from tma1.engine.checkruns import check_runs
 from tma1.engine.digest import CLOSE_TAG, OPEN_TAG, clip, listed, numbered_item
+from tma1.engine.rules import SPECS
 from tma1.engine.rules._support import clock_time
 from tma1.engine.supersession import supersedes
 from tma1.engine.window import SessionWindow
@@ -61,8 +62,10 @@ _PEERS_CHARS = 200
 # When not everything fits, more of these parts first: this session's own findings.
 _PRIORITY = {"findings": 0, "checks": 1, "changes": 2, "sessions": 3}
 
-# The bundle never re-tells these: a compaction is the answer to context pressure.
-_NOT_RETOLD = frozenset({Kind.CONTEXT_PRESSURE.value})
+# The bundle never re-tells these (`RuleSpec.retold`: a compaction is the answer to them).
+_NOT_RETOLD = frozenset(k for k, spec in SPECS.items() if not spec.retold)
+# Findings of these name the project's changes by others (`RuleSpec.tells_changes`).
+_TELLS_CHANGES = frozenset(k for k, spec in SPECS.items() if spec.tells_changes)
 # Suppression decisions that mean "the agent need not hear this again".
 _SETTLED = frozenset({"resolved", "one_shot"})
 
@@ -201,8 +204,8 @@ class Bundle:
 
 def unresolved(decisions: Iterable[Any]) -> list[Anomaly]:
     """The findings of suppression `Decision`s the agent should still hear of: every one not
-    settled (resolved, or a one-shot already told), `context_pressure` never, one per
-    subject."""
+    settled (resolved, or a one-shot already told), a kind the bundle does not re-tell
+    never, one per subject."""
     out = [
         d.finding
         for d in decisions
@@ -326,13 +329,8 @@ def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bund
         ]
         sections.append(_Part("findings", "Still unresolved in this session:", items))
     if inp.last_event_ts is not None:
-        # Files a standing external_modified_during_session finding names are told there.
-        covered = {
-            p
-            for f in standing
-            if f.kind == Kind.EXTERNAL_MODIFIED_DURING_SESSION.value
-            for p in f.related_files
-        }
+        # Files a standing finding about others' changes names are told there.
+        covered = {p for f in standing if f.kind in _TELLS_CHANGES for p in f.related_files}
         changes = [
             c
             for c in inp.changes

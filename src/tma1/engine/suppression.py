@@ -109,9 +109,13 @@ def decide(
     return out(True, "window_elapsed", state.first_emitted_at, state.first_emitted_at)
 
 
-# Kinds that report the same thing about one subject: a failing check (design §2.15, the
-# subject is the check's identity for both).
-_FAMILIES = (frozenset({"repeated_failed_build", "build_broken_after_my_edit"}),)
+# Kinds that report the same thing about one subject, as the rules declare them
+# (`RuleSpec.family`; a failing check: design §2.15, the subject is the check's identity).
+_FAMILIES: dict[str, tuple[str, ...]] = {
+    kind: tuple(k for k, s in SPECS.items() if s.family == spec.family)
+    for kind, spec in SPECS.items()
+    if spec.family is not None
+}
 
 
 def _siblings(finding: Anomaly) -> list[str]:
@@ -121,7 +125,7 @@ def _siblings(finding: Anomaly) -> list[str]:
     build_broken block, then repeated_failed_build on the same failures). A climb stays
     news: a medium told at a prompt, then the agent stopping with it still broken, blocks."""
     rank = SEVERITY_RANK.get(finding.severity, 9)
-    family = next((f for f in _FAMILIES if finding.kind in f), frozenset({finding.kind}))
+    family = _FAMILIES.get(finding.kind, (finding.kind,))
     return [
         stable_key(kind, sev.value, finding.subject)
         for kind in family

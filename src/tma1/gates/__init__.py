@@ -24,7 +24,6 @@ from tma1.gates.common import PRECISION_SAMPLE as PRECISION_SAMPLE
 from tma1.gates.common import SEVERITIES as SEVERITIES
 from tma1.gates.common import loads_list as loads_list
 from tma1.gates.common import since_for_days as since_for_days
-from tma1.gates.follow import TEST_LOOKBACK_MS as TEST_LOOKBACK_MS
 from tma1.gates.follow import follow_report as follow_report
 from tma1.gates.follow import judge_events as judge_events
 from tma1.gates.table import gate_table as gate_table

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from tma1.engine.anomaly import Kind
+from tma1.engine.following import FAR_FUTURE, MARKER_EVENTS, Call, EmitRef
 from tma1.gates.budget import budget_report
 from tma1.gates.common import (
     DAY_MS,
@@ -25,12 +25,9 @@ from tma1.gates.common import (
     since_for_days,
 )
 from tma1.gates.follow import (
-    FAR_FUTURE,
-    MARKER_EVENTS,
-    TEST_LOOKBACK_MS,
+    MARKER_KINDS,
+    TEST_LOOKBACKS,
     TOOLS_BY_KIND,
-    Call,
-    EmitRef,
     FollowInputs,
     emit_ref,
     follow_report,
@@ -83,19 +80,23 @@ def judge_stored(
     for emit_id, ts, ev_id, tool, path, files, command, prefix in call_rows:
         paths = tuple(loads_list(files)) if files else ()
         calls[emit_id].append(Call(ts, ev_id, "PreToolUse", tool, path, paths, command, prefix))
-    cp = Kind.CONTEXT_PRESSURE.value
-    for emit_id, ev_id, ts, event_type, meta in marker_rows(
-        store, since, window, after_id, cp, MARKER_EVENTS
-    ):
-        calls[emit_id].append(Call(ts, ev_id, event_type, metadata=meta))
-    out.calls = dict(calls)
+    # The other inputs, for the kinds whose follow action needs them (`RuleSpec.follow`).
     compactions: dict[str, list[int]] = defaultdict(list)
-    for sid, ts in compaction_rows(store, since, after_id, cp):
-        compactions[sid].append(ts)
+    for kind in MARKER_KINDS:
+        for emit_id, ev_id, ts, event_type, meta in marker_rows(
+            store, since, window, after_id, kind, MARKER_EVENTS
+        ):
+            calls[emit_id].append(Call(ts, ev_id, event_type, metadata=meta))
+        for sid, ts in compaction_rows(store, since, after_id, kind):
+            compactions[sid].append(ts)
+    out.calls = dict(calls)
     out.compactions = {sid: sorted(seen) for sid, seen in compactions.items()}
-    out.test_commands = test_commands_from_rows(
-        failure_rows(store, since, after_id, Kind.TEST_STUCK.value, TEST_LOOKBACK_MS)
-    )
+    failures = [
+        row
+        for kind, lookback in TEST_LOOKBACKS.items()
+        for row in failure_rows(store, since, after_id, kind, lookback)
+    ]
+    out.test_commands = test_commands_from_rows(failures)
     return judge(out, window)
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from tma1 import gates
 from tma1.engine.anomaly import Anomaly, Channel
 from tma1.engine.digest import digest, stop_reason
+from tma1.engine.rules import SPECS
 from tma1.gates import live
 from tma1.server import ServiceDep
 from tma1.server.scope import ScopeParam, scoped
@@ -78,6 +79,16 @@ class LabelOut(BaseModel):
     id: int
     label: Literal["tp", "fp"] | None
     source: Literal["human", "agent"]
+
+
+@router.get(
+    "/api/anomalies/kinds",
+    summary="Every rule's kind, in the registry's order, with what its spec declares",
+)
+def kinds() -> dict[str, Any]:
+    """The dashboard's kind filter and gate cards read this: a rule added to
+    `engine/rules/` shows there with nothing else changed (docs/rules.md)."""
+    return {"kinds": [SPECS[k].describe() for k in gates.KINDS]}
 
 
 @router.get("/api/anomalies", summary="Newest emits from the emit log (never runs rules)")

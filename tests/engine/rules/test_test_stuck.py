@@ -113,7 +113,7 @@ def test_the_test_file_passing_without_the_name_filter_ends_it() -> None:
     # attio-mcp-server (claude-code/attio-7c4ca6ea.chat.json, 2025-08-06 16:34–16:43): one
     # test failed in three `-t` runs; the whole file then passed (13 of 13), yet at 16:47
     # test_stuck said "no run has passed it since".
-    cmd = 'pytest tests/test_billing.py -k test_invoice_total'
+    cmd = "pytest tests/test_billing.py -k test_invoice_total"
     events = [bash_fail(at(n), cmd, PYTEST_OUT) for n in (1, 2, 3)]
     assert run(events, at(4))
     passed = bash_ok(at(5), "pytest -q tests/test_billing.py", "2 passed in 0.03s")

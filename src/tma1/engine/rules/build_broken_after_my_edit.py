@@ -44,6 +44,7 @@ from tma1.checks import error_line, error_line_of_file, lines_in, located_in
 from tma1.checks.locations import error_text
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.checkruns import CheckRuns, Run, at_stop, check_runs
+from tma1.engine.following import READ_OF_RELATED
 from tma1.engine.resolution import covering_pass
 from tma1.engine.rules._handback import check_terms, handed_back
 from tma1.engine.rules._support import (
@@ -58,7 +59,7 @@ from tma1.engine.rules._support import (
     quote,
     visible,
 )
-from tma1.engine.spec import RuleSpec
+from tma1.engine.spec import RuleSpec, Severities
 from tma1.engine.supersession import errors_of, supersedes
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import EDITED_LINES, WRITE_TOOLS
@@ -254,7 +255,7 @@ def _finding(
     suggestion = f"{fix}, then re-run {command}."
     return Anomaly(
         kind=Kind.BUILD_BROKEN_AFTER_MY_EDIT.value,
-        severity=(Severity.HIGH if high else Severity.MEDIUM).value,
+        severity=SPEC.severity.of(escalate=high),
         channel=(Channel.STOP_BLOCK if high else Channel.USER_PROMPT_SUBMIT).value,
         evidence=evidence,
         suggestion=suggestion,
@@ -421,7 +422,7 @@ def _stop_finding(
         evidence_ts = max(edited[f] for f in files)
     return Anomaly(
         kind=Kind.BUILD_BROKEN_AFTER_MY_EDIT.value,
-        severity=Severity.HIGH.value,
+        severity=SPEC.severity.of(escalate=True),
         channel=Channel.STOP_BLOCK.value,
         evidence=evidence,
         suggestion=suggestion,
@@ -437,9 +438,18 @@ SPEC = RuleSpec(
     kind=Kind.BUILD_BROKEN_AFTER_MY_EDIT.value,
     run=build_broken_after_my_edit,
     channels=frozenset({Channel.USER_PROMPT_SUBMIT.value, Channel.STOP_BLOCK.value}),
-    severity=(
-        "medium; high at 3+ failing runs, or at a Stop over a fresh break or an unverified fix"
+    severity=Severities(
+        Severity.MEDIUM,
+        escalated=Severity.HIGH,
+        when="at 3+ failing runs, or at a Stop over a fresh break or an unverified fix",
     ),
     resolution=covering_pass,
-    follow_action="a Read of a related file",
+    follow=READ_OF_RELATED,
+    # Its subject is a check's identity, as repeated_failed_build's (design §2.15).
+    family="failing_check",
+    fires_when=(
+        "a check's newest failure (one with a verdict about the code) has an error in a "
+        "file it edited in the last 30 min, not there before the edit; at a Stop, once: a "
+        "fresh break, or a fix it never re-ran"
+    ),
 )

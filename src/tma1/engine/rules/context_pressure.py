@@ -11,13 +11,16 @@ compaction measured the context that compaction replaced: it says nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.context import context_threshold, context_window
+from tma1.engine.following import Call, EmitRef, Follow, is_compaction_or_end, is_git_commit
 from tma1.engine.resolution import never
-from tma1.engine.spec import RuleSpec
+from tma1.engine.spec import RuleSpec, Severities
 from tma1.engine.window import RuleConfig, SessionWindow
+from tma1.events import SHELL_TOOLS
 
 
 def epoch_subject(epoch_start_ts: int | None) -> str:
@@ -59,7 +62,7 @@ def context_pressure(window: SessionWindow, now: int, config: RuleConfig) -> lis
     return [
         Anomaly(
             kind=Kind.CONTEXT_PRESSURE.value,
-            severity=Severity.MEDIUM.value,
+            severity=SPEC.severity.of(),
             channel=Channel.USER_PROMPT_SUBMIT.value,
             evidence=evidence,
             suggestion=suggestion,
@@ -71,12 +74,31 @@ def context_pressure(window: SessionWindow, now: int, config: RuleConfig) -> lis
     ]
 
 
+def _compacted_ended_or_committed(
+    emit: EmitRef, span: Sequence[Call], tool_calls: Sequence[Call], acted: bool
+) -> bool:
+    return any(is_compaction_or_end(c) or is_git_commit(c) for c in span)
+
+
 SPEC = RuleSpec(
     kind=Kind.CONTEXT_PRESSURE.value,
     run=context_pressure,
     channels=frozenset({Channel.USER_PROMPT_SUBMIT.value}),
-    severity="medium",
+    severity=Severities(Severity.MEDIUM),
     resolution=never,
-    follow_action="a compaction, a session end or a git commit",
+    follow=Follow(
+        action="a compaction, a session end or a git commit",
+        check=_compacted_ended_or_committed,
+        tools=SHELL_TOOLS,
+        related_files=False,
+        markers=True,
+    ),
     one_shot=True,
+    # A compaction is the answer to it: a bundle (at a compaction) never re-tells it.
+    retold=False,
+    fires_when=(
+        "the last request's prompt reached half the model's context window "
+        "(`TMA1_CONTEXT_PRESSURE_THRESHOLD` when set; 100,000 when the window is unknown); "
+        "once per context: a compaction re-arms it"
+    ),
 )

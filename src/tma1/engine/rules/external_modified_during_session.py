@@ -9,13 +9,14 @@ decay keep it quiet; the digest reports new changes itself (design §2.7).
 from __future__ import annotations
 
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
+from tma1.engine.following import READ_OF_RELATED
 from tma1.engine.resolution import never
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
     clock_time,
     plural,
 )
-from tma1.engine.spec import RuleSpec
+from tma1.engine.spec import RuleSpec, Severities
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import FileChange
 from tma1.paths import display_path, norm_path
@@ -62,7 +63,7 @@ def _finding(window: SessionWindow, changes: list[FileChange]) -> Anomaly:
     )
     return Anomaly(
         kind=Kind.EXTERNAL_MODIFIED_DURING_SESSION.value,
-        severity=Severity.MEDIUM.value,
+        severity=SPEC.severity.of(),
         channel=Channel.USER_PROMPT_SUBMIT.value,
         evidence=evidence,
         suggestion=suggestion,
@@ -77,9 +78,11 @@ SPEC = RuleSpec(
     kind=Kind.EXTERNAL_MODIFIED_DURING_SESSION.value,
     run=external_modified_during_session,
     channels=frozenset({Channel.USER_PROMPT_SUBMIT.value}),
-    severity="low",
+    severity=Severities(Severity.MEDIUM),
     # The rule's 30-minute window decays it; new changes are news (design §2.7).
     resolution=never,
-    follow_action="a Read of a related file",
+    follow=READ_OF_RELATED,
     novel_evidence=True,
+    tells_changes=True,
+    fires_when="a file of the project changed outside this session in the last 30 min",
 )

@@ -19,16 +19,18 @@ Subject = the check's identity. High, stop channel (the seed's).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 from tma1.checks import error_line, split_shell
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.checkruns import Run, check_runs, related
+from tma1.engine.following import Call, EmitRef, Follow, blind_rerun
 from tma1.engine.resolution import covering_pass
 from tma1.engine.rules._handback import check_terms, handed_back
 from tma1.engine.rules._support import RULE_WINDOW_MS, clock_time, quote
-from tma1.engine.spec import RuleSpec
+from tma1.engine.spec import RuleSpec, Severities
 from tma1.engine.window import RuleConfig, SessionWindow
-from tma1.events import HookEvent
+from tma1.events import SHELL_TOOLS, WRITE_TOOLS, HookEvent
 
 REPEATS = 3
 
@@ -128,7 +130,7 @@ def _finding(window: SessionWindow, ident: str, fails: list[Run], newest: Run) -
         )
     return Anomaly(
         kind=Kind.REPEATED_FAILED_BUILD.value,
-        severity=Severity.HIGH.value,
+        severity=SPEC.severity.of(),
         channel=Channel.STOP_BLOCK.value,
         evidence=evidence,
         suggestion=suggestion,
@@ -140,11 +142,29 @@ def _finding(window: SessionWindow, ident: str, fails: list[Run], newest: Run) -
     )
 
 
+def _no_blind_rerun(
+    emit: EmitRef, span: Sequence[Call], tool_calls: Sequence[Call], acted: bool
+) -> bool:
+    return acted and not blind_rerun(tool_calls, (emit.subject,))
+
+
 SPEC = RuleSpec(
     kind=Kind.REPEATED_FAILED_BUILD.value,
     run=repeated_failed_build,
     channels=frozenset({Channel.STOP_BLOCK.value}),
-    severity="high",
+    severity=Severities(Severity.HIGH),
     resolution=covering_pass,
-    follow_action="no re-run of the same failing check before an edit",
+    follow=Follow(
+        action="no re-run of the same failing check before an edit",
+        check=_no_blind_rerun,
+        # Writes too: a re-run after an edit is the suggestion followed (`blind_rerun`).
+        tools=SHELL_TOOLS | WRITE_TOOLS,
+        related_files=False,
+    ),
+    # Its subject is a check's identity, as build_broken_after_my_edit's (design §2.15).
+    family="failing_check",
+    fires_when=(
+        "the same check (its runner and target, however spelled) failed 3+ times in 30 "
+        "min and is still failing"
+    ),
 )

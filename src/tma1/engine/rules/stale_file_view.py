@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
+from tma1.engine.following import READ_OF_RELATED
 from tma1.engine.resolution import reread_related_file
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
@@ -22,7 +23,7 @@ from tma1.engine.rules._support import (
     shell_reads,
     visible,
 )
-from tma1.engine.spec import RuleSpec
+from tma1.engine.spec import RuleSpec, Severities
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import FileChange
 from tma1.paths import display_path, norm_path
@@ -121,7 +122,7 @@ def _finding(window: SessionWindow, path: str, stale: Sequence[StaleEdit]) -> An
     )
     return Anomaly(
         kind=Kind.STALE_FILE_VIEW.value,
-        severity=Severity.HIGH.value,
+        severity=SPEC.severity.of(),
         channel=Channel.USER_PROMPT_SUBMIT.value,
         evidence=evidence,
         suggestion=suggestion,
@@ -136,7 +137,8 @@ SPEC = RuleSpec(
     kind=Kind.STALE_FILE_VIEW.value,
     run=stale_file_view,
     channels=frozenset({Channel.USER_PROMPT_SUBMIT.value}),
-    severity="medium",
+    severity=Severities(Severity.HIGH),
     resolution=reread_related_file,
-    follow_action="a Read of a related file",
+    follow=READ_OF_RELATED,
+    fires_when="it edits a file that changed on disk after its last Read",
 )

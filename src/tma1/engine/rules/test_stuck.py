@@ -12,9 +12,19 @@ or a file the failure points into since the last failing run — waits (pattern 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tma1.checks import error_line_for_test, error_locations, file_of_test_id, reported_passing
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
 from tma1.engine.checkruns import Run, at_stop, check_runs, stopped_since
+from tma1.engine.following import (
+    Call,
+    EmitRef,
+    Follow,
+    is_edit_of,
+    is_read_of,
+    is_rerun,
+)
 from tma1.engine.resolution import test_passed
 from tma1.engine.rules._support import (
     RULE_WINDOW_MS,
@@ -23,9 +33,9 @@ from tma1.engine.rules._support import (
     quote,
     visible,
 )
-from tma1.engine.spec import RuleSpec
+from tma1.engine.spec import RuleSpec, Severities
 from tma1.engine.window import RuleConfig, SessionWindow
-from tma1.events import absolutize
+from tma1.events import READ_TOOLS, SHELL_TOOLS, WRITE_TOOLS, absolutize
 from tma1.paths import norm_path
 
 REPEATS = 3
@@ -114,7 +124,7 @@ def _finding(window: SessionWindow, test_id: str, fails: list[Run], newest: Run)
     )
     return Anomaly(
         kind=Kind.TEST_STUCK.value,
-        severity=Severity.MEDIUM.value,
+        severity=SPEC.severity.of(),
         channel=Channel.USER_PROMPT_SUBMIT.value,
         evidence=evidence,
         suggestion=suggestion,
@@ -126,11 +136,31 @@ def _finding(window: SessionWindow, test_id: str, fails: list[Run], newest: Run)
     )
 
 
+def _test_read_or_not_rerun(
+    emit: EmitRef, span: Sequence[Call], tool_calls: Sequence[Call], acted: bool
+) -> bool:
+    files = list(emit.related_files)
+    if tf := file_of_test_id(emit.subject, guess=True):
+        files.append(tf)
+    if any(is_read_of(c, files) or is_edit_of(c, files) for c in tool_calls):
+        return True
+    prefixes = emit.test_commands
+    return acted and bool(prefixes) and not any(is_rerun(c, prefixes) for c in tool_calls)
+
+
 SPEC = RuleSpec(
     kind=Kind.TEST_STUCK.value,
     run=test_stuck,
     channels=frozenset({Channel.USER_PROMPT_SUBMIT.value}),
-    severity="medium",
+    severity=Severities(Severity.MEDIUM),
     resolution=test_passed,
-    follow_action="a Read/Edit of the failing test's file, or no re-run of the test command",
+    follow=Follow(
+        action="a Read/Edit of the failing test's file, or no re-run of the test command",
+        check=_test_read_or_not_rerun,
+        tools=READ_TOOLS | WRITE_TOOLS | SHELL_TOOLS,
+        # The rule counts failures of the last 30 min (seed); the failing command is looked
+        # for in that same span before the emit.
+        test_lookback_ms=RULE_WINDOW_MS,
+    ),
+    fires_when="the same test failed in 3+ runs in 30 min",
 )

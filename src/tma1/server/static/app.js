@@ -5,14 +5,6 @@
 "use strict";
 
 (() => {
-  const KINDS = [
-    "stale_file_view",
-    "build_broken_after_my_edit",
-    "repeated_failed_build",
-    "test_stuck",
-    "external_modified_during_session",
-    "context_pressure",
-  ];
   const SVG_NS = "http://www.w3.org/2000/svg";
   const TIME_OPTS = { hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" };
   const params = new URLSearchParams(window.location.search);
@@ -38,6 +30,9 @@
     firstLoad: true,
     timer: null,
     busy: false,
+    // Every rule's kind, in the registry's order: GET /api/anomalies/kinds (null until it
+    // answered; a rule added to the engine shows here with nothing else changed).
+    kinds: null,
   };
 
   // --- tiny DOM helpers (text only) ---------------------------------------------------
@@ -746,7 +741,7 @@
     empty.hidden = totalEmits !== 0;
     if (totalEmits === 0) empty.append(emptyHelp(`No emits in the last ${b.days} day(s) — the gates have nothing to judge yet.`));
 
-    const kinds = [...new Set([...KINDS, ...Object.keys(b.kinds)])];
+    const kinds = [...new Set([...(state.kinds || []), ...Object.keys(b.kinds)])];
     for (const kind of kinds) {
       const bk = b.kinds[kind] || { total: 0, max_per_day: 0, days_over: 0, pass: true };
       const fk = f.kinds[kind] || { emits: 0, followed: 0, rate: null, pass: null, action: "" };
@@ -1261,6 +1256,7 @@
     state.busy = true;
     refreshUnwatched();
     try {
+      await loadKinds();
       if (state.tab === "anomalies") await refreshAnomalies();
       else if (state.tab === "gates") await refreshGates();
       else await refreshSessions();
@@ -1272,6 +1268,18 @@
     } finally {
       state.busy = false;
     }
+  }
+
+  // The kind filter's options. Asked once; again on each refresh until it answered (the
+  // daemon was down or the page not logged in yet), keeping a kind the URL asks for.
+  async function loadKinds() {
+    if (state.kinds) return;
+    const body = await getJSON("/api/anomalies/kinds");
+    state.kinds = body.kinds.map((k) => k.kind);
+    const kindSel = $("f-kind");
+    for (const k of state.kinds) kindSel.append(el("option", { value: k, text: humanKind(k) }));
+    if (state.tab === "anomalies") kindSel.value = parseHash().query.get("kind") || "";
+    if (kindSel.value === "" && kindSel.selectedIndex < 0) kindSel.selectedIndex = 0;
   }
 
   async function loadSessionIds() {
@@ -1286,8 +1294,6 @@
   }
 
   function init() {
-    const kindSel = $("f-kind");
-    for (const k of KINDS) kindSel.append(el("option", { value: k, text: humanKind(k) }));
     for (const id of ["f-severity", "f-kind", "f-channel"]) $(id).addEventListener("change", saveFilters);
     let debounce = null;
     const typed = () => {
