@@ -86,3 +86,43 @@ def test_sql_lives_in_store_only() -> None:
         if "store" not in p.relative_to(SRC).parts[:1] and _SQL.search(p.read_text("utf-8"))
     ]
     assert outside == []
+
+
+# What the engine may not import (design §5: the engine is pure; its live ports are in
+# tma1.live, the agents' knowledge in adapters/). A module counts as every module under it.
+_ENGINE_FORBIDDEN = ("tma1.store", "tma1.adapters", "tma1.dialects")
+# engine/digest.py still names the agents' hook events through tma1.dialects until the
+# AgentSpec work (issue 29) moves that out; the lead drops this entry after merging it.
+_ENGINE_ALLOWED = {("tma1.engine.digest", "tma1.dialects")}
+
+
+def _engine_reaches(root: Path = SRC) -> set[tuple[str, str]]:
+    """(engine module, forbidden module) for every such import, at any depth of its code."""
+    known = _modules(root)
+    return {
+        (name, target)
+        for name, path in known.items()
+        if name == "tma1.engine" or name.startswith("tma1.engine.")
+        for target in _imports(name, path, known)
+        if any(target == f or target.startswith(f + ".") for f in _ENGINE_FORBIDDEN)
+    }
+
+
+def test_the_engine_imports_no_store_adapter_or_dialect() -> None:
+    assert _engine_reaches() - _ENGINE_ALLOWED == set()
+
+
+def test_an_engine_import_of_the_store_inside_a_function_is_found(tmp_path: Path) -> None:
+    root = tmp_path / "tma1"
+    for pkg in ("", "engine", "store", "adapters"):
+        (root / pkg).mkdir(exist_ok=True)
+        (root / pkg / "__init__.py").write_text("")
+    (root / "store" / "db.py").write_text("class Store: ...\n")
+    (root / "adapters" / "files.py").write_text("def atomic_write(): ...\n")
+    (root / "engine" / "pure.py").write_text("import json\n")
+    (root / "engine" / "stored.py").write_text("def f():\n    from tma1.store.db import Store\n")
+    (root / "engine" / "mutes.py").write_text("from ..adapters import files\n")
+    found = _engine_reaches(root)
+    assert ("tma1.engine.stored", "tma1.store.db") in found
+    assert ("tma1.engine.mutes", "tma1.adapters.files") in found
+    assert {name for name, _ in found} == {"tma1.engine.stored", "tma1.engine.mutes"}

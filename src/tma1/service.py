@@ -27,7 +27,6 @@ from tma1.counters import Counters
 from tma1.dialects import normalize
 from tma1.engine.delivery import Delivery
 from tma1.engine.ports import EventSink
-from tma1.engine.stored import stored_delivery
 from tma1.events import (
     HookEvent,
     PayloadError,
@@ -38,6 +37,7 @@ from tma1.events import (
 )
 from tma1.ingest import Ingest
 from tma1.journal import JOURNAL_FILE, SPOOL_DIR, Journal, Spool
+from tma1.live.engine import stored_delivery
 from tma1.sensors import Sensors, codex_exit
 from tma1.store import Store
 from tma1.store.connection import database_identity
@@ -380,7 +380,7 @@ def build_service(
     journal: bool = False,
 ) -> Service:
     """Wire the components for `settings` (migrations run here): live, the engine over the
-    store (`tma1.engine.stored`) and the budgeted ingest (with the outage journal in the
+    store (`tma1.live`) and the budgeted ingest (with the outage journal in the
     data dir when `journal`: `tma1 serve`). Replay hands in its engine over in-memory ports
     (`delivery`, with the `counters` they count into) and its `ingest`."""
     clock = clock or SystemClock()

@@ -1,12 +1,10 @@
-"""The emit log: every delivered finding becomes a `tma1_anomaly_emits` row. Two peers
-of `tma1.engine.ports.EmitSink`:
+"""`EmitLog`, the live `EmitSink` (tma1.engine.ports): every delivered finding becomes a
+`tma1_anomaly_emits` row (`tma1.engine.emitlog.emit_row`), written asynchronously. Its
+replay peer is `tma1.replay.memory.MemoryEmits`.
 
-- `EmitLog` (live) writes to the store asynchronously. The hook path only enqueues
-  (`record`, never blocks: a full queue drops the row and counts it). A background thread
-  writes batches. `stop()` writes everything queued before it returns (graceful
-  shutdown); `flush()` does the same without stopping (tests).
-- `MemoryEmits` (replay) keeps each row in memory as it is recorded, in the form
-  `Store.emits_since` reads it back.
+The hook path only enqueues (`record`, never blocks: a full queue drops the row and counts
+it). A background thread writes batches. `stop()` writes everything queued before it
+returns (graceful shutdown); `flush()` does the same without stopping (tests).
 """
 
 from __future__ import annotations
@@ -19,28 +17,13 @@ from typing import Any
 
 from tma1.counters import Counters
 from tma1.engine.anomaly import Anomaly
-from tma1.events import json_text
+from tma1.engine.emitlog import emit_health, emit_row
 from tma1.store import Store
 
-log = logging.getLogger("tma1.engine.emitlog")
+log = logging.getLogger("tma1.engine.emitlog")  # the name operators filter on
 
 QUEUE_MAX = 10_000
 BATCH_MAX = 500
-
-
-def emit_row(finding: Anomaly, *, ts: int) -> dict[str, Any]:
-    return {
-        "ts": ts,
-        "session_id": finding.session_id,
-        "kind": str(finding.kind),
-        "severity": str(finding.severity),
-        "channel": str(finding.channel),
-        "evidence": finding.evidence,
-        "suggestion": finding.suggestion,
-        "related_files": list(finding.related_files),
-        "first_emitted_at": finding.first_emitted_at or ts,
-        "stable_key": finding.stable_key,
-    }
 
 
 _STOP = object()  # queued by stop(); a queued threading.Event is a flush() marker
@@ -146,51 +129,6 @@ class EmitLog:
         return item is not _STOP
 
     def health(self) -> dict[str, object]:
-        return _health(self.counters, queue=self._q.qsize(), maxsize=self._q.maxsize) | {
+        return emit_health(self.counters, queue=self._q.qsize(), maxsize=self._q.maxsize) | {
             "emit_writer_running": self.running
         }
-
-
-def _health(counters: Counters, *, queue: int, maxsize: int) -> dict[str, object]:
-    return {
-        "emit_queue": queue,
-        "emit_queue_max": maxsize,
-        "emits_queued": counters.get("engine.emits_queued"),
-        "emits_written": counters.get("engine.emits_written"),
-        "emits_dropped": counters.get("engine.emits_dropped"),
-        "emit_write_errors": counters.get("engine.emit_write_errors"),
-    }
-
-
-class MemoryEmits:
-    """The emit log of a replay: rows as the table holds them (ids 1, 2, … in the order
-    recorded, `related_files` as JSON text). Nothing is queued and no thread runs; the
-    counters move as the database writer moves them."""
-
-    def __init__(self, *, counters: Counters) -> None:
-        self.counters = counters
-        self.rows: list[dict[str, Any]] = []
-
-    def record(self, findings: Iterable[Anomaly], *, ts: int) -> None:
-        for f in findings:
-            row = emit_row(f, ts=ts)
-            row["related_files"] = json_text(row["related_files"])
-            self.rows.append({"id": len(self.rows) + 1, **row})
-            self.counters.inc("engine.emits_queued")
-            self.counters.inc("engine.emits_written")
-
-    def rows_since(self, ts: int) -> list[dict[str, Any]]:
-        # Recorded as the clock goes, which never goes back: already in (ts, id) order.
-        return [r for r in self.rows if r["ts"] >= ts]
-
-    def start(self) -> None:
-        pass
-
-    def stop(self, timeout: float = 10.0) -> None:
-        pass
-
-    def flush(self, timeout: float = 10.0) -> bool:
-        return True
-
-    def health(self) -> dict[str, object]:
-        return _health(self.counters, queue=0, maxsize=0)

@@ -1,5 +1,5 @@
-"""Muted kinds (design §2.20): computed and shown as muted, never delivered, so never
-emitted.
+"""The live `MuteSource` (tma1.engine.ports): muted kinds (design §2.20, `tma1.engine.mutes`)
+kept in a file.
 
 `tma1 mute KIND [--project P] [--for DURATION]` writes `mutes.json` in the data dir (mode
 0600, replaced atomically); the daemon re-reads it when the file changes (one `stat` per
@@ -16,50 +16,14 @@ import json
 import logging
 import os
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-log = logging.getLogger("tma1.engine")
+from tma1.adapters.files import atomic_write
+from tma1.engine.mutes import Mute
+
+log = logging.getLogger("tma1.engine")  # where a mute shows: the engine's log
 
 MUTES_FILE = "mutes.json"
-
-
-@dataclass(frozen=True)
-class Mute:
-    kind: str
-    project: str | None = None  # None: every project
-    until_ms: int | None = None  # None: until unmuted
-    since_ms: int = 0
-
-    def matches(self, kind: str, project: str | None, now_ms: int) -> bool:
-        if self.kind != kind:
-            return False
-        if self.until_ms is not None and now_ms >= self.until_ms:
-            return False
-        return self.project is None or self.project == project
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "project": self.project,
-            "until": self.until_ms,
-            "since": self.since_ms,
-        }
-
-    @classmethod
-    def from_json(cls, raw: object) -> Mute | None:
-        if not isinstance(raw, dict) or not isinstance(raw.get("kind"), str):
-            return None
-        project = raw.get("project")
-        until = raw.get("until")
-        since = raw.get("since")
-        return cls(
-            kind=raw["kind"],
-            project=project if isinstance(project, str) and project else None,
-            until_ms=until if isinstance(until, int) else None,
-            since_ms=since if isinstance(since, int) else 0,
-        )
 
 
 def read_mutes(path: Path) -> list[Mute]:
@@ -75,8 +39,6 @@ def read_mutes(path: Path) -> list[Mute]:
 
 
 def write_mutes(path: Path, mutes: list[Mute]) -> None:
-    from tma1.adapters.files import atomic_write
-
     data = json.dumps({"version": 1, "mutes": [m.as_json() for m in mutes]}, indent=2) + "\n"
     atomic_write(path, data.encode("utf-8"), mode=0o600)
 

@@ -11,7 +11,7 @@ What differs from live, on purpose:
 - the engine's ports are in memory (`tma1.engine.ports`): events are committed to
   `tma1.replay.memory.MemoryEvents`, windows and the bundle's reads come from
   `MemoryWindows` (the same events, in the same lean form, at the same `now`), emits go to
-  `tma1.engine.emitlog.MemoryEmits`. The summary runs the gates' own functions over what
+  `MemoryEmits`, and nothing is muted. The summary runs the gates' own functions over what
   is held (`gates.judge_events`, `gates.budget_of_emits`); with `--db` everything held is
   written to that database at the end and the summary is the gates' over it — the same
   figures, as the tests check;
@@ -40,7 +40,6 @@ from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.dialects import normalize
 from tma1.engine.delivery import CHANNEL_FOR_HOOK, Delivery
-from tma1.engine.emitlog import MemoryEmits
 from tma1.gates import live
 from tma1.machine import REPLAY_MACHINE_ID
 from tma1.replay import (
@@ -64,7 +63,7 @@ from tma1.replay.formats import (
     detect,
     read_records,
 )
-from tma1.replay.memory import MemoryEvents, MemoryWindows
+from tma1.replay.memory import MemoryEmits, MemoryEvents, MemoryWindows
 from tma1.replay.model import FILE_CHANGE, HOOK, USAGE, Converted, Note, Problem, ReplayItem
 from tma1.service import build_service
 from tma1.store import Store

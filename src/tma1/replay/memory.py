@@ -1,4 +1,5 @@
-"""Replay's in-memory ports for the engine (tma1.engine.ports): every session kept in memory.
+"""Replay's in-memory ports for the engine (tma1.engine.ports), peers of the live ones in
+`tma1.live`: every session kept in memory.
 
 Live, each hook event is committed before the engine may see it and the Detector reads
 its window back from the database. A replay knows every event in advance, so it commits
@@ -13,6 +14,8 @@ engine sees exactly what the store would have handed it at each `now`:
 - the project's file changes of the last 90 minutes, the latest usage, the first event
   of the session; the project falls back to the newest one the session ever named.
 
+Emits are kept as the emit-log table holds them (`MemoryEmits`, an `EmitSink`).
+
 Items arrive in time order and the virtual clock never goes back, so every item held is
 at or before `now`: appending keeps each list sorted by ts, and a window is a slice found
 by bisection.
@@ -21,11 +24,15 @@ by bisection.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from operator import attrgetter
+from typing import Any
 
+from tma1.counters import Counters
+from tma1.engine.anomaly import Anomaly
 from tma1.engine.checkruns import failing_at
 from tma1.engine.context import is_compaction_hook
+from tma1.engine.emitlog import emit_health, emit_row
 from tma1.engine.window import (
     CHANGES_WINDOW_MS,
     EVENTS_WINDOW_MS,
@@ -33,7 +40,7 @@ from tma1.engine.window import (
     PRIOR_RUNS_MS,
     SessionWindow,
 )
-from tma1.events import FileChange, HookEvent, Usage, keeps_metadata
+from tma1.events import FileChange, HookEvent, Usage, json_text, keeps_metadata
 from tma1.scrub import scrub
 
 _TS = attrgetter("ts")
@@ -230,3 +237,37 @@ class MemoryEvents:
         for ev in self.events:
             out.setdefault(ev.session_id, []).append(ev)
         return out
+
+
+class MemoryEmits:
+    """The emit log of a replay: rows as the table holds them (ids 1, 2, … in the order
+    recorded, `related_files` as JSON text). Nothing is queued and no thread runs; the
+    counters move as the database writer moves them."""
+
+    def __init__(self, *, counters: Counters) -> None:
+        self.counters = counters
+        self.rows: list[dict[str, Any]] = []
+
+    def record(self, findings: Iterable[Anomaly], *, ts: int) -> None:
+        for f in findings:
+            row = emit_row(f, ts=ts)
+            row["related_files"] = json_text(row["related_files"])
+            self.rows.append({"id": len(self.rows) + 1, **row})
+            self.counters.inc("engine.emits_queued")
+            self.counters.inc("engine.emits_written")
+
+    def rows_since(self, ts: int) -> list[dict[str, Any]]:
+        # Recorded as the clock goes, which never goes back: already in (ts, id) order.
+        return [r for r in self.rows if r["ts"] >= ts]
+
+    def start(self) -> None:
+        pass
+
+    def stop(self, timeout: float = 10.0) -> None:
+        pass
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        return True
+
+    def health(self) -> dict[str, object]:
+        return emit_health(self.counters, queue=0, maxsize=0)
