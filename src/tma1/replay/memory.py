@@ -8,9 +8,8 @@ bundle's inputs from here (`MemoryWindows`, a `WindowSource` and `BundleReads`).
 engine sees exactly what the store would have handed it at each `now`:
 
 - events of the last 60 minutes, ts ascending, with the ids SQLite gives them in a
-  fresh database (one per event, in order), and in the store's lean form (no
-  `tool_input`, `metadata` but a Stop's or an edit's, `tool_result` only on unsuccessful results:
-  `Store.window_events`);
+  fresh database (one per event, in order), and in the store's lean form
+  (`tma1.store.events.lean`, derived, as `Store.window_events`, from `HookEvent`'s fields);
 - the project's file changes of the last 90 minutes, the latest usage, the first event
   of the session; the project falls back to the newest one the session ever named.
 
@@ -40,23 +39,11 @@ from tma1.engine.window import (
     PRIOR_RUNS_MS,
     SessionWindow,
 )
-from tma1.events import FileChange, HookEvent, Usage, json_text, keeps_metadata
+from tma1.events import FileChange, HookEvent, Usage, json_text
 from tma1.scrub import scrub
+from tma1.store.events import lean
 
 _TS = attrgetter("ts")
-
-
-def lean(ev: HookEvent) -> HookEvent:
-    """The event as `Store.window_events` reads it back (see there)."""
-    failed = ev.event_type == "PostToolUseFailure" or ev.tool_success is False
-    return HookEvent(
-        ev.ts, ev.session_id, ev.event_type, ev.hook_event_name, ev.agent_source,
-        ev.tool_name, ev.tool_use_id, None, ev.tool_result if failed else None,
-        ev.tool_file_path, ev.tool_files, ev.tool_command, ev.tool_command_prefix,
-        ev.tool_success, ev.failure_kind, ev.tool_error_summary, ev.test_ids, ev.cwd,
-        ev.project, None, None, None, ev.metadata if keeps_metadata(ev) else {},
-        ev.id, ev.passed_test_ids, ev.agent_id,
-    )  # fmt: skip
 
 
 class MemoryWindows:
