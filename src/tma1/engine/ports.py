@@ -92,11 +92,9 @@ class MuteSource(Protocol):
 class EventSink(Protocol):
     """Where a parsed hook event is committed before the engine may see it."""
 
-    def submit(self, event: HookEvent) -> bool:
-        """True when the event is committed now (the engine may answer it)."""
-
     def submit_async(self, event: HookEvent, after: Callable[[HookEvent], str]) -> Awaitable[str]:
-        """Commit `event`, then answer `after(event)`; "" when it could not be committed."""
+        """Commit `event`, then answer `after(event)` (the sensors and the engine, right
+        after the commit); "" when it could not be committed in time."""
 
     def start(self) -> None: ...
 

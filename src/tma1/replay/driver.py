@@ -3,8 +3,9 @@
 The engine is a pure function of events and time (design §2.1), so yesterday's sessions
 can be run again: a real `Service` (ingest, detector, suppression, emit log) is built with
 a `ManualClock`; each recorded item, in time order, sets the clock to its timestamp and
-goes in the way it went in live — hook payloads through `Service.handle_payload` (what
-`POST /api/hooks` runs once the body is decoded), file changes and token usage as the
+goes in the way it went in live — hook payloads through `Service.handle_hook_async`, the
+one entry path `POST /api/hooks` takes too (here with the payload already decoded, all of
+a feed on one event loop), file changes and token usage as the
 watcher and the transcript tailer store them. Every non-empty answer is a delivery.
 
 What differs from live, on purpose:
@@ -23,6 +24,7 @@ What differs from live, on purpose:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -275,6 +277,9 @@ class Replayer:
 
     def feed(self, items: Iterable[ReplayItem]) -> None:
         """Each item at its own time, the way it went in live (see the module's doc)."""
+        asyncio.run(self._feed(items))
+
+    async def _feed(self, items: Iterable[ReplayItem]) -> None:
         clock, service, delivery, events = self.clock, self.service, self.delivery, self.events
         for item in items:
             if item.ts > clock.now_ms():
@@ -283,7 +288,9 @@ class Replayer:
                 payload = item.payload
                 if "transcript_path" in payload:
                     payload = {k: v for k, v in payload.items() if k != "transcript_path"}
-                body = service.handle_payload(payload, source=item.source, envelope=item.envelope)
+                body = await service.handle_hook_async(
+                    payload, source=item.source, envelope=item.envelope
+                )
                 if body:
                     hook = item.hook_event or ""
                     if item.source in ("gemini", "copilot"):  # tma1's name for it

@@ -189,17 +189,16 @@ class MemoryEvents:
         self.changes: list[FileChange] = []
         self.usages: list[Usage] = []
 
-    def submit(self, event: HookEvent) -> bool:
+    async def submit_async(self, event: HookEvent, after: Callable[[HookEvent], str]) -> str:
+        """Commit `event` at once, then answer `after(event)` (nothing to wait for: a replay
+        awaits this without ever yielding to its loop)."""
         scrub(event)
         event.id = len(self.events) + 1
         self.events.append(event)
         self.windows.add_event(lean(event))
         if is_compaction_hook(event.hook_event_name, event.metadata.get("source")):
             self.windows.add_compaction(event.session_id, event.ts)
-        return True
-
-    async def submit_async(self, event: HookEvent, after: Callable[[HookEvent], str]) -> str:
-        return after(event) if self.submit(event) else ""
+        return after(event)
 
     def add_change(self, ch: FileChange) -> None:
         self.changes.append(ch)
