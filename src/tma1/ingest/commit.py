@@ -20,15 +20,10 @@ from queue import Empty, SimpleQueue
 from tma1.counters import Counters
 from tma1.events import HookEvent
 from tma1.ingest.journal import Journal
-from tma1.ingest.outage import (
-    BACKOFF_MAX_S,
-    BACKOFF_MIN_S,
-    OutageQueue,
-    describe,
-    is_transient,
-)
+from tma1.ingest.outage import BACKOFF_MAX_S, BACKOFF_MIN_S, OutageQueue, describe
 from tma1.scrub import scrub
 from tma1.store import Store
+from tma1.store.errors import is_transient
 
 log = logging.getLogger("tma1.ingest")
 
