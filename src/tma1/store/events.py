@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -131,51 +130,57 @@ def _bool(value: Any) -> bool | None:
     return None if value is None else bool(value)  # SQLite hands booleans back as 0/1
 
 
-# How a window row's raw value becomes the field (the rest are taken as they are).
-_WINDOW_DECODE: dict[str, Callable[[Any], Any]] = {
-    "tool_files": _path_list,
-    "test_ids": _path_list,
-    "passed_test_ids": _path_list,
-    "metadata": _metadata,
-    "tool_success": _bool,
+def _compiled(name: str, params: str, body: str, env: dict[str, Any]) -> Any:
+    """A projection of HookEvent compiled once from its fields, the way `dataclasses`
+    compiles `__init__`: derived, so it cannot drift from the dataclass (the hand-written
+    ones had), and as fast as written out (these run for every event stored, read or
+    replayed; a loop over the fields per event cost about twice as much)."""
+    namespace: dict[str, Any] = {}
+    exec(f"def {name}({params}):\n{body}", env, namespace)
+    return namespace[name]
+
+
+# How a window row's raw column becomes the field (the rest are taken as they are).
+_WINDOW_DECODE = {
+    "tool_files": "_path_list",
+    "test_ids": "_path_list",
+    "passed_test_ids": "_path_list",
+    "metadata": "_metadata",
+    "tool_success": "_bool",
 }
-# A window row, padded with one None, picked into HookEvent's field order: a left-out
-# field takes the pad.
-_WINDOW_PICK = operator.itemgetter(
-    *(
-        _WINDOW_COLUMNS.index(name) if name in _WINDOW_COLUMNS else len(_WINDOW_COLUMNS)
+# A window row, unpacked by column, as HookEvent's fields in order (the left-out ones None).
+_window_event: Callable[[Any], HookEvent] = _compiled(
+    "_window_event",
+    "row",
+    f"    ({', '.join(_WINDOW_COLUMNS)},) = row\n"
+    "    return HookEvent("
+    + ", ".join(
+        "None"
+        if name not in _WINDOW_COLUMNS
+        else f"{_WINDOW_DECODE[name]}({name})"
+        if name in _WINDOW_DECODE
+        else name
         for name in _FIELDS
     )
+    + ")\n",
+    {"HookEvent": HookEvent, "_path_list": _path_list, "_metadata": _metadata, "_bool": _bool},
 )
-_WINDOW_DECODERS = tuple((_FIELDS.index(name), f) for name, f in _WINDOW_DECODE.items())
 
-
-def _window_event(row: Any) -> HookEvent:
-    # Positional, in HookEvent's field order: this runs for every row of every window.
-    values = list(_WINDOW_PICK((*row, None)))
-    for i, decode in _WINDOW_DECODERS:
-        values[i] = decode(values[i])
-    return HookEvent(*values)
-
-
-def lean(ev: HookEvent) -> HookEvent:
-    """`ev` as `Store.window_events` reads it back: the fields in `WINDOW_LEFT_OUT` cleared,
-    `tool_result` only on an unsuccessful result, `metadata` only where `keeps_metadata`
-    says (replay's in-memory windows hold events in this form)."""
-    values = list(_FIELD_VALUES(ev))
-    for i in _LEFT_OUT_AT:
-        values[i] = None
-    if not (ev.event_type == "PostToolUseFailure" or ev.tool_success is False):
-        values[_RESULT_AT] = None
-    if not keeps_metadata(ev):
-        values[_METADATA_AT] = {}
-    return HookEvent(*values)
-
-
-_FIELD_VALUES = operator.attrgetter(*_FIELDS)
-_LEFT_OUT_AT = tuple(_FIELDS.index(name) for name in sorted(WINDOW_LEFT_OUT))
-_RESULT_AT = _FIELDS.index("tool_result")
-_METADATA_AT = _FIELDS.index("metadata")
+# What becomes of a field the window read treats apart (the rest are kept as they are).
+_LEAN = {name: "None" for name in WINDOW_LEFT_OUT} | {
+    "tool_result": "ev.tool_result if ev.event_type == 'PostToolUseFailure'"
+    " or ev.tool_success is False else None",
+    "metadata": "ev.metadata if keeps_metadata(ev) else {}",
+}
+# `ev` as `Store.window_events` reads it back: the fields in `WINDOW_LEFT_OUT` cleared,
+# `tool_result` only on an unsuccessful result, `metadata` only where `keeps_metadata`
+# says. Replay's in-memory windows hold events in this form.
+lean: Callable[[HookEvent], HookEvent] = _compiled(
+    "lean",
+    "ev",
+    "    return HookEvent(" + ", ".join(_LEAN.get(name, f"ev.{name}") for name in _FIELDS) + ")\n",
+    {"HookEvent": HookEvent, "keeps_metadata": keeps_metadata},
+)
 
 
 # The columns `Store.project_shell_results` reads besides its lean `tool_result`.
@@ -232,27 +237,38 @@ def _json_object(values: dict[str, Any]) -> str | None:
     return json_text(values) if values else None
 
 
+def _test_ids(ids: list[str]) -> str:
+    return "[]" if not ids else json_text(ids)
+
+
 # How a field becomes its column's value (the rest are stored as they are).
-_ROW_ENCODE: dict[str, Callable[[Any], str | None]] = {
-    "tool_files": _json_paths,
-    "test_ids": lambda ids: "[]" if not ids else json_text(ids),
-    "metadata": _json_object,
-    "passed_test_ids": _json_list,
+_ROW_ENCODE = {
+    "tool_files": "_json_paths",
+    "test_ids": "_test_ids",
+    "metadata": "_json_object",
+    "passed_test_ids": "_json_list",
 }
-# The fields in `_EVENT_COLUMNS` order, then `machine_id` where its column is.
-_ROW_FIELDS = tuple(name for name in _EVENT_COLUMNS if name not in _STORE_ONLY)
-_ROW_VALUES = operator.attrgetter(*_ROW_FIELDS)
-_ROW_ENCODERS = tuple((_ROW_FIELDS.index(name), f) for name, f in _ROW_ENCODE.items())
-_MACHINE_AT = _EVENT_COLUMNS.index("machine_id")
-
-
-def event_values(ev: HookEvent, machine_id: str | None = None) -> tuple[Any, ...]:
-    """`event_row` as a tuple in `_EVENT_COLUMNS` order."""
-    values = list(_ROW_VALUES(ev))
-    for i, encode in _ROW_ENCODERS:
-        values[i] = encode(values[i])
-    values.insert(_MACHINE_AT, machine_id)
-    return tuple(values)
+# `event_row` as a tuple in `_EVENT_COLUMNS` order (`machine_id`: the store's, not the event's).
+event_values: Callable[[HookEvent, str | None], tuple[Any, ...]] = _compiled(
+    "event_values",
+    "ev, machine_id",
+    "    return ("
+    + ", ".join(
+        "machine_id"
+        if name in _STORE_ONLY
+        else f"{_ROW_ENCODE[name]}(ev.{name})"
+        if name in _ROW_ENCODE
+        else f"ev.{name}"
+        for name in _EVENT_COLUMNS
+    )
+    + ",)\n",
+    {
+        "_json_paths": _json_paths,
+        "_test_ids": _test_ids,
+        "_json_object": _json_object,
+        "_json_list": _json_list,
+    },
+)
 
 
 def _insert_events_sqlite(
