@@ -32,9 +32,9 @@ from tma1.clock import MINUTE_MS, ManualClock
 from tma1.counters import Counters
 from tma1.engine.detector import Detector, run_rules
 from tma1.engine.rules import RULES
-from tma1.engine.stored import StoreWindows
 from tma1.engine.window import RuleConfig
 from tma1.events import FileChange, HookEvent, parse_payload
+from tma1.live.windows import StoreWindows
 from tma1.store import Store
 
 PROJECT = "/bench/project"
@@ -245,6 +245,7 @@ def bench_round_trip(db_url: str, tmp: Path, requests: int) -> None:
         ping: list[float] = []
         hook: list[float] = []
         digests = 0
+
         def fresh(request: httpx.Request) -> None:  # a fresh nonce per hook post
             request.headers.update(hook_headers(token))
 

@@ -33,8 +33,8 @@ from sqlalchemy import insert
 from tma1.config import Settings
 from tma1.engine.anomaly import Kind, stable_key
 from tma1.gates import live, since_for_days
+from tma1.live.service import build_service
 from tma1.server.app import create_app
-from tma1.service import build_service
 from tma1.store import Store
 from tma1.store.schema import anomaly_emits, anomaly_labels, hook_events
 

@@ -100,7 +100,7 @@ def steps(items: list[ReplayItem]) -> list[tuple[str, float, float]]:
 
 
 class Timing:
-    """Wall time spent in handle_payload, by hook event kind."""
+    """Wall time spent in handle_hook_async, by hook event kind."""
 
     def __init__(self) -> None:
         self.time: dict[str, float] = defaultdict(float)
@@ -108,21 +108,21 @@ class Timing:
 
 
 def per_kind(items: list[ReplayItem]) -> Timing:
-    """Time Service.handle_payload per hook event kind, on a fresh replayer."""
+    """Time Service.handle_hook_async per hook event kind, on a fresh replayer."""
     timing = Timing()
     replayer = driver.Replayer(start_ts=items[0].ts if items else 0)
-    inner = replayer.service.handle_payload
+    inner = replayer.service.handle_hook_async
 
-    def timed(payload, **k):  # type: ignore[no-untyped-def]
+    async def timed(payload, **k):  # type: ignore[no-untyped-def]
         t = time.perf_counter()
         try:
-            return inner(payload, **k)
+            return await inner(payload, **k)
         finally:
             name = str(payload.get("hook_event_name", "?"))
             timing.time[name] += time.perf_counter() - t
             timing.count[name] += 1
 
-    replayer.service.handle_payload = timed  # type: ignore[method-assign]
+    replayer.service.handle_hook_async = timed  # type: ignore[method-assign]
     try:
         replayer.feed(items)
     finally:

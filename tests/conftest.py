@@ -23,8 +23,8 @@ from sqlalchemy import create_engine, text
 from tma1.auth.hooktoken import ensure_token, hook_headers
 from tma1.clock import ManualClock
 from tma1.config import Settings
+from tma1.live.service import Service, build_service
 from tma1.server.app import create_app
-from tma1.service import Service, build_service
 from tma1.store import Store
 
 REPO = Path(__file__).resolve().parent.parent

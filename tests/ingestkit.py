@@ -3,10 +3,12 @@ event, and the markers (tool_use_ids) a store holds."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from sqlalchemy import select
 
+from tma1.engine.ports import EventSink
 from tma1.events import HookEvent, parse_payload
 from tma1.store import Store
 from tma1.store.schema import hook_events
@@ -33,3 +35,9 @@ def make_ran(marker: str, session: str = "s-ingest") -> HookEvent:
 def markers_in(store: Store) -> set[str]:
     with store.connect() as conn:
         return {r[0] for r in conn.execute(select(hook_events.c.tool_use_id))}
+
+
+def committed_now(sink: EventSink, ev: HookEvent) -> bool:
+    """Submit `ev` on a loop of its own: True when it was committed within the budget (and
+    so answered), False when it was queued, dropped or refused."""
+    return asyncio.run(sink.submit_async(ev, lambda _ev: "committed")) == "committed"

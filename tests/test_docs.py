@@ -51,8 +51,8 @@ def test_readme_links_stay_inside_the_repository() -> None:
 
 def test_every_http_route_is_documented(tmp_path: Path) -> None:
     from tma1.config import Settings
+    from tma1.live.service import build_service
     from tma1.server.app import create_app
-    from tma1.service import build_service
 
     settings = Settings(data_dir=tmp_path, watch_files=False)
     service = build_service(settings)

@@ -155,10 +155,6 @@ def test_a_private_name_reached_from_another_module_is_found(tmp_path: Path) -> 
 
 
 MAX_LOOSE = 8
-# Top-level modules that other issue-29 branches move into packages (ingest, journal and
-# service into one ingest package; dialects into adapters/): counted once they are gone.
-# Delete this set when those branches are merged.
-_LEAVING = frozenset({"ingest", "ingest_queue", "journal", "service"})
 
 
 def _loose_modules(root: Path = SRC) -> list[str]:
@@ -167,10 +163,47 @@ def _loose_modules(root: Path = SRC) -> list[str]:
 
 
 def test_at_most_8_loose_top_level_modules() -> None:
-    loose = [m for m in _loose_modules() if m not in _LEAVING]
+    loose = _loose_modules()
     assert len(loose) <= MAX_LOOSE, f"{len(loose)} loose modules in src/tma1/: {loose}"
 
 
 def test_a_module_that_shadows_the_standard_library_is_no_top_level_module() -> None:
     # `tma1/token.py` was one: run from src/tma1, `import token` (tokenize's) found it.
     assert [m for m in _loose_modules() if m in sys.stdlib_module_names] == []
+
+
+# What the engine may not import (design §5: the engine is pure; its live ports are in
+# tma1.live, the agents' knowledge in adapters/). A module counts as every module under it.
+_ENGINE_FORBIDDEN = ("tma1.store", "tma1.adapters", "tma1.live")
+
+
+def _engine_reaches(root: Path = SRC) -> set[tuple[str, str]]:
+    """(engine module, forbidden module) for every such import, at any depth of its code."""
+    known = _modules(root)
+    return {
+        (name, target)
+        for name, path in known.items()
+        if name == "tma1.engine" or name.startswith("tma1.engine.")
+        for target in _imports(name, path, known)
+        if any(target == f or target.startswith(f + ".") for f in _ENGINE_FORBIDDEN)
+    }
+
+
+def test_the_engine_imports_no_store_adapter_or_dialect() -> None:
+    assert _engine_reaches() == set()
+
+
+def test_an_engine_import_of_the_store_inside_a_function_is_found(tmp_path: Path) -> None:
+    root = tmp_path / "tma1"
+    for pkg in ("", "engine", "store", "adapters"):
+        (root / pkg).mkdir(exist_ok=True)
+        (root / pkg / "__init__.py").write_text("")
+    (root / "store" / "db.py").write_text("class Store: ...\n")
+    (root / "adapters" / "files.py").write_text("def atomic_write(): ...\n")
+    (root / "engine" / "pure.py").write_text("import json\n")
+    (root / "engine" / "stored.py").write_text("def f():\n    from tma1.store.db import Store\n")
+    (root / "engine" / "mutes.py").write_text("from ..adapters import files\n")
+    found = _engine_reaches(root)
+    assert ("tma1.engine.stored", "tma1.store.db") in found
+    assert ("tma1.engine.mutes", "tma1.adapters.files") in found
+    assert {name for name, _ in found} == {"tma1.engine.stored", "tma1.engine.mutes"}

@@ -969,7 +969,8 @@ def _preview_item(pg: Any, kind: str) -> Any:
 
 
 def test_session_preview_shows_a_muted_kind_as_muted(server: LiveServer, browser: Any) -> None:
-    from tma1.engine.mutes import MUTES_FILE, Mute, add_mute, remove_mute
+    from tma1.engine.mutes import Mute
+    from tma1.live.mutes import MUTES_FILE, add_mute, remove_mute
 
     kind, proj, sid = "repeated_failed_build", "/home/dev/muted-proj", "5e1d0c2b-muted-session"
     _seed_loop(server, sid, proj)

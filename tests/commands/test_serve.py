@@ -18,7 +18,7 @@ from tma1.auth.hooktoken import hook_headers
 from tma1.clock import ManualClock
 from tma1.config import Settings
 from tma1.events import parse_payload
-from tma1.service import build_service
+from tma1.live.service import build_service
 from tma1.store import Store
 
 

@@ -14,8 +14,9 @@ from enginekit import PROJECT, bash_fail, bash_ok, payload, prompt, stop
 from tma1.clock import MINUTE_MS, ManualClock
 from tma1.engine.bundle import BUNDLE_MAX_CHARS
 from tma1.engine.digest import stop_block_reason
-from tma1.engine.mutes import MUTES_FILE, Mute, add_mute
+from tma1.engine.mutes import Mute
 from tma1.events import FileChange
+from tma1.live.mutes import MUTES_FILE, add_mute
 
 BUILD = "./build.sh"
 BUILD_OUT = "Exit code 1\nsrc/app.py:3: error: name 'x' is not defined\nbuild failed"

@@ -16,9 +16,9 @@ from tma1.counters import Counters
 from tma1.engine.anomaly import Anomaly, Kind
 from tma1.engine.detector import CACHE_TTL_MS, Detector, run_rules
 from tma1.engine.rules import SPECS
-from tma1.engine.stored import FULL_RELOAD_MS, StoreWindows
 from tma1.engine.window import RuleConfig, SessionWindow
 from tma1.events import FileChange, Usage
+from tma1.live.windows import FULL_RELOAD_MS, StoreWindows
 from tma1.store import Store
 
 SID = "sess-d"
@@ -371,7 +371,7 @@ def test_a_session_holds_at_most_the_newest_max_window_events(
 ) -> None:
     """The per-session bound (issue 16): past the cap the window is the newest events of
     the hour, on a full load and on incremental reloads alike."""
-    import tma1.engine.stored as stored_module
+    import tma1.live.windows as stored_module
 
     monkeypatch.setattr(stored_module, "MAX_WINDOW_EVENTS", 5)
     now = clock.now_ms()

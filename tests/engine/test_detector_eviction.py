@@ -11,9 +11,9 @@ from enginekit import bash_fail, payload, store_event
 from tma1.clock import ManualClock
 from tma1.counters import Counters
 from tma1.engine.detector import Detector
-from tma1.engine.stored import StoreWindows
 from tma1.engine.window import CHANGES_WINDOW_MS, RuleConfig
 from tma1.events import Usage
+from tma1.live.windows import StoreWindows
 from tma1.store import Store
 
 

@@ -30,7 +30,6 @@ from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.engine.anomaly import Anomaly, Channel, Kind
 from tma1.engine.delivery import Delivery
-from tma1.engine.stored import stored_delivery
 from tma1.engine.suppression import (
     IDLE_EVICT_MS,
     SUPPRESSION_WINDOW_MS,
@@ -39,6 +38,7 @@ from tma1.engine.suppression import (
     decide,
 )
 from tma1.engine.window import SessionWindow
+from tma1.live.engine import stored_delivery
 from tma1.store import Store
 
 NOW = 1_700_000_000_000

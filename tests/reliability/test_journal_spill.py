@@ -22,7 +22,7 @@ import pytest
 from conftest import LOOPBACK_TLS, tma1_cmd
 from loadkit import ServeProcess, hook_headers
 
-from tma1.journal import JOURNAL_FILE
+from tma1.ingest.journal import JOURNAL_FILE
 
 pytestmark = pytest.mark.slow
 

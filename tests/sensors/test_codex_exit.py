@@ -224,7 +224,7 @@ class _Counted:
 
     def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *readers: str) -> None:
         from tma1.config import Settings
-        from tma1.service import build_service
+        from tma1.live.service import build_service
 
         self.tmp_path = tmp_path
         self.rollout = tmp_path / "rollout.jsonl"

@@ -16,7 +16,7 @@ from conftest import free_port
 from trustkit import clean_env, run, serving
 
 from tma1.adapters.hookscript import script_name
-from tma1.service import MAX_BODY_BYTES
+from tma1.live.service import MAX_BODY_BYTES
 
 
 def _payload(sid: str, size: int) -> bytes:

@@ -13,7 +13,7 @@ from sqlalchemy import event
 
 from tma1.clock import ManualClock
 from tma1.config import Settings
-from tma1.service import build_service
+from tma1.live.service import build_service
 from tma1.store import Store, retention
 from tma1.store.emits import list_emits, set_label
 

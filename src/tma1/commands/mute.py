@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _path(args: argparse.Namespace) -> Path:
-    from tma1.engine.mutes import MUTES_FILE
+    from tma1.live.mutes import MUTES_FILE
 
     settings = load_settings(only=("TMA1_DATA_DIR",)).with_overrides(data_dir=args.data_dir)
     data_dir = settings.data_dir.expanduser()
@@ -87,7 +87,8 @@ def _describe(kind: str, project: str | None, until: int | None) -> str:
 
 
 def run_mute(args: argparse.Namespace) -> int:
-    from tma1.engine.mutes import Mute, add_mute, read_mutes
+    from tma1.engine.mutes import Mute
+    from tma1.live.mutes import add_mute, read_mutes
 
     path = _path(args)
     now = SystemClock().now_ms()
@@ -112,7 +113,7 @@ def run_mute(args: argparse.Namespace) -> int:
 
 
 def run_unmute(args: argparse.Namespace) -> int:
-    from tma1.engine.mutes import read_mutes, remove_mute
+    from tma1.live.mutes import read_mutes, remove_mute
 
     path = _path(args)
     project = _project(args.project)

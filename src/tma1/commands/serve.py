@@ -107,8 +107,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(settings: Settings) -> int:
     from tma1.auth.hooktoken import ensure_token
+    from tma1.live.service import build_service
     from tma1.server.app import PortInUseError, run_server
-    from tma1.service import build_service
 
     token = ensure_token(settings.token_path)
     try:

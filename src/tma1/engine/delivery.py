@@ -45,8 +45,8 @@ from tma1.engine.digest import (
     digest,
     stop_reason,
 )
-from tma1.engine.mutes import MUTES_FILE, Mutes
-from tma1.engine.ports import BundleReads, EmitSink, WindowSource
+from tma1.engine.mutes import NO_MUTES
+from tma1.engine.ports import BundleReads, EmitSink, MuteSource, WindowSource
 from tma1.engine.spec import Rule
 from tma1.engine.suppression import REBUILD_HORIZON_MS, Suppression
 from tma1.engine.window import RuleConfig
@@ -96,7 +96,7 @@ class Delivery:
         settings: Settings,
         counters: Counters,
         rules: Mapping[str, Rule] | None = None,
-        mutes: Mutes | None = None,
+        mutes: MuteSource = NO_MUTES,
     ) -> None:
         self.reads = reads
         self.clock = clock
@@ -109,7 +109,7 @@ class Delivery:
         self.bundles = BundleMemory()
         self.emitlog = emits
         # Muted kinds (design §2.20): still computed, never delivered.
-        self.mutes = mutes if mutes is not None else Mutes(settings.data_dir / MUTES_FILE)
+        self.mutes = mutes
         self._evict_lock = threading.Lock()
         self._last_evict = 0
         self.restored_rows = 0

@@ -1,11 +1,12 @@
 """What the engine reads from and writes to, as small protocols (design §5).
 
-The Detector and Delivery never know where windows come from or where emits go: live,
-`tma1.service.build_service` hands them the store-backed implementations
-(`tma1.engine.stored.StoreWindows`, the store itself for the bundle's reads,
-`tma1.engine.emitlog.EmitLog`, `tma1.ingest.Ingest`); a replay hands in-memory peers
-(`tma1.replay.memory.MemoryWindows` and `MemoryEvents`, `tma1.engine.emitlog.MemoryEmits`).
-Replay differs from live only by which of them it passes in.
+The Detector and Delivery never know where windows come from, where emits go or who muted
+what: live, `tma1.live.service.build_service` hands them the implementations over the store and
+the data dir (`tma1.live`: `StoreWindows`, the store itself for the bundle's reads,
+`EmitLog`, `Mutes`; and `tma1.ingest.Ingest`); a replay hands in-memory peers
+(`tma1.replay.memory`: `MemoryWindows`, `MemoryEvents`, `MemoryEmits`; nothing muted).
+Replay differs from live only by which of them it passes in. Nothing in `tma1.engine`
+imports the store, the adapters or the agents' dialects (tests/test_layout.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from tma1.engine.anomaly import Anomaly
+from tma1.engine.mutes import Mute
 from tma1.engine.window import SessionWindow
 from tma1.events import FileChange, HookEvent
 
@@ -77,14 +79,22 @@ class EmitSink(Protocol):
     def health(self) -> dict[str, object]: ...
 
 
+class MuteSource(Protocol):
+    """Muted kinds (design §2.20): computed, never delivered."""
+
+    def current(self) -> list[Mute]:
+        """Every mute held (expired ones too: `GET /api/mutes` leaves those out)."""
+
+    def muted(self, kind: str, project: str | None, now_ms: int) -> Mute | None:
+        """The mute that holds for `kind` in `project` at `now_ms`, if any."""
+
+
 class EventSink(Protocol):
     """Where a parsed hook event is committed before the engine may see it."""
 
-    def submit(self, event: HookEvent) -> bool:
-        """True when the event is committed now (the engine may answer it)."""
-
     def submit_async(self, event: HookEvent, after: Callable[[HookEvent], str]) -> Awaitable[str]:
-        """Commit `event`, then answer `after(event)`; "" when it could not be committed."""
+        """Commit `event`, then answer `after(event)` (the sensors and the engine, right
+        after the commit); "" when it could not be committed in time."""
 
     def start(self) -> None: ...
 

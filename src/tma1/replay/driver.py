@@ -3,15 +3,16 @@
 The engine is a pure function of events and time (design §2.1), so yesterday's sessions
 can be run again: a real `Service` (ingest, detector, suppression, emit log) is built with
 a `ManualClock`; each recorded item, in time order, sets the clock to its timestamp and
-goes in the way it went in live — hook payloads through `Service.handle_payload` (what
-`POST /api/hooks` runs once the body is decoded), file changes and token usage as the
+goes in the way it went in live — hook payloads through `Service.handle_hook_async`, the
+one entry path `POST /api/hooks` takes too (here with the payload already decoded, all of
+a feed on one event loop), file changes and token usage as the
 watcher and the transcript tailer store them. Every non-empty answer is a delivery.
 
 What differs from live, on purpose:
 - the engine's ports are in memory (`tma1.engine.ports`): events are committed to
   `tma1.replay.memory.MemoryEvents`, windows and the bundle's reads come from
   `MemoryWindows` (the same events, in the same lean form, at the same `now`), emits go to
-  `tma1.engine.emitlog.MemoryEmits`. The summary runs the gates' own functions over what
+  `MemoryEmits`, and nothing is muted. The summary runs the gates' own functions over what
   is held (`gates.judge_events`, `gates.budget_of_emits`); with `--db` everything held is
   written to that database at the end and the summary is the gates' over it — the same
   figures, as the tests check;
@@ -23,6 +24,7 @@ What differs from live, on purpose:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -40,8 +42,8 @@ from tma1.clock import ManualClock
 from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.engine.delivery import CHANNEL_FOR_HOOK, Delivery
-from tma1.engine.emitlog import MemoryEmits
 from tma1.gates import live
+from tma1.live.service import build_service
 from tma1.origin.machine import REPLAY_MACHINE_ID
 from tma1.replay import (
     claude_hooklog,
@@ -55,9 +57,8 @@ from tma1.replay.formats import (
     detect,
     read_records,
 )
-from tma1.replay.memory import MemoryEvents, MemoryWindows
+from tma1.replay.memory import MemoryEmits, MemoryEvents, MemoryWindows
 from tma1.replay.model import FILE_CHANGE, HOOK, USAGE, Converted, Note, Problem, ReplayItem
-from tma1.service import build_service
 from tma1.store import Store
 
 log = logging.getLogger("tma1.replay")
@@ -262,6 +263,9 @@ class Replayer:
 
     def feed(self, items: Iterable[ReplayItem]) -> None:
         """Each item at its own time, the way it went in live (see the module's doc)."""
+        asyncio.run(self._feed(items))
+
+    async def _feed(self, items: Iterable[ReplayItem]) -> None:
         clock, service, delivery, events = self.clock, self.service, self.delivery, self.events
         for item in items:
             if item.ts > clock.now_ms():
@@ -270,7 +274,9 @@ class Replayer:
                 payload = item.payload
                 if "transcript_path" in payload:
                     payload = {k: v for k, v in payload.items() if k != "transcript_path"}
-                body = service.handle_payload(payload, source=item.source, envelope=item.envelope)
+                body = await service.handle_hook_async(
+                    payload, source=item.source, envelope=item.envelope
+                )
                 if body:
                     # tma1's name for it (the agent's dialect renames its own).
                     named = normalize(payload, item.source).get("hook_event_name")

@@ -1,4 +1,5 @@
-"""Replay's in-memory ports for the engine (tma1.engine.ports): every session kept in memory.
+"""Replay's in-memory ports for the engine (tma1.engine.ports), peers of the live ones in
+`tma1.live`: every session kept in memory.
 
 Live, each hook event is committed before the engine may see it and the Detector reads
 its window back from the database. A replay knows every event in advance, so it commits
@@ -7,11 +8,12 @@ bundle's inputs from here (`MemoryWindows`, a `WindowSource` and `BundleReads`).
 engine sees exactly what the store would have handed it at each `now`:
 
 - events of the last 60 minutes, ts ascending, with the ids SQLite gives them in a
-  fresh database (one per event, in order), and in the store's lean form (no
-  `tool_input`, `metadata` but a Stop's or an edit's, `tool_result` only on unsuccessful results:
-  `Store.window_events`);
+  fresh database (one per event, in order), and in the store's lean form
+  (`tma1.store.events.lean`, derived, as `Store.window_events`, from `HookEvent`'s fields);
 - the project's file changes of the last 90 minutes, the latest usage, the first event
   of the session; the project falls back to the newest one the session ever named.
+
+Emits are kept as the emit-log table holds them (`MemoryEmits`, an `EmitSink`).
 
 Items arrive in time order and the virtual clock never goes back, so every item held is
 at or before `now`: appending keeps each list sorted by ts, and a window is a slice found
@@ -21,10 +23,14 @@ by bisection.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from operator import attrgetter
+from typing import Any
 
+from tma1.counters import Counters
+from tma1.engine.anomaly import Anomaly
 from tma1.engine.checkruns import failing_at
+from tma1.engine.emitlog import emit_health, emit_row
 from tma1.engine.window import (
     CHANGES_WINDOW_MS,
     EVENTS_WINDOW_MS,
@@ -32,23 +38,11 @@ from tma1.engine.window import (
     PRIOR_RUNS_MS,
     SessionWindow,
 )
-from tma1.events import FileChange, HookEvent, Usage, is_compaction_hook, keeps_metadata
+from tma1.events import FileChange, HookEvent, Usage, is_compaction_hook, json_text
 from tma1.storable.scrub import scrub
+from tma1.store.events import lean
 
 _TS = attrgetter("ts")
-
-
-def lean(ev: HookEvent) -> HookEvent:
-    """The event as `Store.window_events` reads it back (see there)."""
-    failed = ev.event_type == "PostToolUseFailure" or ev.tool_success is False
-    return HookEvent(
-        ev.ts, ev.session_id, ev.event_type, ev.hook_event_name, ev.agent_source,
-        ev.tool_name, ev.tool_use_id, None, ev.tool_result if failed else None,
-        ev.tool_file_path, ev.tool_files, ev.tool_command, ev.tool_command_prefix,
-        ev.tool_success, ev.failure_kind, ev.tool_error_summary, ev.test_ids, ev.cwd,
-        ev.project, None, None, None, ev.metadata if keeps_metadata(ev) else {},
-        ev.id, ev.passed_test_ids, ev.agent_id,
-    )  # fmt: skip
 
 
 class MemoryWindows:
@@ -194,17 +188,16 @@ class MemoryEvents:
         self.changes: list[FileChange] = []
         self.usages: list[Usage] = []
 
-    def submit(self, event: HookEvent) -> bool:
+    async def submit_async(self, event: HookEvent, after: Callable[[HookEvent], str]) -> str:
+        """Commit `event` at once, then answer `after(event)` (nothing to wait for: a replay
+        awaits this without ever yielding to its loop)."""
         scrub(event)
         event.id = len(self.events) + 1
         self.events.append(event)
         self.windows.add_event(lean(event))
         if is_compaction_hook(event.hook_event_name, event.metadata.get("source")):
             self.windows.add_compaction(event.session_id, event.ts)
-        return True
-
-    async def submit_async(self, event: HookEvent, after: Callable[[HookEvent], str]) -> str:
-        return after(event) if self.submit(event) else ""
+        return after(event)
 
     def add_change(self, ch: FileChange) -> None:
         self.changes.append(ch)
@@ -229,3 +222,37 @@ class MemoryEvents:
         for ev in self.events:
             out.setdefault(ev.session_id, []).append(ev)
         return out
+
+
+class MemoryEmits:
+    """The emit log of a replay: rows as the table holds them (ids 1, 2, … in the order
+    recorded, `related_files` as JSON text). Nothing is queued and no thread runs; the
+    counters move as the database writer moves them."""
+
+    def __init__(self, *, counters: Counters) -> None:
+        self.counters = counters
+        self.rows: list[dict[str, Any]] = []
+
+    def record(self, findings: Iterable[Anomaly], *, ts: int) -> None:
+        for f in findings:
+            row = emit_row(f, ts=ts)
+            row["related_files"] = json_text(row["related_files"])
+            self.rows.append({"id": len(self.rows) + 1, **row})
+            self.counters.inc("engine.emits_queued")
+            self.counters.inc("engine.emits_written")
+
+    def rows_since(self, ts: int) -> list[dict[str, Any]]:
+        # Recorded as the clock goes, which never goes back: already in (ts, id) order.
+        return [r for r in self.rows if r["ts"] >= ts]
+
+    def start(self) -> None:
+        pass
+
+    def stop(self, timeout: float = 10.0) -> None:
+        pass
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        return True
+
+    def health(self) -> dict[str, object]:
+        return emit_health(self.counters, queue=0, maxsize=0)

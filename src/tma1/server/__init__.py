@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from tma1.service import Service
+from tma1.live.service import Service
 
 
 async def _service(request: Request) -> Service:

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tma1 import __version__
+from tma1.live.service import Service
 from tma1.server import (
     routes_agent,
     routes_anomalies,
@@ -28,7 +29,6 @@ from tma1.server import (
     routes_sessions,
 )
 from tma1.server.security import COOKIE, LocalOnlyMiddleware, TokenMiddleware
-from tma1.service import Service
 
 log = logging.getLogger("tma1.server")
 

@@ -18,8 +18,8 @@ from fastapi import APIRouter, HTTPException, Path, Query
 from tma1.clock import MINUTE_MS
 from tma1.engine.context import context_threshold
 from tma1.events import WRITE_TOOLS
+from tma1.live.service import Service
 from tma1.server import ServiceDep
-from tma1.service import Service
 from tma1.store import sessions as stored
 
 router = APIRouter(prefix="/api/agent", tags=["agent"])

@@ -14,8 +14,8 @@ from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from tma1.auth.hooktoken import http_hook_key, response_sig
+from tma1.live.service import LARGE_BODY_BYTES, MAX_BODY_BYTES, Service
 from tma1.server.security import NonceGuard
-from tma1.service import LARGE_BODY_BYTES, MAX_BODY_BYTES, Service
 
 log = logging.getLogger("tma1.hooks")
 
@@ -190,7 +190,7 @@ async def answer_hook(
     if total > LARGE_BODY_BYTES:
         # A big event (a huge tool output) is answered empty at once and stored in the
         # background: the hook script's time cap must cover its upload, not its decoding.
-        # Its body is on disk first (tma1.journal.Spool): answered means kept.
+        # Its body is on disk first (tma1.ingest.journal.Spool): answered means kept.
         held = await service.hold_body(body, query.get("source"))
         task = asyncio.create_task(
             service.handle_hook_async(body, source=query.get("source"), envelope=None, held=held)

@@ -84,7 +84,7 @@ class Store:
         self._machine_id = machine_id
         self._owns_engine = True
         self._team: Store | None = None
-        # The reads every detection makes (tma1.engine.stored), built once: building a
+        # The reads every detection makes (tma1.live.windows), built once: building a
         # statement and its cache key on each call cost more than running it (cProfile of
         # a Stop's answer).
         x = external_changes.c

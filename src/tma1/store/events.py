@@ -3,15 +3,16 @@ insert statements of the hook path."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import bindparam, case, insert, null, or_, select
 from sqlalchemy.engine import Connection
 
-from tma1.events import WRITE_TOOLS, HookEvent, json_text
+from tma1.events import WRITE_TOOLS, HookEvent, json_text, keeps_metadata
 from tma1.store.errors import driver_errors
 from tma1.store.schema import hook_events
 
@@ -50,20 +51,24 @@ def row_to_event(row: Any) -> HookEvent:
     return HookEvent(**m)
 
 
-# Column order of `Store.window_events` rows (read positionally: it is the hot path): the
-# stored columns but those no rule, resolution check or digest reads.
+# Every `HookEvent` field is a column of the table and every column but `id`'s own key and
+# `machine_id` (the store's, not the event's) is a field: the projections below are
+# derived from the dataclass, so a field added to both flows through every read and write.
+_FIELDS = tuple(f.name for f in dataclasses.fields(HookEvent))
+_STORE_ONLY = frozenset({"machine_id"})
+if {c.name for c in hook_events.columns} - _STORE_ONLY != set(_FIELDS):
+    raise RuntimeError("HookEvent's fields and tma1_hook_events' columns differ")
+
+# What the engine's lean window read (`Store.window_events`, and replay's `lean`) leaves
+# out: the fields no rule, resolution check or digest reads. Besides these, `tool_result`
+# is kept only on an unsuccessful result and `metadata` only where `keeps_metadata` says.
+WINDOW_LEFT_OUT = frozenset({"tool_input", "transcript_path", "permission_mode", "duration_ms"})
+
+# Column order of `Store.window_events` rows (read positionally: it is the hot path).
 _WINDOW_COLUMNS = tuple(
     c.name
     for c in hook_events.columns
-    if c.name
-    not in {
-        "tool_input",
-        "transcript_path",
-        "permission_mode",
-        "duration_ms",
-        "agent_type",
-        "machine_id",
-    }
+    if c.name not in WINDOW_LEFT_OUT and c.name not in _STORE_ONLY
 )
 
 
@@ -117,18 +122,65 @@ def _path_list(text: str | None) -> list[str]:
     return loaded if isinstance(loaded, list) else []
 
 
-def window_event(row: Any) -> HookEvent:
-    (id_, ts, sid, etype, hook, agent, tool, tuid, result, fpath, files, cmd, prefix, ok,
-     fkind, summary, tids, cwd, project, meta, passed, agent_id) = row  # fmt: skip
-    # Positional, in HookEvent's field order: this runs for every row of every window.
-    # SQLite hands booleans back as 0/1.
-    return HookEvent(
-        ts, sid, etype, hook, agent, tool, tuid, None, result, fpath, _path_list(files),
-        cmd, prefix, None if ok is None else bool(ok), fkind, summary,
-        _path_list(tids),
-        cwd, project, None, None, None, {} if meta is None else json_or_default(meta, {}), id_,
-        _path_list(passed), agent_id,
-    )  # fmt: skip
+def _metadata(text: str | None) -> dict[str, Any]:
+    return {} if text is None else json_or_default(text, {})
+
+
+def _bool(value: Any) -> bool | None:
+    return None if value is None else bool(value)  # SQLite hands booleans back as 0/1
+
+
+def _compiled(name: str, params: str, body: str, env: dict[str, Any]) -> Any:
+    """A projection of HookEvent compiled once from its fields, the way `dataclasses`
+    compiles `__init__`: derived, so it cannot drift from the dataclass (the hand-written
+    ones had), and as fast as written out (these run for every event stored, read or
+    replayed; a loop over the fields per event cost about twice as much)."""
+    namespace: dict[str, Any] = {}
+    exec(f"def {name}({params}):\n{body}", env, namespace)
+    return namespace[name]
+
+
+# How a window row's raw column becomes the field (the rest are taken as they are).
+_WINDOW_DECODE = {
+    "tool_files": "_path_list",
+    "test_ids": "_path_list",
+    "passed_test_ids": "_path_list",
+    "metadata": "_metadata",
+    "tool_success": "_bool",
+}
+# A window row, unpacked by column, as HookEvent's fields in order (the left-out ones None).
+window_event: Callable[[Any], HookEvent] = _compiled(
+    "window_event",
+    "row",
+    f"    ({', '.join(_WINDOW_COLUMNS)},) = row\n"
+    "    return HookEvent("
+    + ", ".join(
+        "None"
+        if name not in _WINDOW_COLUMNS
+        else f"{_WINDOW_DECODE[name]}({name})"
+        if name in _WINDOW_DECODE
+        else name
+        for name in _FIELDS
+    )
+    + ")\n",
+    {"HookEvent": HookEvent, "_path_list": _path_list, "_metadata": _metadata, "_bool": _bool},
+)
+
+# What becomes of a field the window read treats apart (the rest are kept as they are).
+_LEAN = {name: "None" for name in WINDOW_LEFT_OUT} | {
+    "tool_result": "ev.tool_result if ev.event_type == 'PostToolUseFailure'"
+    " or ev.tool_success is False else None",
+    "metadata": "ev.metadata if keeps_metadata(ev) else {}",
+}
+# `ev` as `Store.window_events` reads it back: the fields in `WINDOW_LEFT_OUT` cleared,
+# `tool_result` only on an unsuccessful result, `metadata` only where `keeps_metadata`
+# says. Replay's in-memory windows hold events in this form.
+lean: Callable[[HookEvent], HookEvent] = _compiled(
+    "lean",
+    "ev",
+    "    return HookEvent(" + ", ".join(_LEAN.get(name, f"ev.{name}") for name in _FIELDS) + ")\n",
+    {"HookEvent": HookEvent, "keeps_metadata": keeps_metadata},
+)
 
 
 # The columns `Store.project_shell_results` reads besides its lean `tool_result`.
@@ -177,37 +229,46 @@ def _event_insert_sql(dialect: Any) -> tuple[str, tuple[Any, ...]]:
     return compiled.string, processors
 
 
-def event_values(ev: HookEvent, machine_id: str | None = None) -> tuple[Any, ...]:
-    """`event_row` as a tuple in `_EVENT_COLUMNS` order."""
-    return (
-        ev.ts,
-        ev.session_id,
-        ev.event_type,
-        ev.hook_event_name,
-        ev.agent_source,
-        ev.tool_name,
-        ev.tool_use_id,
-        ev.tool_input,
-        ev.tool_result,
-        ev.tool_file_path,
-        _json_paths(ev.tool_files),
-        ev.tool_command,
-        ev.tool_command_prefix,
-        ev.tool_success,
-        ev.failure_kind,
-        ev.tool_error_summary,
-        "[]" if not ev.test_ids else json_text(ev.test_ids),
-        ev.cwd,
-        ev.project,
-        ev.transcript_path,
-        ev.permission_mode,
-        ev.duration_ms,
-        json_text(ev.metadata) if ev.metadata else None,
-        json_text(ev.passed_test_ids) if ev.passed_test_ids else None,
-        ev.agent_id,
-        ev.agent_type,
-        machine_id,
+def _json_list(values: list[str]) -> str | None:
+    return json_text(values) if values else None
+
+
+def _json_object(values: dict[str, Any]) -> str | None:
+    return json_text(values) if values else None
+
+
+def _test_ids(ids: list[str]) -> str:
+    return "[]" if not ids else json_text(ids)
+
+
+# How a field becomes its column's value (the rest are stored as they are).
+_ROW_ENCODE = {
+    "tool_files": "_json_paths",
+    "test_ids": "_test_ids",
+    "metadata": "_json_object",
+    "passed_test_ids": "_json_list",
+}
+# `event_row` as a tuple in `_EVENT_COLUMNS` order (`machine_id`: the store's, not the event's).
+event_values: Callable[[HookEvent, str | None], tuple[Any, ...]] = _compiled(
+    "event_values",
+    "ev, machine_id",
+    "    return ("
+    + ", ".join(
+        "machine_id"
+        if name in _STORE_ONLY
+        else f"{_ROW_ENCODE[name]}(ev.{name})"
+        if name in _ROW_ENCODE
+        else f"ev.{name}"
+        for name in _EVENT_COLUMNS
     )
+    + ",)\n",
+    {
+        "_json_paths": _json_paths,
+        "_test_ids": _test_ids,
+        "_json_object": _json_object,
+        "_json_list": _json_list,
+    },
+)
 
 
 def insert_events_sqlite(

@@ -10,7 +10,8 @@ from sqlalchemy import text
 
 from tma1.counters import Counters
 from tma1.engine.anomaly import Anomaly
-from tma1.engine.emitlog import EmitLog, MemoryEmits
+from tma1.live.emitlog import EmitLog
+from tma1.replay.memory import MemoryEmits
 from tma1.store import Store
 
 

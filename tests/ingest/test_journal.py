@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from ingestkit import make_ran
 
-import tma1.journal
-from tma1.journal import Journal
+import tma1.ingest.journal
+from tma1.ingest.journal import Journal
 
 
 def _lines(path: Path) -> list[dict[str, object]]:
@@ -111,10 +111,10 @@ def test_a_write_the_full_disk_cut_short_is_cut_off(
             return real_write(fd, bytes(data)[:40])  # the disk took part of it
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(tma1.journal.os, "write", full_disk)
+    monkeypatch.setattr(tma1.ingest.journal.os, "write", full_disk)
     assert j.append(alive[1]) is False
     assert j.spill(alive[2]) is False
-    monkeypatch.setattr(tma1.journal.os, "write", real_write)
+    monkeypatch.setattr(tma1.ingest.journal.os, "write", real_write)
     assert j.append(alive[3])
     j.close()
     recovered = Journal(path).recover()

@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 from ingestkit import make_ran
 
-import tma1.ingest
+import tma1.ingest.commit
 from tma1.config import Settings
 from tma1.events import HookEvent
-from tma1.service import build_service
+from tma1.live.service import build_service
 
 
 def test_a_stuck_worker_makes_health_degraded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tma1.ingest, "STUCK_AFTER_S", 0.2)
+    monkeypatch.setattr(tma1.ingest.commit, "STUCK_AFTER_S", 0.2)
     (tmp_path / "data").mkdir()
     settings = Settings(data_dir=tmp_path / "data", watch_files=False)
     service = build_service(settings)

@@ -1,7 +1,5 @@
-"""The live engine's ports over the store: `StoreWindows`, and `stored_delivery`.
-
-`StoreWindows` is the store-backed `WindowSource`: a session's window read from the
-database, incrementally.
+"""`StoreWindows`, the live `WindowSource` (tma1.engine.ports): a session's window read
+from the database, incrementally. Its replay peer is `tma1.replay.memory.MemoryWindows`.
 
 Live, each hook event is committed before the engine may see it, and the window is read
 back from the store. The last load of each session is kept: a reload within
@@ -12,18 +10,11 @@ epoch are remembered (design §2.1, §2.17).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tma1.clock import Clock
-from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.engine.checkruns import failing_at
 from tma1.engine.context import context_threshold
-from tma1.engine.delivery import Delivery
-from tma1.engine.emitlog import EmitLog
-from tma1.engine.mutes import Mutes
-from tma1.engine.spec import Rule
 from tma1.engine.window import (
     CHANGES_WINDOW_MS,
     EVENTS_WINDOW_MS,
@@ -231,27 +222,3 @@ class StoreWindows:
     def health(self) -> dict[str, object]:
         with self._lock:
             return {"held_windows": len(self._held)}
-
-
-def stored_delivery(
-    store: Store,
-    *,
-    clock: Clock,
-    settings: Settings,
-    counters: Counters,
-    rules: Mapping[str, Rule] | None = None,
-    mutes: Mutes | None = None,
-) -> Delivery:
-    """The live engine: windows read back from `store`, the bundle's reads answered by it,
-    emits written to it."""
-    config = RuleConfig.from_settings(settings)
-    return Delivery(
-        windows=StoreWindows(store, config=config, counters=counters),
-        reads=store,
-        emits=EmitLog(store=store, counters=counters),
-        clock=clock,
-        settings=settings,
-        counters=counters,
-        rules=rules,
-        mutes=mutes,
-    )

@@ -1,11 +1,11 @@
-"""`Ingest.submit`, the in-thread path (`Service.handle_payload` with the live ingest): a
-committed event, an over-budget one committed late once, a row the database refuses."""
+"""What `Ingest.submit_async` answers for a committed event, an over-budget one (committed
+late, once), and a row the database refuses."""
 
 from __future__ import annotations
 
 import pytest
 from conftest import writers_blocked
-from ingestkit import make_ran
+from ingestkit import committed_now, make_ran
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import select
 
@@ -22,17 +22,19 @@ def stored(store: Store) -> dict[str, int]:
         return {r[0]: r[1] for r in rows}
 
 
-def test_submit_is_true_once_the_row_is_committed(store: Store) -> None:
+def test_a_hook_is_answered_once_the_row_is_committed_the_row_is_committed(store: Store) -> None:
     counters = Counters()
     ingest = Ingest(store=store, counters=counters, budget_ms=30_000)
     ev = make_ran("sync")
-    assert ingest.submit(ev) is True
+    assert committed_now(ingest, ev) is True
     assert ev.id is not None and stored(store) == {"sync": ev.id}
     assert counters.get("ingest.commits") == 1
     assert ingest.stop() == 0
 
 
-def test_submit_over_budget_is_false_then_commits_late_once(store: Store, db_url: str) -> None:
+def test_a_hook_over_budget_is_not_answered_then_commits_late_once(
+    store: Store, db_url: str
+) -> None:
     counters = Counters()
     late: list[str] = []
     ingest = Ingest(
@@ -42,9 +44,9 @@ def test_submit_over_budget_is_false_then_commits_late_once(store: Store, db_url
         on_stored=lambda evs: late.extend(e.tool_use_id or "" for e in evs),
     )
     with writers_blocked(db_url):
-        assert ingest.submit(make_ran("slow")) is False
+        assert committed_now(ingest, make_ran("slow")) is False
         # The breaker is open now: the next event goes straight to the queue.
-        assert ingest.submit(make_ran("queued")) is False
+        assert committed_now(ingest, make_ran("queued")) is False
     assert ingest.wait_idle(30)
     assert counters.get("ingest.budget_exceeded") == 1
     assert counters.get("ingest.late_commits") == 1
@@ -55,7 +57,7 @@ def test_submit_over_budget_is_false_then_commits_late_once(store: Store, db_url
     assert ingest.stop() == 0
 
 
-def test_submit_of_a_row_the_database_refuses_is_false_and_counted(
+def test_a_row_the_database_refuses_is_not_answered_and_counted(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     counters = Counters()
@@ -65,7 +67,7 @@ def test_submit_of_a_row_the_database_refuses_is_false_and_counted(
         raise sa_exc.IntegrityError("INSERT …", {}, Exception("a data error"))
 
     monkeypatch.setattr(store, "insert_event", refuse)
-    assert ingest.submit(make_ran("refused")) is False
+    assert committed_now(ingest, make_ran("refused")) is False
     assert counters.get("ingest.rejected_by_db") == 1
     assert "refused" not in stored(store)
     assert ingest.health()["queue_depth"] == 0

@@ -1,11 +1,16 @@
 """The running tma1: store, clock, engine and sensors wired together.
 
-The HTTP layer is thin; everything a hook does happens in `Service.handle_hook_async`
-(the server, on its event loop) or `Service.handle_payload` (replay, with a payload already
-decoded). Both follow the same steps, and neither raises: any failure is logged, counted,
-and answered with an empty body. Where events are committed and where the engine reads and
-writes (`tma1.engine.ports`) is handed in: `build_service` wires the store-backed
-implementations, a replay its in-memory ones.
+The HTTP layer is thin; everything a hook does happens in `Service.handle_hook_async`, the
+one entry path: the server hands it the body it received, a replay the payload it has
+already decoded, and either goes through the same steps (decode, parse, mark what was cut,
+read what a Codex hook leaves out from its rollout, commit, answer). It never raises: any
+failure is logged, counted, and answered with an empty body.
+
+The path runs one way: `Service` parses, the `EventSink` commits, and `Responder` (the
+sensors and the engine) answers, on the ingest's worker right after the commit. Where
+events are committed and where the engine reads and writes (`tma1.engine.ports`) is handed
+in: `build_service` wires the live implementations (`tma1.live`, `tma1.ingest`), a replay
+its in-memory ones (`tma1.replay.memory`).
 """
 
 from __future__ import annotations
@@ -27,17 +32,18 @@ from tma1.config import Settings
 from tma1.counters import Counters
 from tma1.engine.delivery import Delivery
 from tma1.engine.ports import EventSink
-from tma1.engine.stored import stored_delivery
 from tma1.events import (
     HookEvent,
     PayloadError,
+    json_text,
     mark_exit_failure,
     note_edited_lines,
     parse_payload,
     was_cut,
 )
 from tma1.ingest import Ingest
-from tma1.journal import JOURNAL_FILE, SPOOL_DIR, Journal, Spool
+from tma1.ingest.journal import JOURNAL_FILE, SPOOL_DIR, Journal, Spool
+from tma1.live.engine import stored_delivery
 from tma1.sensors import Sensors, codex_exit
 from tma1.store import Store
 from tma1.store.connection import database_identity
@@ -74,6 +80,39 @@ KNOWN_HOOK_EVENTS = frozenset(
 # `?source=` → the agent it names (each AgentSpec's); no parameter is Claude Code.
 AGENT_SOURCES = agents.SOURCES
 PURGE_INTERVAL_S = 3600.0
+_REJECTED = object()  # a body that is no JSON (JSON's own null is a payload, refused later)
+
+
+@dataclass(frozen=True, slots=True)
+class Responder:
+    """What follows an event's commit: it is counted, the engine's caches and the sensors
+    are told, and (`answer`) the engine says what the agent should hear. The ingest calls
+    it on its worker right after the commit (a hook costs one thread hop), and `stored`
+    for the events its outage queue writes late (no answer: the hook has had its own)."""
+
+    settings: Settings
+    counters: Counters
+    delivery: Delivery
+    sensors: Sensors
+
+    def answer(self, event: HookEvent, *, envelope: str | None = None) -> str:
+        """What the agent hears about a committed event (sensors and engine first)."""
+        self.stored([event])
+        if self.settings.disable_injection:
+            return ""
+        return self.delivery.respond(
+            event, envelope=agents.envelope_for(envelope, event.agent_source)
+        )
+
+    def stored(self, events: Sequence[HookEvent]) -> None:
+        """Count committed events and let the engine and the sensors know."""
+        for event in events:
+            self.counters.inc("events.stored")
+            if event.hook_event_name == "SessionEnd":
+                self.delivery.forget(event.session_id)  # nothing of it stays cached
+            else:
+                self.delivery.invalidate(event.session_id)
+            self.sensors.on_event(event)  # never raises: it counts and logs its own failures
 
 
 @dataclass
@@ -85,14 +124,15 @@ class Service:
     delivery: Delivery
     sensors: Sensors
     # Where events are committed: the budgeted insert + outage queue (tma1.ingest), or
-    # replay's in-memory sink.
+    # replay's in-memory sink. Either hands each committed event to `responder`.
     ingest: EventSink
+    responder: Responder
     started_at: float = field(default_factory=time.monotonic)
     _stop: threading.Event = field(default_factory=threading.Event)
     _purger: threading.Thread | None = None
     # How long a Codex shell PostToolUse waits for its exit status to reach the rollout
-    # (tma1.sensors.codex_exit). `handle_payload` (replay) reads no rollout: its
-    # converters already carry the status.
+    # (tma1.sensors.codex_exit). A replay's payloads name no rollout (the driver takes
+    # `transcript_path` out): its converters already carry the status.
     _exit_waits: codex_exit.WaitPolicy = field(default_factory=codex_exit.WaitPolicy)
     # Apart: a Codex that records command ends but no patch diffs (older than 0.17) must
     # not make every patch wait out the bound.
@@ -170,7 +210,7 @@ class Service:
             return
         for held in self.spool.held():
             read = self.spool.read(held)
-            event = self._event_from_body(*read) if read is not None else None
+            event = self._event_of(*read) if read is not None else None
             if event is not None:
                 self.ingest.take_back(event)
                 self.counters.inc("ingest.recovered_from_spool")
@@ -180,31 +220,36 @@ class Service:
 
     async def handle_hook_async(
         self,
-        body: bytes,
+        hook: bytes | object,
         *,
         source: str | None = None,
         envelope: str | None = None,
         held: Path | None = None,
     ) -> str:
-        """Store the event, then answer with what the agent should hear: awaited on the
-        server's event loop. Never raises.
+        """The one entry path of a hook: store the event, then answer with what the agent
+        should hear. `hook` is the body as the agent sent it (the HTTP route; the route has
+        refused one over MAX_BODY_BYTES) or its payload already decoded (replay). Awaited on
+        an event loop; never raises.
 
         Parsing runs on the loop; the insert, and once it is committed the sensors and the
-        engine (`_answer`), run on the ingest worker (tma1.ingest.Ingest.submit_async), so
-        a hook costs one thread hop and the event is still committed before the answer.
+        engine (`Responder.answer`), run on the ingest worker
+        (tma1.ingest.commit.Ingest.submit_async), so a hook costs one thread hop and the
+        event is still committed before the answer.
         """
         self.counters.inc("requests")
         try:
-            if len(body) > LARGE_BODY_BYTES:
+            if isinstance(hook, bytes) and len(hook) > LARGE_BODY_BYTES:
                 # Decoding tens of MB would stall every other agent's hook on the loop.
-                event = await asyncio.to_thread(self._event_from_body, body, source)
+                event = await asyncio.to_thread(self._event_of, hook, source)
             else:
-                event = self._event_from_body(body, source)
+                event = self._event_of(hook, source)
             if event is None:
                 return ""
             if codex_exit.wants_exit_status(event) or codex_exit.wants_patch_lines(event):
                 await self._from_rollout(event)
-            answer = functools.partial(self._answer, envelope=envelope)
+            # Committed within the budget, or queued (tma1.ingest): the engine cannot see a
+            # queued event, so it gets the empty answer.
+            answer = functools.partial(self.responder.answer, envelope=envelope)
             return await self.ingest.submit_async(event, answer)
         except Exception:
             self.counters.inc("errors.internal")
@@ -236,26 +281,33 @@ class Service:
             if ranges:
                 note_edited_lines(event, ranges)
 
-    def _event_from_body(self, body: bytes, source: str | None) -> HookEvent | None:
-        """The event of a hook body (the route has refused one over MAX_BODY_BYTES); None
-        when it is rejected (counted and logged)."""
+    def _event_of(self, hook: bytes | object, source: str | None) -> HookEvent | None:
+        """The event of a hook body or of its decoded payload; None when it is rejected
+        (counted and logged). An event whose big fields were cut to the caps is marked
+        `truncated`, with the size of what came in (`original_bytes`)."""
+        payload = self._decode(hook) if isinstance(hook, bytes) else hook
+        if payload is _REJECTED:
+            return None
+        event = self._event_from_payload(payload, source)
+        if event is not None and was_cut(event):
+            size = len(hook) if isinstance(hook, bytes) else len(json_text(payload).encode())
+            event.metadata["truncated"] = True
+            event.metadata["original_bytes"] = size
+            self.counters.inc("events.truncated")
+        return event
+
+    def _decode(self, body: bytes) -> object:
+        """A hook body's JSON; `_REJECTED` when it is not (counted and logged)."""
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError as exc:
             self.reject("invalid_utf8", str(exc))
-            return None
+            return _REJECTED
         try:
-            payload = json.loads(text)
+            return json.loads(text)
         except (ValueError, RecursionError) as exc:
             self.reject("invalid_json", str(exc)[:200])
-            return None
-        event = self._event_from_payload(payload, source)
-        if event is not None and was_cut(event):
-            # Its big fields were cut to the caps: say so, and how big the event was.
-            event.metadata["truncated"] = True
-            event.metadata["original_bytes"] = len(body)
-            self.counters.inc("events.truncated")
-        return event
+            return _REJECTED
 
     def _event_from_payload(self, payload: object, source: str | None) -> HookEvent | None:
         agent = AGENT_SOURCES.get(source.strip().lower() if source is not None else "")
@@ -281,44 +333,6 @@ class Service:
             )
             return None
         return event
-
-    def handle_payload(
-        self, payload: object, *, source: str | None = None, envelope: str | None = None
-    ) -> str:
-        """`handle_hook_async` for a payload that is already decoded, in the caller's
-        thread (replay feeds these; the body limit is the caller's to apply). Never raises."""
-        self.counters.inc("requests")
-        try:
-            event = self._event_from_payload(payload, source)
-            # Committed within the budget, or queued (tma1.ingest): the engine cannot see a
-            # queued event, so it gets the empty answer.
-            if event is None or not self.ingest.submit(event):
-                return ""
-            return self._answer(event, envelope=envelope)
-        except Exception:
-            self.counters.inc("errors.internal")
-            log.exception("hook handling failed; answering empty")
-            return ""
-
-    def _answer(self, event: HookEvent, envelope: str | None = None) -> str:
-        """What the agent hears about a committed event (sensors and engine first)."""
-        self._notify_stored([event])
-        if self.settings.disable_injection:
-            return ""
-        return self.delivery.respond(
-            event, envelope=agents.envelope_for(envelope, event.agent_source)
-        )
-
-    def _notify_stored(self, events: Sequence[HookEvent]) -> None:
-        """Count committed events and let the engine and the sensors know (also the
-        outage queue's late writes)."""
-        for event in events:
-            self.counters.inc("events.stored")
-            if event.hook_event_name == "SessionEnd":
-                self.delivery.forget(event.session_id)  # nothing of it stays cached
-            else:
-                self.delivery.invalidate(event.session_id)
-            self.sensors.on_event(event)  # never raises: it counts and logs its own failures
 
     # --- health ----------------------------------------------------------------------
 
@@ -375,7 +389,7 @@ def build_service(
     journal: bool = False,
 ) -> Service:
     """Wire the components for `settings` (migrations run here): live, the engine over the
-    store (`tma1.engine.stored`) and the budgeted ingest (with the outage journal in the
+    store (`tma1.live`) and the budgeted ingest (with the outage journal in the
     data dir when `journal`: `tma1 serve`). Replay hands in its engine over in-memory ports
     (`delivery`, with the `counters` they count into) and its `ingest`."""
     clock = clock or SystemClock()
@@ -392,16 +406,17 @@ def build_service(
         on_project_change=delivery.invalidate_project,
         on_session_change=delivery.invalidate,
     )
-    live: Ingest | None = None
+    responder = Responder(settings=settings, counters=counters, delivery=delivery, sensors=sensors)
     if ingest is None:
-        ingest = live = Ingest(
+        ingest = Ingest(
             store=store,
             counters=counters,
+            on_stored=responder.stored,  # the outage queue's late writes
             budget_ms=settings.hook_db_budget_ms,
             max_events=settings.ingest_queue_max,
             journal=Journal(settings.data_dir / JOURNAL_FILE) if journal else None,
         )
-    service = Service(
+    return Service(
         settings=settings,
         store=store,
         clock=clock,
@@ -409,9 +424,6 @@ def build_service(
         delivery=delivery,
         sensors=sensors,
         ingest=ingest,
+        responder=responder,
+        spool=Spool(settings.data_dir / SPOOL_DIR) if journal else None,
     )
-    if live is not None:
-        live.on_stored = service._notify_stored  # the outage queue's late writes
-        if journal:
-            service.spool = Spool(settings.data_dir / SPOOL_DIR)
-    return service

@@ -1,5 +1,6 @@
 """Hook ingest when the database is slow or gone: a budgeted insert with group commit, then
-a bounded outage queue (tma1.ingest_queue, journalled by tma1.journal) behind a breaker.
+a bounded outage queue (tma1.ingest.outage, journalled by tma1.ingest.journal) behind a
+breaker.
 docs/reliability.md ("Database slow or gone") gives the policy step by step, and
 docs/benchmarks.md ("Hook ingest") how an HTTP hook waits on the event loop with no thread
 of its own. `GET /api/health` reports every counter under `ingest`.
@@ -18,10 +19,11 @@ from queue import Empty, SimpleQueue
 
 from tma1.counters import Counters
 from tma1.events import HookEvent
-from tma1.ingest_queue import BACKOFF_MAX_S, BACKOFF_MIN_S, OutageQueue, describe, is_transient
-from tma1.journal import Journal
+from tma1.ingest.journal import Journal
+from tma1.ingest.outage import BACKOFF_MAX_S, BACKOFF_MIN_S, OutageQueue, describe
 from tma1.storable.scrub import scrub
 from tma1.store import Store
+from tma1.store.errors import is_transient
 
 log = logging.getLogger("tma1.ingest")
 
@@ -137,12 +139,6 @@ class Ingest:
         (`Service`'s spool of big bodies): the flusher writes it."""
         scrub(event)
         self.queue.put(event)
-
-    def submit(self, event: HookEvent) -> bool:
-        """True when the event is committed now; False when it was queued or dropped.
-        `submit_async` on a loop of this call's own (Service.handle_payload's thread)."""
-        committed = "committed"
-        return asyncio.run(self.submit_async(event, lambda _ev: committed)) == committed
 
     async def submit_async(self, event: HookEvent, after: Callable[[HookEvent], str]) -> str:
         """Commit `event` for a hook on the event loop, and return its answer.

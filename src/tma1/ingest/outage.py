@@ -1,6 +1,6 @@
-"""The outage queue of the hook path (tma1.ingest, policy 3–7): events the database could
-not take yet, kept in time order in a bounded deque, written back by a flusher thread with
-exponential backoff, and — when there is a journal (tma1.journal) — kept on disk until
+"""The outage queue of the hook path (tma1.ingest.commit, policy 3–7): events the database
+could not take yet, kept in time order in a bounded deque, written back by a flusher thread
+with exponential backoff, and — when there is a journal (tma1.ingest.journal) — kept on disk until
 they are written, so a `kill -9` during an outage loses nothing the queue accepted. Past
 the deque's bound the journal alone holds them (spilled), read back in order once the
 deque has drained: the disk, not memory, bounds an outage.
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from tma1.counters import Counters
 from tma1.events import HookEvent
-from tma1.journal import Journal
+from tma1.ingest.journal import Journal
 from tma1.store import Store
 from tma1.store.errors import is_transient
 

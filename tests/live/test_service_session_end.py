@@ -12,7 +12,7 @@ from conftest import LiveServer
 from enginekit import bash_fail, payload, stop
 
 from tma1.clock import MINUTE_MS, ManualClock
-from tma1.service import Service
+from tma1.live.service import Service
 
 BUILD = "make build"
 BUILD_OUT = "Exit code 2\nmain.go:12:5: undefined: frobnicate\nmake: *** [build] Error 1"
