@@ -71,6 +71,13 @@ _COMPILE_ERROR = re.compile(
     r"\berror TS\d+\b|\berror\[E\d+\]|\berror CS\d+\b|^\S+\.go:\d+:\d+: |"
     r"^\S+\.(?:c|cc|cpp|h|hpp|rs|swift|zig):\d+(?::\d+)?: (?:fatal )?error\b"
 )
+
+
+def compile_error(line: str) -> bool:
+    """The line is a compiler's error (`error TS2322`, `error[E0308]`, `x.go:3:1: …`)."""
+    return _COMPILE_ERROR.search(line.strip()) is not None
+
+
 _BUILD_SCRIPTS = frozenset({"build", "typecheck", "type-check", "tsc", "compile"})
 
 
