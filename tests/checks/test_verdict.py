@@ -253,6 +253,12 @@ FAILS = [
         "    at Object.<anonymous> (/repo/node_modules/lodash/get.js:12:3)\n"
         "    at getUser (/repo/src/users.ts:41:10)",
     ),
+    # A format check that lists unformatted files: the code is not as the project requires
+    # (CI fails on it), though no line says "error".
+    ("uv run ruff format --check .", "Exit code 1\nWould reformat: src/app/models.py\n"
+     "1 file would be reformatted, 40 files left unchanged"),
+    ("npx prettier --check src", "Exit code 1\nChecking formatting...\n[warn] src/a.ts\n"
+     "[warn] Code style issues found in the above file. Run Prettier with --write to fix."),
     # A Python one-liner that is the check itself, not a post-processor of one.
     ("python3 scripts/check_schema.py", "Exit code 1\nTraceback (most recent call last):\n"
      '  File "scripts/check_schema.py", line 3, in <module>\nKeyError: \'id\''),

@@ -85,7 +85,9 @@ _POST_PROCESSOR_CRASH = re.compile(
 _EVIDENCE = re.compile(
     r"error|fail|panic|exception|traceback|assert|undefined|cannot|can't|unable|not found|no such|"
     r"denied|invalid|unexpected|expected|mismatch|violation|problem|warning|abort|"
-    r"[✕×✗✖]|\bE\d{3,4}\b|\b[A-Z]{1,4}\d{3,4}\b",
+    r"[✕×✗✖]|\bE\d{3,4}\b|\b[A-Z]{1,4}\d{3,4}\b|"
+    # A format check's verdict: the code is not formatted as the project requires.
+    r"reformat|code style issues|not (?:properly )?formatted|^Diff in ",
     re.IGNORECASE,
 )
 # The run was stopped before it judged the code: MSBuild's "the build was canceled"

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tma1.checks import Check, Outcome, check_of, error_line, outcome_of
+from tma1.checks import Check, Outcome, check_of, error_line, outcome_of, split_shell
 from tma1.checks.identity import Step, is_script_file
 from tma1.engine.supersession import errors_of, ids_passed_since, supersedes
 from tma1.engine.window import SessionWindow
@@ -88,19 +88,57 @@ def _builds(step: Step) -> bool:
     )
 
 
-def _compile_step_passed_since(r: Run, passed_later: dict[Check, None]) -> bool:
-    """A chained run (`npm run build && node x.js`) failed on a compiler's error, and its
-    build step passed since: what it said is the build's and no longer true, and the steps
-    after the build never ran in it (attio-aaeb53d1's bundle quoted the TS2307 of a build
-    that had passed since)."""
-    if len(r.check.steps) < 2:
-        return False
-    said = r.event.tool_error_summary or error_line(r.event.tool_result or "") or ""
-    if not _COMPILE_ERROR.search(said):
-        return False
-    return any(
-        _builds(st) and any(_covers(p, Check((st,))) for p in passed_later) for st in r.check.steps
-    )
+# Which step of a chain wrote an error line: (the line's kind, the runners that write it).
+# In `lint && format && build && test` the step that failed is the first that can have
+# written the run's error; `&&` means every step before it passed in that run, and none
+# after it ran.
+_STEP_OF_ERROR: tuple[tuple[re.Pattern[str], re.Pattern[str] | None], ...] = (
+    (_COMPILE_ERROR, None),  # None: a build step (`_builds`)
+    (
+        re.compile(
+            r"Code style issues|Forgot to run Prettier|would reformat|"
+            r"files? would be reformatted|not properly formatted|Diff in \S+ at line",
+            re.IGNORECASE,
+        ),
+        re.compile(r"format|prettier|\bfmt\b|black|isort"),
+    ),
+    (
+        re.compile(r"✖ \d+ problems?|\d+ problems? \(\d+ errors?|^Found \d+ errors?\b"),
+        re.compile(r"lint|eslint|ruff|flake8|clippy|biome"),
+    ),
+    (
+        re.compile(r"^(?:--- )?(?:FAIL|FAILED)\b|\b\d+ (?:tests? )?failed\b|Tests?:?\s+\d+ failed"),
+        re.compile(r"test|spec|jest|vitest|mocha|pytest|playwright|cypress|e2e"),
+    ),
+)
+
+
+def _failing_step(r: Run) -> Step | None:
+    """The step of an `&&` chain that wrote the run's error line (see `_STEP_OF_ERROR`);
+    None when the run is no such chain or the line says no step."""
+    if len(r.check.steps) < 2 or any(
+        op in (";", "||", "\n") for _, op in split_shell(r.event.tool_command or "")
+    ):
+        return None
+    said = (r.event.tool_error_summary or error_line(r.event.tool_result or "") or "").strip()
+    for line_kind, runner_kind in _STEP_OF_ERROR:
+        if not line_kind.search(said):
+            continue
+        for st in r.check.steps:
+            if _builds(st) if runner_kind is None else runner_kind.search(st.runner):
+                return st
+        return None
+    return None
+
+
+def _failing_step_passed_since(r: Run, passed_later: dict[Check, None]) -> bool:
+    """A chained run (`npm run build && node x.js`, `lint && format && test`) failed at a
+    step, and that step passed since: what the run said is that step's and no longer
+    true; the steps before it passed in the run, the steps after it never ran (attio-
+    aaeb53d1's bundle quoted the TS2307 of a build that had passed since; attio-7c4ca6ea's,
+    the Prettier warning of a chain whose format check passed 34 s later)."""
+    st = _failing_step(r)
+    return st is not None and any(_covers(p, Check((st,))) for p in passed_later)
 
 
 def _closed(runs: list[Run]) -> tuple[set[int], set[int]]:
@@ -128,7 +166,7 @@ def _closed(runs: list[Run]) -> tuple[set[int], set[int]]:
                         any(_covers(p, Check((st,))) for p in passed_later) for st in r.check.steps
                     )
                 )
-                or _compile_step_passed_since(r, passed_later)
+                or _failing_step_passed_since(r, passed_later)
                 or (
                     r.event.test_ids
                     and ids_passed_since(
