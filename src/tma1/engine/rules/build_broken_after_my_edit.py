@@ -323,7 +323,9 @@ def stop_findings(
                 # is the rule's own located reading (near the edit, not said before).
                 continue
             files = [p for p in edited if located_in(output, p)]
-            if not files and _unattributed_test_failure(runs, newest, max(first_edit, turn)):
+            if not files and _unattributed_test_failure(
+                runs, newest, max(first_edit, turn), window.failing_at_start
+            ):
                 # A test run first seen failing after the edits, in tests and code the
                 # session never touched, with no compile error: nothing says the session
                 # broke it rather than found it broken (gallifrey-d50e1daf 21:40).
@@ -373,10 +375,13 @@ _TEST_RUNNER = re.compile(
 )
 
 
-def _unattributed_test_failure(runs: CheckRuns, newest: Run, before: int) -> bool:
+def _unattributed_test_failure(
+    runs: CheckRuns, newest: Run, before: int, at_start: Mapping[str, frozenset[str]]
+) -> bool:
     """`newest` is a test run whose failure names no file the session edited, reports no
-    compile error, and has no baseline: no covering run passed before it and none of the
-    check failed before `before` (the session's first edit, or this turn's start). A
+    compile error, and has no baseline: no covering run passed before it, none of the
+    check failed before `before` (the session's first edit, or this turn's start) nor was
+    open in the project when the session began (`at_start`: then its new errors are). A
     careful reader cannot tell a break the session made from one it walked into: the
     suite was never seen working."""
     if not all(_TEST_RUNNER.search(s.runner) for s in newest.check.steps):
@@ -384,6 +389,8 @@ def _unattributed_test_failure(runs: CheckRuns, newest: Run, before: int) -> boo
     if any(compile_error(ln) for ln in _error_text(newest.event.tool_result or "").splitlines()):
         return False
     ident = newest.check.identity
+    if ident in at_start:
+        return False
     if any(r.failed and r.ts < before and r.check.identity == ident for r in runs.runs):
         return False
     return not _passed_before(runs, newest)
