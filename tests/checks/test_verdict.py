@@ -355,3 +355,38 @@ def test_codex_framing_is_read_the_same() -> None:
     ev = _codex("cargo check", "Exit code: 1\nWall time: 0.1 seconds\nOutput:\n")
     assert ev.failure_kind == "no_verdict"
     assert ev.tool_error_summary is None
+
+
+# --- a pass cut short by `head` -------------------------------------------------------------
+
+GO_OKS = "".join(f"ok  \tgithub.com/acme/app/pkg{i}\t0.{i}s\n" for i in range(20))
+
+
+@pytest.mark.parametrize(
+    ("command", "output"),
+    [
+        # templar-373740ff 21:07: `go test -short ./... | head -20` showed 20 passing
+        # packages; internal/monitoring, further down, failed (and did two minutes later).
+        ("go test -short ./... 2>&1 | head -20", GO_OKS),
+        ("pytest -q 2>&1 | head -n 5", "....\n....\n....\n....\n....\n"),
+        ("npm run build 2>&1 | head", "".join(f"line {i}\n" for i in range(10))),
+        ("cargo test 2>&1 | head --lines=3", "running 3 tests\ntest a ... ok\ntest b ... ok\n"),
+    ],
+)
+def test_a_check_whose_output_filled_head_has_no_verdict(command: str, output: str) -> None:
+    # The exit status is head's and the runner's own verdict lies past the cut: neither a
+    # pass (it would close the failure) nor a failure.
+    ev = _piped(command, output)
+    assert ev.failure_kind == "no_verdict"
+    assert outcome_of(ev.tool_command, ev.event_type, ev.tool_success, ev.failure_kind) is (
+        Outcome.NO_VERDICT
+    )
+
+
+def test_a_head_that_was_not_filled_or_showed_a_failure_is_read_as_usual() -> None:
+    short = _piped("go test ./... 2>&1 | head -50", GO_OKS)  # 20 lines of 50: all of it
+    assert short.tool_success is True and short.failure_kind is None
+    failing = _piped("pytest -q 2>&1 | head -3", "F...\nFAILED tests/test_a.py::test_b\n1 failed\n")
+    assert failing.failure_kind == "masked"
+    not_a_check = _piped("git log --oneline | head -3", "a\nb\nc\n")
+    assert not_a_check.failure_kind is None
