@@ -128,3 +128,40 @@ def test_no_step_is_taken_as_passed_where_the_chain_does_not_stop_at_a_failure()
     ):
         events = [bash_fail(at(0), chain, PRETTIER), bash_ok(at(1), "npm run check:format", "ok")]
         assert list(_open(events).values()) == [chain]
+
+
+# --- a failure on a working tree the project no longer has ----------------------------------
+
+SUITE_FAIL = "FAIL test/utils/error-handler.test.ts > maps 404\nTests  7 failed | 733 passed\n"
+
+
+def test_a_branch_switch_retires_the_failures_before_it() -> None:
+    # attio-aaeb53d1 06:43–06:47: the suite failed on the #397 branch's working tree; the
+    # agent stashed it and switched to main. What failed was a tree that is gone.
+    for switch in (
+        "git checkout main",
+        "git stash && git checkout fix/issue-397-error-messages",
+        "git checkout logs/ && git switch release/2.1",
+        "git reset --hard origin/main",
+    ):
+        events = [bash_fail(at(0), "npm run test:offline", SUITE_FAIL), bash_ok(at(1), switch, "")]
+        assert _open(events) == {}, switch
+        # A failure after the switch is about the tree in front of the agent.
+        later = [*events, bash_fail(at(2), "npm run test:offline", SUITE_FAIL)]
+        assert list(_open(later)) == ["npm run test:offline"], switch
+
+
+def test_what_keeps_the_tree_is_no_switch() -> None:
+    failing = bash_fail(at(0), "npm run test:offline", SUITE_FAIL)
+    for keeps in (
+        "git checkout -b fix/issue-398",  # a new branch keeps the tree
+        "git checkout -- src/a.ts",  # one file restored
+        "git checkout src/objects/people-write.ts",
+        "git checkout logs/",
+        "git reset HEAD src/a.ts",
+        "git status && git log --oneline -3",
+    ):
+        assert list(_open([failing, bash_ok(at(1), keeps, "")])) == ["npm run test:offline"], keeps
+    # A switch that failed (`error: Your local changes … would be overwritten`) left the tree.
+    refused = bash_fail(at(1), "git checkout main", "error: Your local changes would be overwritten")
+    assert list(_open([failing, refused])) == ["npm run test:offline"]

@@ -278,6 +278,53 @@ def run_of(ev: HookEvent, project: str | None, scratch: frozenset[str] = frozens
     )
 
 
+# `git checkout REF` / `git switch REF` / `git reset --hard`: the working tree is another
+# one. `-b`/`-c` (a new branch keeps the tree), `--` and paths (`logs/`, `src/a.ts`) are not.
+_GIT_SWITCH = re.compile(r"^git\s+(?:-C\s+\S+\s+)?(checkout|switch|reset)\s+(.+)$")
+_REF = re.compile(r"^[\w][\w\-/.]*$")
+_FILE_NAME = re.compile(r"\.[A-Za-z]\w*$")
+
+
+def switches_tree(command: str) -> bool:
+    """The shell command replaces the project's working tree with another branch's or
+    commit's: the checks run before it judged code that is no longer there (attio-aaeb53d1
+    06:47: the failing suite ran on a branch the agent then stashed and left for main)."""
+    for segment, _ in split_shell(command):
+        m = _GIT_SWITCH.match(" ".join(segment.split()))
+        if m is None:
+            continue
+        verb, args = m.group(1), m.group(2).split()
+        if verb == "reset":
+            if "--hard" in args:
+                return True
+            continue
+        if any(a in ("-b", "-B", "-c", "-C", "--orphan", "--") or a.startswith("-") for a in args):
+            continue
+        if len(args) == 1 and _REF.match(args[0]) and not args[0].endswith("/"):
+            if not _FILE_NAME.search(args[0]):  # `release/2.1` is a branch, `a.ts` a file
+                return True
+    return False
+
+
+def _tree_switched_at(events: Iterable[HookEvent], now: int) -> int | None:
+    """When the newest successful working-tree switch (`switches_tree`) ran, at or before
+    `now`."""
+    newest = None
+    for e in events:
+        if e.ts > now:
+            break
+        if (
+            e.tool_name in SHELL_TOOLS
+            and e.event_type == "PostToolUse"
+            and e.tool_success is True
+            and e.tool_command
+            and "git" in e.tool_command
+            and switches_tree(e.tool_command)
+        ):
+            newest = e.ts
+    return newest
+
+
 def check_runs(window: SessionWindow, now: int) -> CheckRuns:
     key = ("check_runs", now, len(window.events))
     memo = window.memo.get(key)
@@ -290,6 +337,10 @@ def check_runs(window: SessionWindow, now: int) -> CheckRuns:
         if e.ts <= now and e.tool_command and (r := run_of(e, window.project, scratch)) is not None
     ]
     closed, superseded = _closed(runs)
+    switched = _tree_switched_at(window.events, now)
+    if switched is not None:
+        # Failures on a tree the project no longer has: no verdict about its code now.
+        closed |= {id(r.event) for r in runs if r.failed and r.ts < switched}
     gone = closed | superseded
     open_failures = {r.check.identity: r for r in runs if r.failed and id(r.event) not in gone}
     found = CheckRuns(runs, closed, superseded, open_failures)
