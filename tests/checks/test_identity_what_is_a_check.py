@@ -35,6 +35,8 @@ NOT_CHECKS = [
     "make generate",
     # Help and versions.
     "./tool --help",
+    "npm test -- --help",  # vitest's help: the script's tool describes itself
+    "pnpm run test:e2e -- --version",
     "pytest --version",  # youtube-mcp-server-b96d6883 (batch 3)
     "npx vitest --version 2>&1",
     "rustc --version",

@@ -139,6 +139,17 @@ NO_VERDICT_EXITS = [
         "error: failed to run custom build command for `utoipa-swagger-ui v9.0.2`\n"
         "  --- stderr\n  curl: (6) Could not resolve host: github.com",
     ),
+    # The port the run needs is taken: a server left running, not the code.
+    (
+        "npx playwright test tests/landing.spec.ts",
+        "Exit code 1\nError: http://localhost:3000 is already used, make sure that nothing is "
+        "running on the port/url or set reuseExistingServer:true in config.webServer.",
+    ),
+    (
+        "npm test",
+        "Exit code 1\nError: listen EADDRINUSE: address already in use :::3000\n"
+        "    at Server.setupListenHandle [as _listen2] (node:net:1817:16)",
+    ),
     # The post-processor after the check failed on its own: its heredoc does not parse.
     (
         "uv run ruff check src --output-format json | python3 << 'EOF'\n"
@@ -178,6 +189,13 @@ USAGE_ERRORS = [
         "cd src-tauri; rustc -Z parse-only src/alden/cli.rs",
         "Exit code: 1\nOutput:\nerror: the option `Z` is only accepted on the nightly compiler",
     ),
+]
+
+
+USAGE_ERRORS += [
+    # cac, yargs and commander (vitest, vite and most Node CLIs) refusing an option.
+    ("npx vitest run --reporter=dots --foo", "Exit code 1\nCACError: Unknown option `--foo`"),
+    ("npx eslint --fix-typo src", "Exit code 2\nerror: unknown option '--fix-typo'"),
 ]
 
 

@@ -334,6 +334,10 @@ def _step(inv: Invocation) -> Step | None:
     rest = words[1:]
     if _asks_for_help(rest):
         return None
+    if base in _NODE_PMS and "--" in rest and _asks_for_help(rest[rest.index("--") + 1 :]):
+        # `npm test -- --help`: the words after `--` are the script's tool's (vitest, jest),
+        # which describes itself; no compiler runs first, unlike `cargo test -- --help`.
+        return None
     # `npm --prefix web test`, `pnpm -C web test`, `make -C dir`: the directory moves.
     for flag in ("--prefix", "-C", "--dir", "--cwd"):
         if flag in rest[:-1] and base in (*_NODE_PMS, "make", "gmake"):

@@ -51,6 +51,9 @@ _ENVIRONMENT = re.compile(
     r"failed to get `[^`]+` as a dependency|Could not resolve host|"
     r"Timed out waiting \d+ms from config\.webServer|Executable doesn't exist at|"
     r"Failed to start plugin worker|"
+    # The port the run needs is taken (a dev server left running): the machine, not the code.
+    r"\bEADDRINUSE\b|[Aa]ddress already in use|is already used, make sure that nothing is "
+    r"running on the port|"
     # No network where the runner fetches its dependencies.
     r"\bdial tcp\b|no such host|[Nn]etwork is unreachable|getaddrinfo|\bENOTFOUND\b|"
     r"Temporary failure in name resolution"
