@@ -150,7 +150,10 @@ def test_a_check_that_never_passed_is_failing_since_not_broken_by() -> None:
         # templar-373740ff 21:07: `go test -short ./... | head -20` exited 0 showing 20
         # passing packages; internal/monitoring, past the cut, failed as it had all day. The
         # next failure was then "broken by" the session that ran it.
-        ("go test -short ./... 2>&1 | head -20", "".join(f"ok  \tacme/pkg{i}\t0.1s\n" for i in range(20))),
+        (
+            "go test -short ./... 2>&1 | head -20",
+            "".join(f"ok  \tacme/pkg{i}\t0.1s\n" for i in range(20)),
+        ),
         ("pytest -q | head -n 3", "....\n....\n....\n"),
     ],
 )

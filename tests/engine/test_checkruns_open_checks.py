@@ -91,7 +91,9 @@ PRETTIER = (
     "[warn] src/a.ts\n[warn] Code style issues found in the above file. Run Prettier with "
     "--write to fix.\n"
 )
-RUFF_FMT = "Would reformat: src/app/models.py\n1 file would be reformatted, 40 files left unchanged\n"
+RUFF_FMT = (
+    "Would reformat: src/app/models.py\n1 file would be reformatted, 40 files left unchanged\n"
+)
 GO_TESTS = "--- FAIL: TestTotal (0.00s)\nFAIL\tgithub.com/acme/shop/pricing\t0.01s\nFAIL\n"
 
 
@@ -116,7 +118,10 @@ def test_other_chains_close_at_their_failing_step_whichever_tool_wrote_it() -> N
         (go, GO_TESTS, "go test ./pricing/... -count=1"),
         (go, GO_TESTS, "go test ./..."),
     ]
-    closed = [not _open([bash_fail(at(0), c, out), bash_ok(at(1), later, "ok")]) for c, out, later in cases]
+    closed = [
+        not _open([bash_fail(at(0), c, out), bash_ok(at(1), later, "ok")])
+        for c, out, later in cases
+    ]
     assert closed == [False, True, False, True]
 
 
@@ -163,5 +168,7 @@ def test_what_keeps_the_tree_is_no_switch() -> None:
     ):
         assert list(_open([failing, bash_ok(at(1), keeps, "")])) == ["npm run test:offline"], keeps
     # A switch that failed (`error: Your local changes … would be overwritten`) left the tree.
-    refused = bash_fail(at(1), "git checkout main", "error: Your local changes would be overwritten")
+    refused = bash_fail(
+        at(1), "git checkout main", "error: Your local changes would be overwritten"
+    )
     assert list(_open([failing, refused])) == ["npm run test:offline"]

@@ -298,11 +298,17 @@ def switches_tree(command: str) -> bool:
             if "--hard" in args:
                 return True
             continue
-        if any(a in ("-b", "-B", "-c", "-C", "--orphan", "--") or a.startswith("-") for a in args):
-            continue
-        if len(args) == 1 and _REF.match(args[0]) and not args[0].endswith("/"):
-            if not _FILE_NAME.search(args[0]):  # `release/2.1` is a branch, `a.ts` a file
-                return True
+        if any(a.startswith("-") for a in args):
+            continue  # `-b`/`-c` (a new branch keeps the tree), `--` (paths), options
+        # One ref: `release/2.1` is a branch; `a.ts` and `logs/` are paths.
+        ref = args[0]
+        if (
+            len(args) == 1
+            and _REF.match(ref)
+            and not ref.endswith("/")
+            and not _FILE_NAME.search(ref)
+        ):
+            return True
     return False
 
 

@@ -372,5 +372,8 @@ def test_a_first_test_run_failing_in_an_edited_file_or_on_a_compile_error_still_
         "internal/api/handler.go:41:17: not enough arguments in call to store.Save\n"
         "FAIL\tgithub.com/acme/app/internal/api [build failed]\n"
     )
-    events = [edit(at(0), src("internal/store/store.go")), bash_fail(at(2), "go test ./...", go_out)]
+    events = [
+        edit(at(0), src("internal/store/store.go")),
+        bash_fail(at(2), "go test ./...", go_out),
+    ]
     assert build_kinds(at_stop(events, "Done.")) == [Kind.BUILD_BROKEN_AFTER_MY_EDIT]
