@@ -139,6 +139,38 @@ NO_VERDICT_EXITS = [
         "error: failed to run custom build command for `utoipa-swagger-ui v9.0.2`\n"
         "  --- stderr\n  curl: (6) Could not resolve host: github.com",
     ),
+    # A toolchain too old for a dependency, a dependency that cannot be fetched, no
+    # container daemon: the machine, not the code.
+    (
+        "cargo build",
+        "Exit code 101\nerror: package `clap_lex v0.7.4` cannot be built because it requires "
+        "rustc 1.74 or newer, while the currently active rustc version is 1.70.0",
+    ),
+    (
+        "dotnet build",
+        "Exit code 1\n/usr/share/dotnet/sdk/8.0.100/Sdks/Microsoft.NET.Sdk/targets/x.targets"
+        "(166,5): error NETSDK1045: The current .NET SDK does not support targeting .NET 9.0.",
+    ),
+    (
+        "mvn test",
+        "Exit code 1\n[ERROR] Failed to execute goal on project app: Could not resolve "
+        "dependencies for project com.x:app:jar:1.0: Could not transfer artifact x:y:1.0",
+    ),
+    (
+        "./gradlew test",
+        "Exit code 1\nFAILURE: Build failed with an exception.\n* What went wrong:\nCould not "
+        "resolve all files for configuration ':app:compileClasspath'.",
+    ),
+    (
+        "make test",  # its recipe runs the tests in a container
+        "Exit code 1\nCannot connect to the Docker daemon at unix:///var/run/docker.sock. Is "
+        "the docker daemon running?",
+    ),
+    # The type checker's own configuration is missing.
+    (
+        "npx tsc --noEmit -p web",
+        "Exit code 1\nerror TS5058: The specified path does not exist: 'web/tsconfig.json'.",
+    ),
     # The port the run needs is taken: a server left running, not the code.
     (
         "npx playwright test tests/landing.spec.ts",
@@ -196,6 +228,12 @@ USAGE_ERRORS += [
     # cac, yargs and commander (vitest, vite and most Node CLIs) refusing an option.
     ("npx vitest run --reporter=dots --foo", "Exit code 1\nCACError: Unknown option `--foo`"),
     ("npx eslint --fix-typo src", "Exit code 2\nerror: unknown option '--fix-typo'"),
+    # `uv run` with no such program in the environment.
+    (
+        "uv run pytest -q",
+        "Exit code 2\nerror: Failed to spawn: `pytest`\n  Caused by: No such "
+        "file or directory (os error 2)",
+    ),
 ]
 
 

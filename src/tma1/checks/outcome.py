@@ -96,6 +96,8 @@ _INVOCATION = re.compile(
     r"^No tests found|^No test files found|^no tests ran|^Unknown (?:command|option)|"
     # cac (vitest, vite), yargs and commander refusing an option.
     r"^CACError: Unknown option|^Unknown arguments?: |^error: unknown option '|"
+    # `uv run` found no such program to run.
+    r"^error: Failed to spawn: |"
     r"^(?:Usage|usage): |Permission denied$|^go: cannot find main module|"
     r"^Error: (?:unknown (?:flag|shorthand flag|command)|can't load config|No tests found)\b|"
     r"^error: (?:unrecognized|unknown) (?:option|flag|argument)|"
