@@ -336,6 +336,16 @@ PYTEST_OTHER = (
 )
 
 
+GO_MON_OUT = (
+    "=== RUN   TestMonitorHealthChecks\n"
+    'level=INFO msg="Health monitor started" component=monitor\n'
+    "--- PASS: TestMonitorHealthChecks (0.20s)\n"
+    "=== RUN   TestAlertDelivery\n    alerts_test.go:88: expected 2 alerts, got 0\n"
+    "--- FAIL: TestAlertDelivery (0.01s)\n"
+    "FAIL\nFAIL\tgithub.com/acme/app/internal/monitoring\t3.173s\nFAIL\n"
+)
+
+
 @pytest.mark.parametrize(
     ("edited", "command", "output"),
     [
@@ -344,6 +354,9 @@ PYTEST_OTHER = (
         ("components/Search.tsx", "npx playwright test tests/design.spec.ts", SPEC_OUT),
         ("src/billing.py", "pytest -q", PYTEST_OTHER),
         ("src/billing.py", "python -m pytest tests/test_reports.py -x", PYTEST_OTHER),
+        # templar c056cf62: a passing test's log names `monitor`, the module the session
+        # edited elsewhere; only the error lines speak of the failure.
+        ("internal/performance/monitor.go", "go test -v ./internal/monitoring", GO_MON_OUT),
     ],
 )
 def test_silent_when_a_never_seen_working_suite_fails_in_code_the_session_did_not_touch(
@@ -376,4 +389,22 @@ def test_a_first_test_run_failing_in_an_edited_file_or_on_a_compile_error_still_
         edit(at(0), src("internal/store/store.go")),
         bash_fail(at(2), "go test ./...", go_out),
     ]
+    assert build_kinds(at_stop(events, "Done.")) == [Kind.BUILD_BROKEN_AFTER_MY_EDIT]
+
+
+def test_a_first_test_run_failing_in_a_test_of_an_edited_module_still_blocks() -> None:
+    # An assertion fails in the test file only (no frame in the code), but the test is the
+    # edited module's: the session changed what it tests.
+    out = (
+        "tests/test_pricing.py:40: in test_total\n    assert total(items) == 30\n"
+        "E   assert 27 == 30\nFAILED tests/test_pricing.py::test_total - assert 27 == 30\n"
+        "1 failed, 30 passed in 2.1s\n"
+    )
+    events = [edit(at(0), src("src/shop/pricing.py")), bash_fail(at(2), "pytest -q", out)]
+    assert build_kinds(at_stop(events, "Done.")) == [Kind.BUILD_BROKEN_AFTER_MY_EDIT]
+    vitest = (
+        " FAIL  src/cart.test.ts > cart > sums the lines\n"
+        "AssertionError: expected 27 to be 30\n Test Files  1 failed | 9 passed (10)\n"
+    )
+    events = [edit(at(0), src("src/cart.ts")), bash_fail(at(2), "npx vitest run", vitest)]
     assert build_kinds(at_stop(events, "Done.")) == [Kind.BUILD_BROKEN_AFTER_MY_EDIT]

@@ -323,8 +323,12 @@ def stop_findings(
                 # is the rule's own located reading (near the edit, not said before).
                 continue
             files = [p for p in edited if located_in(output, p)]
-            if not files and _unattributed_test_failure(
-                runs, newest, max(first_edit, turn), window.failing_at_start
+            if (
+                not files
+                and not _names_a_module_of(newest, edited)
+                and _unattributed_test_failure(
+                    runs, newest, max(first_edit, turn), window.failing_at_start
+                )
             ):
                 # A test run first seen failing after the edits, in tests and code the
                 # session never touched, with no compile error: nothing says the session
@@ -373,6 +377,22 @@ def _passed_before(runs: CheckRuns, newest: Run) -> bool:
 _TEST_RUNNER = re.compile(
     r"\btest|\bspec\b|\be2e\b|jest|vitest|mocha|playwright|cypress|rspec|phpunit|\bpytest"
 )
+
+
+_STEM_SUFFIX = re.compile(r"(?:\.(?:test|spec|stories))?\.[A-Za-z0-9]+$")
+
+
+def _names_a_module_of(newest: Run, edited: Mapping[str, int]) -> bool:
+    """The failure's error lines name a module the session edited, though not at a
+    file:line: a test of it (`test_pricing.py` for `pricing.py`, `cart.test.ts` for
+    `cart.ts`), its name in a failing test's title. Error lines only: a passing test's
+    log (`component=monitor`) names nothing."""
+    text = "\n".join(errors_of(newest.event)).lower()
+    for path in edited:
+        stem = _STEM_SUFFIX.sub("", basename(path)).lower()
+        if len(stem) >= 3 and re.search(rf"(?<![a-z0-9]){re.escape(stem)}(?![a-z0-9])", text):
+            return True
+    return False
 
 
 def _unattributed_test_failure(
