@@ -33,6 +33,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -84,6 +85,7 @@ def render(
     misses: dict[str, Any] | None = None,
     roots: Sequence[Path] = SESSIONS,
     headlines: Sequence[str] = (),
+    turn3: dict[str, Any] | None = None,
 ) -> str:
     out: list[str] = []
     w = out.append
@@ -108,8 +110,8 @@ def render(
     w(
         "Each session is replayed on its own with `tma1 replay` machinery: the recorded "
         "session is converted into the hook payloads the agent would have sent "
-        "(`src/tma1/replay/`), each payload goes through `Service.handle_payload` — the live "
-        "path once a hook body is decoded — with a virtual clock set to its recorded time, "
+        "(`src/tma1/replay/`), each payload goes through `Service.handle_hook_async` — the live "
+        "entry path, as the decoded payload — with a virtual clock set to its recorded time, "
         "and token usage goes in as "
         "the transcript tailer stores it. Default settings: context_pressure threshold "
         "half the model's context window when known, else 100,000 tokens, budget "
@@ -247,6 +249,7 @@ def render(
     )
     w("")
     _previous(previous, all_emits, labels, w)
+    _truth_pass(turn3, all_emits, labels, headlines, w)
     if flaws:
         w("## Flaws the false positives show")
         w("")
@@ -316,6 +319,52 @@ def _previous(
     for note in previous.get("removed_by_fixes", []):
         w(f"- Removed by a rule fix in this evaluation: {md(note)}")
     if previous.get("removed_by_fixes"):
+        w("")
+
+
+_FIGURE = re.compile(r"\*\*(\d+) of (\d+)")
+
+
+def _truth_pass(
+    before: dict[str, Any] | None,
+    all_emits: list[tuple[SessionRun, dict[str, Any]]],
+    labels: dict[str, Any],
+    headlines: Sequence[str],
+    w: Any,
+) -> None:
+    """Issue 27's three figures before its last truth pass (kept in the labels file) and
+    now: bundle items true, failing Stops answered right, build_broken findings true."""
+    if not before:
+        return
+    now: dict[str, tuple[int, int]] = {}
+    for name, line in zip(("bundle", "stops"), headlines, strict=False):
+        if m := _FIGURE.search(line):
+            now[name] = (int(m.group(1)), int(m.group(2)))
+    kind = "build_broken_after_my_edit"
+    marks = [labels.get(emit_key(r.key, e), {}).get("label") for r, e in all_emits
+             if e["kind"] == kind]  # fmt: skip
+    now["build_broken"] = (marks.count("tp"), len(marks))
+    w(f"## Before and after {md(before.get('title', 'the truth pass'))}")
+    w("")
+    w(md(before.get("about", "")))
+    w("")
+    w("| measure | before | after |")
+    w("|---|---:|---:|")
+    names = {
+        "bundle": "session bundle items true",
+        "stops": "failing Stops answered right",
+        "build_broken": "build_broken_after_my_edit findings true",
+    }
+    for key, label in names.items():
+        b = before.get("figures", {}).get(key)
+        a = now.get(key)
+        shown_b = f"{b[0]} of {b[1]} ({pct(b[0], b[1])})" if b else "–"
+        shown_a = f"{a[0]} of {a[1]} ({pct(a[0], a[1])})" if a else "–"
+        w(f"| {label} | {shown_b} | {shown_a} |")
+    w("")
+    for note in before.get("notes", []):
+        w(f"- {md(note)}")
+    if before.get("notes"):
         w("")
 
 
@@ -461,7 +510,14 @@ def main() -> int:
     )
     stops_md, stops_line = stops.render(runs, judged_stops, _judgements(args.stops, "patterns"))
     doc = render(
-        runs, labels, flaws, data.get("previous"), misses, roots, (bundle_line, stops_line)
+        runs,
+        labels,
+        flaws,
+        data.get("previous"),
+        misses,
+        roots,
+        (bundle_line, stops_line),
+        data.get("truth_pass"),
     )
     doc += "\n" + bundle_md + "\n" + stops_md
     if args.check:

@@ -35,6 +35,8 @@ NOT_CHECKS = [
     "make generate",
     # Help and versions.
     "./tool --help",
+    "npm test -- --help",  # vitest's help: the script's tool describes itself
+    "pnpm run test:e2e -- --version",
     "pytest --version",  # youtube-mcp-server-b96d6883 (batch 3)
     "npx vitest --version 2>&1",
     "rustc --version",
@@ -42,6 +44,11 @@ NOT_CHECKS = [
     "cargo test -h",
     # Deploying, pushing, flashing, installing.
     "./scripts/fc1 push",
+    "./scripts/build-and-deploy.sh",  # a deploy tool, whatever else its name says
+    "./scripts/deploy.sh build",  # a shipping script's argument makes it no check
+    "bash scripts/publish-test-release.sh",
+    "./dist/cli.js test",  # the built program, given a `test` argument
+    "node out/server.js check",
     "./scripts/fc1 flash --port /dev/ttyUSB0",
     "npx playwright install chromium",  # gallifrey-d50e1daf.chat.json
     "just fmt",

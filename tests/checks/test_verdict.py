@@ -139,6 +139,49 @@ NO_VERDICT_EXITS = [
         "error: failed to run custom build command for `utoipa-swagger-ui v9.0.2`\n"
         "  --- stderr\n  curl: (6) Could not resolve host: github.com",
     ),
+    # A toolchain too old for a dependency, a dependency that cannot be fetched, no
+    # container daemon: the machine, not the code.
+    (
+        "cargo build",
+        "Exit code 101\nerror: package `clap_lex v0.7.4` cannot be built because it requires "
+        "rustc 1.74 or newer, while the currently active rustc version is 1.70.0",
+    ),
+    (
+        "dotnet build",
+        "Exit code 1\n/usr/share/dotnet/sdk/8.0.100/Sdks/Microsoft.NET.Sdk/targets/x.targets"
+        "(166,5): error NETSDK1045: The current .NET SDK does not support targeting .NET 9.0.",
+    ),
+    (
+        "mvn test",
+        "Exit code 1\n[ERROR] Failed to execute goal on project app: Could not resolve "
+        "dependencies for project com.x:app:jar:1.0: Could not transfer artifact x:y:1.0",
+    ),
+    (
+        "./gradlew test",
+        "Exit code 1\nFAILURE: Build failed with an exception.\n* What went wrong:\nCould not "
+        "resolve all files for configuration ':app:compileClasspath'.",
+    ),
+    (
+        "make test",  # its recipe runs the tests in a container
+        "Exit code 1\nCannot connect to the Docker daemon at unix:///var/run/docker.sock. Is "
+        "the docker daemon running?",
+    ),
+    # The type checker's own configuration is missing.
+    (
+        "npx tsc --noEmit -p web",
+        "Exit code 1\nerror TS5058: The specified path does not exist: 'web/tsconfig.json'.",
+    ),
+    # The port the run needs is taken: a server left running, not the code.
+    (
+        "npx playwright test tests/landing.spec.ts",
+        "Exit code 1\nError: http://localhost:3000 is already used, make sure that nothing is "
+        "running on the port/url or set reuseExistingServer:true in config.webServer.",
+    ),
+    (
+        "npm test",
+        "Exit code 1\nError: listen EADDRINUSE: address already in use :::3000\n"
+        "    at Server.setupListenHandle [as _listen2] (node:net:1817:16)",
+    ),
     # The post-processor after the check failed on its own: its heredoc does not parse.
     (
         "uv run ruff check src --output-format json | python3 << 'EOF'\n"
@@ -177,6 +220,19 @@ USAGE_ERRORS = [
     (
         "cd src-tauri; rustc -Z parse-only src/alden/cli.rs",
         "Exit code: 1\nOutput:\nerror: the option `Z` is only accepted on the nightly compiler",
+    ),
+]
+
+
+USAGE_ERRORS += [
+    # cac, yargs and commander (vitest, vite and most Node CLIs) refusing an option.
+    ("npx vitest run --reporter=dots --foo", "Exit code 1\nCACError: Unknown option `--foo`"),
+    ("npx eslint --fix-typo src", "Exit code 2\nerror: unknown option '--fix-typo'"),
+    # `uv run` with no such program in the environment.
+    (
+        "uv run pytest -q",
+        "Exit code 2\nerror: Failed to spawn: `pytest`\n  Caused by: No such "
+        "file or directory (os error 2)",
     ),
 ]
 
@@ -253,6 +309,12 @@ FAILS = [
         "    at Object.<anonymous> (/repo/node_modules/lodash/get.js:12:3)\n"
         "    at getUser (/repo/src/users.ts:41:10)",
     ),
+    # A format check that lists unformatted files: the code is not as the project requires
+    # (CI fails on it), though no line says "error".
+    ("uv run ruff format --check .", "Exit code 1\nWould reformat: src/app/models.py\n"
+     "1 file would be reformatted, 40 files left unchanged"),
+    ("npx prettier --check src", "Exit code 1\nChecking formatting...\n[warn] src/a.ts\n"
+     "[warn] Code style issues found in the above file. Run Prettier with --write to fix."),
     # A Python one-liner that is the check itself, not a post-processor of one.
     ("python3 scripts/check_schema.py", "Exit code 1\nTraceback (most recent call last):\n"
      '  File "scripts/check_schema.py", line 3, in <module>\nKeyError: \'id\''),
@@ -349,3 +411,38 @@ def test_codex_framing_is_read_the_same() -> None:
     ev = _codex("cargo check", "Exit code: 1\nWall time: 0.1 seconds\nOutput:\n")
     assert ev.failure_kind == "no_verdict"
     assert ev.tool_error_summary is None
+
+
+# --- a pass cut short by `head` -------------------------------------------------------------
+
+GO_OKS = "".join(f"ok  \tgithub.com/acme/app/pkg{i}\t0.{i}s\n" for i in range(20))
+
+
+@pytest.mark.parametrize(
+    ("command", "output"),
+    [
+        # templar-373740ff 21:07: `go test -short ./... | head -20` showed 20 passing
+        # packages; internal/monitoring, further down, failed (and did two minutes later).
+        ("go test -short ./... 2>&1 | head -20", GO_OKS),
+        ("pytest -q 2>&1 | head -n 5", "....\n....\n....\n....\n....\n"),
+        ("npm run build 2>&1 | head", "".join(f"line {i}\n" for i in range(10))),
+        ("cargo test 2>&1 | head --lines=3", "running 3 tests\ntest a ... ok\ntest b ... ok\n"),
+    ],
+)
+def test_a_check_whose_output_filled_head_has_no_verdict(command: str, output: str) -> None:
+    # The exit status is head's and the runner's own verdict lies past the cut: neither a
+    # pass (it would close the failure) nor a failure.
+    ev = _piped(command, output)
+    assert ev.failure_kind == "no_verdict"
+    assert outcome_of(ev.tool_command, ev.event_type, ev.tool_success, ev.failure_kind) is (
+        Outcome.NO_VERDICT
+    )
+
+
+def test_a_head_that_was_not_filled_or_showed_a_failure_is_read_as_usual() -> None:
+    short = _piped("go test ./... 2>&1 | head -50", GO_OKS)  # 20 lines of 50: all of it
+    assert short.tool_success is True and short.failure_kind is None
+    failing = _piped("pytest -q 2>&1 | head -3", "F...\nFAILED tests/test_a.py::test_b\n1 failed\n")
+    assert failing.failure_kind == "masked"
+    not_a_check = _piped("git log --oneline | head -3", "a\nb\nc\n")
+    assert not_a_check.failure_kind is None

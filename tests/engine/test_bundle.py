@@ -144,6 +144,34 @@ def test_a_check_that_never_passed_is_failing_since_not_broken_by() -> None:
     assert "(last run in this session; 2 failing runs)" in mine.text
 
 
+@pytest.mark.parametrize(
+    "seen_pass",
+    [
+        # templar-373740ff 21:07: `go test -short ./... | head -20` exited 0 showing 20
+        # passing packages; internal/monitoring, past the cut, failed as it had all day. The
+        # next failure was then "broken by" the session that ran it.
+        (
+            "go test -short ./... 2>&1 | head -20",
+            "".join(f"ok  \tacme/pkg{i}\t0.1s\n" for i in range(20)),
+        ),
+        ("pytest -q | head -n 3", "....\n....\n....\n"),
+    ],
+)
+def test_a_pass_cut_short_by_head_is_no_pass_to_be_broken_from(seen_pass: tuple[str, str]) -> None:
+    command, shown = seen_pass
+    rerun = command.split(" 2>&1")[0].split(" |")[0]
+    runs = [
+        ev(bash_ok(OTHER, command, shown), T0),
+        fail(ME, rerun, T0 + 1_000, "Exit code 1\nFAIL\tacme/monitoring\t3.1s\n1 failed\n"),
+    ]
+    b = build_bundle(inp(source="startup", session_id="third-33333333", runs=runs))
+    assert "broken by" not in b.text and "failing since" in b.text
+    # The same pass shown whole (fewer lines than head keeps) is a pass: then it broke.
+    whole = [ev(bash_ok(OTHER, command, "ok  \tacme/pkg0\t0.1s\n"), T0), runs[1]]
+    b = build_bundle(inp(source="startup", session_id="third-33333333", runs=whole))
+    assert f"broken by session {ME[:8]}" in b.text
+
+
 def test_an_invocation_error_is_no_verdict_on_a_check() -> None:
     e = fail(ME, "npm run lnit", T0, 'Exit code 1\nnpm error Missing script: "lnit"')
     e.failure_kind = "invocation"

@@ -209,6 +209,8 @@ _CHECK_WORD = re.compile(
 _NAME_WORDS = re.compile(r"[eE]2[eE]|[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 # Never a check, whatever else the name says: starting or serving the program, shipping it.
 _PROGRAM_NAME = re.compile(r"^(?:start|serve|dev|deploy|publish|release|push|flash|upload)")
+# Shipping the program, wherever the word stands in the name: `build-and-deploy.sh` deploys.
+_SHIP_WORDS = frozenset({"deploy", "deployment", "publish", "push", "flash", "upload"})
 _MACHINE_WORDS = frozenset(
     {"prereq", "prereqs", "prerequisite", "prerequisites", "env", "environment", "setup",
      "deps", "dependencies", "health", "healthcheck", "status", "install", "tools",
@@ -220,6 +222,8 @@ _SHIPPING = frozenset(
 )  # fmt: skip
 # Directories that hold built programs: `./target/release/app`, `./build/app`, `bin/srv`.
 _BUILT_DIRS = frozenset({"target", "build", "dist", "bin", "out", "release", "debug"})
+# Of those, the ones whose scripts too are build output (`dist/cli.js` is compiled code).
+_OUTPUT_DIRS = frozenset({"target", "dist", "out"})
 _TEMP_DIRS = ("/tmp/", "/var/tmp/", "/private/tmp/", "/var/folders/", "/private/var/folders/")
 _PATH_WORD = re.compile(r"[\w@%+=:,.~/-]+")
 _TASK_WORD = re.compile(r"[\w:.-]+")  # `./dev.sh test`, `./x.py check:types`
@@ -228,13 +232,20 @@ _HELP_FLAGS = frozenset({"--help", "-h", "--version", "-V"})
 _PM_VALUE_FLAGS = frozenset({"--filter", "-F", "--workspace", "-w", "--cwd", "--dir", "-C"})
 
 
+def ships(name: str) -> bool:
+    """A script's name says it ships the program (`deploy.sh`, `build-and-deploy.sh`,
+    `publish-test-release.sh`): whatever else it or its arguments say, no check."""
+    stem = _SCRIPT_FILE.sub("", name.rsplit("/", 1)[-1])
+    return any(w.lower() in _SHIP_WORDS for w in _NAME_WORDS.findall(stem))
+
+
 def says_check(name: str) -> bool:
     """A script's file name (or a task's name) says it checks: one of its words is
     build, test, check, lint, verify, ci, compile or typecheck (`run_tests.sh`,
-    `check-types.ts`), and it does not start or ship the program (`start-test-server`)."""
+    `check-types.ts`), and it does not start or ship the program (`ships`)."""
     stem = _SCRIPT_FILE.sub("", name.rsplit("/", 1)[-1])
-    if _PROGRAM_NAME.match(stem.lower()):
-        return False
+    if _PROGRAM_NAME.match(stem.lower()) or ships(stem):
+        return False  # `start-test-server`, `build-and-deploy`
     words = [w.lower() for w in _NAME_WORDS.findall(stem)]
     # `check-prerequisites.sh`, `check_env.py`, `healthcheck`: the machine, not the code.
     if any(w in _MACHINE_WORDS for w in words):
@@ -317,6 +328,8 @@ def _script_step(workdir: str, script: str, args: list[str]) -> Step | None:
         return Step(workdir, "manage.py test", _scope(args[1:]))
     if not _SCRIPT_FILE.search(base) and any(d in _BUILT_DIRS for d in dirs):
         return None  # a program the build made: running it checks nothing
+    if any(d in _OUTPUT_DIRS for d in dirs) or ships(base):
+        return None  # `node dist/cli.js test`, `./deploy.sh build`: the program, shipping it
     first = next((a for a in args if not a.startswith("-")), "")
     if says_check(base) or (
         _TASK_WORD.fullmatch(first) and first not in _SHIPPING and says_check(first)
@@ -333,6 +346,10 @@ def _step(inv: Invocation) -> Step | None:
     base = words[0].rsplit("/", 1)[-1]
     rest = words[1:]
     if _asks_for_help(rest):
+        return None
+    if base in _NODE_PMS and "--" in rest and _asks_for_help(rest[rest.index("--") + 1 :]):
+        # `npm test -- --help`: the words after `--` are the script's tool's (vitest, jest),
+        # which describes itself; no compiler runs first, unlike `cargo test -- --help`.
         return None
     # `npm --prefix web test`, `pnpm -C web test`, `make -C dir`: the directory moves.
     for flag in ("--prefix", "-C", "--dir", "--cwd"):

@@ -94,6 +94,10 @@ _INVOCATION = re.compile(
     r"^error: the following (?:arguments are|required arguments were) (?:required|not provided)|"
     r"^ERROR: (?:file or directory not found|usage:|not found:)|"
     r"^No tests found|^No test files found|^no tests ran|^Unknown (?:command|option)|"
+    # cac (vitest, vite), yargs and commander refusing an option.
+    r"^CACError: Unknown option|^Unknown arguments?: |^error: unknown option '|"
+    # `uv run` found no such program to run.
+    r"^error: Failed to spawn: |"
     r"^(?:Usage|usage): |Permission denied$|^go: cannot find main module|"
     r"^Error: (?:unknown (?:flag|shorthand flag|command)|can't load config|No tests found)\b|"
     r"^error: (?:unrecognized|unknown) (?:option|flag|argument)|"
@@ -240,6 +244,36 @@ def is_masked_failure(command: str | None, output: str | None) -> bool:
     return bool(_TAIL_MARKERS.search(tail)) and not fixed_everything(output)
 
 
+_HEAD_COUNT = re.compile(r"^-(?:n\s*)?(\d+)$|^--lines=(\d+)$")
+
+
+def cut_by_head(command: str | None, output: str | None) -> bool:
+    """The check's output went through `head` and filled it: what the agent saw stops
+    before the runner's verdict, and the exit status is `head`'s. A pass it is not
+    (`go test ./... | head -20` hid the failing package on line 31)."""
+    if not command or not output:
+        return False
+    stages = split_shell(command)
+    for i, (_, op) in enumerate(stages[:-1]):
+        if op not in ("|", "|&"):
+            continue
+        words = stages[i + 1][0].split()
+        if not words or words[0] != "head":
+            continue
+        limit = 10
+        args = words[1:]
+        for j, w in enumerate(args):
+            m = _HEAD_COUNT.match(w)
+            if w == "-n" and j + 1 < len(args) and args[j + 1].isdigit():
+                limit = int(args[j + 1])
+            elif m:
+                limit = int(m.group(1) or m.group(2))
+            elif w.startswith("-c") or w.startswith("--bytes"):
+                return False  # a byte cut: not a line count
+        return len(output.rstrip("\n").splitlines()) >= limit
+    return False
+
+
 def masked_kind(command: str | None, output: str | None) -> str | None:
     """The `failure_kind` of a successful shell call that is no plain pass: `masked` (a
     pipe hid a failure), or `no_verdict` when what failed was not the code, or when a test
@@ -247,6 +281,8 @@ def masked_kind(command: str | None, output: str | None) -> str | None:
     §2.21)."""
     if not is_masked_failure(command, output):
         if command and output and check_of(command) is not None and ran_no_tests(output):
+            return Outcome.NO_VERDICT.value
+        if command and check_of(command) is not None and cut_by_head(command, output):
             return Outcome.NO_VERDICT.value
         return None
     if no_verdict(command, output, exited=False):

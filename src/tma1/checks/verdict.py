@@ -51,6 +51,15 @@ _ENVIRONMENT = re.compile(
     r"failed to get `[^`]+` as a dependency|Could not resolve host|"
     r"Timed out waiting \d+ms from config\.webServer|Executable doesn't exist at|"
     r"Failed to start plugin worker|"
+    # A toolchain older than the project or a dependency needs, a dependency that cannot
+    # be fetched, a container daemon that is not running.
+    r"requires rustc [\d.]+ or newer|\bNETSDK1045\b|does not support targeting \.NET|"
+    r"Could not resolve dependencies for project|Could not transfer artifact|"
+    r"Could not resolve all (?:files|dependencies|artifacts) for configuration|"
+    r"Cannot connect to the Docker daemon|Is the docker daemon running|"
+    # The port the run needs is taken (a dev server left running): the machine, not the code.
+    r"\bEADDRINUSE\b|[Aa]ddress already in use|is already used, make sure that nothing is "
+    r"running on the port|"
     # No network where the runner fetches its dependencies.
     r"\bdial tcp\b|no such host|[Nn]etwork is unreachable|getaddrinfo|\bENOTFOUND\b|"
     r"Temporary failure in name resolution"
@@ -60,7 +69,9 @@ _CONFIGURATION = re.compile(
     r"\b(?:missing|required) (?:required )?(?:environment|env) variables?\b|"
     r"\b(?:environment|env) variables? [\"'`]?[A-Z][A-Z0-9_]+[\"'`]? (?:is )?"
     r"(?:not set|missing|required|undefined)|"
-    r"^KeyError: '[A-Z][A-Z0-9_]{2,}'$",
+    r"^KeyError: '[A-Z][A-Z0-9_]{2,}'$|"
+    # The type checker's own configuration is missing.
+    r"\berror TS(?:5057|5058|6053)\b.*tsconfig",
     re.MULTILINE,
 )
 # Installed code, not the project's: a location in one of these is the runner's own.
@@ -85,7 +96,9 @@ _POST_PROCESSOR_CRASH = re.compile(
 _EVIDENCE = re.compile(
     r"error|fail|panic|exception|traceback|assert|undefined|cannot|can't|unable|not found|no such|"
     r"denied|invalid|unexpected|expected|mismatch|violation|problem|warning|abort|"
-    r"[✕×✗✖]|\bE\d{3,4}\b|\b[A-Z]{1,4}\d{3,4}\b",
+    r"[✕×✗✖]|\bE\d{3,4}\b|\b[A-Z]{1,4}\d{3,4}\b|"
+    # A format check's verdict: the code is not formatted as the project requires.
+    r"reformat|code style issues|not (?:properly )?formatted|^Diff in ",
     re.IGNORECASE,
 )
 # The run was stopped before it judged the code: MSBuild's "the build was canceled"

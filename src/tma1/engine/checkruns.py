@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tma1.checks import Check, Outcome, check_of, error_line, outcome_of
+from tma1.checks import Check, Outcome, check_of, error_line, outcome_of, split_shell
 from tma1.checks.identity import Step, is_script_file
 from tma1.engine.supersession import errors_of, ids_passed_since, supersedes
 from tma1.engine.window import SessionWindow
@@ -71,6 +71,13 @@ _COMPILE_ERROR = re.compile(
     r"\berror TS\d+\b|\berror\[E\d+\]|\berror CS\d+\b|^\S+\.go:\d+:\d+: |"
     r"^\S+\.(?:c|cc|cpp|h|hpp|rs|swift|zig):\d+(?::\d+)?: (?:fatal )?error\b"
 )
+
+
+def compile_error(line: str) -> bool:
+    """The line is a compiler's error (`error TS2322`, `error[E0308]`, `x.go:3:1: …`)."""
+    return _COMPILE_ERROR.search(line.strip()) is not None
+
+
 _BUILD_SCRIPTS = frozenset({"build", "typecheck", "type-check", "tsc", "compile"})
 
 
@@ -81,19 +88,57 @@ def _builds(step: Step) -> bool:
     )
 
 
-def _compile_step_passed_since(r: Run, passed_later: dict[Check, None]) -> bool:
-    """A chained run (`npm run build && node x.js`) failed on a compiler's error, and its
-    build step passed since: what it said is the build's and no longer true, and the steps
-    after the build never ran in it (attio-aaeb53d1's bundle quoted the TS2307 of a build
-    that had passed since)."""
-    if len(r.check.steps) < 2:
-        return False
-    said = r.event.tool_error_summary or error_line(r.event.tool_result or "") or ""
-    if not _COMPILE_ERROR.search(said):
-        return False
-    return any(
-        _builds(st) and any(_covers(p, Check((st,))) for p in passed_later) for st in r.check.steps
-    )
+# Which step of a chain wrote an error line: (the line's kind, the runners that write it).
+# In `lint && format && build && test` the step that failed is the first that can have
+# written the run's error; `&&` means every step before it passed in that run, and none
+# after it ran.
+_STEP_OF_ERROR: tuple[tuple[re.Pattern[str], re.Pattern[str] | None], ...] = (
+    (_COMPILE_ERROR, None),  # None: a build step (`_builds`)
+    (
+        re.compile(
+            r"Code style issues|Forgot to run Prettier|would reformat|"
+            r"files? would be reformatted|not properly formatted|Diff in \S+ at line",
+            re.IGNORECASE,
+        ),
+        re.compile(r"format|prettier|\bfmt\b|black|isort"),
+    ),
+    (
+        re.compile(r"✖ \d+ problems?|\d+ problems? \(\d+ errors?|^Found \d+ errors?\b"),
+        re.compile(r"lint|eslint|ruff|flake8|clippy|biome"),
+    ),
+    (
+        re.compile(r"^(?:--- )?(?:FAIL|FAILED)\b|\b\d+ (?:tests? )?failed\b|Tests?:?\s+\d+ failed"),
+        re.compile(r"test|spec|jest|vitest|mocha|pytest|playwright|cypress|e2e"),
+    ),
+)
+
+
+def _failing_step(r: Run) -> Step | None:
+    """The step of an `&&` chain that wrote the run's error line (see `_STEP_OF_ERROR`);
+    None when the run is no such chain or the line says no step."""
+    if len(r.check.steps) < 2 or any(
+        op in (";", "||", "\n") for _, op in split_shell(r.event.tool_command or "")
+    ):
+        return None
+    said = (r.event.tool_error_summary or error_line(r.event.tool_result or "") or "").strip()
+    for line_kind, runner_kind in _STEP_OF_ERROR:
+        if not line_kind.search(said):
+            continue
+        for st in r.check.steps:
+            if _builds(st) if runner_kind is None else runner_kind.search(st.runner):
+                return st
+        return None
+    return None
+
+
+def _failing_step_passed_since(r: Run, passed_later: dict[Check, None]) -> bool:
+    """A chained run (`npm run build && node x.js`, `lint && format && test`) failed at a
+    step, and that step passed since: what the run said is that step's and no longer
+    true; the steps before it passed in the run, the steps after it never ran (attio-
+    aaeb53d1's bundle quoted the TS2307 of a build that had passed since; attio-7c4ca6ea's,
+    the Prettier warning of a chain whose format check passed 34 s later)."""
+    st = _failing_step(r)
+    return st is not None and any(_covers(p, Check((st,))) for p in passed_later)
 
 
 def _closed(runs: list[Run]) -> tuple[set[int], set[int]]:
@@ -121,7 +166,7 @@ def _closed(runs: list[Run]) -> tuple[set[int], set[int]]:
                         any(_covers(p, Check((st,))) for p in passed_later) for st in r.check.steps
                     )
                 )
-                or _compile_step_passed_since(r, passed_later)
+                or _failing_step_passed_since(r, passed_later)
                 or (
                     r.event.test_ids
                     and ids_passed_since(
@@ -233,6 +278,59 @@ def run_of(ev: HookEvent, project: str | None, scratch: frozenset[str] = frozens
     )
 
 
+# `git checkout REF` / `git switch REF` / `git reset --hard`: the working tree is another
+# one. `-b`/`-c` (a new branch keeps the tree), `--` and paths (`logs/`, `src/a.ts`) are not.
+_GIT_SWITCH = re.compile(r"^git\s+(?:-C\s+\S+\s+)?(checkout|switch|reset)\s+(.+)$")
+_REF = re.compile(r"^[\w][\w\-/.]*$")
+_FILE_NAME = re.compile(r"\.[A-Za-z]\w*$")
+
+
+def switches_tree(command: str) -> bool:
+    """The shell command replaces the project's working tree with another branch's or
+    commit's: the checks run before it judged code that is no longer there (attio-aaeb53d1
+    06:47: the failing suite ran on a branch the agent then stashed and left for main)."""
+    for segment, _ in split_shell(command):
+        m = _GIT_SWITCH.match(" ".join(segment.split()))
+        if m is None:
+            continue
+        verb, args = m.group(1), m.group(2).split()
+        if verb == "reset":
+            if "--hard" in args:
+                return True
+            continue
+        if any(a.startswith("-") for a in args):
+            continue  # `-b`/`-c` (a new branch keeps the tree), `--` (paths), options
+        # One ref: `release/2.1` is a branch; `a.ts` and `logs/` are paths.
+        ref = args[0]
+        if (
+            len(args) == 1
+            and _REF.match(ref)
+            and not ref.endswith("/")
+            and not _FILE_NAME.search(ref)
+        ):
+            return True
+    return False
+
+
+def _tree_switched_at(events: Iterable[HookEvent], now: int) -> int | None:
+    """When the newest successful working-tree switch (`switches_tree`) ran, at or before
+    `now`."""
+    newest = None
+    for e in events:
+        if e.ts > now:
+            break
+        if (
+            e.tool_name in SHELL_TOOLS
+            and e.event_type == "PostToolUse"
+            and e.tool_success is True
+            and e.tool_command
+            and "git" in e.tool_command
+            and switches_tree(e.tool_command)
+        ):
+            newest = e.ts
+    return newest
+
+
 def check_runs(window: SessionWindow, now: int) -> CheckRuns:
     key = ("check_runs", now, len(window.events))
     memo = window.memo.get(key)
@@ -245,6 +343,10 @@ def check_runs(window: SessionWindow, now: int) -> CheckRuns:
         if e.ts <= now and e.tool_command and (r := run_of(e, window.project, scratch)) is not None
     ]
     closed, superseded = _closed(runs)
+    switched = _tree_switched_at(window.events, now)
+    if switched is not None:
+        # Failures on a tree the project no longer has: no verdict about its code now.
+        closed |= {id(r.event) for r in runs if r.failed and r.ts < switched}
     gone = closed | superseded
     open_failures = {r.check.identity: r for r in runs if r.failed and id(r.event) not in gone}
     found = CheckRuns(runs, closed, superseded, open_failures)

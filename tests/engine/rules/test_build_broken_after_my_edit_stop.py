@@ -222,7 +222,13 @@ def test_silent_when_another_session_left_the_same_failure_before_this_one_began
     assert at_start == {
         "go test": frozenset({"FAIL", "FAIL github.com/acme/app/internal/monitoring #.#s"})
     }  # the skipped test's log line is no error
-    events = [edit(at(0), API), bash_fail(at(2), GO_TEST, GO_TEST_OUT)]
+    # The package passed in this session before its edit: whatever fails now is news,
+    # unless it is what the project already had failing when the session began.
+    events = [
+        bash_ok(at(0), GO_TEST, "ok  \tgithub.com/acme/app/internal/monitoring\t1.2s\n"),
+        edit(at(1), API),
+        bash_fail(at(2), GO_TEST, GO_TEST_OUT),
+    ]
 
     def stop_with(failing: dict[str, frozenset[str]]) -> list[Anomaly]:
         w = window([*events, stop(at(20), "Fixed the lint warnings.")], start=at(0))
@@ -262,16 +268,17 @@ def test_silent_when_it_stopped_over_the_same_errors_before() -> None:
     # block on it (the window no longer held the first failures, 18:46). Once is enough.
     pkg_fail = "FAIL\tgithub.com/conneroisu/templar/internal/monitoring\t3.136s\n"
     events = [
+        bash_ok(at(-1), "go test -short ./internal/monitoring", "ok"),
         edit(at(0), src("internal/server/server.go")),
         bash_fail(at(1), "go test -short ./internal/monitoring", pkg_fail),
         stop(at(2), "CI is green again."),
         edit(at(4), src("internal/plugins/integration_test.go")),
         bash_fail(at(5), "go test -short ./internal/monitoring", pkg_fail.replace("3.136", "3.2")),
     ]
-    assert at_stop(events[:2], "CI is green again.", when=2)  # the first Stop: blocked
+    assert at_stop(events[:3], "CI is green again.", when=2)  # the first Stop: blocked
     assert at_stop(events, "Done.") == []
     other = bash_fail(at(5), "go test -short ./internal/monitoring", "--- FAIL: TestAlertManager\n")
-    assert at_stop([*events[:4], other], "Done.")  # new errors: a fresh break
+    assert at_stop([*events[:5], other], "Done.")  # new errors: a fresh break
 
 
 # --- a window that does not reach back to the session's first edit ---------------------------
@@ -291,7 +298,11 @@ def test_no_fresh_break_when_the_window_cannot_tell_it_was_already_failing() -> 
         bash_fail(at(1), "go test -short ./internal/monitoring", pkg_fail),
     ]
     assert at_stop(events, "Done.", whole=False) == []
-    assert at_stop(events, "Done.", whole=True)  # the whole session in view: a fresh break
+    # The whole session in view, and the failure is in code it edited: a fresh break.
+    in_edit = "--- FAIL: TestServe (0.01s)\n    server.go:88: nil handler\n" + pkg_fail
+    assert at_stop([events[0], bash_fail(at(1), events[1].tool_command or "", in_edit)], "Done.")
+    # It does not: a package first seen failing, in code the session never touched.
+    assert at_stop(events, "Done.", whole=True) == []
     # A pass in the window shows the check worked here: its failure after the edit is new.
     passed = [bash_ok(at(-1), "go test -short ./internal/monitoring", "ok"), *events]
     [a] = at_stop(passed, "Done.", whole=False)
@@ -307,3 +318,93 @@ def test_an_unverified_fix_still_blocks_when_the_window_starts_mid_session() -> 
     ]
     [a] = at_stop(events, "Fixed the handler.", whole=False)
     assert a.extra["stop"] == "unverified"
+
+
+# --- a test suite never seen working (design §2.22: pre-existing) ----------------------------
+
+SPEC_OUT = (
+    "Running 16 tests using 4 workers\n"
+    "  1) [chromium] › tests/design.spec.ts:10:11 › Typography › uses font-heading for H1\n"
+    "    Error: Timed out 5000ms waiting for expect(locator).toHaveClass(expected)\n"
+    "      at tests/design.spec.ts:21:27\n"
+    "  1 failed\n  15 passed (41.2s)\n"
+)
+PYTEST_OTHER = (
+    "tests/test_reports.py:40: in test_monthly\n    assert totals == {'jan': 3}\n"
+    "E   AssertionError: assert {'jan': 2} == {'jan': 3}\n"
+    "FAILED tests/test_reports.py::test_monthly - AssertionError\n1 failed, 30 passed in 2.1s\n"
+)
+
+
+GO_MON_OUT = (
+    "=== RUN   TestMonitorHealthChecks\n"
+    'level=INFO msg="Health monitor started" component=monitor\n'
+    "--- PASS: TestMonitorHealthChecks (0.20s)\n"
+    "=== RUN   TestAlertDelivery\n    alerts_test.go:88: expected 2 alerts, got 0\n"
+    "--- FAIL: TestAlertDelivery (0.01s)\n"
+    "FAIL\nFAIL\tgithub.com/acme/app/internal/monitoring\t3.173s\nFAIL\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("edited", "command", "output"),
+    [
+        # gallifrey-d50e1daf 21:40: lint fixes in components, then a Playwright spec the
+        # session never touched failed on typography asserts (its first run).
+        ("components/Search.tsx", "npx playwright test tests/design.spec.ts", SPEC_OUT),
+        ("src/billing.py", "pytest -q", PYTEST_OTHER),
+        ("src/billing.py", "python -m pytest tests/test_reports.py -x", PYTEST_OTHER),
+        # templar c056cf62: a passing test's log names `monitor`, the module the session
+        # edited elsewhere; only the error lines speak of the failure.
+        ("internal/performance/monitor.go", "go test -v ./internal/monitoring", GO_MON_OUT),
+    ],
+)
+def test_silent_when_a_never_seen_working_suite_fails_in_code_the_session_did_not_touch(
+    edited: str, command: str, output: str
+) -> None:
+    events = [edit(at(0), src(edited)), bash_fail(at(2), command, output)]
+    assert at_stop(events, "Done: the lint warnings are fixed.") == []
+    # Seen working before the edit: the failure is news, and the session's.
+    baseline = bash_ok(at(-1), command, "16 passed (40.1s)\n")
+    [a] = at_stop([baseline, *events], "Done: the lint warnings are fixed.")
+    assert a.extra["stop"] == "fresh"
+
+
+def test_a_first_test_run_failing_in_an_edited_file_or_on_a_compile_error_still_blocks() -> None:
+    # The failure points into what the session edited: its break, baseline or not.
+    billing = src("src/billing.py")
+    in_edit = PYTEST_OTHER.replace(
+        "E   AssertionError", "src/billing.py:12: in total\nE   AssertionError"
+    )
+    events = [edit(at(0), billing), bash_fail(at(2), "pytest -q", in_edit)]
+    assert build_kinds(at_stop(events, "Done.")) == [Kind.BUILD_BROKEN_AFTER_MY_EDIT]
+    # A test run that does not compile is a broken build, even in a file the session did
+    # not edit (a caller of the function it changed).
+    go_out = (
+        "# github.com/acme/app/internal/api\n"
+        "internal/api/handler.go:41:17: not enough arguments in call to store.Save\n"
+        "FAIL\tgithub.com/acme/app/internal/api [build failed]\n"
+    )
+    events = [
+        edit(at(0), src("internal/store/store.go")),
+        bash_fail(at(2), "go test ./...", go_out),
+    ]
+    assert build_kinds(at_stop(events, "Done.")) == [Kind.BUILD_BROKEN_AFTER_MY_EDIT]
+
+
+def test_a_first_test_run_failing_in_a_test_of_an_edited_module_still_blocks() -> None:
+    # An assertion fails in the test file only (no frame in the code), but the test is the
+    # edited module's: the session changed what it tests.
+    out = (
+        "tests/test_pricing.py:40: in test_total\n    assert total(items) == 30\n"
+        "E   assert 27 == 30\nFAILED tests/test_pricing.py::test_total - assert 27 == 30\n"
+        "1 failed, 30 passed in 2.1s\n"
+    )
+    events = [edit(at(0), src("src/shop/pricing.py")), bash_fail(at(2), "pytest -q", out)]
+    assert build_kinds(at_stop(events, "Done.")) == [Kind.BUILD_BROKEN_AFTER_MY_EDIT]
+    vitest = (
+        " FAIL  src/cart.test.ts > cart > sums the lines\n"
+        "AssertionError: expected 27 to be 30\n Test Files  1 failed | 9 passed (10)\n"
+    )
+    events = [edit(at(0), src("src/cart.ts")), bash_fail(at(2), "npx vitest run", vitest)]
+    assert build_kinds(at_stop(events, "Done.")) == [Kind.BUILD_BROKEN_AFTER_MY_EDIT]

@@ -7,6 +7,7 @@ success announced over a failing check must still block.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rulekit import at, bash_fail, edit, event, src, window
@@ -262,3 +263,41 @@ OCODEX_1539 = (
 def test_failures_named_as_environmental_and_unrelated_hand_back() -> None:
     assert hands_back(OCODEX_1539, check_terms(check_of("cargo test -p codex-core")))  # type: ignore[arg-type]
     assert not hands_back("Make sure the tests don't fail before merging.", PYTEST)
+
+
+NPM_TEST = check_terms(check_of("npm test"), ["src/cache.ts"])  # type: ignore[arg-type]
+NPM_BUILD = check_terms(check_of("npm run build"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("message", "terms"),
+    [
+        # The failure in other words than "fails": an exit status, red, "errors out",
+        # "times out"; a fix denied; an issue owned up to (held-out turn 3: a final
+        # message that already said why it failed was blocked).
+        ("Done. Note: `npm test` exits non-zero due to 2 flaky network tests.", NPM_TEST),
+        ("Implemented the endpoint. Tests are red because the database is down.", NPM_TEST),
+        ("Known issue: two tests in the cache suite still time out in this sandbox.", NPM_TEST),
+        (
+            "The build is failing on a type error in src/api.ts that I haven't resolved yet.",
+            NPM_BUILD,
+        ),
+        ("Heads up: the build errors out on TS2322; I ran out of time to fix it.", NPM_BUILD),
+        ("The test run exited with code 1: the e2e specs need a browser this box lacks.", NPM_TEST),
+    ],
+)
+def test_a_failure_said_in_other_words_hands_back(message: str, terms: frozenset[str]) -> None:
+    assert hands_back(message, terms)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "The flaky cache test no longer times out; all tests pass.",
+        "Fixed the test that timed out in CI.",
+        "The build no longer errors out.",
+        "Added a timeout to the cache client so requests cannot hang.",
+    ],
+)
+def test_a_timeout_fixed_or_only_mentioned_hands_nothing_back(message: str) -> None:
+    assert not hands_back(message, NPM_TEST) and not hands_back(message, NPM_BUILD)

@@ -44,7 +44,7 @@ _NEGATED = re.compile(
     r"\b(?:no|zero|0|none of the|without(?: any)?)\s+(?:\w+\s+){0,2}?"
     r"(?:errors?|failures?|failing\s+\w+|issues?|warnings?|blockers?|problems?)\b"
     r"(?:\s+remain(?:ing|s)?)?"
-    r"|\bno longer\s+(?:\w+\s+)?(?:fail\w*|errors?|broken|breaks?)"
+    r"|\bno longer\s+(?:\w+\s+)?(?:fail\w*|errors?|broken|breaks?|times?\s+out|hangs?)"
     r"|\b(?:not|n't|never)\s+(?:\w+\s+)?(?:failing|broken|fail)\b"
     r"|\b(?:fix(?:ed|ing)?|resolv(?:ed|ing)|address(?:ed|ing)|clean(?:ed|ing)\s+up|removed|"
     r"eliminated|suppress(?:ed|ing)|silenc(?:ed|ing))\s+(?:(?:all|the|of|every)\s+)*(?:\w+\s+)?remaining\s+\w+",
@@ -68,11 +68,15 @@ _DONE = re.compile(
     re.IGNORECASE,
 )
 _STRONG = re.compile(
-    r"\bstill\s+(?:\w+\s+)?(?:fail\w*|broken|red|errors?|erroring|has\s+errors?|does\s*n[o']t|won'?t|can'?t)"
+    r"\bstill\s+(?:\w+\s+)?(?:fail\w*|broken|red|errors?|erroring|has\s+errors?|does\s*n[o']t|won'?t|can'?t|"
+    r"times?\s+out|timing\s+out|hangs?)"
     r"|\bremaining\s+(?:\w+\s+){0,2}(?:errors?|failures?|issues?|warnings?|problems?|blockers?)"
     r"|\b(?:errors?|failures?|issues?|problems?)\s+(?:remain|left|outstanding)"
     r"|\bremain(?:s)?\s+(?:failing|broken|open|unresolved)"
     r"|\bunresolved\b|\bnot\s+(?:yet\s+)?(?:resolved|fixed|passing)\b|\bblockers?\b|\bblocked\b"
+    # A fix denied, an issue owned up to: "that I haven't resolved yet", "known issue: …".
+    r"|\b(?:have|has)(?:\s+not|n'?t)\s+(?:yet\s+)?(?:been\s+)?(?:resolved|fixed|addressed)"
+    r"|\bknown\s+(?:issues?|failures?|problems?)\b|\bran\s+out\s+of\s+time\b"
     r"|\b(?:could\s*n[o']t|can\s*n[o']t|cannot|unable\s+to|did\s*n[o']t|was\s*n[o']t\s+able\s+to)"
     r"\s+(?:\w+\s+)?(?:fix|resolve|get|make|solve|finish)"
     r"|\bpre-?existing\s+(?:\w+\s+){0,3}?(?:errors?|failures?|issues?|problems?|bugs?|breakage)"
@@ -88,7 +92,10 @@ _STRONG = re.compile(
 # Failure words that say something fails *now*. A bare "errors" does not: "the build
 # errors were caused by X" describes what the agent fixed.
 _WEAK = re.compile(
-    r"\b(?:fails|failing|broken|breaks|is\s+red)\b|\b(?:tests|checks|builds|specs)\s+fail\b"
+    r"\b(?:fails|failing|broken|breaks|(?:is|are)\s+red)\b|\b(?:tests|checks|builds|specs)\s+fail\b"
+    # The failure said in other words: an exit status, "errors out", "times out".
+    r"|\bexit(?:s|ed)?\s+(?:with\s+)?(?:non-?zero|code\s+[1-9]\d*|status\s+[1-9]\d*)"
+    r"|\berrors?\s+out\b|\b(?:time|times|timed)\s+out\b"
     r"|\b(?:there\s+(?:are|is)|has|have|with|shows?|reports?|hit)\s+(?:still\s+)?"
     r"(?:\d+|some|several|many|a\s+few|a\s+(?:big\s+)?(?:cluster|bunch|number|lot)\s+of)\s+"
     r"(?:\w+\s+){0,2}(?:errors?|failures?|problems?)\b",

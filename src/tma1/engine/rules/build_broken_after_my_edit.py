@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from tma1.checks import error_line, error_line_of_file, lines_in, located_in
 from tma1.checks.locations import error_text
 from tma1.engine.anomaly import Anomaly, Channel, Kind, Severity
-from tma1.engine.checkruns import CheckRuns, Run, at_stop, check_runs
+from tma1.engine.checkruns import CheckRuns, Run, at_stop, check_runs, compile_error
 from tma1.engine.following import READ_OF_RELATED
 from tma1.engine.resolution import covering_pass
 from tma1.engine.rules._handback import check_terms, handed_back
@@ -324,6 +324,17 @@ def stop_findings(
                 # is the rule's own located reading (near the edit, not said before).
                 continue
             files = [p for p in edited if located_in(output, p)]
+            if (
+                not files
+                and not _names_a_module_of(newest, edited)
+                and _unattributed_test_failure(
+                    runs, newest, max(first_edit, turn), window.failing_at_start
+                )
+            ):
+                # A test run first seen failing after the edits, in tests and code the
+                # session never touched, with no compile error: nothing says the session
+                # broke it rather than found it broken (gallifrey-d50e1daf 21:40).
+                continue
             pattern = "fresh"
         else:
             files = [p for p, t in edited.items() if t > newest.ts and located_in(output, p)]
@@ -360,6 +371,50 @@ def _passed_before(runs: CheckRuns, newest: Run) -> bool:
     return any(
         r.ts < newest.ts and r.passed and supersedes(r.check, newest.check) for r in runs.runs
     )
+
+
+# A test runner's run (not a build): its failures are tests' verdicts, which a compile
+# error in its output overrides (a test run that does not compile is a broken build).
+_TEST_RUNNER = re.compile(
+    r"\btest|\bspec\b|\be2e\b|jest|vitest|mocha|playwright|cypress|rspec|phpunit|\bpytest"
+)
+
+
+_STEM_SUFFIX = re.compile(r"(?:\.(?:test|spec|stories))?\.[A-Za-z0-9]+$")
+
+
+def _names_a_module_of(newest: Run, edited: Mapping[str, int]) -> bool:
+    """The failure's error lines name a module the session edited, though not at a
+    file:line: a test of it (`test_pricing.py` for `pricing.py`, `cart.test.ts` for
+    `cart.ts`), its name in a failing test's title. Error lines only: a passing test's
+    log (`component=monitor`) names nothing."""
+    text = "\n".join(errors_of(newest.event)).lower()
+    for path in edited:
+        stem = _STEM_SUFFIX.sub("", basename(path)).lower()
+        if len(stem) >= 3 and re.search(rf"(?<![a-z0-9]){re.escape(stem)}(?![a-z0-9])", text):
+            return True
+    return False
+
+
+def _unattributed_test_failure(
+    runs: CheckRuns, newest: Run, before: int, at_start: Mapping[str, frozenset[str]]
+) -> bool:
+    """`newest` is a test run whose failure names no file the session edited, reports no
+    compile error, and has no baseline: no covering run passed before it, none of the
+    check failed before `before` (the session's first edit, or this turn's start) nor was
+    open in the project when the session began (`at_start`: then its new errors are). A
+    careful reader cannot tell a break the session made from one it walked into: the
+    suite was never seen working."""
+    if not all(_TEST_RUNNER.search(s.runner) for s in newest.check.steps):
+        return False
+    if any(compile_error(ln) for ln in error_text(newest.event.tool_result or "").splitlines()):
+        return False
+    ident = newest.check.identity
+    if ident in at_start:
+        return False
+    if any(r.failed and r.ts < before and r.check.identity == ident for r in runs.runs):
+        return False
+    return not _passed_before(runs, newest)
 
 
 def _pre_existing(
