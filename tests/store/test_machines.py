@@ -5,10 +5,12 @@ machine's on SQLite only."""
 from __future__ import annotations
 
 import pytest
+from gateseed import emit_row
 from sqlalchemy import select, text
 
 from tma1.events import FileChange, Usage, parse_payload
 from tma1.store import Store
+from tma1.store.emits import ForeignEmit, list_emits, set_label
 from tma1.store.schema import hook_events
 from tma1.store.sessions import changes_behind, list_sessions
 
@@ -126,3 +128,28 @@ def test_the_upgrade_leaves_old_rows_of_no_known_machine(db_url: str) -> None:
         assert "tma1_session_repos" in store.table_names()
     finally:
         store.close()
+
+
+def test_labels_are_written_on_the_emits_machine_only(db_url: str) -> None:
+    a = Store.open(db_url, machine_id="m-a")
+    b = Store.open(db_url, migrate=False, machine_id="m-b")
+    legacy = Store.open(db_url, migrate=False)  # NULL, as before migration 0005
+    try:
+        b.insert_emits([emit_row(ts=1_000, session_id="sb", kind="test_stuck")])
+        legacy.insert_emits([emit_row(ts=1_001, session_id="old", kind="test_stuck")])
+        ids = {e["session_id"]: e["id"] for e in list_emits(legacy, limit=5)}
+        with pytest.raises(ForeignEmit, match="stored by machine m-b, not this one"):
+            set_label(a, ids["sb"], "tp", now_ms=2_000)
+        with pytest.raises(ForeignEmit):
+            set_label(a, ids["sb"], "clear", now_ms=2_000)
+        assert set_label(b, ids["sb"], "tp", now_ms=2_000) is not None
+        # A row of no known machine is this machine's on SQLite only (one machine's file).
+        if a.dialect == "sqlite":
+            assert set_label(a, ids["old"], "fp", now_ms=2_000) is not None
+        else:
+            with pytest.raises(ForeignEmit, match="no known machine"):
+                set_label(a, ids["old"], "fp", now_ms=2_000)
+        assert set_label(a, 999_999, "tp", now_ms=2_000) is None
+    finally:
+        for st in (a, b, legacy):
+            st.close()

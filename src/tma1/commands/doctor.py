@@ -500,6 +500,7 @@ def check_database(settings: Settings) -> tuple[Check, Check | None]:
     tail), and what the TTL would remove from it now (tma1.store.retention)."""
     from tma1.commands._args import open_store
     from tma1.config import ConfigError
+    from tma1.machine import read_machine_id
     from tma1.privacy import sqlite_path
     from tma1.store import retention
 
@@ -508,7 +509,9 @@ def check_database(settings: Settings) -> tuple[Check, Check | None]:
     if path is not None and not path.exists():
         return Check(OK, "data", ", none yet (`tma1 serve` creates it)"), None
     try:
-        store = open_store(url)
+        # This machine's store: on a team database the TTL applies to its own rows.
+        mid = settings.machine_id or read_machine_id(settings.data_dir.expanduser())
+        store = open_store(url, machine_id=mid)
     except ConfigError as exc:
         return Check(FAIL, "data", f": {exc}"), None
     try:

@@ -117,6 +117,13 @@ class Store:
             return or_(column == mid, column.is_(None))
         return column == mid  # type: ignore[no-any-return]
 
+    def owns(self, machine_id: str | None) -> bool:
+        """Whether a row stored with `machine_id` is this store's (`mine`, in Python)."""
+        mid = self._machine_id
+        if mid is None or machine_id == mid:
+            return True
+        return machine_id is None and self._engine.dialect.name == "sqlite"
+
     def team(self) -> Store:
         """A view of every machine's rows on the same engine (the team scope's reads).
         One per store, so what a view caches (the gates' verdicts) lasts."""
