@@ -153,3 +153,31 @@ def test_labels_are_written_on_the_emits_machine_only(db_url: str) -> None:
     finally:
         for st in (a, b, legacy):
             st.close()
+
+
+def test_two_machines_sessions_with_one_id_are_two_in_the_team_view(db_url: str) -> None:
+    """A replay stored under `replay`, or two machines' agents, can carry one session id:
+    on a team database (PostgreSQL) the team view lists them apart, each with its own
+    counts; a SQLite file is one machine's and keys sessions by id alone."""
+    a = Store.open(db_url, machine_id="m-a")
+    b = Store.open(db_url, migrate=False, machine_id="m-b")
+    try:
+        a.insert_events([_event("same", 1_000)])  # type: ignore[list-item]
+        b.insert_events([_event("same", 2_000), _event("same", 3_000)])  # type: ignore[list-item]
+        b.insert_emits([emit_row(ts=3_000, session_id="same", kind="test_stuck")])
+        team = list_sessions(a.team())
+        if a.dialect == "postgresql":
+            got = {(s["machine_id"], s["start_ts"], s["last_ts"], s["anomalies"]) for s in team}
+            assert got == {("m-a", 1_000, 1_000, 0), ("m-b", 2_000, 3_000, 1)}
+            assert [s["machine_id"] for s in team] == ["m-b", "m-a"]  # newest first
+        else:
+            assert [(s["session_id"], s["start_ts"], s["last_ts"]) for s in team] == [
+                ("same", 1_000, 3_000)
+            ]
+        # One machine's view of the team database: that machine's session alone.
+        mine = list_sessions(a.team().of_machine("m-b"))
+        assert [(s["start_ts"], s["anomalies"]) for s in mine] == [(2_000, 1)]
+        assert [(s["start_ts"], s["anomalies"]) for s in list_sessions(a)] == [(1_000, 0)]
+    finally:
+        a.close()
+        b.close()

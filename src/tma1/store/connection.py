@@ -72,7 +72,10 @@ def make_engine(url: str) -> Engine:
             "keepalives_interval": 10,
             "keepalives_count": 3,
             # No statement may hold a pooled connection forever (lock waits included).
-            "options": f"-c statement_timeout={PG_STATEMENT_TIMEOUT_MS}",
+            # No JIT: it compiles only for reads the planner costs high, the team's gates
+            # over millions of events, and there its compile took 0.65 s of a 2 s read
+            # (bench/bench_team_gates.py, EXPLAIN ANALYZE); our reads are index lookups.
+            "options": f"-c statement_timeout={PG_STATEMENT_TIMEOUT_MS} -c jit=off",
         },
     )
 

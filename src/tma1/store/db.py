@@ -135,6 +135,14 @@ class Store:
             self._team = view
         return self._team
 
+    def of_machine(self, machine_id: str) -> Store:
+        """A view of one machine's rows on the same engine (the team scope's `machine=`)."""
+        if machine_id == self._machine_id:
+            return self
+        view = Store(self._engine, machine_id=machine_id)
+        view._owns_engine = False
+        return view
+
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, machine_id: str | None = None) -> Store:
         engine = make_engine(url)

@@ -43,11 +43,23 @@ def list_sessions(
     counts only theirs from the (session_id, event_type, ts) and failures indexes.
     """
     ev = hook_events
+    # A team view on PostgreSQL keys a session by (session id, machine): a replay stored
+    # under `replay`, or two machines' agents, can carry the same id, and their rows are
+    # two sessions. A SQLite file is one machine's: its sessions are keyed by id alone
+    # (a session begun before migration 0005 has rows of no machine and of this one).
+    per_machine = store.machine_id is None and store.dialect == "postgresql"
+
+    def key_of(table: Table) -> list[Any]:
+        return [table.c.session_id, table.c.machine_id] if per_machine else [table.c.session_id]
+
+    def key(sid: Any, mid: Any = None) -> tuple[str, str | None]:
+        return (str(sid), mid if per_machine else None)
+
     last = func.max(ev.c.ts)
     pick = (
-        select(ev.c.session_id, func.min(ev.c.ts), last)
+        select(*key_of(ev), func.min(ev.c.ts), last)
         .where(store.mine(ev.c.machine_id))
-        .group_by(ev.c.session_id)
+        .group_by(*key_of(ev))
     )
     if machine is not None:
         pick = pick.where(ev.c.machine_id == machine)
@@ -68,68 +80,66 @@ def list_sessions(
                 func.lower(ev.c.project).contains(needle, autoescape=True),
             )
         )
-    pick = pick.order_by(last.desc(), ev.c.session_id).limit(limit).offset(offset)
-    spans = {str(sid): (int(lo), int(hi)) for sid, lo, hi in store.rows(pick)}
+    pick = pick.order_by(last.desc(), *key_of(ev)).limit(limit).offset(offset)
+    spans = {key(*r[:-2]): (int(r[-2]), int(r[-1])) for r in store.rows(pick)}
     if not spans:
         return []
     with store.connect() as conn:
-        ids = list(spans)
-        by_type: dict[str, dict[str, int]] = defaultdict(dict)
+        ids = sorted({sid for sid, _ in spans})
+        by_type: dict[tuple[str, str | None], dict[str, int]] = defaultdict(dict)
         tq = (
-            select(ev.c.session_id, ev.c.event_type, func.count())
+            select(*key_of(ev), ev.c.event_type, func.count())
             .where(
                 ev.c.session_id.in_(ids),
                 ev.c.event_type.in_(("PreToolUse", *_TOOL_RESULT_EVENTS)),
                 store.mine(ev.c.machine_id),
             )
-            .group_by(ev.c.session_id, ev.c.event_type)
+            .group_by(*key_of(ev), ev.c.event_type)
         )
-        for sid, et, n in conn.execute(tq).all():
-            by_type[sid][et] = int(n)
+        for *k, et, n in conn.execute(tq).all():
+            by_type[key(*k)][et] = int(n)
 
-        def count_by_session(table: Table, *where: Any) -> dict[str, int]:
-            sid = table.c.session_id
+        def count_by_session(table: Table, *where: Any) -> dict[tuple[str, str | None], int]:
             q = (
-                select(sid, func.count())
-                .where(sid.in_(ids), store.mine(table.c.machine_id), *where)
-                .group_by(sid)
+                select(*key_of(table), func.count())
+                .where(table.c.session_id.in_(ids), store.mine(table.c.machine_id), *where)
+                .group_by(*key_of(table))
             )
-            return {s: int(n) for s, n in conn.execute(q).all()}
+            return {key(*k): int(n) for *k, n in conn.execute(q).all()}
 
         failures = count_by_session(ev, ev.c.failure_kind.is_not(None))
         emit_counts = count_by_session(anomaly_emits)
         newest = (
             select(func.max(ev.c.id))
             .where(ev.c.session_id.in_(ids), store.mine(ev.c.machine_id))
-            .group_by(ev.c.session_id)
+            .group_by(*key_of(ev))
         )
         who = {
-            sid: (project, agent, mid)
+            key(sid, mid): (project, agent, mid)
             for sid, project, agent, mid in conn.execute(
                 select(ev.c.session_id, ev.c.project, ev.c.agent_source, ev.c.machine_id).where(
                     ev.c.id.in_(newest)
                 )
             ).all()
         }
+        sr = session_repos.c
         repos = {
-            sid: (repo_, path, host)
-            for sid, repo_, path, host in conn.execute(
-                select(
-                    session_repos.c.session_id,
-                    session_repos.c.repo,
-                    session_repos.c.repo_path,
-                    session_repos.c.host,
-                ).where(session_repos.c.session_id.in_(ids), store.mine(session_repos.c.machine_id))
+            # A store of no machine records its sessions' repositories under "".
+            key(sid, mid or None): (repo_, path, host)
+            for sid, mid, repo_, path, host in conn.execute(
+                select(sr.session_id, sr.machine_id, sr.repo, sr.repo_path, sr.host).where(
+                    sr.session_id.in_(ids), store.mine(sr.machine_id)
+                )
             ).all()
         }
     out = []
-    for sid, (lo, hi) in spans.items():
-        t = by_type.get(sid, {})
-        project, agent, mid = who.get(sid, (None, None, None))
-        repo_, repo_path, host = repos.get(sid, (None, None, None))
+    for k, (lo, hi) in spans.items():
+        t = by_type.get(k, {})
+        project, agent, mid = who.get(k, (None, None, None))
+        repo_, repo_path, host = repos.get(k, (None, None, None))
         out.append(
             {
-                "session_id": sid,
+                "session_id": k[0],
                 "project": project,
                 "agent_source": agent,
                 # NULL: stored before machines were recorded (migration 0005).
@@ -145,8 +155,8 @@ def list_sessions(
                     t.get("PreToolUse", 0),
                     t.get("PostToolUse", 0) + t.get("PostToolUseFailure", 0),
                 ),
-                "failures": failures.get(sid, 0),
-                "anomalies": emit_counts.get(sid, 0),
+                "failures": failures.get(k, 0),
+                "anomalies": emit_counts.get(k, 0),
             }
         )
     return out
