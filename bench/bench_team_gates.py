@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, event, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
@@ -251,6 +251,31 @@ def time_in_process(url: str, days: int, repeat: int) -> dict[str, float]:
     return out
 
 
+def jit_ab(url: str, days: int, repeat: int) -> dict[str, list[float]]:
+    """The follow-rate (uncached) in-process with PostgreSQL's JIT on (as before this
+    checkout turned it off) and off, alternating run by run: seconds."""
+    out: dict[str, list[float]] = {"jit_on": [], "jit_off": []}
+    now = int(time.time() * 1000)
+    stores = {}
+    for mode in out:
+        base = Store.open(url, migrate=False, machine_id="m0")
+        if mode == "jit_on":
+
+            @event.listens_for(base._engine, "connect")
+            def _jit_on(dbapi_conn: Any, _record: Any) -> None:
+                with dbapi_conn.cursor() as cur:
+                    cur.execute("SET jit = on")
+                dbapi_conn.commit()
+
+        stores[mode] = base.team()
+    for _ in range(repeat):
+        for mode, st in stores.items():
+            t = time.perf_counter()
+            live.follow_rate(st, now_ms=now, days=days, use_cache=False)
+            out[mode].append(round(time.perf_counter() - t, 2))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--admin-url", default=os.environ.get(
@@ -265,6 +290,10 @@ def main() -> int:
     ap.add_argument("--chunk", type=int, default=1_000_000, help="events per transaction")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", action="store_true", help="keep the database made here")
+    ap.add_argument(
+        "--gate-days",
+        help="the gates' --days to time, comma-separated (default: 7 and --spread-days)",
+    )
     args = ap.parse_args()
 
     admin = create_engine(args.admin_url, isolation_level="AUTOCOMMIT")
@@ -293,9 +322,11 @@ def main() -> int:
         report: dict[str, Any] = {"database": url.rsplit("/", 1)[1], "load": info}
         report["rows"] = counts(url)
         with tempfile.TemporaryDirectory(prefix="tma1-bench-team-gates-") as tmp:
-            for days in sorted({7, args.spread_days}):
+            wanted = args.gate_days or f"7,{args.spread_days}"
+            for days in sorted({int(d) for d in wanted.split(",")}):
                 cli = time_cli(url, days, args.repeat, Path(tmp) / f"cli{days}")
                 report[f"days={days}"] = {
+                    "follow_rate_jit_ab_s": jit_ab(url, days, args.repeat),
                     "cli_s": [round(x, 2) for x in cli],
                     "cli_median_s": round(statistics.median(cli), 2),
                     "in_process_ms": {

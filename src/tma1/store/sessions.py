@@ -96,8 +96,8 @@ def list_sessions(
             )
             .group_by(*key_of(ev), ev.c.event_type)
         )
-        for *k, et, n in conn.execute(tq).all():
-            by_type[key(*k)][et] = int(n)
+        for *cols, et, n in conn.execute(tq).all():
+            by_type[key(*cols)][et] = int(n)
 
         def count_by_session(table: Table, *where: Any) -> dict[tuple[str, str | None], int]:
             q = (
@@ -105,7 +105,7 @@ def list_sessions(
                 .where(table.c.session_id.in_(ids), store.mine(table.c.machine_id), *where)
                 .group_by(*key_of(table))
             )
-            return {key(*k): int(n) for *k, n in conn.execute(q).all()}
+            return {key(*cols): int(n) for *cols, n in conn.execute(q).all()}
 
         failures = count_by_session(ev, ev.c.failure_kind.is_not(None))
         emit_counts = count_by_session(anomaly_emits)
