@@ -72,12 +72,19 @@ def make_engine(url: str) -> Engine:
             "keepalives_interval": 10,
             "keepalives_count": 3,
             # No statement may hold a pooled connection forever (lock waits included).
-            # No JIT: it compiles only for reads the planner costs high, the team's gates
-            # over millions of events, and there its compile took 0.65 s of a 2 s read
-            # (bench/bench_team_gates.py, EXPLAIN ANALYZE); our reads are index lookups.
-            "options": f"-c statement_timeout={PG_STATEMENT_TIMEOUT_MS} -c jit=off",
+            "options": f"-c statement_timeout={PG_STATEMENT_TIMEOUT_MS}",
         },
     )
+
+    @event.listens_for(engine, "connect")
+    def _no_jit(dbapi_conn: Any, _record: Any) -> None:
+        # JIT compiles only the reads the planner costs high — the team's gates over
+        # millions of events — and there its compile took 0.65 s of a 2 s read on a fresh
+        # connection (bench/bench_team_gates.py, EXPLAIN ANALYZE); every tma1 read is index
+        # lookups. Not in `options`: a server older than 11 has no `jit` and would refuse.
+        if dbapi_conn.info.server_version >= 110000:
+            dbapi_conn.execute("SET jit = off")
+            dbapi_conn.commit()
 
     @event.listens_for(engine, "connect")
     def _nul_safe_strings(dbapi_conn: Any, _record: Any) -> None:
