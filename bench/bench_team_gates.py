@@ -231,7 +231,8 @@ def time_api(url: str, days: int, repeat: int, data_dir: Path) -> dict[str, tupl
 
 
 def time_in_process(url: str, days: int, repeat: int) -> dict[str, float]:
-    store = Store.open(url, migrate=False, machine_id="m0").team()
+    base = Store.open(url, migrate=False, machine_id="m0")
+    store = base.team()
     now = int(time.time() * 1000)
     fns = {
         "budget": lambda: live.budget(store, now_ms=now, days=days),
@@ -248,6 +249,7 @@ def time_in_process(url: str, days: int, repeat: int) -> dict[str, float]:
             fn()
             runs.append((time.perf_counter() - t) * 1000)
         out[name] = statistics.median(runs)
+    base.close()
     return out
 
 
@@ -257,8 +259,10 @@ def jit_ab(url: str, days: int, repeat: int) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {"jit_on": [], "jit_off": []}
     now = int(time.time() * 1000)
     stores = {}
+    bases = []
     for mode in out:
         base = Store.open(url, migrate=False, machine_id="m0")
+        bases.append(base)
         if mode == "jit_on":
 
             @event.listens_for(base._engine, "connect")
@@ -273,6 +277,8 @@ def jit_ab(url: str, days: int, repeat: int) -> dict[str, list[float]]:
             t = time.perf_counter()
             live.follow_rate(st, now_ms=now, days=days, use_cache=False)
             out[mode].append(round(time.perf_counter() - t, 2))
+    for st in bases:
+        st.close()
     return out
 
 
@@ -305,20 +311,19 @@ def main() -> int:
         with admin.connect() as conn:
             conn.execute(text(f'CREATE DATABASE "{made}"'))
         url = args.admin_url.rsplit("/", 1)[0] + "/" + made
-        Store.open(url).close()  # the schema, by the migrations
-        print(f"loading {args.events:,} events into {made} …", flush=True)
-        info = load(
-            url,
-            events=args.events,
-            per=args.per_session,
-            machines=args.machines,
-            spread_days=args.spread_days,
-            every=args.emit_every,
-            chunk=args.chunk,
-        )
-    else:
-        Store.open(url).close()  # migrate a kept database to this checkout's head
     try:
+        Store.open(url).close()  # the schema by the migrations (a kept one: to this head)
+        if made:
+            print(f"loading {args.events:,} events into {made} …", flush=True)
+            info = load(
+                url,
+                events=args.events,
+                per=args.per_session,
+                machines=args.machines,
+                spread_days=args.spread_days,
+                every=args.emit_every,
+                chunk=args.chunk,
+            )
         report: dict[str, Any] = {"database": url.rsplit("/", 1)[1], "load": info}
         report["rows"] = counts(url)
         with tempfile.TemporaryDirectory(prefix="tma1-bench-team-gates-") as tmp:
