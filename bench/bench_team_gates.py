@@ -296,6 +296,7 @@ def main() -> int:
     ap.add_argument("--chunk", type=int, default=1_000_000, help="events per transaction")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", action="store_true", help="keep the database made here")
+    ap.add_argument("--load-only", action="store_true", help="load (with --keep), time nothing")
     ap.add_argument(
         "--gate-days",
         help="the gates' --days to time, comma-separated (default: 7 and --spread-days)",
@@ -326,6 +327,9 @@ def main() -> int:
             )
         report: dict[str, Any] = {"database": url.rsplit("/", 1)[1], "load": info}
         report["rows"] = counts(url)
+        if args.load_only:
+            print(json.dumps(report, indent=2))
+            return 0
         with tempfile.TemporaryDirectory(prefix="tma1-bench-team-gates-") as tmp:
             wanted = args.gate_days or f"7,{args.spread_days}"
             for days in sorted({int(d) for d in wanted.split(",")}):
