@@ -156,7 +156,7 @@ def test_labels_are_written_on_the_emits_machine_only(db_url: str) -> None:
 
 
 def test_two_machines_sessions_with_one_id_are_two_in_the_team_view(db_url: str) -> None:
-    """A replay stored under `replay`, or two machines' agents, can carry one session id:
+    """Two machines' agents can report one session id:
     on a team database (PostgreSQL) the team view lists them apart, each with its own
     counts; a SQLite file is one machine's and keys sessions by id alone."""
     a = Store.open(db_url, machine_id="m-a")

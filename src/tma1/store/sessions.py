@@ -44,10 +44,11 @@ def list_sessions(
     ts) and failures indexes.
     """
     ev = hook_events
-    # A team view on PostgreSQL keys a session by (session id, machine): a replay stored
-    # under `replay`, or two machines' agents, can carry the same id, and their rows are
-    # two sessions. A SQLite file is one machine's: its sessions are keyed by id alone
-    # (a session begun before migration 0005 has rows of no machine and of this one).
+    # A team view on PostgreSQL keys a session by (session id, machine): nothing stops two
+    # machines' agents from reporting one id (the agents make UUIDs; a wrapper or a test
+    # may not), and their rows are two sessions. A SQLite file is one machine's: its
+    # sessions are keyed by id alone (a session begun before migration 0005 has rows of no
+    # machine and of this one).
     per_machine = store.machine_id is None and store.dialect == "postgresql"
 
     def key_of(table: Table) -> list[Any]:
