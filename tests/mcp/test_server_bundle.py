@@ -42,3 +42,29 @@ def test_get_session_bundle_previews_without_emitting(live: LiveServer, tmp_path
     # The preview used nothing up: the real resume tells the same findings.
     answer = json.loads(post(live, event("s1", proj, "SessionStart", source="resume")))
     assert "test_stuck" in answer["hookSpecificOutput"]["additionalContext"]
+
+
+def test_a_verdict_on_another_machines_emit_is_refused_with_the_reason(
+    live: LiveServer, tmp_path: Path, db_url: str
+) -> None:
+    """On a team database the agent's verdict tools label only this machine's emits; the
+    refusal reaches the agent as the server's one-line reason (issue 30)."""
+    from gateseed import emit_row
+
+    from tma1.store import Store
+
+    other = Store.open(db_url, migrate=False, machine_id="m-other")
+    try:
+        other.insert_emits([emit_row(ts=1_000, session_id="theirs", kind="test_stuck")])
+        emit_id = int(other.emits_since(0)[0]["id"])
+    finally:
+        other.close()
+    proj = make_project(tmp_path / "proj")
+
+    async def body(s: ClientSession) -> Any:
+        return await s.call_tool("dismiss_anomaly", {"id": emit_id, "reason": "not mine"})
+
+    res = with_mcp(proj, mcp_env(live), body)
+    assert res.is_error
+    assert f"emit {emit_id} was stored by machine m-other, not this one" in text_of(res)
+    assert live.store.counts()["tma1_anomaly_labels"] == 0

@@ -11,6 +11,7 @@ from gateseed import Session, emit_row
 from tma1.clock import ManualClock
 from tma1.engine.rules import SPECS
 from tma1.gates import DAY_MS
+from tma1.store import Store
 
 HOUR = 3_600_000
 
@@ -360,3 +361,27 @@ def test_sessions_list_and_timeline(live: LiveServer, clock: ManualClock) -> Non
 
     assert _get(live, "/api/sessions/nope").status_code == 404
     assert _get(live, "/api/sessions", limit=1).json()[0]["session_id"] == "sess-b"
+
+
+def test_another_machines_emit_is_not_labelled_here(
+    live: LiveServer, clock: ManualClock, db_url: str
+) -> None:
+    """On a team database labels are written where the emit was made (issue 30): the team
+    scope shows another machine's emits, read-only."""
+    other = Store.open(db_url, migrate=False, machine_id="m-other")
+    try:
+        other.insert_emits([emit_row(ts=clock.now_ms(), session_id="theirs", kind="test_stuck")])
+    finally:
+        other.close()
+    live.store.insert_emits([emit_row(ts=clock.now_ms(), session_id="mine", kind="test_stuck")])
+    team = {
+        e["session_id"]: e["id"] for e in _get(live, "/api/anomalies", scope="team").json()["emits"]
+    }
+    r = _label(live, team["theirs"], "fp")
+    assert r.status_code == 409
+    detail = r.json()["detail"]
+    assert f"emit {team['theirs']} was stored by machine m-other" in detail
+    assert "label it on the machine" in detail
+    assert _label(live, team["theirs"], "clear").status_code == 409
+    assert _label(live, team["mine"], "tp").status_code == 200
+    assert live.store.counts()["tma1_anomaly_labels"] == 1

@@ -5,10 +5,12 @@ machine's on SQLite only."""
 from __future__ import annotations
 
 import pytest
+from gateseed import emit_row
 from sqlalchemy import select, text
 
 from tma1.events import FileChange, Usage, parse_payload
 from tma1.store import Store
+from tma1.store.emits import ForeignEmit, list_emits, set_label
 from tma1.store.schema import hook_events
 from tma1.store.sessions import changes_behind, list_sessions
 
@@ -126,3 +128,56 @@ def test_the_upgrade_leaves_old_rows_of_no_known_machine(db_url: str) -> None:
         assert "tma1_session_repos" in store.table_names()
     finally:
         store.close()
+
+
+def test_labels_are_written_on_the_emits_machine_only(db_url: str) -> None:
+    a = Store.open(db_url, machine_id="m-a")
+    b = Store.open(db_url, migrate=False, machine_id="m-b")
+    legacy = Store.open(db_url, migrate=False)  # NULL, as before migration 0005
+    try:
+        b.insert_emits([emit_row(ts=1_000, session_id="sb", kind="test_stuck")])
+        legacy.insert_emits([emit_row(ts=1_001, session_id="old", kind="test_stuck")])
+        ids = {e["session_id"]: e["id"] for e in list_emits(legacy, limit=5)}
+        with pytest.raises(ForeignEmit, match="stored by machine m-b, not this one"):
+            set_label(a, ids["sb"], "tp", now_ms=2_000)
+        with pytest.raises(ForeignEmit):
+            set_label(a, ids["sb"], "clear", now_ms=2_000)
+        assert set_label(b, ids["sb"], "tp", now_ms=2_000) is not None
+        # A row of no known machine is this machine's on SQLite only (one machine's file).
+        if a.dialect == "sqlite":
+            assert set_label(a, ids["old"], "fp", now_ms=2_000) is not None
+        else:
+            with pytest.raises(ForeignEmit, match="no known machine"):
+                set_label(a, ids["old"], "fp", now_ms=2_000)
+        assert set_label(a, 999_999, "tp", now_ms=2_000) is None
+    finally:
+        for st in (a, b, legacy):
+            st.close()
+
+
+def test_two_machines_sessions_with_one_id_are_two_in_the_team_view(db_url: str) -> None:
+    """Two machines' agents can report one session id:
+    on a team database (PostgreSQL) the team view lists them apart, each with its own
+    counts; a SQLite file is one machine's and keys sessions by id alone."""
+    a = Store.open(db_url, machine_id="m-a")
+    b = Store.open(db_url, migrate=False, machine_id="m-b")
+    try:
+        a.insert_events([_event("same", 1_000)])  # type: ignore[list-item]
+        b.insert_events([_event("same", 2_000), _event("same", 3_000)])  # type: ignore[list-item]
+        b.insert_emits([emit_row(ts=3_000, session_id="same", kind="test_stuck")])
+        team = list_sessions(a.team())
+        if a.dialect == "postgresql":
+            got = {(s["machine_id"], s["start_ts"], s["last_ts"], s["anomalies"]) for s in team}
+            assert got == {("m-a", 1_000, 1_000, 0), ("m-b", 2_000, 3_000, 1)}
+            assert [s["machine_id"] for s in team] == ["m-b", "m-a"]  # newest first
+        else:
+            assert [(s["session_id"], s["start_ts"], s["last_ts"]) for s in team] == [
+                ("same", 1_000, 3_000)
+            ]
+        # One machine's view of the team database: that machine's session alone.
+        mine = list_sessions(a.team().of_machine("m-b"))
+        assert [(s["start_ts"], s["anomalies"]) for s in mine] == [(2_000, 1)]
+        assert [(s["start_ts"], s["anomalies"]) for s in list_sessions(a)] == [(1_000, 0)]
+    finally:
+        a.close()
+        b.close()

@@ -113,3 +113,62 @@ def test_each_purge_logs_a_warning_with_its_counts(
         assert "2 hook_events" in warnings[0].getMessage()
     finally:
         service.store.close()
+
+
+def test_each_machine_purges_only_its_own_rows(db_url: str) -> None:
+    """On a team database a daemon counts back from its own newest event and removes only
+    its own rows: machine B, back from 100 days away, keeps everything A's TTL would have
+    taken. Rows of no known machine (before 0005) go by the database's newest event."""
+    a = Store.open(db_url, machine_id="m-a")
+    b = Store.open(db_url, migrate=False, machine_id="m-b")
+    legacy = Store.open(db_url, migrate=False)  # writes NULL, as before migration 0005
+    try:
+        Session(a, "a-old", ts=NOW - 100 * DAY_MS).read("/repo/a.py").emit("test_stuck").flush()
+        Session(a, "a-new", ts=NOW).read("/repo/a.py").flush()
+        Session(b, "b-older", ts=NOW - 130 * DAY_MS).read("/repo/b.py").flush()
+        Session(b, "b-last", ts=NOW - 100 * DAY_MS).read("/repo/b.py").emit("test_stuck").flush()
+        Session(legacy, "legacy", ts=NOW - 90 * DAY_MS).read("/repo/c.py").flush()
+        b_rows = {s: _ids(b, s) for s in ("b-older", "b-last")}
+
+        assert retention.preview(a, TTL_MS).rows["tma1_hook_events"] == 4
+        done = retention.purge(a, TTL_MS)
+
+        assert (
+            done.newest_ts is not None
+            and done.newest_ts >= NOW
+            and done.rows["tma1_anomaly_emits"] == 1
+        )
+        assert done.rows["tma1_hook_events"] == 4  # a-old's 2 and legacy's 2
+        assert _ids(a, "a-old") == [] and len(_ids(a, "a-new")) == 2
+        assert {s: _ids(b, s) for s in b_rows} == b_rows
+        assert len(list_emits(b, limit=10)) == 1
+        assert _ids(legacy, "legacy") == []
+        # B's own purge counts back from B's newest event (100 days ago): nothing is old.
+        assert retention.purge(b, TTL_MS).total == 0
+        assert {s: _ids(b, s) for s in b_rows} == b_rows
+    finally:
+        for st in (a, b, legacy):
+            st.close()
+
+
+def test_a_labelled_session_is_kept_per_machine(db_url: str) -> None:
+    """A label on machine B's emit keeps B's session, not another machine's rows that
+    happen to carry the same session id."""
+    a = Store.open(db_url, machine_id="m-a")
+    b = Store.open(db_url, migrate=False, machine_id="m-b")
+    try:
+        old = NOW - 100 * DAY_MS
+        Session(a, "same-id", ts=old).read("/repo/a.py").flush()
+        Session(a, "a-new", ts=NOW).read("/repo/a.py").flush()
+        Session(b, "same-id", ts=old).read("/repo/b.py").emit("test_stuck").flush()
+        Session(b, "b-new", ts=NOW).read("/repo/b.py").flush()
+        emit_id = list_emits(b, limit=1)[0]["id"]
+        assert set_label(b, emit_id, "tp", now_ms=NOW) is not None
+        kept = _ids(b, "same-id")
+
+        assert retention.purge(a, TTL_MS).rows["tma1_hook_events"] == 2
+        assert retention.purge(b, TTL_MS).total == 0
+        assert _ids(a, "same-id") == [] and _ids(b, "same-id") == kept
+    finally:
+        a.close()
+        b.close()

@@ -248,9 +248,9 @@ def run_gates(args: argparse.Namespace) -> int:
 
 
 def run_label(args: argparse.Namespace) -> int:
-    from tma1.store.emits import labels_for, set_label
+    from tma1.store.emits import ForeignEmit, labels_for, set_label
 
-    store = open_store(database_url(args), write=True)
+    store = open_store(database_url(args), write=True, machine_id=machine_of(args))
     try:
         out = set_label(
             store,
@@ -262,6 +262,9 @@ def run_label(args: argparse.Namespace) -> int:
         )
         labels = labels_for(store, [args.id]).get(args.id, {}) if out is not None else {}
         others = {src: v for src, v in labels.items() if src != args.source}
+    except ForeignEmit as exc:
+        print(f"tma1: {exc}", file=sys.stderr)
+        return 1
     finally:
         store.close()
     if out is None:

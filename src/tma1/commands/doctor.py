@@ -483,6 +483,7 @@ def check_database(settings: Settings) -> tuple[Diagnosis, Diagnosis | None]:
     tail), and what the TTL would remove from it now (tma1.store.retention)."""
     from tma1.commands._args import open_store
     from tma1.config import ConfigError
+    from tma1.machine import read_machine_id
     from tma1.privacy import sqlite_path
     from tma1.store import retention
 
@@ -491,7 +492,9 @@ def check_database(settings: Settings) -> tuple[Diagnosis, Diagnosis | None]:
     if path is not None and not path.exists():
         return Diagnosis(OK, "data", ", none yet (`tma1 serve` creates it)"), None
     try:
-        store = open_store(url)
+        # This machine's store: on a team database the TTL applies to its own rows.
+        mid = settings.machine_id or read_machine_id(settings.data_dir.expanduser())
+        store = open_store(url, machine_id=mid)
     except ConfigError as exc:
         return Diagnosis(FAIL, "data", f": {exc}"), None
     try:

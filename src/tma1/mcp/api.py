@@ -126,6 +126,6 @@ class Tma1Api:
                 "token in $TMA1_DATA_DIR/hook-token: give this MCP server the data dir the "
                 "server uses (TMA1_DATA_DIR, or --data-dir)"
             )
-        if status == 422:
+        if status in (409, 422):
             raise Tma1Error(f"tma1 rejected the request: {detail}")
         raise Tma1Error(f"tma1 at {self.url} failed on {method} {path} (HTTP {status}): {detail}")

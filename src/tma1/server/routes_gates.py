@@ -120,21 +120,27 @@ def list_anomalies(
     "/api/anomalies/{emit_id}/label",
     summary="Label an emit TP or FP (or clear it); one label per emit and source",
     response_model=LabelOut,
-    responses={404: {"description": "no emit with this id"}},
+    responses={
+        404: {"description": "no emit with this id"},
+        409: {"description": "another machine's emit: label it on that machine"},
+    },
 )
 def label_anomaly(
     svc: ServiceDep,
     body: LabelIn,
     emit_id: Annotated[int, Path(ge=1, le=MAX_ID)],
 ) -> dict[str, Any]:
-    out = emit_log.set_label(
-        svc.store,
-        emit_id,
-        body.label,
-        now_ms=svc.clock.now_ms(),
-        source=body.source,
-        note=body.note,
-    )
+    try:
+        out = emit_log.set_label(
+            svc.store,
+            emit_id,
+            body.label,
+            now_ms=svc.clock.now_ms(),
+            source=body.source,
+            note=body.note,
+        )
+    except emit_log.ForeignEmit as exc:
+        raise HTTPException(status_code=409, detail=str(exc)) from None
     if out is None:
         raise HTTPException(status_code=404, detail=f"no emit with id {emit_id}")
     return out

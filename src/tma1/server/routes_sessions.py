@@ -140,8 +140,12 @@ def session_detail(
     session_id: Annotated[str, Path(min_length=1, max_length=200)],
     limit: Annotated[int, Query(ge=1, le=20_000, description="newest events to show")] = 2000,
     scope: ScopeParam = "machine",
+    machine: Annotated[
+        str | None,
+        Query(max_length=64, description="the session of this machine (two can share an id)"),
+    ] = None,
 ) -> dict[str, Any]:
-    store = scoped(svc.store, scope)
+    store = svc.store.of_machine(machine) if machine else scoped(svc.store, scope)
     summary = sessions.session_summary(store, session_id)
     if summary is None:
         raise HTTPException(status_code=404, detail=f"no events for session {session_id!r}")

@@ -77,6 +77,16 @@ def make_engine(url: str) -> Engine:
     )
 
     @event.listens_for(engine, "connect")
+    def _no_jit(dbapi_conn: Any, _record: Any) -> None:
+        # JIT compiles only the reads the planner costs high — the team's gates over
+        # millions of events — and there its compile took 0.65 s of a 2 s read on a fresh
+        # connection (bench/bench_team_gates.py, EXPLAIN ANALYZE); every tma1 read is index
+        # lookups. Not in `options`: a server older than 11 has no `jit` and would refuse.
+        if dbapi_conn.info.server_version >= 110000:
+            dbapi_conn.execute("SET jit = off")
+            dbapi_conn.commit()
+
+    @event.listens_for(engine, "connect")
     def _nul_safe_strings(dbapi_conn: Any, _record: Any) -> None:
         # Order matters: the last registered is the default (text/unknown), as in psycopg.
         for dumper in _pg_str_dumpers():

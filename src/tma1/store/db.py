@@ -124,6 +124,13 @@ class Store:
             return or_(column == mid, column.is_(None))
         return column == mid  # type: ignore[no-any-return]
 
+    def owns(self, machine_id: str | None) -> bool:
+        """Whether a row stored with `machine_id` is this store's (`mine`, in Python)."""
+        mid = self._machine_id
+        if mid is None or machine_id == mid:
+            return True
+        return machine_id is None and self._engine.dialect.name == "sqlite"
+
     def team(self) -> Store:
         """A view of every machine's rows on the same engine (the team scope's reads).
         One per store, so what a view caches (the gates' verdicts) lasts."""
@@ -134,6 +141,14 @@ class Store:
             view._owns_engine = False
             self._team = view
         return self._team
+
+    def of_machine(self, machine_id: str) -> Store:
+        """A view of one machine's rows on the same engine (the team scope's `machine=`)."""
+        if machine_id == self._machine_id:
+            return self
+        view = Store(self._engine, machine_id=machine_id)
+        view._owns_engine = False
+        return view
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, machine_id: str | None = None) -> Store:

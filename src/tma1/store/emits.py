@@ -90,6 +90,20 @@ def list_emits(
     return _with_labels(store, rows)
 
 
+class ForeignEmit(ValueError):
+    """The emit was stored by another machine (or, on a team database, by none known): its
+    labels are written where it was emitted. The team scope is read-only."""
+
+    def __init__(self, emit_id: int, machine_id: str | None) -> None:
+        self.emit_id = emit_id
+        self.machine_id = machine_id
+        whose = f"machine {machine_id}" if machine_id else "no known machine (before 0005)"
+        super().__init__(
+            f"emit {emit_id} was stored by {whose}, not this one: label it on the machine "
+            "whose agent it was told to (the team scope is read-only)"
+        )
+
+
 def set_label(
     store: Store,
     emit_id: int,
@@ -99,7 +113,8 @@ def set_label(
     source: str = "human",
     note: str | None = None,
 ) -> dict[str, Any] | None:
-    """Upsert the (emit, source) label; `clear` removes it. None when the emit is unknown."""
+    """Upsert the (emit, source) label; `clear` removes it. None when the emit is unknown;
+    ForeignEmit when another machine stored it (a store of no machine labels any)."""
     if label not in (*LABELS, "clear"):
         raise ValueError(f"label must be one of tp, fp, clear (got {label!r})")
     if source not in LABEL_SOURCES:
@@ -108,11 +123,13 @@ def set_label(
     for _attempt in range(2):
         try:
             with store.begin() as conn:
-                exists = conn.execute(
-                    select(anomaly_emits.c.id).where(anomaly_emits.c.id == emit_id)
+                found = conn.execute(
+                    select(anomaly_emits.c.machine_id).where(anomaly_emits.c.id == emit_id)
                 ).first()
-                if exists is None:
+                if found is None:
                     return None
+                if not store.owns(found.machine_id):
+                    raise ForeignEmit(emit_id, found.machine_id)
                 if label == "clear":
                     conn.execute(delete(anomaly_labels).where(where))
                     return {"id": emit_id, "label": None, "source": source}

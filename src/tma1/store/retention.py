@@ -4,14 +4,23 @@ The TTL counts back from the newest event in the database, not from now: an old 
 opened again (a backup, a replay database, a laptop back from holiday) keeps everything.
 Labelled emits, their labels and every event of their sessions are the precision gate's
 evidence and are never removed. Rows go in bounded batches, each its own transaction, so
-a purge of a big PostgreSQL table never holds its locks for long."""
+a purge of a big PostgreSQL table never holds its locks for long; each batch starts after
+the last row the one before it looked at (keyset), so rows kept as evidence are not read
+again batch after batch.
+
+On a team database (issue 30) a daemon purges only its own machine's rows, counted back
+from its own newest event: another machine's newest event says nothing about this one (a
+developer back from holiday keeps their history), and that machine's daemon purges its
+own. The rows of no known machine (stored before migration 0005, NULL) belong to nobody on
+PostgreSQL: they are purged counted back from the newest event in the database."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Table, delete, exists, func, select, text
+from sqlalchemy import ColumnElement, Table, delete, exists, func, select, text, tuple_
 
 from tma1.store.schema import (
     anomaly_emits,
@@ -45,29 +54,48 @@ class Retention:
         return sum(self.rows.values())
 
 
+# Whose rows a pass purges: a condition on a table's machine_id column.
+Owner = Callable[[Any], ColumnElement[bool]]
+
+
 def _labelled() -> ColumnElement[bool]:
     return exists().where(anomaly_labels.c.emit_id == anomaly_emits.c.id)
 
 
-def _kept_session(session_col: Any) -> ColumnElement[bool]:
-    """The session has a labelled emit: all of its rows are evidence."""
+def _kept_session(session_col: Any, owner: Owner) -> ColumnElement[bool]:
+    """The session has a labelled emit of the same owner: all of its rows are evidence."""
     return exists().where(
         anomaly_emits.c.session_id == session_col,
+        owner(anomaly_emits.c.machine_id),
         anomaly_labels.c.emit_id == anomaly_emits.c.id,
     )
 
 
-def _removable(table: Table, cutoff: int) -> ColumnElement[bool]:
-    old = table.c.ts < cutoff
+def _removable(table: Table, cutoff: int, owner: Owner) -> ColumnElement[bool]:
+    old = (table.c.ts < cutoff) & owner(table.c.machine_id)
     if table is anomaly_emits:
         return old & ~_labelled()
     if table is hook_events or table is messages:
-        return old & ~_kept_session(table.c.session_id)
+        return old & ~_kept_session(table.c.session_id, owner)
     return old
 
 
+def _passes(store: Store) -> list[tuple[Owner, Store]]:
+    """(whose rows, the store whose newest event counts) of each pass: this machine's
+    rows by its own newest event; on PostgreSQL also the rows of no known machine, by the
+    database's newest event (on SQLite `mine` already holds them)."""
+    passes: list[tuple[Owner, Store]] = [(store.mine, store)]
+    if store.machine_id is not None and store.dialect == "postgresql":
+        passes.append((lambda col: col.is_(None), store.team()))
+    return passes
+
+
 def newest_event_ts(store: Store) -> int | None:
-    value = store.scalar(select(func.max(hook_events.c.ts)))
+    """The newest event of the store's machine (a team view or a store of no machine: of
+    the database)."""
+    value = store.scalar(
+        select(func.max(hook_events.c.ts)).where(store.mine(hook_events.c.machine_id))
+    )
     return int(value) if value is not None else None
 
 
@@ -79,45 +107,62 @@ def cutoff_for(store: Store, ttl_ms: int) -> tuple[int | None, int | None]:
 def preview(store: Store, ttl_ms: int) -> Retention:
     """What `purge` would remove now, without removing it (`tma1 doctor`)."""
     newest, cutoff = cutoff_for(store, ttl_ms)
-    if cutoff is None:
-        return Retention(newest, None)
+    rows: dict[str, int] = {t.name: 0 for t in PURGED_TABLES}
     with store.connect() as conn:
-        rows = {
-            t.name: int(
-                conn.execute(
-                    select(func.count()).select_from(t).where(_removable(t, cutoff))
-                ).scalar_one()
-            )
-            for t in PURGED_TABLES
-        }
-    return Retention(newest, cutoff, rows)
+        for owner, by in _passes(store):
+            _, pass_cutoff = cutoff_for(by, ttl_ms)
+            if pass_cutoff is None:
+                continue
+            for t in PURGED_TABLES:
+                where = _removable(t, pass_cutoff, owner)
+                rows[t.name] += int(
+                    conn.execute(select(func.count()).select_from(t).where(where)).scalar_one()
+                )
+    return Retention(newest, cutoff, rows if cutoff is not None else {})
 
 
-def purge_before(store: Store, cutoff: int, *, batch: int = BATCH_ROWS) -> dict[str, int]:
-    """Remove what is older than `cutoff` and not evidence; the rows removed per table.
-    Emits go last: while they are there, their sessions' events are judged by them."""
+def purge_before(
+    store: Store, cutoff: int, *, batch: int = BATCH_ROWS, owner: Owner | None = None
+) -> dict[str, int]:
+    """Remove what is older than `cutoff`, of `owner`'s rows (default: the store's
+    machine's), and not evidence; the rows removed per table. Emits go last: while they
+    are there, their sessions' events are judged by them."""
+    whose = owner or store.mine
     removed: dict[str, int] = {}
     for table in PURGED_TABLES:
-        ids = select(table.c.id).where(_removable(table, cutoff)).limit(batch)
+        key = (table.c.ts, table.c.id)
+        after: tuple[int, int] | None = None
         total = 0
         while True:
+            q = select(*key).where(_removable(table, cutoff, whose))
+            if after is not None:
+                q = q.where(tuple_(*key) > tuple_(*after))
+            q = q.order_by(*key).limit(batch)
             with store.begin() as conn:
-                chunk = [int(r[0]) for r in conn.execute(ids)]
+                chunk = [(int(ts), int(i)) for ts, i in conn.execute(q)]
                 if chunk:
-                    conn.execute(delete(table).where(table.c.id.in_(chunk)))
+                    ids = [i for _, i in chunk]
+                    conn.execute(delete(table).where(table.c.id.in_(ids)))
             total += len(chunk)
             if len(chunk) < batch:
                 break
+            after = chunk[-1]
         removed[table.name] = total
     return removed
 
 
 def purge(store: Store, ttl_ms: int, *, batch: int = BATCH_ROWS) -> Retention:
-    """Apply the TTL counted back from the newest event: what was removed."""
+    """Apply the TTL counted back from the newest event of each owner's rows (this
+    machine's; on PostgreSQL also those of no known machine): what was removed."""
     newest, cutoff = cutoff_for(store, ttl_ms)
-    if cutoff is None:
-        return Retention(newest, None)
-    return Retention(newest, cutoff, purge_before(store, cutoff, batch=batch))
+    removed: dict[str, int] = {t.name: 0 for t in PURGED_TABLES}
+    for owner, by in _passes(store):
+        _, pass_cutoff = cutoff_for(by, ttl_ms)
+        if pass_cutoff is None:
+            continue
+        for name, n in purge_before(store, pass_cutoff, batch=batch, owner=owner).items():
+            removed[name] += n
+    return Retention(newest, cutoff, removed if cutoff is not None else {})
 
 
 def database_bytes(store: Store) -> int | None:

@@ -39,97 +39,132 @@ def list_sessions(
     (`tma1_session_repos`, as `tma1.origin.repo.normalise_remote` spells it).
 
     The Sessions tab polls this every 10 s inside the daemon, so it avoids one big GROUP
-    BY over every event row: it picks the sessions from the (session_id, ts) index, then
-    counts only theirs from the (session_id, event_type, ts) and failures indexes.
+    BY over every event row: it picks the page of sessions from the newest events (the ts
+    index), then reads only theirs from the (session_id, ts), (session_id, event_type,
+    ts) and failures indexes.
     """
     ev = hook_events
-    last = func.max(ev.c.ts)
-    pick = (
-        select(ev.c.session_id, func.min(ev.c.ts), last)
-        .where(store.mine(ev.c.machine_id))
-        .group_by(ev.c.session_id)
-    )
+    # A team view on PostgreSQL keys a session by (session id, machine): nothing stops two
+    # machines' agents from reporting one id (the agents make UUIDs; a wrapper or a test
+    # may not), and their rows are two sessions. A SQLite file is one machine's: its
+    # sessions are keyed by id alone (a session begun before migration 0005 has rows of no
+    # machine and of this one).
+    per_machine = store.machine_id is None and store.dialect == "postgresql"
+
+    def key_of(table: Table) -> list[Any]:
+        return [table.c.session_id, table.c.machine_id] if per_machine else [table.c.session_id]
+
+    def key(sid: Any, mid: Any = None) -> tuple[str, str | None]:
+        return (str(sid), mid if per_machine else None)
+
+    conds: list[Any] = [store.mine(ev.c.machine_id)]
     if machine is not None:
-        pick = pick.where(ev.c.machine_id == machine)
+        conds.append(ev.c.machine_id == machine)
     if repo is not None:
         in_repo = select(session_repos.c.session_id).where(
             session_repos.c.repo == repo, store.mine(session_repos.c.machine_id)
         )
-        pick = pick.where(ev.c.session_id.in_(in_repo))
-    if since_ts is not None:
-        pick = pick.having(last >= since_ts)
+        conds.append(ev.c.session_id.in_(in_repo))
     if session_id is not None:
-        pick = pick.where(ev.c.session_id == session_id)
+        conds.append(ev.c.session_id == session_id)
     if search:
         needle = search.lower()
-        pick = pick.where(
+        conds.append(
             or_(
                 func.lower(ev.c.session_id).contains(needle, autoescape=True),
                 func.lower(ev.c.project).contains(needle, autoescape=True),
             )
         )
-    pick = pick.order_by(last.desc(), ev.c.session_id).limit(limit).offset(offset)
-    spans = {str(sid): (int(lo), int(hi)) for sid, lo, hi in store.rows(pick)}
-    if not spans:
+    last = func.max(ev.c.ts)
+    # The page by each session's newest event, from the newest events first: a session
+    # with an event since `lowest` has its newest there, and any other's newest is older,
+    # so when the events since `lowest` hold the whole page it is the page over all of them. The
+    # ts range widens until it does; a team database of millions of events is not grouped
+    # whole for a page of sessions active today (bench/bench_team_gates.py).
+    newest_ts = store.scalar(select(func.max(ev.c.ts)).where(*conds))
+    if newest_ts is None:
         return []
+    floor = since_ts if since_ts is not None else None
+    found: dict[tuple[str, str | None], int] = {}
+    for back_ms in (3_600_000, 86_400_000, 7 * 86_400_000, 30 * 86_400_000, None):
+        lowest = None if back_ms is None else int(newest_ts) - back_ms
+        if floor is not None and (lowest is None or lowest <= floor):
+            lowest, back_ms = floor, None
+        pick = select(*key_of(ev), last).where(*conds).group_by(*key_of(ev))
+        if lowest is not None:
+            pick = pick.where(ev.c.ts >= lowest)
+        if since_ts is not None:
+            pick = pick.having(last >= since_ts)
+        pick = pick.order_by(last.desc(), *key_of(ev)).limit(limit).offset(offset)
+        found = {key(*r[:-1]): int(r[-1]) for r in store.rows(pick)}
+        if back_ms is None or len(found) == limit:
+            break
+    if not found:
+        return []
+    picked = sorted({sid for sid, _ in found})
+    first = (
+        select(*key_of(ev), func.min(ev.c.ts))
+        .where(*conds, ev.c.session_id.in_(picked))
+        .group_by(*key_of(ev))
+    )
+    starts = {key(*r[:-1]): int(r[-1]) for r in store.rows(first)}
+    spans = {k: (starts.get(k, hi), hi) for k, hi in found.items()}
     with store.connect() as conn:
-        ids = list(spans)
-        by_type: dict[str, dict[str, int]] = defaultdict(dict)
+        ids = sorted({sid for sid, _ in spans})
+        by_type: dict[tuple[str, str | None], dict[str, int]] = defaultdict(dict)
         tq = (
-            select(ev.c.session_id, ev.c.event_type, func.count())
+            select(*key_of(ev), ev.c.event_type, func.count())
             .where(
                 ev.c.session_id.in_(ids),
                 ev.c.event_type.in_(("PreToolUse", *_TOOL_RESULT_EVENTS)),
                 store.mine(ev.c.machine_id),
             )
-            .group_by(ev.c.session_id, ev.c.event_type)
+            .group_by(*key_of(ev), ev.c.event_type)
         )
-        for sid, et, n in conn.execute(tq).all():
-            by_type[sid][et] = int(n)
+        for *cols, et, n in conn.execute(tq).all():
+            by_type[key(*cols)][et] = int(n)
 
-        def count_by_session(table: Table, *where: Any) -> dict[str, int]:
-            sid = table.c.session_id
+        def count_by_session(table: Table, *where: Any) -> dict[tuple[str, str | None], int]:
             q = (
-                select(sid, func.count())
-                .where(sid.in_(ids), store.mine(table.c.machine_id), *where)
-                .group_by(sid)
+                select(*key_of(table), func.count())
+                .where(table.c.session_id.in_(ids), store.mine(table.c.machine_id), *where)
+                .group_by(*key_of(table))
             )
-            return {s: int(n) for s, n in conn.execute(q).all()}
+            return {key(*cols): int(n) for *cols, n in conn.execute(q).all()}
 
         failures = count_by_session(ev, ev.c.failure_kind.is_not(None))
         emit_counts = count_by_session(anomaly_emits)
         newest = (
             select(func.max(ev.c.id))
             .where(ev.c.session_id.in_(ids), store.mine(ev.c.machine_id))
-            .group_by(ev.c.session_id)
+            .group_by(*key_of(ev))
         )
         who = {
-            sid: (project, agent, mid)
+            key(sid, mid): (project, agent, mid)
             for sid, project, agent, mid in conn.execute(
                 select(ev.c.session_id, ev.c.project, ev.c.agent_source, ev.c.machine_id).where(
                     ev.c.id.in_(newest)
                 )
             ).all()
         }
+        sr = session_repos.c
         repos = {
-            sid: (repo_, path, host)
-            for sid, repo_, path, host in conn.execute(
-                select(
-                    session_repos.c.session_id,
-                    session_repos.c.repo,
-                    session_repos.c.repo_path,
-                    session_repos.c.host,
-                ).where(session_repos.c.session_id.in_(ids), store.mine(session_repos.c.machine_id))
+            # A store of no machine records its sessions' repositories under "".
+            key(sid, mid or None): (repo_, path, host)
+            for sid, mid, repo_, path, host in conn.execute(
+                select(sr.session_id, sr.machine_id, sr.repo, sr.repo_path, sr.host).where(
+                    sr.session_id.in_(ids), store.mine(sr.machine_id)
+                )
             ).all()
         }
     out = []
-    for sid, (lo, hi) in spans.items():
-        t = by_type.get(sid, {})
-        project, agent, mid = who.get(sid, (None, None, None))
-        repo_, repo_path, host = repos.get(sid, (None, None, None))
+    for k, (lo, hi) in spans.items():
+        t = by_type.get(k, {})
+        project, agent, mid = who.get(k, (None, None, None))
+        repo_, repo_path, host = repos.get(k, (None, None, None))
         out.append(
             {
-                "session_id": sid,
+                "session_id": k[0],
                 "project": project,
                 "agent_source": agent,
                 # NULL: stored before machines were recorded (migration 0005).
@@ -145,8 +180,8 @@ def list_sessions(
                     t.get("PreToolUse", 0),
                     t.get("PostToolUse", 0) + t.get("PostToolUseFailure", 0),
                 ),
-                "failures": failures.get(sid, 0),
-                "anomalies": emit_counts.get(sid, 0),
+                "failures": failures.get(k, 0),
+                "anomalies": emit_counts.get(k, 0),
             }
         )
     return out
