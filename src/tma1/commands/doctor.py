@@ -483,7 +483,7 @@ def check_database(settings: Settings) -> tuple[Diagnosis, Diagnosis | None]:
     tail), and what the TTL would remove from it now (tma1.store.retention)."""
     from tma1.commands._args import open_store
     from tma1.config import ConfigError
-    from tma1.machine import read_machine_id
+    from tma1.origin.machine import read_machine_id
     from tma1.privacy import sqlite_path
     from tma1.store import retention
 
