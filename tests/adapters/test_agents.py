@@ -284,3 +284,17 @@ def test_a_fifth_agents_recorded_log_replays(fifth_tree: Path, tmp_path: Path) -
     (stop,) = [d for d in out["deliveries"] if d["hook_event"] == "Stop"]
     assert json.loads(stop["body"])["decision"] == "block"
     assert "go build" in json.loads(stop["body"])["reason"]
+
+
+def test_replay_names_a_fifth_agents_format(fifth_tree: Path, tmp_path: Path) -> None:
+    """`tma1 replay --help` and its note on a file it cannot read list the formats from
+    the agents' specs: the fifth agent's is there, its title and where it comes from."""
+    env = _env(fifth_tree, tmp_path)
+    r = _tma1(fifth_tree, env, "replay", "--help")
+    assert r.returncode == 0, r.stderr
+    assert "Fifth Agent session logs (~/.fifth/sessions/*.log)" in " ".join(r.stdout.split())
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"neither": "format"}\n')
+    r = _tma1(fifth_tree, env, "replay", str(other))
+    assert "format not recognised" in r.stderr
+    assert "Fifth Agent session logs" in r.stderr

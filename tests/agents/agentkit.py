@@ -25,6 +25,8 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tma1.adapters.agents import SPECS
+
 REPO = Path(__file__).resolve().parents[2]
 VERSIONS_FILE = Path(__file__).with_name("versions.json")
 AGENTS_DIR = REPO / ".agents"
@@ -35,7 +37,8 @@ PACKAGES = {
     "gemini": "@google/gemini-cli",
     "copilot": "@github/copilot",
 }
-EXECUTABLES = {"claude-code": "claude", "codex": "codex", "gemini": "gemini", "copilot": "copilot"}
+# The command each agent's npm package installs: its `AgentSpec.executable`.
+EXECUTABLES = {name: spec.executable for name, spec in SPECS.items()}
 
 BUILD_SH = """#!/bin/sh
 echo "compiling src/app.py"

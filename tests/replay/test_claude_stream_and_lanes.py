@@ -22,8 +22,10 @@ from tma1.cli import main as cli_main
 from tma1.events import parse_payload
 from tma1.replay import claude_stream, claude_transcript
 from tma1.replay.claude_hooklog import BASE_MS
+from tma1.replay.claude_stream import FORMAT as CLAUDE_STREAM_JSON
+from tma1.replay.claude_transcript import FORMAT as CLAUDE_TRANSCRIPT
 from tma1.replay.driver import load, merge_items
-from tma1.replay.formats import CLAUDE_STREAM_JSON, CLAUDE_TRANSCRIPT, detect, read_records
+from tma1.replay.formats import detect, read_records
 from tma1.replay.model import HOOK, ReplayItem
 
 FIX = Path(__file__).parent / "fixtures"

@@ -11,15 +11,11 @@ import pytest
 
 from tma1.clock import epoch_ms
 from tma1.replay import claude_hooklog, claude_transcript, codex_rollout, eventlog
-from tma1.replay.formats import (
-    CLAUDE_HOOKLOG,
-    CLAUDE_TRANSCRIPT,
-    CODEX_ROLLOUT,
-    EVENTLOG,
-    detect,
-    read_records,
-)
+from tma1.replay.formats import CLAUDE_HOOKLOG, EVENTLOG, detect, read_records
 from tma1.replay.model import FILE_CHANGE, HOOK, USAGE, Converted
+
+CLAUDE_TRANSCRIPT = claude_transcript.FORMAT
+CODEX_ROLLOUT = codex_rollout.FORMAT
 
 FIX = Path(__file__).parent / "fixtures"
 

@@ -7,8 +7,10 @@ from collections import Counter
 
 from conftest import require_sessions
 
+from tma1.replay.claude_transcript import FORMAT as CLAUDE_TRANSCRIPT
+from tma1.replay.codex_rollout import FORMAT as CODEX_ROLLOUT
 from tma1.replay.driver import load, merge_items
-from tma1.replay.formats import CLAUDE_HOOKLOG, CLAUDE_TRANSCRIPT, CODEX_ROLLOUT
+from tma1.replay.formats import CLAUDE_HOOKLOG
 from tma1.replay.model import HOOK
 
 

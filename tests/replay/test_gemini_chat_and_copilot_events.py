@@ -11,7 +11,8 @@ from pathlib import Path
 
 from tma1.replay import gemini_chat
 from tma1.replay.driver import replay_paths
-from tma1.replay.formats import GEMINI_CHAT, detect, read_records
+from tma1.replay.formats import detect, read_records
+from tma1.replay.gemini_chat import FORMAT as GEMINI_CHAT
 
 FIX = Path(__file__).with_name("fixtures") / "gemini_chat.jsonl"
 
@@ -78,7 +79,7 @@ COPILOT = Path(__file__).with_name("fixtures") / "copilot_events.jsonl"
 
 def test_a_copilot_session_log_is_detected_and_becomes_its_hooks(tmp_path: Path) -> None:
     from tma1.replay import copilot_events
-    from tma1.replay.formats import COPILOT_EVENTS
+    from tma1.replay.copilot_events import FORMAT as COPILOT_EVENTS
 
     misnamed = tmp_path / "session.jsonl"
     shutil.copy(COPILOT, misnamed)

@@ -84,12 +84,16 @@ class ReplayFormat:
     first) and a record goes to the first that claims it, so a loose format (one that
     matches common type names) takes a high order. `converter` names the module whose
     `convert(records) -> Converted` reads it ("tma1.replay.codex_rollout"): imported only
-    by replay, so installing or serving never loads replay's converters."""
+    by replay, so installing or serving never loads replay's converters. `title` names
+    such files in `tma1 replay --help` and its "format not recognised" note ("Codex
+    rollouts"); `where` says, in the help, where or how they are made."""
 
     name: str
     vote: Vote
     converter: str
     order: int = 50
+    title: str = ""
+    where: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -338,104 +338,6 @@ def _script_step(workdir: str, script: str, args: list[str]) -> Step | None:
     return None
 
 
-def _step(inv: Invocation) -> Step | None:
-    words = list(inv.words)
-    workdir = inv.workdir
-    if not words:
-        return None
-    base = words[0].rsplit("/", 1)[-1]
-    rest = words[1:]
-    if _asks_for_help(rest):
-        return None
-    if base in _NODE_PMS and "--" in rest and _asks_for_help(rest[rest.index("--") + 1 :]):
-        # `npm test -- --help`: the words after `--` are the script's tool's (vitest, jest),
-        # which describes itself; no compiler runs first, unlike `cargo test -- --help`.
-        return None
-    # `npm --prefix web test`, `pnpm -C web test`, `make -C dir`: the directory moves.
-    for flag in ("--prefix", "-C", "--dir", "--cwd"):
-        if flag in rest[:-1] and base in (*_NODE_PMS, "make", "gmake"):
-            i = rest.index(flag)
-            workdir = posixpath.normpath(posixpath.join(workdir, rest[i + 1]))
-            rest = rest[:i] + rest[i + 2 :]
-    if "/" in words[0] and base not in _ALIASED_RUNNERS and not _SCRIPT_INTERPRETERS.match(base):
-        # A project script or a program by its path: `./build.sh`, `./target/release/app`.
-        return _script_step(workdir, words[0], rest)
-    if base in _NODE_PMS:
-        if base == "bun" and rest[:1] == ["test"]:
-            return Step(workdir, "bun test", _scope(rest[1:]))
-        while rest and rest[0].startswith("-"):
-            rest = rest[2:] if rest[0] in _PM_VALUE_FLAGS else rest[1:]
-        if rest[:1] in (["run"], ["run-script"]):
-            rest = rest[1:]
-        elif rest[:1] == ["t"]:
-            rest = ["test", *rest[1:]]
-        if not rest or not _CHECK_SCRIPT.match(rest[0]):
-            return None
-        return Step(workdir, f"npm run {rest[0]}", _scope(rest[1:]))
-    elif base in _TASK_RUNNERS:
-        runner = _TASK_RUNNERS[base]
-        targets = [w for w in rest if not w.startswith("-") and "=" not in w]
-        if runner == "make" and any(w.startswith(("-n", "--dry-run")) for w in rest):
-            return None
-        # No target: the default one (a build). Targets: one must say it checks, and
-        # none may ship or run the program (`make install`, `make run-uvicorn`).
-        # A target that is a file (`app.o`, `bin/server`) is built.
-        if targets and (
-            not any(t == "all" or "." in t or "/" in t or says_check(t) for t in targets)
-            or any(t in _SHIPPING for t in targets)
-        ):
-            return None
-        return Step(workdir, " ".join([runner, *targets]), ())
-    elif base in _SUBCOMMAND_RUNNERS and (
-        # `node --test`, `deno test` are runners; `node scripts/check.mjs` runs a script.
-        not _SCRIPT_INTERPRETERS.match(base) or (rest[:1] and rest[0] in _SUBCOMMAND_RUNNERS[base])
-    ):
-        sub = next((w for w in rest if not w.startswith("-") or w in ("--test", "--build")),
-                   None)  # fmt: skip
-        if sub is None or sub not in _SUBCOMMAND_RUNNERS[base]:
-            if base == "ruff" and (not rest or rest[0].startswith("-") or "." in rest[0]):
-                return Step(workdir, "ruff check", _scope(rest))
-            return None
-        i = rest.index(sub)
-        runner = f"{base} {sub}"
-        if runner == "ruff format" and "--check" not in rest:
-            return None  # a formatter that formats checks nothing
-        if runner == "cmake --build":
-            return Step(workdir, "cmake --build", ())
-        args = rest[i + 1 :]
-        if runner == "cargo nextest" and args[:1] == ["run"]:
-            args = args[1:]
-        return Step(workdir, runner, _scope(_runner_args(runner, args)))
-    elif base in _PLAIN_RUNNERS:
-        if base in ("prettier", "black", "isort") and not any(
-            w in ("--check", "-c", "--diff", "--list-different", "-l") for w in rest
-        ):
-            return None  # formatting, not checking
-        runner = "pytest" if base == "py.test" else base
-        if runner == "vitest" and rest[:1] in (["run"], ["related"]):
-            rest = rest[1:]
-        if runner == "playwright":
-            if rest[:1] != ["test"]:
-                return None  # `playwright install`, `show-report`, `codegen`
-            rest = rest[1:]
-        return Step(workdir, runner, _scope(rest))
-    # A project script run by its interpreter: `bash build.sh`, `python scripts/x.py`.
-    if _SCRIPT_INTERPRETERS.match(base):
-        if base == "deno" and rest[:1] == ["run"]:
-            rest = rest[1:]
-        if PYTHON_NAME.match(base) and rest[:1] == ["-m"] and len(rest) > 1:
-            # `python -m app.main` runs the program; `python -m scripts.check_types`, by
-            # its name, checks; `python -m json.tool`, `venv`, `pip` are tools.
-            module = rest[1]
-            if says_check(module.rsplit(".", 1)[-1]) and module.split(".")[0] not in _STDLIB_TOOLS:
-                return Step(workdir, f"python -m {module}", _scope(rest[2:]))
-            return None
-        pos = [w for w in rest if not w.startswith("-")]
-        if pos and _SCRIPT_FILE.search(pos[0]) and not rest[0].startswith(("-c", "-e")):
-            return _script_step(workdir, pos[0], rest[rest.index(pos[0]) + 1 :])
-    return None
-
-
 _SCRIPT_INTERPRETERS = re.compile(r"^(?:bash|sh|zsh|node|tsx|ts-node|ruby|perl|deno|python[\d.]*)$")
 # Runners also run by a path: the wrapper scripts and installed binaries of known tools.
 _ALIASED_RUNNERS = frozenset(
@@ -445,6 +347,157 @@ _ALIASED_RUNNERS = frozenset(
 )  # fmt: skip
 # Standard-library modules whose names could read like checks (`python -m compileall`).
 _STDLIB_TOOLS = frozenset({"compileall", "py_compile", "doctest", "test"})
+
+
+# --- the runners: one function each, asked in order (`_RUNNERS`) ------------------------
+#
+# Each takes the command's working directory, its program's base name and the words after
+# it, and says which check it runs (None: none). The first runner whose matcher claims the
+# program decides, whatever it answers.
+
+RunnerStep = Callable[[str, str, list[str]], Step | None]
+
+
+def _package_script_step(workdir: str, base: str, rest: list[str]) -> Step | None:
+    """`npm test`, `pnpm -F api run build`, `yarn lint`, `bun test`: the project's own
+    script, a check when its name says so (`npm run dev` is a server)."""
+    if base == "bun" and rest[:1] == ["test"]:
+        return Step(workdir, "bun test", _scope(rest[1:]))
+    while rest and rest[0].startswith("-"):
+        rest = rest[2:] if rest[0] in _PM_VALUE_FLAGS else rest[1:]
+    if rest[:1] in (["run"], ["run-script"]):
+        rest = rest[1:]
+    elif rest[:1] == ["t"]:
+        rest = ["test", *rest[1:]]
+    if not rest or not _CHECK_SCRIPT.match(rest[0]):
+        return None
+    return Step(workdir, f"npm run {rest[0]}", _scope(rest[1:]))
+
+
+def _task_step(workdir: str, base: str, rest: list[str]) -> Step | None:
+    """`make`, `gradle test`, `just lint`: the targets are part of the check."""
+    runner = _TASK_RUNNERS[base]
+    targets = [w for w in rest if not w.startswith("-") and "=" not in w]
+    if runner == "make" and any(w.startswith(("-n", "--dry-run")) for w in rest):
+        return None
+    # No target: the default one (a build). Targets: one must say it checks, and
+    # none may ship or run the program (`make install`, `make run-uvicorn`).
+    # A target that is a file (`app.o`, `bin/server`) is built.
+    if targets and (
+        not any(t == "all" or "." in t or "/" in t or says_check(t) for t in targets)
+        or any(t in _SHIPPING for t in targets)
+    ):
+        return None
+    return Step(workdir, " ".join([runner, *targets]), ())
+
+
+def _names_subcommand(base: str, rest: list[str]) -> bool:
+    # `node --test`, `deno test` are runners; `node scripts/check.mjs` runs a script.
+    return base in _SUBCOMMAND_RUNNERS and (
+        not _SCRIPT_INTERPRETERS.match(base)
+        or (bool(rest) and rest[0] in _SUBCOMMAND_RUNNERS[base])
+    )
+
+
+def _subcommand_step(workdir: str, base: str, rest: list[str]) -> Step | None:
+    """`cargo test`, `go vet ./...`, `ruff check`: the subcommand names the check."""
+    sub = next((w for w in rest if not w.startswith("-") or w in ("--test", "--build")), None)
+    if sub is None or sub not in _SUBCOMMAND_RUNNERS[base]:
+        if base == "ruff" and (not rest or rest[0].startswith("-") or "." in rest[0]):
+            return Step(workdir, "ruff check", _scope(rest))
+        return None
+    i = rest.index(sub)
+    runner = f"{base} {sub}"
+    if runner == "ruff format" and "--check" not in rest:
+        return None  # a formatter that formats checks nothing
+    if runner == "cmake --build":
+        return Step(workdir, "cmake --build", ())
+    args = rest[i + 1 :]
+    if runner == "cargo nextest" and args[:1] == ["run"]:
+        args = args[1:]
+    return Step(workdir, runner, _scope(_runner_args(runner, args)))
+
+
+def _plain_step(workdir: str, base: str, rest: list[str]) -> Step | None:
+    """`pytest tests/x.py`, `tsc --noEmit`, `prettier --check .`: the program is the check."""
+    if base in ("prettier", "black", "isort") and not any(
+        w in ("--check", "-c", "--diff", "--list-different", "-l") for w in rest
+    ):
+        return None  # formatting, not checking
+    runner = "pytest" if base == "py.test" else base
+    if runner == "vitest" and rest[:1] in (["run"], ["related"]):
+        rest = rest[1:]
+    if runner == "playwright":
+        if rest[:1] != ["test"]:
+            return None  # `playwright install`, `show-report`, `codegen`
+        rest = rest[1:]
+    return Step(workdir, runner, _scope(rest))
+
+
+def _interpreted_step(workdir: str, base: str, rest: list[str]) -> Step | None:
+    """A project script run by its interpreter: `bash build.sh`, `python scripts/x.py`."""
+    if base == "deno" and rest[:1] == ["run"]:
+        rest = rest[1:]
+    if PYTHON_NAME.match(base) and rest[:1] == ["-m"] and len(rest) > 1:
+        # `python -m app.main` runs the program; `python -m scripts.check_types`, by
+        # its name, checks; `python -m json.tool`, `venv`, `pip` are tools.
+        module = rest[1]
+        if says_check(module.rsplit(".", 1)[-1]) and module.split(".")[0] not in _STDLIB_TOOLS:
+            return Step(workdir, f"python -m {module}", _scope(rest[2:]))
+        return None
+    pos = [w for w in rest if not w.startswith("-")]
+    if pos and _SCRIPT_FILE.search(pos[0]) and not rest[0].startswith(("-c", "-e")):
+        return _script_step(workdir, pos[0], rest[rest.index(pos[0]) + 1 :])
+    return None
+
+
+# (does this runner claim the program, given its base name and the words after it; its step)
+_RUNNERS: tuple[tuple[Callable[[str, list[str]], bool], RunnerStep], ...] = (
+    (lambda base, _rest: base in _NODE_PMS, _package_script_step),
+    (lambda base, _rest: base in _TASK_RUNNERS, _task_step),
+    (_names_subcommand, _subcommand_step),
+    (lambda base, _rest: base in _PLAIN_RUNNERS, _plain_step),
+    (lambda base, _rest: bool(_SCRIPT_INTERPRETERS.match(base)), _interpreted_step),
+)
+
+
+def _describes_itself(base: str, rest: list[str]) -> bool:
+    """`cargo --help`, `go help test`; `npm test -- --help`: the words after `--` are the
+    script's tool's (vitest, jest), which describes itself; no compiler runs first, unlike
+    `cargo test -- --help`."""
+    if _asks_for_help(rest):
+        return True
+    return base in _NODE_PMS and "--" in rest and _asks_for_help(rest[rest.index("--") + 1 :])
+
+
+def _moved_workdir(base: str, workdir: str, rest: list[str]) -> tuple[str, list[str]]:
+    """`npm --prefix web test`, `pnpm -C web test`, `make -C dir`: the directory moves;
+    the words less the option."""
+    if base not in (*_NODE_PMS, "make", "gmake"):
+        return workdir, rest
+    for flag in ("--prefix", "-C", "--dir", "--cwd"):
+        if flag in rest[:-1]:
+            i = rest.index(flag)
+            workdir = posixpath.normpath(posixpath.join(workdir, rest[i + 1]))
+            rest = rest[:i] + rest[i + 2 :]
+    return workdir, rest
+
+
+def _step(inv: Invocation) -> Step | None:
+    if not inv.words:
+        return None
+    program, rest = inv.words[0], list(inv.words[1:])
+    base = program.rsplit("/", 1)[-1]
+    if _describes_itself(base, rest):
+        return None
+    workdir, rest = _moved_workdir(base, inv.workdir, rest)
+    if "/" in program and base not in _ALIASED_RUNNERS and not _SCRIPT_INTERPRETERS.match(base):
+        # A project script or a program by its path: `./build.sh`, `./target/release/app`.
+        return _script_step(workdir, program, rest)
+    for claims, step in _RUNNERS:
+        if claims(base, rest):
+            return step(workdir, base, rest)
+    return None
 
 
 @lru_cache(maxsize=4096)

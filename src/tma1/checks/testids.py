@@ -5,6 +5,8 @@ file a test id names, and the error line of one failing test.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from tma1.checks.locations import (
     DETAIL_WINDOW,
@@ -65,86 +67,138 @@ def _clean_id(raw: str) -> str:
     return tid.replace(" › ", " > ").strip()
 
 
-def extract_test_ids(output: str) -> list[str]:
-    """Distinct failing test identifiers in first-seen order. A bare `FAIL` is no id."""
-    specific: dict[str, None] = {}
-    containers: dict[str, None] = {}
-    bullets: list[str] = []
-    go_pending = False  # a `--- FAIL` since the last package summary line
-    js_file: str | None = None
-    in_mocha = False
-    mocha_parts: list[str] | None = None
-    mocha_indent = 0
+@dataclass(slots=True)
+class _Failures:
+    """What `extract_test_ids` has read so far: the ids found, and the state a later line
+    is read in (the JS file a report is under, a Go test failing since the last package
+    line, a mocha `N failing` list and the title it is in the middle of)."""
 
-    def add(tid: str, into: dict[str, None]) -> None:
+    specific: dict[str, None] = field(default_factory=dict)
+    containers: dict[str, None] = field(default_factory=dict)
+    bullets: list[str] = field(default_factory=list)
+    go_pending: bool = False  # a `--- FAIL` since the last package summary line
+    js_file: str | None = None
+    in_mocha: bool = False
+    mocha_parts: list[str] | None = None
+    mocha_indent: int = 0
+
+    def add(self, tid: str, into: dict[str, None]) -> None:
         if tid and len(tid) <= _MAX_ID and not _NOT_AN_ID.match(tid):
             into.setdefault(tid, None)
 
+    def in_js_file(self, title: str) -> str:
+        return f"{self.js_file} > {title}" if self.js_file else title
+
+    def mocha_title_goes_on(self, line: str) -> bool:
+        """A mocha title runs over indented lines up to the one ending in `:`: True when
+        `line` is one of them (and read)."""
+        assert self.mocha_parts is not None
+        indent = len(line) - len(line.lstrip())
+        if not (line.strip() and indent > self.mocha_indent and len(self.mocha_parts) < 12):
+            self.mocha_parts = None
+            return False
+        self.mocha_parts.append(line.strip())
+        if line.endswith(":"):
+            self.add(_clean_id(" ".join(self.mocha_parts))[:-1].rstrip(), self.specific)
+            self.mocha_parts = None
+        return True
+
+    def go_test(self, m: re.Match[str]) -> None:
+        self.add(m.group(1), self.specific)
+        self.go_pending = True
+
+    def js_fail(self, m: re.Match[str]) -> None:
+        if m.group(2):
+            self.add(_clean_id(m.group(1) + m.group(2)), self.specific)
+        else:
+            self.js_file = m.group(1)
+            self.add(self.js_file, self.containers)
+
+    def go_package_fail(self, m: re.Match[str]) -> None:
+        # `[build failed]`/`[setup failed]`: nothing ran, so no test is stuck — the
+        # compile error is the build rules' business.
+        if not self.go_pending and "failed]" not in (m.group(2) or ""):
+            self.add(m.group(1), self.containers)
+        self.go_pending = False
+
+    def go_package_done(self, m: re.Match[str]) -> None:
+        self.go_pending = False
+
+    def unittest(self, m: re.Match[str]) -> None:
+        name, where = m.group(1), m.group(2)
+        self.add(where if where.endswith("." + name) else f"{where}.{name}", self.specific)
+
+    def jest_dot(self, m: re.Match[str]) -> None:
+        title = _clean_id(m.group(1))
+        if title and not title.startswith(_JEST_NOT_TESTS):
+            self.add(self.in_js_file(title), self.specific)
+
+    def x_bullet(self, m: re.Match[str]) -> None:
+        title = _clean_id(m.group(1))
+        if re.match(rf"^{_JS_FILE} > ", title):
+            self.add(title, self.specific)
+        else:
+            self.bullets.append(self.in_js_file(title))
+
+    def named(self, m: re.Match[str]) -> None:
+        self.add(m.group(1), self.specific)
+
+    def mocha_failing(self, m: re.Match[str]) -> None:
+        self.in_mocha = True
+
+    def mocha_head(self, m: re.Match[str]) -> None:
+        if not self.in_mocha:
+            return
+        title = m.group(2).strip()
+        if title.endswith(":"):
+            self.add(_clean_id(title[:-1]), self.specific)
+        else:
+            self.mocha_parts, self.mocha_indent = [title], len(m.group(1))
+
+    def ids(self) -> list[str]:
+        # `✕ name` lines only when nothing more specific named the tests (jest prints both).
+        if not any(" > " in t for t in self.specific):
+            for b in self.bullets:
+                self.add(b, self.specific)
+        out = list(self.specific)
+        # A Go test with failing subtests is named by its subtests.
+        out = [t for t in out if not any(o.startswith(t + "/") for o in out if "/" in o)]
+        for c in self.containers:
+            if not any(t.startswith(c + " > ") for t in out):
+                out.append(c)
+        return out
+
+
+# A test line's pattern and what it adds, asked in this order; the first that matches reads
+# the line.
+_FAILURE_LINES: tuple[tuple[re.Pattern[str], Callable[[_Failures, re.Match[str]], None]], ...] = (
+    (_GO_TEST, _Failures.go_test),
+    (_JS_FAIL, _Failures.js_fail),
+    (_GO_PKG_FAIL, _Failures.go_package_fail),
+    (_GO_PKG_DONE, _Failures.go_package_done),
+    (_UNITTEST, _Failures.unittest),
+    (_JEST_DOT, _Failures.jest_dot),
+    (_X_BULLET, _Failures.x_bullet),
+    *((p, _Failures.named) for p in _NAMED_BY_GROUP_1),
+    (_MOCHA_FAILING, _Failures.mocha_failing),
+    (_MOCHA_HEAD, _Failures.mocha_head),
+)
+
+
+def extract_test_ids(output: str) -> list[str]:
+    """Distinct failing test identifiers in first-seen order. A bare `FAIL` is no id."""
+    found = _Failures()
     for raw in strip_ansi(output).splitlines():
         line = raw.rstrip()
-        if mocha_parts is not None:
-            indent = len(line) - len(line.lstrip())
-            if line.strip() and indent > mocha_indent and len(mocha_parts) < 12:
-                mocha_parts.append(line.strip())
-                if line.endswith(":"):
-                    add(_clean_id(" ".join(mocha_parts))[:-1].rstrip(), specific)
-                    mocha_parts = None
-                continue
-            mocha_parts = None
+        if found.mocha_parts is not None and found.mocha_title_goes_on(line):
+            continue
         if not line.strip() or not _ANY_TEST_LINE.match(line):
             continue
-        if m := _GO_TEST.match(line):
-            add(m.group(1), specific)
-            go_pending = True
-        elif m := _JS_FAIL.match(line):
-            if m.group(2):
-                add(_clean_id(m.group(1) + m.group(2)), specific)
-            else:
-                js_file = m.group(1)
-                add(js_file, containers)
-        elif m := _GO_PKG_FAIL.match(line):
-            # `[build failed]`/`[setup failed]`: nothing ran, so no test is stuck — the
-            # compile error is the build rules' business.
-            if not go_pending and "failed]" not in (m.group(2) or ""):
-                add(m.group(1), containers)
-            go_pending = False
-        elif _GO_PKG_DONE.match(line):
-            go_pending = False
-        elif m := _UNITTEST.match(line):
-            name, where = m.group(1), m.group(2)
-            add(where if where.endswith("." + name) else f"{where}.{name}", specific)
-        elif m := _JEST_DOT.match(line):
-            title = _clean_id(m.group(1))
-            if title and not title.startswith(_JEST_NOT_TESTS):
-                add(f"{js_file} > {title}" if js_file else title, specific)
-        elif m := _X_BULLET.match(line):
-            title = _clean_id(m.group(1))
-            if re.match(rf"^{_JS_FILE} > ", title):
-                add(title, specific)
-            else:
-                bullets.append(f"{js_file} > {title}" if js_file else title)
-        elif m := next(filter(None, (p.match(line) for p in _NAMED_BY_GROUP_1)), None):
-            add(m.group(1), specific)
-        elif _MOCHA_FAILING.match(line):
-            in_mocha = True
-        elif in_mocha and (m := _MOCHA_HEAD.match(line)):
-            title = m.group(2).strip()
-            if title.endswith(":"):
-                add(_clean_id(title[:-1]), specific)
-            else:
-                mocha_parts, mocha_indent = [title], len(m.group(1))
-
-    # `✕ name` lines only when nothing more specific named the tests (jest prints both).
-    if not any(" > " in t for t in specific):
-        for b in bullets:
-            add(b, specific)
-    out = list(specific)
-    # A Go test with failing subtests is named by its subtests.
-    out = [t for t in out if not any(o.startswith(t + "/") for o in out if "/" in o)]
-    for c in containers:
-        if not any(t.startswith(c + " > ") for t in out):
-            out.append(c)
-    return out
+        for pattern, take in _FAILURE_LINES:
+            if m := pattern.match(line):
+                take(found, m)
+                break
+    return found.ids()
 
 
 def file_of_test_id(test_id: str, *, guess: bool = False) -> str | None:

@@ -1,7 +1,7 @@
 """`tma1 replay` and `tma1 export`: backtest the rules on recorded sessions.
 
 `replay PATH…` runs the real engine with a virtual clock over recorded sessions (tma1
-event logs, Claude Code transcripts and hook logs, Codex rollouts — told apart by
+event logs, hook logs and every agent's formats, `AgentSpec.replay` — told apart by
 content; directories are read recursively) and prints every delivery the agent would
 have received, then emits per kind, the daily budget and the follow-rate.
 
@@ -30,17 +30,15 @@ from tma1.commands.anomalies import one_line, text_table
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from tma1.replay.formats import described  # the agents' formats (tma1.adapters.agents)
+
     p = sub.add_parser(
         "replay",
         help="run the rules over recorded sessions (backtest)",
         description=(
             "Run the real engine with a virtual clock over recorded sessions and print "
             "every delivery and a summary (emits per kind, budget per day, follow-rate). "
-            "Inputs are detected by content: tma1 event logs (tma1 export), Claude Code "
-            "transcripts (JSONL or JSON array), hook payload logs and stream-json output "
-            "(claude -p --output-format stream-json --verbose), Codex rollouts, Gemini CLI "
-            "chat files (~/.gemini/tmp/<project>/chats/session-*.jsonl) and Copilot CLI "
-            "session logs (~/.copilot/session-state/<id>/events.jsonl). "
+            f"Inputs are detected by content: {described(where=True)}. "
             "Directories are read recursively."
         ),
     )

@@ -27,8 +27,11 @@ from typing import Any
 from tma1.clock import epoch_ms
 from tma1.replay import claude_transcript
 from tma1.replay.claude_hooklog import BASE_MS, SPACING_MS
-from tma1.replay.formats import CLAUDE_STREAM_JSON
+from tma1.replay.formats import format_of
 from tma1.replay.model import Converted, Records, obj
+
+# This converter's format (`AgentSpec.replay` names it).
+FORMAT = format_of(__name__)
 
 UNKNOWN_PROMPT = "[the prompt given to claude -p; stream-json does not print it]"
 _CONVERSATION = frozenset({"assistant", "user"})
@@ -128,7 +131,7 @@ def convert(records: Records) -> Converted:
                 entry["subagent_type"] = kind
         staged.records.append((line, entry))
     out = claude_transcript.convert(staged)
-    out.format = CLAUDE_STREAM_JSON
+    out.format = FORMAT
     out.records = len(records.records)
     if first_ts is None:
         out.synthetic_time = (

@@ -46,9 +46,12 @@ from typing import Any
 
 from tma1.clock import epoch_ms
 from tma1.events import Usage
-from tma1.replay.formats import CLAUDE_TRANSCRIPT
+from tma1.replay.formats import format_of
 from tma1.replay.model import Converted, Note, Records, SessionHooks, obj
 from tma1.sensors.transcripts import parse_claude_usage_lines
+
+# This converter's format (`AgentSpec.replay` names it).
+FORMAT = format_of(__name__)
 
 # Built-in commands that run locally: no UserPromptSubmit, nothing reaches the model.
 _LOCAL_COMMANDS = frozenset(
@@ -392,7 +395,7 @@ class _Entry:
 
 
 def convert(records: Records) -> Converted:
-    out = Converted.of(records, CLAUDE_TRANSCRIPT)
+    out = Converted.of(records, FORMAT)
     sessions: dict[str, _Session] = {}
     path = records.path
     file_type = subagent_meta_type(path)

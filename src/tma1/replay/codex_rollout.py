@@ -30,9 +30,12 @@ from typing import Any
 
 from tma1.clock import epoch_ms
 from tma1.events import shell_script
-from tma1.replay.formats import CODEX_ROLLOUT
+from tma1.replay.formats import format_of
 from tma1.replay.model import Converted, Records, SessionHooks, obj
 from tma1.sensors.transcripts import CodexState, parse_codex_usage_lines
+
+# This converter's format (`AgentSpec.replay` names it).
+FORMAT = format_of(__name__)
 
 LEGACY_SPACING_MS = 5_000
 SHELL_NAMES = frozenset({"shell", "container.exec", "local_shell", "exec_command", "shell_command"})
@@ -213,7 +216,7 @@ def _is_preamble(text: str) -> bool:
 
 
 def convert(records: Records) -> Converted:
-    out = Converted.of(records, CODEX_ROLLOUT)
+    out = Converted.of(records, FORMAT)
     current = any(
         isinstance(r, dict) and "payload" in r and "timestamp" in r for _, r in records.records
     )

@@ -20,12 +20,15 @@ from __future__ import annotations
 from typing import Any
 
 from tma1.clock import epoch_ms
-from tma1.replay.formats import COPILOT_EVENTS
+from tma1.replay.formats import format_of
 from tma1.replay.model import Converted, Records, numbered_hook, obj
+
+# This converter's format (`AgentSpec.replay` names it).
+FORMAT = format_of(__name__)
 
 
 def convert(records: Records) -> Converted:
-    out = Converted.of(records, COPILOT_EVENTS)
+    out = Converted.of(records, FORMAT)
     sid: str | None = None
     cwd: str | None = None
     calls: dict[str, dict[str, Any]] = {}

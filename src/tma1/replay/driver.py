@@ -54,6 +54,7 @@ from tma1.replay.formats import (
     EVENTLOG,
     Records,
     converter,
+    described,
     detect,
     read_records,
 )
@@ -117,9 +118,7 @@ def load(paths: Iterable[str | Path]) -> tuple[list[Converted], list[Problem]]:
             out = Converted.of(records, "unknown")
             if records.records or not records.problems:
                 out.problem(
-                    0,
-                    "format not recognised (not an event log, Claude Code transcript, hook log "
-                    "or stream-json, or Codex rollout); skipped",
+                    0, f"format not recognised (replay reads {described(where=False)}); skipped"
                 )
             converted.append(out)
             continue

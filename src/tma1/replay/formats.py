@@ -2,22 +2,15 @@
 
 Two containers: JSONL (one JSON value a line) and a JSON array (possibly pretty-printed
 over many lines). Each record keeps the 1-based line it starts on, so every problem can be
-reported as `file:line`. tma1's own two formats live in them, and each agent's
-(`AgentSpec.replay`: how a record of it looks, and its converter); today seven in all:
+reported as `file:line`. tma1's own two formats live in them:
 
 - `eventlog`: tma1's own event log (design §4) — hook payloads with a `ts`, and
   `file_change` / `usage` records; what `tma1 export` writes.
-- `claude-transcript`: Claude Code transcript entries (`type` user/assistant/system, …).
-- `claude-hooklog`: Claude Code hook payloads without timestamps.
-- `claude-stream-json`: what `claude -p --output-format stream-json --verbose` prints —
-  `system` (`init`, …), `assistant`, `user` and `result` entries carrying `session_id`
-  (snake case: a transcript says `sessionId`).
-- `codex-rollout`: Codex CLI rollouts, the current `{timestamp, type, payload}` lines and
-  the legacy format (a header line, then bare response items and `record_type` lines).
-- `gemini-chat`: Gemini CLI chat files (a `{sessionId, projectHash, …}` header, messages
-  of type user/gemini, `$set` updates; or one object with a `messages` list).
-- `copilot-events`: GitHub Copilot CLI session logs (`{type, data, id, timestamp}` lines:
-  `session.start`, `user.message`, `tool.execution_start`, …).
+- `claude-hooklog`: hook payloads without timestamps (whatever the agent).
+
+and each agent's, declared in its `AgentSpec.replay` (tma1.adapters.agents): how a record
+of it looks, its converter, its name (a converter's `FORMAT`, `format_of`) and what the
+help calls it (`described`). The table in docs/hooks.md lists them.
 """
 
 from __future__ import annotations
@@ -34,13 +27,11 @@ from tma1.adapters.agents import SPECS
 from tma1.adapters.spec import Vote
 from tma1.replay.model import Converted, Problem, Records
 
+# tma1's own formats; the agents' are named in their specs (`format_of`).
 EVENTLOG = "eventlog"
-CLAUDE_TRANSCRIPT = "claude-transcript"
 CLAUDE_HOOKLOG = "claude-hooklog"
-CODEX_ROLLOUT = "codex-rollout"
-CLAUDE_STREAM_JSON = "claude-stream-json"
-GEMINI_CHAT = "gemini-chat"
-COPILOT_EVENTS = "copilot-events"
+# What `described` calls them, and where the event log comes from.
+_OWN = (("tma1 event logs", "tma1 export"), ("hook payload logs", ""))
 
 _WS = re.compile(r"\s*")
 # A binary or foreign file would otherwise report every one of its lines.
@@ -135,6 +126,27 @@ def _read_array(text: str, out: Records) -> None:
 
 def _short(exc: BaseException) -> str:
     return str(exc).split("\n", 1)[0][:120]
+
+
+# --- the formats ---------------------------------------------------------------------
+
+
+def format_of(converter: str) -> str:
+    """The name of the agent format whose converter is the module `converter` (a converter
+    names its output by it: `FORMAT = format_of(__name__)`)."""
+    names = [f.name for s in SPECS.values() for f in s.replay if f.converter == converter]
+    if len(names) != 1:
+        raise LookupError(f"{len(names)} replay formats name {converter} as their converter")
+    return names[0]
+
+
+def described(*, where: bool) -> str:
+    """Every format replay reads, as the help lists them: "tma1 event logs (tma1 export),
+    hook payload logs, …, Gemini CLI chat files (~/.gemini/…) and Copilot CLI session logs
+    (…)"; without `where`, their titles alone."""
+    kinds = [*_OWN, *((f.title or f.name, f.where) for s in SPECS.values() for f in s.replay)]
+    names = [f"{title} ({hint})" if where and hint else title for title, hint in kinds]
+    return f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 # --- detection -------------------------------------------------------------------------

@@ -22,8 +22,11 @@ from functools import partial
 from typing import Any
 
 from tma1.clock import epoch_ms
-from tma1.replay.formats import GEMINI_CHAT
+from tma1.replay.formats import format_of
 from tma1.replay.model import Converted, Records, numbered_hook, obj
+
+# This converter's format (`AgentSpec.replay` names it).
+FORMAT = format_of(__name__)
 
 _WORKSPACE = re.compile(r"\*\*Workspace Directories:\*\*\s*\n\s*- (\S[^\n]*)")
 _CONTEXT_PREFIX = "<session_context>"
@@ -74,7 +77,7 @@ def _messages(records: Records, out: Converted) -> tuple[dict[str, Any], list[tu
 
 
 def convert(records: Records) -> Converted:
-    out = Converted.of(records, GEMINI_CHAT)
+    out = Converted.of(records, FORMAT)
     header, messages = _messages(records, out)
     sid = header.get("sessionId")
     if not isinstance(sid, str) or not sid:

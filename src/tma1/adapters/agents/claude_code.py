@@ -155,7 +155,21 @@ SPEC = AgentSpec(
     envelope=Envelope(context_form="plain", stop_form="context", compact=True),
     envelopes={"json": Envelope(context_form="hook_specific", stop_form="context")},
     replay=(
-        ReplayFormat("claude-stream-json", _stream_json, "tma1.replay.claude_stream", order=40),
-        ReplayFormat("claude-transcript", _transcript, "tma1.replay.claude_transcript", order=41),
+        ReplayFormat(
+            "claude-stream-json",
+            _stream_json,
+            "tma1.replay.claude_stream",
+            order=40,
+            title="Claude Code stream-json output",
+            where="claude -p --output-format stream-json --verbose",
+        ),
+        ReplayFormat(
+            "claude-transcript",
+            _transcript,
+            "tma1.replay.claude_transcript",
+            order=41,
+            title="Claude Code transcripts",
+            where="JSONL or JSON array",
+        ),
     ),
 )

@@ -287,5 +287,9 @@ SPEC = AgentSpec(
     # call, tma1.sensors.codex_exit).
     transcript="codex",
     doctor=check_trust,
-    replay=(ReplayFormat("codex-rollout", _rollout, "tma1.replay.codex_rollout", order=30),),
+    replay=(
+        ReplayFormat(
+            "codex-rollout", _rollout, "tma1.replay.codex_rollout", order=30, title="Codex rollouts"
+        ),
+    ),
 )

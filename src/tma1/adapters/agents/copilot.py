@@ -137,6 +137,13 @@ SPEC = AgentSpec(
     # answer; it ignores it inside `hookSpecificOutput` (tried on the binary).
     envelope=Envelope(context_form="top_level", stop_form="decision"),
     replay=(
-        ReplayFormat("copilot-events", _session_events, "tma1.replay.copilot_events", order=10),
+        ReplayFormat(
+            "copilot-events",
+            _session_events,
+            "tma1.replay.copilot_events",
+            order=10,
+            title="Copilot CLI session logs",
+            where="~/.copilot/session-state/<id>/events.jsonl",
+        ),
     ),
 )

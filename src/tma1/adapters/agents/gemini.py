@@ -152,5 +152,14 @@ SPEC = AgentSpec(
         stop_form="decision",
         event_names={tma1: own for own, tma1 in EVENT_NAMES.items()},
     ),
-    replay=(ReplayFormat("gemini-chat", _chat, "tma1.replay.gemini_chat", order=20),),
+    replay=(
+        ReplayFormat(
+            "gemini-chat",
+            _chat,
+            "tma1.replay.gemini_chat",
+            order=20,
+            title="Gemini CLI chat files",
+            where="~/.gemini/tmp/<project>/chats/session-*.jsonl",
+        ),
+    ),
 )
