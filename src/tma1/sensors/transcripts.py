@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 from tma1.adapters.agents import SPECS
 from tma1.clock import Clock, epoch_ms
 from tma1.counters import Counters
-from tma1.events import Usage
+from tma1.events import TURN_END, Usage
 from tma1.store import Store
 
 log = logging.getLogger("tma1.sensors.transcripts")
@@ -64,6 +64,33 @@ def _ts(obj: dict[str, Any], default_ts: int) -> int:
     return default_ts if ts is None else ts
 
 
+# A turn end (`TURN_END`) is stored with the usage rows (`tma1_messages`), as a compaction
+# is: both are what only the transcript says.
+# Claude Code's words for a turn the user interrupted (Esc): a user line of its own, or the
+# result of the tool call it cut. No `Stop` hook follows.
+CLAUDE_INTERRUPTED = "[Request interrupted by user"
+
+
+def turn_end(ts: int, session_id: str, key: str, model: str | None = None) -> Usage:
+    """A turn-end row: the transcript says the turn ended at `ts` with no `Stop` hook."""
+    return Usage(ts=ts, session_id=session_id, occupancy=0, kind=TURN_END, model=model,
+                 message_id=f"{TURN_END}:{key}")  # fmt: skip
+
+
+def _claude_interrupted(msg: Any) -> bool:
+    """A main-chain user message that is Claude Code's interruption marker."""
+    content = msg.get("content") if isinstance(msg, dict) else None
+    if isinstance(content, str):
+        return content.lstrip().startswith(CLAUDE_INTERRUPTED)
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        text = block.get("text") if block.get("type") == "text" else block.get("content")
+        if isinstance(text, str) and text.lstrip().startswith(CLAUDE_INTERRUPTED):
+            return True
+    return False
+
+
 def _int(value: Any) -> int:
     """A token count: a non-negative int, 0 for anything that is not a number."""
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -92,7 +119,8 @@ def parse_claude_usage_lines(
     seen: set[str] | None = None,
     default_ts: int = 0,
 ) -> list[Usage]:
-    """Usage rows of the main chain, one per API response, in file order.
+    """Usage rows of the main chain, one per API response, in file order; a compaction
+    and a user interruption (`TURN_END`) are rows of their own kind.
 
     `seen` carries dedup keys across calls (the tailer passes its per-file set; the first
     line of a response wins, all its lines carry the same prompt size). `session_id` None
@@ -123,6 +151,13 @@ def parse_claude_usage_lines(
             out.append(
                 Usage(ts=ts, session_id=sid, occupancy=0, kind="compaction", message_id=compact_key)
             )
+            continue
+        if kind == "user" and _claude_interrupted(obj.get("message")):
+            ts = _ts(obj, default_ts)
+            end_key = str(obj.get("uuid") or ts)
+            if f"{TURN_END}:{end_key}" not in seen:
+                seen.add(f"{TURN_END}:{end_key}")
+                out.append(turn_end(ts, sid, end_key))
             continue
         if kind != "assistant":
             continue
@@ -169,6 +204,7 @@ class CodexState:
     model: str | None = None
     last_total: tuple[int, ...] | None = None
     compactions: int = 0
+    turn_ends: int = 0
     context_window: int | None = None  # token_count's `model_context_window`
 
 
@@ -179,7 +215,9 @@ def parse_codex_usage_lines(
     state: CodexState | None = None,
     default_ts: int = 0,
 ) -> list[Usage]:
-    """Usage rows from a Codex rollout: occupancy = `last_token_usage.input_tokens`.
+    """Usage rows from a Codex rollout: occupancy = `last_token_usage.input_tokens`; a
+    compaction and a `turn_aborted` event (the user interrupted the turn: Codex sends no
+    hook for it) are rows of their own kind.
 
     `cached_input_tokens` is a subset of `input_tokens`: it is stored as cache_read and
     the rest as input, so input + cache_read = occupancy as for Claude.
@@ -220,6 +258,11 @@ def parse_codex_usage_lines(
                     context_window=state.context_window,
                 )
             )
+            continue
+        if kind == "event_msg" and ptype == "turn_aborted":
+            state.turn_ends += 1
+            ts = _ts(obj, default_ts)
+            out.append(turn_end(ts, sid, f"{ts}:{state.turn_ends}", state.model))
             continue
         if kind != "event_msg" or ptype != "token_count":
             continue
@@ -279,8 +322,12 @@ def detect_format(obj: Any) -> str | None:
 
 # Lines the parsers could use; anything else is skipped without being decoded (most of a
 # transcript's bytes are tool output on user lines).
-_CLAUDE_MARKERS = (b'"usage"', b"compact_boundary", b"isCompactSummary")
-_CODEX_MARKERS = (b"token_count", b'"turn_context"', b'"session_meta"', b"compacted")
+_CLAUDE_MARKERS = (
+    b'"usage"', b"compact_boundary", b"isCompactSummary", CLAUDE_INTERRUPTED.encode()
+)  # fmt: skip
+_CODEX_MARKERS = (
+    b"token_count", b'"turn_context"', b'"session_meta"', b"compacted", b"turn_aborted"
+)  # fmt: skip
 
 
 def wanted_lines(chunk: bytes, fmt: str) -> list[bytes]:
