@@ -29,7 +29,7 @@ from sqlalchemy import select
 from tma1.clock import ManualClock, SystemClock, epoch_ms
 from tma1.config import Settings
 from tma1.counters import Counters
-from tma1.events import Usage
+from tma1.events import TURN_END, Usage
 from tma1.sensors.transcripts import (
     CodexState,
     TranscriptTailer,
@@ -101,8 +101,12 @@ def test_claude_series_dedup_and_sidechains_viewer() -> None:
 
 
 def test_claude_series_cctrace_peaks_at_180k() -> None:
-    rows = parse_claude_usage_lines(load_jsonl(require_sessions() / CCTRACE))
+    parsed = parse_claude_usage_lines(load_jsonl(require_sessions() / CCTRACE))
+    rows = [u for u in parsed if u.kind == "usage"]
     occ = [u.occupancy for u in rows]
+    # The user pressed Esc once (09:56:27, "[Request interrupted by user]"): a turn end.
+    ends = [u for u in parsed if u.kind == TURN_END]
+    assert [(u.ts, u.occupancy) for u in ends] == [(epoch_ms("2026-01-06T09:56:27.045Z"), 0)]
     # 326 assistant lines, 100 distinct responses.
     assert len(occ) == 100
     assert occ[:5] == [26818, 39604, 52028, 53497, 54413]
@@ -335,7 +339,9 @@ def test_hook_path_reads_a_bounded_slice_and_the_rest_in_background(
         assert state.offset == size
     finally:
         t.stop()
-    assert len(stored(store, "S")) == 100
+    rows = stored(store, "S")
+    assert len([u for u in rows if u.kind == "usage"]) == 100
+    assert len([u for u in rows if u.kind == TURN_END]) == 1  # the user's one Esc
 
 
 def test_codex_rollout_tailed_with_agent_hint(store: Store, tmp_path: Path) -> None:

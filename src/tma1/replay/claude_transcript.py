@@ -519,11 +519,10 @@ def _tool_results(s: _Session, x: _Entry) -> None:
 
 
 def _interrupted(s: _Session, x: _Entry) -> None:
-    """The user interrupted the turn: no Stop follows, and the live tailer stores the
-    marker as a turn-end row (what tells the session bundle the turn is over)."""
-    if not s.turn_interrupted:
-        key = str(x.uuid or x.ts)
-        s.usage(turn_end(x.ts, s.sid, key), x.ts, x.seq, x.origin, f"claude-turn-end:{s.sid}:{key}")
+    """The user interrupted the turn: no Stop follows, and the live tailer stores each
+    marker line as a turn-end row (what tells the session bundle the turn is over)."""
+    key = str(x.uuid or x.ts)
+    s.usage(turn_end(x.ts, s.sid, key), x.ts, x.seq, x.origin, f"claude-turn-end:{s.sid}:{key}")
     s.turn_interrupted = True
 
 

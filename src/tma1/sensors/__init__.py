@@ -74,7 +74,9 @@ class Sensors:
             except Exception:
                 self.counters.inc("errors.transcripts")
                 log.exception("reading transcript %s failed", event.transcript_path)
-        if event.hook_event_name == "SessionStart" and event.project:
+        # A replay's hooks name no transcript: it feeds the turn ends the tailer would
+        # have stored as items of their own (tma1.replay).
+        if event.hook_event_name == "SessionStart" and event.project and event.transcript_path:
             try:
                 self.read_peers(event.session_id, event.project, event.ts)
             except Exception:
