@@ -356,6 +356,9 @@ def test_codex_rollout_tailed_with_agent_hint(store: Store, tmp_path: Path) -> N
 # --- turn ends: the user interrupted the turn (no Stop hook) ------------------------------
 
 
+ABORTED = {"type": "turn_aborted", "reason": "interrupted"}
+
+
 def _codex(ts: str, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
     return {"timestamp": ts, "type": kind, "payload": payload}
 
@@ -366,7 +369,7 @@ def test_a_codex_turn_aborted_is_a_turn_end_row() -> None:
     lines = [
         _codex("2026-01-09T14:04:01.000Z", "session_meta", {"id": "S"}),
         _codex("2026-01-09T14:04:01.100Z", "turn_context", {"model": "gpt-5.2-codex"}),
-        _codex("2026-01-09T14:04:05.497Z", "event_msg", {"type": "turn_aborted", "reason": "interrupted"}),
+        _codex("2026-01-09T14:04:05.497Z", "event_msg", ABORTED),
         # A command's output quoting the words is no turn end.
         _codex("2026-01-09T14:04:06.000Z", "response_item",
                {"type": "function_call_output", "output": '"type":"turn_aborted"'}),
@@ -390,15 +393,38 @@ def test_a_claude_interruption_is_a_turn_end_row() -> None:
 
     lines = [
         user("u10", [{"type": "text", "text": "[Request interrupted by user]"}]),
-        user("u11", [{"type": "tool_result", "tool_use_id": "t1",
-                      "content": "[Request interrupted by user for tool use]"}]),  # fmt: skip
-        user("u11", [{"type": "tool_result", "tool_use_id": "t1",
-                      "content": "[Request interrupted by user for tool use]"}]),  # fmt: skip
+        user(
+            "u11",
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": "[Request interrupted by user for tool use]",
+                }
+            ],
+        ),
+        user(
+            "u11",
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": "[Request interrupted by user for tool use]",
+                }
+            ],
+        ),
         user("u12", "[Request interrupted by user]", isSidechain=True),
         user("u13", [{"type": "text", "text": "why did you say [Request interrupted by user]?"}]),
-        {"type": "assistant", "uuid": "a14", "sessionId": "S", "message": {
-            "id": "m", "content": [{"type": "text", "text": "[Request interrupted by user]"}]}},
-    ]  # fmt: skip
+        {
+            "type": "assistant",
+            "uuid": "a14",
+            "sessionId": "S",
+            "message": {
+                "id": "m",
+                "content": [{"type": "text", "text": "[Request interrupted by user]"}],
+            },
+        },
+    ]
     rows = parse_claude_usage_lines(lines)
     assert [(u.kind, u.ts, u.message_id) for u in rows] == [
         (TURN_END, epoch_ms("2026-01-06T09:56:10.000Z"), "turn_end:u10"),
@@ -427,8 +453,7 @@ def test_the_tailer_stores_a_turn_end_that_the_usage_read_passes_over(
     end = epoch_ms("2026-01-09T14:04:05.497Z")
     assert store.latest_turn_end_ts("S", end + 1) is None
     with f.open("a") as fh:
-        fh.write(json.dumps(_codex("2026-01-09T14:04:05.497Z", "event_msg",
-                                   {"type": "turn_aborted", "reason": "interrupted"})) + "\n")  # fmt: skip
+        fh.write(json.dumps(_codex("2026-01-09T14:04:05.497Z", "event_msg", ABORTED)) + "\n")
     t.notice("S", str(f), "codex")
     assert store.latest_turn_end_ts("S", end) == end
     assert store.latest_turn_end_ts("S", end - 1) is None  # not yet at that time

@@ -48,7 +48,8 @@ from tma1.clock import epoch_ms
 from tma1.events import Usage
 from tma1.replay.formats import CLAUDE_TRANSCRIPT
 from tma1.replay.model import Converted, Note, Records, SessionHooks, obj
-from tma1.sensors.transcripts import CLAUDE_INTERRUPTED, parse_claude_usage_lines, turn_end
+from tma1.sensors.transcripts import parse_claude_usage_lines
+from tma1.sensors.turn_ends import CLAUDE_INTERRUPTED, turn_end
 
 # Built-in commands that run locally: no UserPromptSubmit, nothing reaches the model.
 _LOCAL_COMMANDS = frozenset(

@@ -22,6 +22,7 @@ from tma1.sensors.files import FileSensor
 from tma1.sensors.repos import RepoRecorder
 from tma1.sensors.transcripts import TranscriptTailer
 from tma1.store import Store
+from tma1.store.sessions import session_transcript_path
 
 log = logging.getLogger("tma1.sensors")
 
@@ -92,7 +93,7 @@ class Sensors:
         for sid, _ts, agent, last in self.store.project_activity(project, now - ACTIVE_MS, now):
             if sid == session_id or last in TURN_ENDED:
                 continue
-            path = self.store.session_transcript_path(sid)
+            path = session_transcript_path(self.store, sid)
             if path:
                 self.transcripts.notice(sid, path, agent)
 

@@ -24,6 +24,7 @@ from tma1.adapters.agents import SPECS
 from tma1.clock import Clock, epoch_ms
 from tma1.counters import Counters
 from tma1.events import TURN_END, Usage
+from tma1.sensors.turn_ends import CLAUDE_INTERRUPTED, claude_interrupted, turn_end
 from tma1.store import Store
 
 log = logging.getLogger("tma1.sensors.transcripts")
@@ -62,33 +63,6 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO | None:
 def _ts(obj: dict[str, Any], default_ts: int) -> int:
     ts = epoch_ms(obj.get("timestamp"))
     return default_ts if ts is None else ts
-
-
-# A turn end (`TURN_END`) is stored with the usage rows (`tma1_messages`), as a compaction
-# is: both are what only the transcript says.
-# Claude Code's words for a turn the user interrupted (Esc): a user line of its own, or the
-# result of the tool call it cut. No `Stop` hook follows.
-CLAUDE_INTERRUPTED = "[Request interrupted by user"
-
-
-def turn_end(ts: int, session_id: str, key: str, model: str | None = None) -> Usage:
-    """A turn-end row: the transcript says the turn ended at `ts` with no `Stop` hook."""
-    return Usage(ts=ts, session_id=session_id, occupancy=0, kind=TURN_END, model=model,
-                 message_id=f"{TURN_END}:{key}")  # fmt: skip
-
-
-def _claude_interrupted(msg: Any) -> bool:
-    """A main-chain user message that is Claude Code's interruption marker."""
-    content = msg.get("content") if isinstance(msg, dict) else None
-    if isinstance(content, str):
-        return content.lstrip().startswith(CLAUDE_INTERRUPTED)
-    for block in content if isinstance(content, list) else []:
-        if not isinstance(block, dict):
-            continue
-        text = block.get("text") if block.get("type") == "text" else block.get("content")
-        if isinstance(text, str) and text.lstrip().startswith(CLAUDE_INTERRUPTED):
-            return True
-    return False
 
 
 def _int(value: Any) -> int:
@@ -152,7 +126,7 @@ def parse_claude_usage_lines(
                 Usage(ts=ts, session_id=sid, occupancy=0, kind="compaction", message_id=compact_key)
             )
             continue
-        if kind == "user" and _claude_interrupted(obj.get("message")):
+        if kind == "user" and claude_interrupted(obj.get("message")):
             ts = _ts(obj, default_ts)
             end_key = str(obj.get("uuid") or ts)
             if f"{TURN_END}:{end_key}" not in seen:

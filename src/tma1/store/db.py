@@ -534,22 +534,6 @@ class Store:
         value = self.scalar(q)
         return int(value) if value is not None else None
 
-    def session_transcript_path(self, session_id: str) -> str | None:
-        """The transcript the session's newest event that names one names."""
-        h = hook_events.c
-        q = (
-            select(h.transcript_path)
-            .where(
-                h.session_id == session_id,
-                h.transcript_path.is_not(None),
-                self.mine(h.machine_id),
-            )
-            .order_by(h.ts.desc(), h.id.desc())
-            .limit(1)
-        )
-        value = self.scalar(q)
-        return str(value) if value else None
-
     def session_last_ts(self, session_id: str, before_ts: int) -> int | None:
         """The session's newest event strictly before `before_ts`."""
         q = select(func.max(hook_events.c.ts)).where(
