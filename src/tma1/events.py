@@ -567,6 +567,12 @@ class FileChange:
     id: int | None = None
 
 
+# A usage row of this kind says the agent's turn ended with no `Stop` hook (the user
+# interrupted it; only the transcript says so): no context size (docs/semantics.md,
+# "Active sessions").
+TURN_END = "turn_end"
+
+
 @dataclass(slots=True, frozen=True)
 class Usage:
     """One main-chain model request's token usage; `occupancy` is its prompt size."""
@@ -580,7 +586,7 @@ class Usage:
     output_tokens: int = 0
     model: str | None = None
     message_id: str | None = None
-    kind: str = "usage"  # usage | compaction
+    kind: str = "usage"  # usage | compaction | turn_end (TURN_END)
     # The model's context window when the recording says it (Codex `model_context_window`);
     # None: derive it from `model` (tma1.engine.context).
     context_window: int | None = None

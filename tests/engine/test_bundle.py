@@ -266,6 +266,32 @@ def test_a_peer_is_active_only_in_the_middle_of_a_turn() -> None:
     assert build_bundle(inp(now=now, peers=[quiet])).text == ""
 
 
+def test_a_turn_the_user_ended_with_no_hook_is_not_active() -> None:
+    """A turn the user interrupted (Codex `turn_aborted`, Claude Code's "[Request
+    interrupted by user]") sends no Stop: the transcript's turn end, after the newest hook,
+    says the turn is over (issue 27: 3 of the 5 false bundle items)."""
+    now = T0 + 30 * MINUTE_MS
+    last = now - 2 * MINUTE_MS
+    aborted = Peer("aborted-11111111", "codex", last, "PostToolUse", turn_end_ts=last + 3_000)
+    interrupted = Peer("esc-22222222", "claude-code", last, "PreToolUse", turn_end_ts=last)
+    assert build_bundle(inp(now=now, peers=[aborted, interrupted])).text == ""
+    # A turn end before the newest hook is an earlier turn's: the user prompted again.
+    again = Peer("aborted-11111111", "codex", last, "PreToolUse", turn_end_ts=last - 60_000)
+    b = build_bundle(inp(now=now, peers=[again, interrupted]))
+    assert b.keys == ("peer|aborted-11111111",)
+
+
+def test_a_peer_mid_tool_call_is_still_active_until_it_has_been_silent_active_ms() -> None:
+    """A long tool call sends no hook until it ends: the PreToolUse is the evidence, up to
+    `ACTIVE_MS` (the longest a tool call may run); after that nothing says it runs."""
+    now = T0 + 30 * MINUTE_MS
+    running = Peer("tests-11111111", "claude-code", now - ACTIVE_MS + 1, "PreToolUse")
+    b = build_bundle(inp(now=now, peers=[running]))
+    assert "Other sessions active on this project now: tests-11 (claude-code, last event" in b.text
+    silent = Peer("tests-11111111", "claude-code", now - ACTIVE_MS, "PreToolUse")
+    assert build_bundle(inp(now=now, peers=[silent])).text == ""
+
+
 # --- epochs: nothing twice in one epoch -------------------------------------------------------
 
 

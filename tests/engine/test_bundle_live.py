@@ -6,8 +6,11 @@ channel; nothing is re-told twice in one context epoch."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import LiveServer, start_live_server
 from enginekit import PROJECT, bash_fail, bash_ok, payload, prompt, stop
 
@@ -273,3 +276,65 @@ def test_a_muted_kind_is_not_retold(live: LiveServer, clock: ManualClock) -> Non
     # Nothing of this session is re-told; the check itself is project state, still told.
     assert "Still unresolved" not in context(text) and f"`{BUILD}` fails since" in text
     assert emits(live, session_id=sid, channel="session_start") == []
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+def _transcript_line(agent: str, sid: str, ms: int, what: str) -> str:
+    """One line of the agent's transcript: its start, or the user's interruption."""
+    if agent == "codex":
+        if what == "start":
+            line = {"type": "session_meta", "payload": {"id": sid}}
+        else:  # Codex's record of the user's Esc; no hook is sent for it
+            line = {
+                "type": "event_msg",
+                "payload": {"type": "turn_aborted", "reason": "interrupted"},
+            }
+    elif what == "start":
+        line = {"type": "system", "uuid": f"{sid}-0", "sessionId": sid, "content": "start"}
+    else:  # Claude Code's; no Stop hook is sent for it
+        text = [{"type": "text", "text": "[Request interrupted by user]"}]
+        line = {"type": "user", "uuid": f"{sid}-9", "sessionId": sid, "isSidechain": False,
+                "message": {"role": "user", "content": text}}  # fmt: skip
+    return json.dumps({"timestamp": _iso(ms), **line}) + "\n"
+
+
+@pytest.mark.parametrize("agent", ["codex", "claude-code"])
+def test_a_turn_the_user_interrupted_is_not_told_as_active(
+    live: LiveServer, clock: ManualClock, tmp_path: Path, agent: str
+) -> None:
+    """The user interrupts a peer mid-tool-call and leaves it: no hook says so, only the
+    peer's transcript (Codex `turn_aborted`, Claude Code "[Request interrupted by user]").
+    A new session's SessionStart reads it through the real tailer: no "Other sessions
+    active". Mid-call, before the interruption, the peer is told."""
+    params = {"source": "codex", "envelope": "codex"} if agent == "codex" else {}
+    peer = "peer-aaaaaaaa"
+
+    def hook(sid: str, name: str, path: Path, **kw: Any) -> str:
+        if not path.exists():
+            path.write_text(_transcript_line(agent, sid, clock.now_ms(), "start"))
+        return post(live, clock, payload(sid, name, transcript_path=str(path), **kw), **params)
+
+    peer_log = tmp_path / "peer.jsonl"
+    hook(peer, "SessionStart", peer_log, source="startup")
+    hook(peer, "UserPromptSubmit", peer_log, prompt="list the specs")
+    cmd = {"command": "ls specs"}
+    hook(peer, "PreToolUse", peer_log, tool_name="Bash", tool_input=cmd, tool_use_id="c1")
+    text = context(
+        hook("first-bbbbbbbb", "SessionStart", tmp_path / "first.jsonl", source="startup")
+    )
+    assert f"Other sessions active on this project now: {peer[:8]} ({agent}" in text
+
+    clock.advance(3_000)
+    with peer_log.open("a") as fh:
+        fh.write(_transcript_line(agent, peer, clock.now_ms(), "interrupted"))
+    body = hook("second-cccccccc", "SessionStart", tmp_path / "second.jsonl", source="startup")
+    assert "Other sessions" not in body
+    # The user comes back to it: a new prompt is a new turn, active again.
+    hook(peer, "UserPromptSubmit", peer_log, prompt="go on")
+    text = context(
+        hook("third-dddddddd", "SessionStart", tmp_path / "third.jsonl", source="startup")
+    )
+    assert f"Other sessions active on this project now: {peer[:8]} ({agent}" in text

@@ -158,7 +158,12 @@ def test_claude_usage_is_deduplicated_by_message_and_skips_sidechains() -> None:
         (1_000, 1_510, "m1"),
         (4_000, 2_005, "m2"),
         (10_000, 2_101, "m7"),
+        # u20 and u21, "[Request interrupted by user…]": turn ends, as the live tailer
+        # stores them.
+        (62_000, 0, "turn_end:u20"),
+        (62_500, 0, "turn_end:u21"),
     ]
+    assert [u.kind for u in usages] == ["usage"] * 3 + ["turn_end"] * 2
 
 
 def test_claude_refusals_are_noted_and_the_bad_line_is_reported() -> None:
@@ -290,8 +295,12 @@ def test_codex_current_rollout_becomes_codex_hooks() -> None:
     ]
     usages = [i.usage for i in conv.items if i.kind == USAGE and i.usage]
     # token_count repeated with the same total is one request.
-    assert [(u.ts - t, u.occupancy, u.input_tokens, u.cache_read_tokens) for u in usages] == [
-        (3_500, 5_000, 4_000, 1_000)
+    assert [
+        (u.ts - t, u.kind, u.occupancy, u.input_tokens, u.cache_read_tokens) for u in usages
+    ] == [
+        (3_500, "usage", 5_000, 4_000, 1_000),
+        # The user aborted the second turn: a turn end, as the live tailer stores it.
+        (62_000, "turn_end", 0, 0, 0),
     ]
     assert [p.line for p in conv.problems] == [16]
     assert conv.synthetic_time is None

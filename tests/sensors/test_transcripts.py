@@ -29,7 +29,7 @@ from sqlalchemy import select
 from tma1.clock import ManualClock, SystemClock, epoch_ms
 from tma1.config import Settings
 from tma1.counters import Counters
-from tma1.events import Usage
+from tma1.events import TURN_END, Usage
 from tma1.sensors.transcripts import (
     CodexState,
     TranscriptTailer,
@@ -101,8 +101,12 @@ def test_claude_series_dedup_and_sidechains_viewer() -> None:
 
 
 def test_claude_series_cctrace_peaks_at_180k() -> None:
-    rows = parse_claude_usage_lines(load_jsonl(require_sessions() / CCTRACE))
+    parsed = parse_claude_usage_lines(load_jsonl(require_sessions() / CCTRACE))
+    rows = [u for u in parsed if u.kind == "usage"]
     occ = [u.occupancy for u in rows]
+    # The user pressed Esc once (09:56:27, "[Request interrupted by user]"): a turn end.
+    ends = [u for u in parsed if u.kind == TURN_END]
+    assert [(u.ts, u.occupancy) for u in ends] == [(epoch_ms("2026-01-06T09:56:27.045Z"), 0)]
     # 326 assistant lines, 100 distinct responses.
     assert len(occ) == 100
     assert occ[:5] == [26818, 39604, 52028, 53497, 54413]
@@ -335,7 +339,9 @@ def test_hook_path_reads_a_bounded_slice_and_the_rest_in_background(
         assert state.offset == size
     finally:
         t.stop()
-    assert len(stored(store, "S")) == 100
+    rows = stored(store, "S")
+    assert len([u for u in rows if u.kind == "usage"]) == 100
+    assert len([u for u in rows if u.kind == TURN_END]) == 1  # the user's one Esc
 
 
 def test_codex_rollout_tailed_with_agent_hint(store: Store, tmp_path: Path) -> None:
@@ -345,6 +351,114 @@ def test_codex_rollout_tailed_with_agent_hint(store: Store, tmp_path: Path) -> N
     t.catch_up("hook-session", str(f), "codex")
     occ = [u.occupancy for u in stored(store, "hook-session")]
     assert len(occ) == 43 and sum(occ) == 1064529
+
+
+# --- turn ends: the user interrupted the turn (no Stop hook) ------------------------------
+
+
+ABORTED = {"type": "turn_aborted", "reason": "interrupted"}
+
+
+def _codex(ts: str, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    return {"timestamp": ts, "type": kind, "payload": payload}
+
+
+def test_a_codex_turn_aborted_is_a_turn_end_row() -> None:
+    """Codex sends no hook for `turn_aborted` (the user pressed Esc, or the session was
+    left mid-turn): the rollout's event is the only evidence the turn is over."""
+    lines = [
+        _codex("2026-01-09T14:04:01.000Z", "session_meta", {"id": "S"}),
+        _codex("2026-01-09T14:04:01.100Z", "turn_context", {"model": "gpt-5.2-codex"}),
+        _codex("2026-01-09T14:04:05.497Z", "event_msg", ABORTED),
+        # A command's output quoting the words is no turn end.
+        _codex("2026-01-09T14:04:06.000Z", "response_item",
+               {"type": "function_call_output", "output": '"type":"turn_aborted"'}),
+    ]  # fmt: skip
+    rows = parse_codex_usage_lines(lines)
+    assert [(u.kind, u.ts, u.occupancy, u.session_id, u.model) for u in rows] == [
+        (TURN_END, epoch_ms("2026-01-09T14:04:05.497Z"), 0, "S", "gpt-5.2-codex")
+    ]
+
+
+def test_a_claude_interruption_is_a_turn_end_row() -> None:
+    """Claude Code sends no Stop when the user interrupts (Esc): its transcript says
+    "[Request interrupted by user]" as a user line, or as the result of the cut tool call.
+    A sub-agent's interruption, or the words inside an assistant's text, are not the
+    main turn's end."""
+
+    def user(uuid: str, content: Any, **kw: Any) -> dict[str, Any]:
+        return {"type": "user", "uuid": uuid, "sessionId": "S", "isSidechain": False,
+                "timestamp": f"2026-01-06T09:56:{uuid[-2:]}.000Z",
+                "message": {"role": "user", "content": content}, **kw}  # fmt: skip
+
+    lines = [
+        user("u10", [{"type": "text", "text": "[Request interrupted by user]"}]),
+        user(
+            "u11",
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": "[Request interrupted by user for tool use]",
+                }
+            ],
+        ),
+        user(
+            "u11",
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": "[Request interrupted by user for tool use]",
+                }
+            ],
+        ),
+        user("u12", "[Request interrupted by user]", isSidechain=True),
+        user("u13", [{"type": "text", "text": "why did you say [Request interrupted by user]?"}]),
+        {
+            "type": "assistant",
+            "uuid": "a14",
+            "sessionId": "S",
+            "message": {
+                "id": "m",
+                "content": [{"type": "text", "text": "[Request interrupted by user]"}],
+            },
+        },
+    ]
+    rows = parse_claude_usage_lines(lines)
+    assert [(u.kind, u.ts, u.message_id) for u in rows] == [
+        (TURN_END, epoch_ms("2026-01-06T09:56:10.000Z"), "turn_end:u10"),
+        (TURN_END, epoch_ms("2026-01-06T09:56:11.000Z"), "turn_end:u11"),  # once
+    ]
+
+
+def test_the_tailer_stores_a_turn_end_that_the_usage_read_passes_over(
+    store: Store, tmp_path: Path
+) -> None:
+    """Through the tailer into the store: the turn end is found by the peers' read, and
+    is no context size (the latest usage is still the last request's)."""
+    f = tmp_path / "rollout.jsonl"
+    token = {"type": "token_count", "info": {
+        "total_token_usage": {"input_tokens": 9, "cached_input_tokens": 0,
+                              "output_tokens": 1, "total_tokens": 10},
+        "last_token_usage": {"input_tokens": 5_000, "cached_input_tokens": 0,
+                             "output_tokens": 1}}}  # fmt: skip
+    lines = [
+        _codex("2026-01-09T14:04:01.000Z", "session_meta", {"id": "S"}),
+        _codex("2026-01-09T14:04:02.000Z", "event_msg", token),
+    ]
+    f.write_text("".join(json.dumps(o) + "\n" for o in lines))
+    t = tailer(store, [])
+    t.notice("S", str(f), "codex")
+    end = epoch_ms("2026-01-09T14:04:05.497Z")
+    assert store.latest_turn_end_ts("S", end + 1) is None
+    with f.open("a") as fh:
+        fh.write(json.dumps(_codex("2026-01-09T14:04:05.497Z", "event_msg", ABORTED)) + "\n")
+    t.notice("S", str(f), "codex")
+    assert store.latest_turn_end_ts("S", end) == end
+    assert store.latest_turn_end_ts("S", end - 1) is None  # not yet at that time
+    usage = store.latest_usage("S")
+    assert usage is not None and usage.kind == "usage" and usage.occupancy == 5_000
 
 
 # --- live: context_pressure fires once ---------------------------------------------------

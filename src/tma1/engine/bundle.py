@@ -40,7 +40,9 @@ BUNDLE_MAX_CHARS = 2_000
 CHECKS_HORIZON_MS = 12 * 60 * MINUTE_MS
 # Files changed since the session's last event, at most this far back.
 CHANGES_HORIZON_MS = 24 * 60 * MINUTE_MS
-# A session in the middle of a turn with an event this recent is active right now.
+# A session in a turn whose newest event is older than this has shown no sign of work for
+# as long as the longest tool call may run (Claude Code's Bash timeout at most): whatever
+# its turn's state, it is not evidently active now.
 ACTIVE_MS = 10 * MINUTE_MS
 # A session whose newest event is one of these is not in a turn: it ended its turn (or
 # its session), or only started. Idle, whatever its recency: the user's new session on the
@@ -173,10 +175,19 @@ class Peer:
     agent: str
     last_ts: int
     last_event: str = ""  # its newest event's hook name ("": one inside a turn)
+    # When its transcript last said a turn ended with no hook (the user interrupted it:
+    # Codex's `turn_aborted`, Claude Code's "[Request interrupted by user]").
+    turn_end_ts: int | None = None
 
     def active(self, now: int) -> bool:
-        """In the middle of a turn, with an event in the last `ACTIVE_MS`."""
-        return self.last_event not in TURN_ENDED and now - self.last_ts < ACTIVE_MS
+        """Evidence says a turn is running now: the newest hook is inside a turn, no turn
+        end came after it, and it is less than `ACTIVE_MS` old (docs/semantics.md,
+        "Active sessions")."""
+        return (
+            self.last_event not in TURN_ENDED
+            and (self.turn_end_ts is None or self.turn_end_ts < self.last_ts)
+            and now - self.last_ts < ACTIVE_MS
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,11 +354,7 @@ def build_bundle(inp: BundleInput, *, max_chars: int = BUNDLE_MAX_CHARS) -> Bund
             line = _changes_line(changes, inp.project, inp.last_event_ts)
             sections.append(_Part("changes", "", [_Item((key,), line)]))
     peers = sorted(
-        (
-            p
-            for p in inp.peers
-            if p.session_id != inp.session_id and p.active(inp.now)
-        ),
+        (p for p in inp.peers if p.session_id != inp.session_id and p.active(inp.now)),
         key=lambda p: (-p.last_ts, p.session_id),
     )
     peers = [p for p in peers if _fresh(f"peer|{p.session_id}", inp)]

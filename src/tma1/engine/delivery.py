@@ -256,9 +256,18 @@ class Delivery:
             if last is not None:
                 changes = store.project_changes(project, max(last, now - CHANGES_HORIZON_MS), now)
             peers = [
-                Peer(session_id=sid, agent=agent, last_ts=ts, last_event=last)
-                for sid, ts, agent, last in store.project_activity(project, now - ACTIVE_MS, now)
+                Peer(session_id=sid, agent=agent, last_ts=ts, last_event=last_event)
+                for sid, ts, agent, last_event in store.project_activity(
+                    project, now - ACTIVE_MS, now
+                )
                 if sid != session_id
+            ]
+            # Only a peer in a turn can have ended it unseen by the hooks: one read each.
+            peers = [
+                replace(p, turn_end_ts=store.latest_turn_end_ts(p.session_id, now))
+                if p.active(now)
+                else p
+                for p in peers
             ]
         return BundleInput(
             session_id=session_id,

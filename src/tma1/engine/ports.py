@@ -51,6 +51,10 @@ class BundleReads(Protocol):
 
     def session_last_ts(self, session_id: str, before_ts: int) -> int | None: ...
 
+    def latest_turn_end_ts(self, session_id: str, until_ts: int) -> int | None:
+        """When the transcript last said the session's turn ended with no hook (a
+        `turn_end` usage row), at or before `until_ts`."""
+
     def latest_compaction_ts(self, session_id: str, until_ts: int | None = None) -> int | None: ...
 
     def project_changes(

@@ -49,6 +49,7 @@ from tma1.events import Usage
 from tma1.replay.formats import format_of
 from tma1.replay.model import Converted, Note, Records, SessionHooks, obj
 from tma1.sensors.transcripts import parse_claude_usage_lines
+from tma1.sensors.turn_ends import CLAUDE_INTERRUPTED, turn_end
 
 # This converter's format (`AgentSpec.replay` names it).
 FORMAT = format_of(__name__)
@@ -488,8 +489,8 @@ def _user_entry(s: _Session, x: _Entry, path: str) -> None:
     if prompt is not None:
         if x.side or x.e.get("isMeta"):
             return
-        if prompt.lstrip().startswith("[Request interrupted by user"):
-            s.turn_interrupted = True
+        if prompt.lstrip().startswith(CLAUDE_INTERRUPTED):
+            _interrupted(s, x)
         elif is_real_prompt(prompt):
             _close_turn(s, path)
             s.last = (x.ts, x.seq)
@@ -517,8 +518,16 @@ def _tool_results(s: _Session, x: _Entry) -> None:
         # A result written a few ms before its call (async writes) still follows it.
         call.result = (max(x.ts, call.ts), x.seq + 2 + i, x.origin, tur, text,
                        bool(block.get("is_error")))  # fmt: skip
-        if text.lstrip().startswith("[Request interrupted by user") and not x.side:
-            s.turn_interrupted = True
+        if text.lstrip().startswith(CLAUDE_INTERRUPTED) and not x.side:
+            _interrupted(s, x)
+
+
+def _interrupted(s: _Session, x: _Entry) -> None:
+    """The user interrupted the turn: no Stop follows, and the live tailer stores each
+    marker line as a turn-end row (what tells the session bundle the turn is over)."""
+    key = str(x.uuid or x.ts)
+    s.usage(turn_end(x.ts, s.sid, key), x.ts, x.seq, x.origin, f"claude-turn-end:{s.sid}:{key}")
+    s.turn_interrupted = True
 
 
 def _assistant_text(content: Any) -> str | None:

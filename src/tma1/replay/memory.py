@@ -11,7 +11,9 @@ engine sees exactly what the store would have handed it at each `now`:
   fresh database (one per event, in order), and in the store's lean form
   (`tma1.store.events.lean`, derived, as `Store.window_events`, from `HookEvent`'s fields);
 - the project's file changes of the last 90 minutes, the latest usage, the first event
-  of the session; the project falls back to the newest one the session ever named.
+  of the session; the project falls back to the newest one the session ever named;
+- the newest turn end the transcript tailer would have stored (a `turn_end` usage row:
+  the user interrupted the turn), for the session bundle's peers.
 
 Emits are kept as the emit-log table holds them (`MemoryEmits`, an `EmitSink`).
 
@@ -38,7 +40,7 @@ from tma1.engine.window import (
     PRIOR_RUNS_MS,
     SessionWindow,
 )
-from tma1.events import FileChange, HookEvent, Usage, is_compaction_hook, json_text
+from tma1.events import TURN_END, FileChange, HookEvent, Usage, is_compaction_hook, json_text
 from tma1.storable.scrub import scrub
 from tma1.store.events import lean
 
@@ -58,6 +60,7 @@ class MemoryWindows:
         # in feed order.
         self._by_project: dict[str, list[HookEvent]] = {}
         self._compacted: dict[str, int] = {}  # session → its newest compaction row's ts
+        self._turn_end: dict[str, int] = {}  # session → its newest turn-end row's ts
         # session → the project's checks open at its start (`SessionWindow.failing_at_start`)
         self._at_start: dict[str, dict[str, frozenset[str]]] = {}
 
@@ -71,6 +74,10 @@ class MemoryWindows:
         self._changes.setdefault(ch.project, []).append(ch)
 
     def add_usage(self, u: Usage) -> None:
+        if u.kind == TURN_END:
+            # Not a context size (`Store.latest_usage` passes it over): the peers' evidence.
+            self._turn_end[u.session_id] = max(u.ts, self._turn_end.get(u.session_id, u.ts))
+            return
         self._usage[u.session_id] = u
         if u.kind == "compaction":
             self.add_compaction(u.session_id, u.ts)
@@ -164,6 +171,9 @@ class MemoryWindows:
 
     def latest_compaction_ts(self, session_id: str, until_ts: int | None = None) -> int | None:
         return self._compacted.get(session_id)  # fed in time order: never after `now`
+
+    def latest_turn_end_ts(self, session_id: str, until_ts: int) -> int | None:
+        return self._turn_end.get(session_id)  # fed in time order: never after `now`
 
     def project_changes(
         self, project: str, since_ts: int, until_ts: int | None = None

@@ -3,7 +3,8 @@
 
 `on_event` runs on the hook's critical path: it only updates in-memory attribution
 intervals, starts a watcher thread the first time a project is seen, and reads a bounded
-slice of a transcript (a larger backlog goes to a background thread).
+slice of a transcript (a larger backlog goes to a background thread); at a `SessionStart`,
+also of the transcripts of the project's sessions in a turn (`read_peers`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from collections.abc import Callable
 from tma1.clock import Clock
 from tma1.config import Settings
 from tma1.counters import Counters
+from tma1.engine.bundle import ACTIVE_MS, TURN_ENDED
 from tma1.events import HookEvent
 from tma1.sensors.files import FileSensor
 from tma1.sensors.repos import RepoRecorder
 from tma1.sensors.transcripts import TranscriptTailer
 from tma1.store import Store
+from tma1.store.sessions import session_transcript_path
 
 log = logging.getLogger("tma1.sensors")
 
@@ -50,6 +53,7 @@ class Sensors:
             store=store, clock=clock, counters=counters, on_session_change=on_session_change
         )
         self.repos = RepoRecorder(store=store, counters=counters)
+        self.store = store
         self._stop = threading.Event()
         self._reaper: threading.Thread | None = None
 
@@ -71,6 +75,27 @@ class Sensors:
             except Exception:
                 self.counters.inc("errors.transcripts")
                 log.exception("reading transcript %s failed", event.transcript_path)
+        # A replay's hooks name no transcript: it feeds the turn ends the tailer would
+        # have stored as items of their own (tma1.replay).
+        if event.hook_event_name == "SessionStart" and event.project and event.transcript_path:
+            try:
+                self.read_peers(event.session_id, event.project, event.ts)
+            except Exception:
+                self.counters.inc("errors.transcripts")
+                log.exception("reading the transcripts of %s's peers failed", event.session_id)
+
+    def read_peers(self, session_id: str, project: str, now: int) -> None:
+        """Before a session is told who else is active on its project (the bundle, design
+        §2.19): read what is new in the transcripts of the sessions whose hooks leave them
+        inside a turn. A turn the user interrupted sends no hook; only the transcript says
+        it ended (`turn_end` rows), and no hook of that session may ever come to have it
+        read. Each read is the hook path's bounded slice."""
+        for sid, _ts, agent, last in self.store.project_activity(project, now - ACTIVE_MS, now):
+            if sid == session_id or last in TURN_ENDED:
+                continue
+            path = session_transcript_path(self.store, sid)
+            if path:
+                self.transcripts.notice(sid, path, agent)
 
     def start(self) -> None:
         self._stop.clear()

@@ -23,7 +23,8 @@ from typing import Any, BinaryIO
 from tma1.adapters.agents import SPECS
 from tma1.clock import Clock, epoch_ms
 from tma1.counters import Counters
-from tma1.events import Usage
+from tma1.events import TURN_END, Usage
+from tma1.sensors.turn_ends import CLAUDE_INTERRUPTED, claude_interrupted, turn_end
 from tma1.store import Store
 
 log = logging.getLogger("tma1.sensors.transcripts")
@@ -92,7 +93,8 @@ def parse_claude_usage_lines(
     seen: set[str] | None = None,
     default_ts: int = 0,
 ) -> list[Usage]:
-    """Usage rows of the main chain, one per API response, in file order.
+    """Usage rows of the main chain, one per API response, in file order; a compaction
+    and a user interruption (`TURN_END`) are rows of their own kind.
 
     `seen` carries dedup keys across calls (the tailer passes its per-file set; the first
     line of a response wins, all its lines carry the same prompt size). `session_id` None
@@ -123,6 +125,13 @@ def parse_claude_usage_lines(
             out.append(
                 Usage(ts=ts, session_id=sid, occupancy=0, kind="compaction", message_id=compact_key)
             )
+            continue
+        if kind == "user" and claude_interrupted(obj.get("message")):
+            ts = _ts(obj, default_ts)
+            end_key = str(obj.get("uuid") or ts)
+            if f"{TURN_END}:{end_key}" not in seen:
+                seen.add(f"{TURN_END}:{end_key}")
+                out.append(turn_end(ts, sid, end_key))
             continue
         if kind != "assistant":
             continue
@@ -169,6 +178,7 @@ class CodexState:
     model: str | None = None
     last_total: tuple[int, ...] | None = None
     compactions: int = 0
+    turn_ends: int = 0
     context_window: int | None = None  # token_count's `model_context_window`
 
 
@@ -179,7 +189,9 @@ def parse_codex_usage_lines(
     state: CodexState | None = None,
     default_ts: int = 0,
 ) -> list[Usage]:
-    """Usage rows from a Codex rollout: occupancy = `last_token_usage.input_tokens`.
+    """Usage rows from a Codex rollout: occupancy = `last_token_usage.input_tokens`; a
+    compaction and a `turn_aborted` event (the user interrupted the turn: Codex sends no
+    hook for it) are rows of their own kind.
 
     `cached_input_tokens` is a subset of `input_tokens`: it is stored as cache_read and
     the rest as input, so input + cache_read = occupancy as for Claude.
@@ -220,6 +232,11 @@ def parse_codex_usage_lines(
                     context_window=state.context_window,
                 )
             )
+            continue
+        if kind == "event_msg" and ptype == "turn_aborted":
+            state.turn_ends += 1
+            ts = _ts(obj, default_ts)
+            out.append(turn_end(ts, sid, f"{ts}:{state.turn_ends}", state.model))
             continue
         if kind != "event_msg" or ptype != "token_count":
             continue
@@ -279,8 +296,12 @@ def detect_format(obj: Any) -> str | None:
 
 # Lines the parsers could use; anything else is skipped without being decoded (most of a
 # transcript's bytes are tool output on user lines).
-_CLAUDE_MARKERS = (b'"usage"', b"compact_boundary", b"isCompactSummary")
-_CODEX_MARKERS = (b"token_count", b'"turn_context"', b'"session_meta"', b"compacted")
+_CLAUDE_MARKERS = (
+    b'"usage"', b"compact_boundary", b"isCompactSummary", CLAUDE_INTERRUPTED.encode()
+)  # fmt: skip
+_CODEX_MARKERS = (
+    b"token_count", b'"turn_context"', b'"session_meta"', b"compacted", b"turn_aborted"
+)  # fmt: skip
 
 
 def wanted_lines(chunk: bytes, fmt: str) -> list[bytes]:

@@ -38,6 +38,7 @@ from sqlalchemy.sql import ColumnElement, Executable
 from tma1.events import (
     COMPACT_SOURCE,
     COMPACTION_HOOKS,
+    TURN_END,
     FileChange,
     HookEvent,
     Usage,
@@ -104,6 +105,7 @@ class Store:
             .where(
                 m.session_id == bindparam("session_id"),
                 m.ts <= bindparam("until"),
+                m.kind != TURN_END,  # a turn end says nothing of the context's size
                 self.mine(m.machine_id),
             )
             .order_by(m.ts.desc(), m.id.desc())
@@ -532,6 +534,20 @@ class Store:
         r_ = ranked.c
         q = select(r_.session_id, r_.ts, r_.agent_source, r_.hook_event_name).where(r_.n == 1)
         return [(str(r[0]), int(r[1]), str(r[2]), str(r[3] or "")) for r in self.rows(q)]
+
+    def latest_turn_end_ts(self, session_id: str, until_ts: int) -> int | None:
+        """When the transcript last said the session's turn ended with no `Stop` hook (a
+        `turn_end` row: Codex's `turn_aborted`, Claude Code's user interruption), at or
+        before `until_ts`. The newest row of the (session_id, ts) index range."""
+        m = messages.c
+        q = select(func.max(m.ts)).where(
+            m.session_id == session_id,
+            m.kind == TURN_END,
+            m.ts <= until_ts,
+            self.mine(m.machine_id),
+        )
+        value = self.scalar(q)
+        return int(value) if value is not None else None
 
     def session_last_ts(self, session_id: str, before_ts: int) -> int | None:
         """The session's newest event strictly before `before_ts`."""

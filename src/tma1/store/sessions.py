@@ -229,6 +229,24 @@ def usage_rows(store: Store, session_id: str) -> list[dict[str, Any]]:
     return [dict(r._mapping) for r in store.rows(q)]
 
 
+def session_transcript_path(store: Store, session_id: str) -> str | None:
+    """The transcript the session's newest event that names one names (the peers'
+    transcripts a `SessionStart` reads first, `tma1.sensors.Sensors.read_peers`)."""
+    h = hook_events.c
+    q = (
+        select(h.transcript_path)
+        .where(
+            h.session_id == session_id,
+            h.transcript_path.is_not(None),
+            store.mine(h.machine_id),
+        )
+        .order_by(h.ts.desc(), h.id.desc())
+        .limit(1)
+    )
+    rows = store.rows(q)
+    return str(rows[0][0]) if rows and rows[0][0] else None
+
+
 # --- the agent routes ---------------------------------------------------------------------
 
 
