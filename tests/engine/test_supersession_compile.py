@@ -103,6 +103,14 @@ def test_the_bundle_drops_it_when_the_tool_had_reported_the_error_itself() -> No
         bash_fail(at(2), "golangci-lint run --enable-only bodyclose", LINT_ONLY),
     ]
     assert [c.key for c in open_checks(runs, at(30))] == ["golangci-lint run"]
+    # The report may come after the failing run, too; but the tool must have made it.
+    between = [runs[1], runs[0], runs[2]]
+    between[1] = bash_fail(at(1.5), "golangci-lint run --enable-only bodyclose", LINT_TYPECHECK)
+    assert [c.key for c in open_checks(between, at(30))] == ["golangci-lint run"]
+    assert [c.key for c in open_checks([runs[1], runs[2]], at(30))] == [
+        "golangci-lint run",
+        "make test-unit",
+    ]
     # With test failures in it, the check is told with the test's line, not the stale error.
     runs[1] = bash_fail(at(1), "make test-unit", GO_COMPILE + GO_ASSERT)
     told = {c.key: c.error for c in open_checks(runs, at(30))}

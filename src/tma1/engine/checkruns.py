@@ -9,7 +9,10 @@ supersedes it (`engine.supersession`: `cargo build` closes `cargo check`), once 
 of a chained check (`lint && build && test`) passed since in some run, or once every
 test id it failed on passed in a later re-run of exactly those ids. It is *superseded*
 when a later failing run of another, wider check of its toolchain says different errors:
-what it said is stale, and it is no longer an open check of its own (design §2.21).
+what it said is stale, and it is no longer an open check of its own (design §2.21). Its
+compile errors are stale once a later type-check found their files clean after they
+changed (`supersession.gone_files`): a run that said nothing else is superseded; one that
+also failed on tests stays open, told by what stands (`CheckRuns.error_of`).
 
 Built once per (window, now) and kept in the window's memo: the three rules ask the same.
 """
@@ -226,7 +229,7 @@ def _compile_errors_gone(
     return gone_files(
         r.event,
         [(x.check, x.event, x.passed) for x in runs[at + 1 :] if x.passed or x.failed],
-        [(x.check, x.event) for x in runs[:at] if x.failed],
+        [(x.check, x.event) for x in runs if x.failed and x.event.tool_result],
         edits,
     )
 

@@ -291,28 +291,24 @@ def gone_files(
     (check, event, passed), ts ascending, after `failing`) type-checked the file and
     reported no compile error in it, and the file changed in between — an edit of it
     (`edits`: (ts, paths)) came between the two runs, or a run of the same check had
-    reported a compile error in it before (`earlier`): that tool sees the file, and its
-    errors went away."""
+    reported a compile error in it before (`earlier`: failing runs, ts ascending): that
+    tool sees the file, and its errors went away."""
     if not failing.tool_result:
         return frozenset()
-    errs = compile_errors(failing.tool_result)
     gone: set[str] = set()
-    for path in errs.files:
+    for path in compile_errors(failing.tool_result).files:
+        # The checks that had reported a compile error in the file: they see it.
+        seen: dict[str, int] = {}
+        for c, e in earlier:
+            if e.tool_result and any(_same(f, path) for f in compile_errors(e.tool_result).files):
+                seen.setdefault(c.identity, e.ts)
         for check, ev, passed in later:
             if not _reports_none_in(check, ev, passed, path):
                 continue
-            edited = any(
+            if seen.get(check.identity, ev.ts) < ev.ts or any(
                 failing.ts < ts < ev.ts and any(_same(f, path) for f in files)
                 for ts, files in edits
-            )
-            seen = any(
-                c.identity == check.identity
-                and e.ts < ev.ts
-                and e.tool_result
-                and any(_same(f, path) for f in compile_errors(e.tool_result).files)
-                for c, e in earlier
-            )
-            if edited or seen:
+            ):
                 gone.add(path)
                 break
     return frozenset(gone)
