@@ -21,7 +21,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from tma1.checks import error_line
 from tma1.clock import MINUTE_MS
 from tma1.engine.anomaly import Anomaly, Channel, delivery_order, one_per_subject
 from tma1.engine.checkruns import check_runs
@@ -135,7 +134,7 @@ def open_checks(runs: Sequence[HookEvent], now: int, project: str | None = None)
                 failures=len(streak),
                 broken_by=first.event.session_id,
                 broken_by_agent=first.event.agent_source,
-                error=last.event.tool_error_summary or error_line(last.event.tool_result or ""),
+                error=cr.error_of(last),
                 passed_before=passed_before,
                 last_session=last.event.session_id,
                 last_agent=last.event.agent_source,

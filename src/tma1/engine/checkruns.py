@@ -9,7 +9,10 @@ supersedes it (`engine.supersession`: `cargo build` closes `cargo check`), once 
 of a chained check (`lint && build && test`) passed since in some run, or once every
 test id it failed on passed in a later re-run of exactly those ids. It is *superseded*
 when a later failing run of another, wider check of its toolchain says different errors:
-what it said is stale, and it is no longer an open check of its own (design §2.21).
+what it said is stale, and it is no longer an open check of its own (design §2.21). Its
+compile errors are stale once a later type-check found their files clean after they
+changed (`supersession.gone_files`): a run that said nothing else is superseded; one that
+also failed on tests stays open, told by what stands (`CheckRuns.error_of`).
 
 Built once per (window, now) and kept in the window's memo: the three rules ask the same.
 """
@@ -18,13 +21,21 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from tma1.checks import Check, Outcome, check_of, error_line, outcome_of, split_shell
 from tma1.checks.identity import Step, is_script_file
-from tma1.engine.supersession import errors_of, ids_passed_since, supersedes
+from tma1.engine.supersession import (
+    compile_errors,
+    errors_of,
+    gone_files,
+    ids_passed_since,
+    only_stale,
+    supersedes,
+    without_stale,
+)
 from tma1.engine.window import SessionWindow
 from tma1.events import SHELL_TOOLS, HookEvent
 from tma1.paths import norm_path
@@ -52,6 +63,17 @@ class CheckRuns:
     # its newest failing run that no later covering pass closed. A later pass of a narrower
     # scope (one file of a failing suite) leaves the suite open.
     open_failures: dict[str, Run]
+    # id() of the failing runs whose compile errors in these files a later type-check no
+    # longer reported (`supersession.gone_files`): what else they said still stands.
+    stale_files: dict[int, frozenset[str]] = field(default_factory=dict)
+
+    def error_of(self, run: Run) -> str | None:
+        """The run's telling error line, among what of it still stands: not a compile error
+        a later type-check no longer reported."""
+        gone = self.stale_files.get(id(run.event))
+        if gone and run.event.tool_result:
+            return error_line(without_stale(run.event.tool_result, gone))
+        return run.event.tool_error_summary or error_line(run.event.tool_result or "")
 
     def closed(self, run: Run) -> bool:
         """A later run passed a check that covers this one (in any lane)."""
@@ -141,7 +163,9 @@ def _failing_step_passed_since(r: Run, passed_later: dict[Check, None]) -> bool:
     return st is not None and any(_covers(p, Check((st,))) for p in passed_later)
 
 
-def _closed(runs: list[Run]) -> tuple[set[int], set[int]]:
+def _closed(
+    runs: list[Run], edits: Sequence[tuple[int, frozenset[str]]] = ()
+) -> tuple[set[int], set[int], dict[int, frozenset[str]]]:
     """The failing runs a later pass covers (closed), and those a later failing wider run
     with other errors superseded. Newest to oldest, against the distinct checks that ran
     later: a session re-runs a handful of checks, so this is about O(runs) (comparing each
@@ -151,7 +175,9 @@ def _closed(runs: list[Run]) -> tuple[set[int], set[int]]:
     passed_later: dict[Check, None] = {}
     reruns: dict[Check, Run] = {}  # later passing runs with a scope: re-runs of test ids
     failed_later: dict[Check, Run] = {}  # the oldest later failing run of each check
-    for r in reversed(runs):
+    stale: dict[int, frozenset[str]] = {}
+    for at in range(len(runs) - 1, -1, -1):
+        r = runs[at]
         if r.passed:
             passed_later.setdefault(r.check, None)
             if any(s.scope for s in r.check.steps) or r.event.passed_test_ids:
@@ -182,8 +208,30 @@ def _closed(runs: list[Run]) -> tuple[set[int], set[int]]:
                 for c, f in failed_later.items()
             ):
                 superseded.add(id(r.event))
+            elif gone := _compile_errors_gone(runs, at, edits):
+                # Its compile errors compile now (design §2.21): only what else it said stands.
+                if only_stale(r.event.tool_result or "", gone):
+                    superseded.add(id(r.event))
+                else:
+                    stale[id(r.event)] = gone
             failed_later[r.check] = r
-    return closed, superseded
+    return closed, superseded, stale
+
+
+def _compile_errors_gone(
+    runs: list[Run], at: int, edits: Sequence[tuple[int, frozenset[str]]]
+) -> frozenset[str]:
+    """The files of run `at`'s compile errors that a later type-check found clean
+    (`supersession.gone_files`)."""
+    r = runs[at]
+    if not r.event.tool_result or not compile_errors(r.event.tool_result).files:
+        return frozenset()
+    return gone_files(
+        r.event,
+        [(x.check, x.event, x.passed) for x in runs[at + 1 :] if x.passed or x.failed],
+        [(x.check, x.event) for x in runs if x.failed and x.event.tool_result],
+        edits,
+    )
 
 
 @lru_cache(maxsize=8192)
@@ -342,14 +390,23 @@ def check_runs(window: SessionWindow, now: int) -> CheckRuns:
         for e in window.events
         if e.ts <= now and e.tool_command and (r := run_of(e, window.project, scratch)) is not None
     ]
-    closed, superseded = _closed(runs)
+    edits = [
+        (e.ts, frozenset(norm_path(f, e.cwd or window.project or "") for f in e.tool_files))
+        for e in window.events
+        if e.ts <= now
+        and e.tool_files
+        and e.tool_name not in SHELL_TOOLS
+        and e.event_type == "PostToolUse"
+        and e.tool_success is not False
+    ]
+    closed, superseded, stale = _closed(runs, edits)
     switched = _tree_switched_at(window.events, now)
     if switched is not None:
         # Failures on a tree the project no longer has: no verdict about its code now.
         closed |= {id(r.event) for r in runs if r.failed and r.ts < switched}
     gone = closed | superseded
     open_failures = {r.check.identity: r for r in runs if r.failed and id(r.event) not in gone}
-    found = CheckRuns(runs, closed, superseded, open_failures)
+    found = CheckRuns(runs, closed, superseded, open_failures, stale)
     window.memo.clear()  # one `now` at a time: the detector asks about the present
     window.memo[key] = found
     return found
