@@ -5,7 +5,8 @@ module and its kind both differ from the docs' `force_push`), passes every test 
 This script shows it:
 
 1. copies the working tree (the files `git ls-files` lists, tracked and untracked-but-not-
-   ignored, as they are on disk) into a fresh directory;
+   ignored, as they are on disk) into `<dir>/tma1`, with `<dir>/shared` linked to this
+   checkout's `../shared` (the recorded sessions the replay tests read) when it exists;
 2. drops the toy's module into `src/tma1/engine/rules/<module>.py` and its test file into
    `tests/engine/rules/test_<module>.py` — the exact text of docs/rules.md, taken out by the
    same function `tests/engine/rules/test_toy_rule.py` uses (`toykit`);
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--module", default=MODULE, help=f"the toy's module name ({MODULE})")
     ap.add_argument("--kind", default=KIND, help=f"the toy's kind ({KIND})")
-    ap.add_argument("--dir", type=Path, help="copy into this (new or empty) directory")
+    ap.add_argument("--dir", type=Path, help="work in this (new or empty) directory")
     ap.add_argument("--keep", action="store_true", help="leave the copy in place afterwards")
     ap.add_argument("pytest_args", nargs="*", help="passed on to pytest (after `--`)")
     args = ap.parse_args(argv)
@@ -106,7 +107,12 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _run(root: Path, args: argparse.Namespace) -> int:
+def _run(work: Path, args: argparse.Namespace) -> int:
+    # The tests read ../shared (the spec, the recorded sessions): the copy gets it too.
+    root = work / "tma1"
+    root.mkdir()
+    if (REPO.parent / "shared").is_dir():
+        (work / "shared").symlink_to((REPO.parent / "shared").resolve(), target_is_directory=True)
     print(f"toy_rule_suite: copied {copy_tree(REPO, root)} files into {root}", flush=True)
     try:
         rule, test = drop_toy(

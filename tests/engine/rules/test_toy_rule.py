@@ -74,7 +74,12 @@ def test_the_toy_is_the_docs_text_under_another_name(toy_tree: Path) -> None:
 
 
 def _run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TMA1_")}
+    # No daemon setting leaks in; the test cluster does (the PostgreSQL leg runs too).
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TMA1_") or k.startswith(("TMA1_TEST_", "TMA1_REQUIRE_"))
+    }
     # The copy first: it is the `tma1` Python imports (the editable install comes later).
     env["PYTHONPATH"] = os.pathsep.join([str(root / "src"), str(TESTS)])
     return subprocess.run(
