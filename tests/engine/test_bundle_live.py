@@ -338,3 +338,25 @@ def test_a_turn_the_user_interrupted_is_not_told_as_active(
         hook("third-dddddddd", "SessionStart", tmp_path / "third.jsonl", source="startup")
     )
     assert f"Other sessions active on this project now: {peer[:8]} ({agent}" in text
+
+
+def test_a_fixed_compile_error_is_not_quoted_when_the_run_also_failed_on_tests(
+    live: LiveServer, clock: ManualClock
+) -> None:
+    """Live reads the project's runs as replay holds them (every failure's output): a run
+    that failed on a compile error, since fixed and type-checked clean by the same lint
+    that had reported it, and on a test is told by the test's line, not the fixed error
+    (its error summary alone is the compile error)."""
+    from test_supersession_compile import GO_ASSERT, GO_COMPILE, LINT_ONLY, LINT_TYPECHECK
+
+    lint = "golangci-lint run --enable-only bodyclose"
+    tests_out = "Exit code 2\n" + GO_COMPILE + GO_ASSERT
+    post(live, clock, bash_fail("peer-a", lint, "Exit code 1\n" + LINT_TYPECHECK))
+    post(live, clock, bash_fail("peer-a", "make test-unit", tests_out))
+    # The same lint again (its own tool_use_id), after the fix: lint findings only.
+    again = bash_fail("peer-a", lint, "Exit code 1\n" + LINT_ONLY) | {"tool_use_id": "lint-2"}
+    post(live, clock, again)
+    post(live, clock, stop("peer-a"))
+    told = context(start(live, clock, "next-b", "startup"))
+    assert "make test-unit" in told and "TestPermissions" in told, told
+    assert "declared and not used" not in told, told
