@@ -28,6 +28,7 @@ NOT_IN_REPO = {
     "src/tma1/engine/rules/force_push.py": "docs/rules.md: the toy rule a reader adds",
     "tests/engine/rules/test_force_push.py": "docs/rules.md: the toy rule's test",
     "tma1.engine.rules.force_push": "docs/rules.md: the toy rule's module",
+    "src/tma1/engine/rules/push_rewrite.py": "docs/rules.md: where toy_rule_suite.py drops it",
 }
 
 _ROOTS = r"(?:tests|src/tma1|tma1|scripts|bench)/"
