@@ -249,11 +249,7 @@ class Delivery:
         changes = []
         peers: list[Peer] = []
         if project:
-            # Every failure's output, as replay holds it: what still stands of a failing run
-            # is weighed line by line against what ran after it (engine.supersession).
-            runs = store.project_shell_results(
-                project, now - CHECKS_HORIZON_MS, now, outputs=True
-            )
+            runs = store.project_shell_results(project, now - CHECKS_HORIZON_MS, now)
             # The scripts sessions wrote whole: their scratch, never the project's checks.
             if created := store.project_file_creations(project, now - CHECKS_HORIZON_MS, now):
                 runs = sorted([*runs, *created], key=lambda e: e.ts)

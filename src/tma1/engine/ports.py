@@ -38,10 +38,10 @@ class BundleReads(Protocol):
     bundle the live server told)."""
 
     def project_shell_results(
-        self, project: str, since_ts: int, until_ts: int, *, outputs: bool = False
+        self, project: str, since_ts: int, until_ts: int
     ) -> list[HookEvent]:
-        """With `outputs`, every failure keeps its output (the bundle weighs all of a
-        failing run's error lines against what ran after it)."""
+        """Every failure keeps its output (the bundle weighs all of a failing run's error
+        lines against what ran after it)."""
         ...
 
     def project_file_creations(

@@ -122,9 +122,7 @@ class StoreWindows:
             return {}
         prior = [
             e
-            for e in self.store.project_shell_results(
-                project, first - PRIOR_RUNS_MS, first - 1, outputs=True
-            )
+            for e in self.store.project_shell_results(project, first - PRIOR_RUNS_MS, first - 1)
             if e.session_id != session_id
         ]
         return failing_at(prior, first, project)

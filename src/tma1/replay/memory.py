@@ -135,15 +135,9 @@ class MemoryWindows:
         return held[bisect_left(held, since_ts, key=_TS) : bisect_right(held, until_ts, key=_TS)]
 
     def project_shell_results(
-        self,
-        project: str,
-        since_ts: int,
-        until_ts: int,
-        *,
-        limit: int = 1_000,
-        outputs: bool = False,
+        self, project: str, since_ts: int, until_ts: int, *, limit: int = 1_000
     ) -> list[HookEvent]:
-        # Held lean (`store.events.lean`): every failure keeps its output, as `outputs` asks.
+        # Held lean (`store.events.lean`): every failure keeps its output, as the store's.
         found = [
             e
             for e in self._project_events(project, since_ts, until_ts)

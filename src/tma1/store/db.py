@@ -16,7 +16,6 @@ from urllib.parse import quote
 from sqlalchemy import (
     Engine,
     Table,
-    and_,
     bindparam,
     case,
     create_engine,
@@ -125,6 +124,11 @@ class Store:
         if self._engine.dialect.name == "sqlite":
             return or_(column == mid, column.is_(None))
         return column == mid  # type: ignore[no-any-return]
+
+    def _project_span(self, project: str, since_ts: int, until_ts: int) -> tuple[Any, ...]:
+        """This machine's events of `project` in [since, until] (the bundle's reads)."""
+        c = hook_events.c
+        return (c.project == project, c.ts >= since_ts, c.ts <= until_ts, self.mine(c.machine_id))
 
     def owns(self, machine_id: str | None) -> bool:
         """Whether a row stored with `machine_id` is this store's (`mine`, in Python)."""
@@ -451,31 +455,21 @@ class Store:
     # --- reads for the session bundle (tma1.engine.bundle) -------------------------------
 
     def project_shell_results(
-        self,
-        project: str,
-        since_ts: int,
-        until_ts: int,
-        *,
-        limit: int = 1_000,
-        outputs: bool = False,
+        self, project: str, since_ts: int, until_ts: int, *, limit: int = 1_000
     ) -> list[HookEvent]:
         """The project's newest `limit` shell tool results (every session) in [since,
         until], ts ascending, lean: what deciding a check's outcome and quoting its error
-        needs — `tool_result` only for a failure without an error summary (every failure
-        with `outputs`: all its error lines, for comparing them), no tool input, files,
-        test ids or metadata."""
+        needs — `tool_result` only for a failure (all its error lines: what still stands of
+        a failing run is weighed line by line against what ran after it), no tool input,
+        files, test ids or metadata."""
         c = hook_events.c
         failed = or_(c.event_type == "PostToolUseFailure", c.tool_success.is_(False))
-        wanted = failed if outputs else and_(failed, c.tool_error_summary.is_(None))
-        result = case((wanted, c.tool_result), else_=null())
+        result = case((failed, c.tool_result), else_=null())
         cols = [c[name] for name in SHELL_RESULT_COLUMNS] + [result.label("tool_result")]
         q = (
             select(*cols)
             .where(
-                c.project == project,
-                c.ts >= since_ts,
-                c.ts <= until_ts,
-                self.mine(c.machine_id),
+                *self._project_span(project, since_ts, until_ts),
                 c.event_type.in_(("PostToolUse", "PostToolUseFailure")),
                 c.tool_command.is_not(None),
             )
@@ -495,10 +489,7 @@ class Store:
         q = (
             select(*cols)
             .where(
-                c.project == project,
-                c.ts >= since_ts,
-                c.ts <= until_ts,
-                self.mine(c.machine_id),
+                *self._project_span(project, since_ts, until_ts),
                 c.event_type == "PostToolUse",
                 c.tool_name == "Write",
                 or_(c.tool_success.is_(None), c.tool_success.is_(True)),
@@ -524,10 +515,7 @@ class Store:
         ranked = (
             select(c.session_id, c.ts, c.agent_source, c.hook_event_name, newest)
             .where(
-                c.project == project,
-                c.ts >= since_ts,
-                c.ts <= until_ts,
-                self.mine(c.machine_id),
+                *self._project_span(project, since_ts, until_ts),
             )
             .subquery()
         )
